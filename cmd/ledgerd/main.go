@@ -1,0 +1,57 @@
+// Command ledgerd runs pointledger: `ledgerd serve` serves the API,
+// `ledgerd migrate` creates the tables, `ledgerd version` prints the version.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "ledgerd:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: ledgerd <command> [flags]
+
+commands:
+  serve     serve the Connect API (Connect/HTTP JSON, gRPC, gRPC-Web) on one port
+  migrate   create the DynamoDB tables (idempotent)
+  version   print the version
+
+Run 'ledgerd <command> -h' for the flags; every flag can also be set by its
+LEDGER_* environment variable.
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stderr)
+	case "migrate":
+		return migrate(ctx, rest, getenv, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "ledgerd", version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

@@ -1,0 +1,49 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo detail on every error.
+const ErrorDomain = "pointledger.v1"
+
+var codes = map[ledger.Kind]connect.Code{
+	ledger.KindInvalid:            connect.CodeInvalidArgument,
+	ledger.KindFailedPrecondition: connect.CodeFailedPrecondition,
+	ledger.KindNotFound:           connect.CodeNotFound,
+	ledger.KindAlreadyExists:      connect.CodeAlreadyExists,
+	ledger.KindAborted:            connect.CodeAborted,
+}
+
+// toConnect is the one place where errors become wire codes. Domain errors
+// keep their message and carry their reason in a google.rpc.ErrorInfo; the
+// caller's own cancellation stays a cancellation; anything else is logged and
+// becomes INTERNAL without its details.
+func (s *LedgerService) toConnect(ctx context.Context, err error) error {
+	if e, ok := ledger.AsError(err); ok {
+		if code, ok := codes[e.Kind]; ok {
+			return withReason(connect.NewError(code, e), e.Reason)
+		}
+	}
+	switch {
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	s.log.ErrorContext(ctx, "internal error", "error", err)
+	return withReason(connect.NewError(connect.CodeInternal, errors.New("internal error; the request may be retried with the same request_id")), "INTERNAL")
+}
+
+func withReason(err *connect.Error, reason string) *connect.Error {
+	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}); derr == nil {
+		err.AddDetail(d)
+	}
+	return err
+}

@@ -1,0 +1,152 @@
+// Package api serves the ledger over Connect (Connect/HTTP JSON, gRPC and
+// gRPC-Web): it turns requests into domain calls, entries into messages, and
+// domain errors into Connect codes, in one place (errors.go).
+package api
+
+import (
+	"context"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Ledger is what the service needs of a ledger store.
+type Ledger interface {
+	Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error)
+	Balance(ctx context.Context, user string) (ledger.Account, error)
+	Entries(ctx context.Context, user string, pageSize int, pageToken string) ([]ledger.Entry, string, error)
+}
+
+// LedgerService implements pointledger.v1.LedgerService.
+type LedgerService struct {
+	ledger Ledger
+	scale  int32
+	log    *slog.Logger
+}
+
+var _ pointledgerv1connect.LedgerServiceHandler = (*LedgerService)(nil)
+
+// NewLedgerService serves l; amounts may have at most scale digits after the point.
+func NewLedgerService(l Ledger, scale int32, log *slog.Logger) *LedgerService {
+	return &LedgerService{ledger: l, scale: scale, log: log}
+}
+
+func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.GrantRequest]) (*connect.Response[pb.GrantResponse], error) {
+	r := req.Msg
+	res, err := s.apply(ctx, ledger.EntryGrant, ledger.Request{
+		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.GrantResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+}
+
+func (s *LedgerService) Purchase(ctx context.Context, req *connect.Request[pb.PurchaseRequest]) (*connect.Response[pb.PurchaseResponse], error) {
+	r := req.Msg
+	res, err := s.apply(ctx, ledger.EntryPurchase, ledger.Request{
+		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.PurchaseResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+}
+
+func (s *LedgerService) Refund(ctx context.Context, req *connect.Request[pb.RefundRequest]) (*connect.Response[pb.RefundResponse], error) {
+	r := req.Msg
+	res, err := s.apply(ctx, ledger.EntryRefund, ledger.Request{
+		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
+		PurchaseRequestID: r.PurchaseRequestId,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&pb.RefundResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+}
+
+func (s *LedgerService) apply(ctx context.Context, t ledger.EntryType, r ledger.Request) (ledger.Result, error) {
+	m, err := ledger.NewMutation(t, r, s.scale)
+	if err != nil {
+		return ledger.Result{}, s.toConnect(ctx, err)
+	}
+	res, err := s.ledger.Apply(ctx, m)
+	if err != nil {
+		return ledger.Result{}, s.toConnect(ctx, err)
+	}
+	return res, nil
+}
+
+func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.GetBalanceRequest]) (*connect.Response[pb.GetBalanceResponse], error) {
+	a, err := s.ledger.Balance(ctx, req.Msg.UserId)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&pb.GetBalanceResponse{
+		UserId:  req.Msg.UserId,
+		Balance: a.Balance.String(),
+		Version: a.Version,
+		Status:  statusToProto(a.Status),
+	}), nil
+}
+
+func (s *LedgerService) ListEntries(ctx context.Context, req *connect.Request[pb.ListEntriesRequest]) (*connect.Response[pb.ListEntriesResponse], error) {
+	entries, next, err := s.ledger.Entries(ctx, req.Msg.UserId, int(req.Msg.PageSize), req.Msg.PageToken)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	out := &pb.ListEntriesResponse{NextPageToken: next, Entries: make([]*pb.Entry, len(entries))}
+	for i, e := range entries {
+		out.Entries[i] = entryToProto(e)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func entryToProto(e ledger.Entry) *pb.Entry {
+	out := &pb.Entry{
+		EntryId:           e.ID,
+		UserId:            e.UserID,
+		Version:           e.Version,
+		Type:              entryTypeToProto(e.Type),
+		Amount:            e.Amount.String(),
+		BalanceAfter:      e.BalanceAfter.String(),
+		RequestId:         e.RequestID,
+		OrderId:           e.OrderID,
+		CreateTime:        timestamppb.New(e.CreateTime),
+		Metadata:          e.Metadata,
+		PurchaseRequestId: e.PurchaseRequestID,
+	}
+	if e.Type == ledger.EntryPurchase {
+		out.RefundedAmount = e.RefundedAmount.String()
+	}
+	return out
+}
+
+func entryTypeToProto(t ledger.EntryType) pb.EntryType {
+	switch t {
+	case ledger.EntryGrant:
+		return pb.EntryType_ENTRY_TYPE_GRANT
+	case ledger.EntryPurchase:
+		return pb.EntryType_ENTRY_TYPE_PURCHASE
+	case ledger.EntryRefund:
+		return pb.EntryType_ENTRY_TYPE_REFUND
+	case ledger.EntryAdjustment:
+		return pb.EntryType_ENTRY_TYPE_ADJUSTMENT
+	}
+	return pb.EntryType_ENTRY_TYPE_UNSPECIFIED
+}
+
+func statusToProto(s ledger.Status) pb.AccountStatus {
+	switch s {
+	case ledger.StatusActive:
+		return pb.AccountStatus_ACCOUNT_STATUS_ACTIVE
+	case ledger.StatusFrozen:
+		return pb.AccountStatus_ACCOUNT_STATUS_FROZEN
+	}
+	return pb.AccountStatus_ACCOUNT_STATUS_UNSPECIFIED
+}

@@ -1,0 +1,88 @@
+// Package dynamotest gives tests a real DynamoDB: one DynamoDB Local per test
+// binary, started on first use on a free port (in memory), and fresh tables
+// for every test.
+//
+// A test package that uses it says so in TestMain:
+//
+//	func TestMain(m *testing.M) { dynamotest.Main(m) }
+package dynamotest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/pointledger/pointledger/internal/dynamolocal"
+	"github.com/pointledger/pointledger/migrations"
+)
+
+var (
+	once     sync.Once
+	emulator *dynamolocal.Emulator
+	startErr error
+	tables   atomic.Int64
+)
+
+// Main runs the tests and stops the emulator, if one was started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if emulator != nil {
+		emulator.Stop()
+	}
+	os.Exit(code)
+}
+
+// Emulator returns the test binary's DynamoDB Local, starting it if needed.
+func Emulator(tb testing.TB) *dynamolocal.Emulator {
+	tb.Helper()
+	once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		emulator, startErr = dynamolocal.Start(ctx, dynamolocal.Options{})
+	})
+	if startErr != nil {
+		tb.Fatalf("DynamoDB Local: %v", startErr)
+	}
+	return emulator
+}
+
+// Env is a test's own set of tables on the shared emulator.
+type Env struct {
+	Client   *dynamodb.Client
+	Endpoint string
+	Prefix   string // table name prefix, unique to the test
+	Ledger   string // full name of the ledger table
+}
+
+// New creates the migrations' tables under a prefix of the test's own and
+// deletes them when the test ends.
+func New(tb testing.TB) *Env {
+	tb.Helper()
+	e := Emulator(tb)
+	env := &Env{
+		Client:   dynamolocal.NewClient(e.Endpoint),
+		Endpoint: e.Endpoint,
+		Prefix:   fmt.Sprintf("t%d_", tables.Add(1)),
+	}
+	env.Ledger = env.Prefix + migrations.LedgerTable
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := migrations.Apply(ctx, env.Client, env.Prefix, log); err != nil {
+		tb.Fatalf("apply migrations: %v", err)
+	}
+	tb.Cleanup(func() {
+		all, _ := migrations.All(env.Prefix)
+		for _, m := range all {
+			_, _ = env.Client.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: m.Input.TableName})
+		}
+	})
+	return env
+}

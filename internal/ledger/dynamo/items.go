@@ -1,0 +1,270 @@
+package dynamo
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Item layout of the ledger table. The user is the partition key of every
+// item, so one user's account, entries and request records live together:
+//
+//	PK=ACCT#<user> SK=A                    account: balance, version, status, times
+//	PK=ACCT#<user> SK=E#<version, 20 digits> entry
+//	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, entry version
+//
+// Amounts are DynamoDB numbers written from canonical decimal strings. User
+// and request ids cannot contain '#' (see ledger.ValidateUserID), so no id can
+// reach into another item's key.
+const (
+	accountSK     = "A"
+	entryPrefix   = "E#"
+	requestPrefix = "R#"
+	versionDigits = 20
+	timeLayout    = "2006-01-02T15:04:05.000000Z" // fixed width, so it sorts as text
+)
+
+func partitionKey(user string) string { return "ACCT#" + user }
+
+func key(user, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"PK": str(partitionKey(user)), "SK": str(sk)}
+}
+
+func accountKey(user string) map[string]types.AttributeValue { return key(user, accountSK) }
+
+func entrySK(version int64) string { return fmt.Sprintf("%s%0*d", entryPrefix, versionDigits, version) }
+
+func entryKey(user string, version int64) map[string]types.AttributeValue {
+	return key(user, entrySK(version))
+}
+
+func requestKey(user, requestID string) map[string]types.AttributeValue {
+	return key(user, requestPrefix+requestID)
+}
+
+// requestRecord is the idempotency record of a request_id.
+type requestRecord struct {
+	Hash    string
+	Type    ledger.EntryType
+	Amount  decimal.Decimal // the request's positive amount (a purchase's cap for its refunds)
+	Version int64           // the version of the entry it wrote
+}
+
+func entryItem(e ledger.Entry) map[string]types.AttributeValue {
+	item := key(e.UserID, entrySK(e.Version))
+	item["entry_id"] = str(e.ID)
+	item["user_id"] = str(e.UserID)
+	item["version"] = numInt(e.Version)
+	item["type"] = str(string(e.Type))
+	item["amount"] = num(e.Amount)
+	item["balance_after"] = num(e.BalanceAfter)
+	item["request_id"] = str(e.RequestID)
+	item["create_time"] = str(formatTime(e.CreateTime))
+	if e.OrderID != "" {
+		item["order_id"] = str(e.OrderID)
+	}
+	if len(e.Metadata) > 0 {
+		md := make(map[string]types.AttributeValue, len(e.Metadata))
+		for k, v := range e.Metadata {
+			md[k] = str(v)
+		}
+		item["metadata"] = &types.AttributeValueMemberM{Value: md}
+	}
+	switch e.Type {
+	case ledger.EntryPurchase:
+		item["refunded_amount"] = num(e.RefundedAmount)
+	case ledger.EntryRefund:
+		item["purchase_request_id"] = str(e.PurchaseRequestID)
+		item["purchase_version"] = numInt(e.PurchaseVersion)
+	}
+	return item
+}
+
+func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
+	item := requestKey(m.UserID, m.RequestID)
+	item["request_id"] = str(m.RequestID)
+	item["request_hash"] = str(m.Hash())
+	item["type"] = str(string(m.Type))
+	item["amount"] = num(m.Amount)
+	item["version"] = numInt(e.Version)
+	item["create_time"] = str(formatTime(e.CreateTime))
+	return item
+}
+
+func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, error) {
+	if len(item) == 0 {
+		return ledger.Account{}, false, nil
+	}
+	d := decoder{item: item}
+	a := ledger.Account{
+		UserID:     d.str("user_id"),
+		Balance:    d.num("balance"),
+		Version:    d.int("version"),
+		Status:     ledger.Status(d.str("status")),
+		CreateTime: d.time("create_time"),
+		UpdateTime: d.time("update_time"),
+	}
+	return a, true, d.err("account")
+}
+
+func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, error) {
+	if len(item) == 0 {
+		return ledger.Entry{}, false, nil
+	}
+	d := decoder{item: item}
+	e := ledger.Entry{
+		ID:           d.str("entry_id"),
+		UserID:       d.str("user_id"),
+		Version:      d.int("version"),
+		Type:         ledger.EntryType(d.str("type")),
+		Amount:       d.num("amount"),
+		BalanceAfter: d.num("balance_after"),
+		RequestID:    d.str("request_id"),
+		OrderID:      d.optStr("order_id"),
+		CreateTime:   d.time("create_time"),
+		Metadata:     d.strMap("metadata"),
+	}
+	switch e.Type {
+	case ledger.EntryPurchase:
+		e.RefundedAmount = d.num("refunded_amount")
+	case ledger.EntryRefund:
+		e.PurchaseRequestID = d.str("purchase_request_id")
+		e.PurchaseVersion = d.int("purchase_version")
+	}
+	return e, true, d.err("entry")
+}
+
+func decodeRequest(item map[string]types.AttributeValue) (requestRecord, error) {
+	d := decoder{item: item}
+	r := requestRecord{
+		Hash:    d.str("request_hash"),
+		Type:    ledger.EntryType(d.str("type")),
+		Amount:  d.num("amount"),
+		Version: d.int("version"),
+	}
+	return r, d.err("request record")
+}
+
+// decoder reads typed attributes and remembers the first problem, so that a
+// malformed item is reported once with the attribute at fault.
+type decoder struct {
+	item  map[string]types.AttributeValue
+	first error
+}
+
+func (d *decoder) fail(name string, why string) {
+	if d.first == nil {
+		d.first = fmt.Errorf("attribute %s: %s", name, why)
+	}
+}
+
+func (d *decoder) err(what string) error {
+	if d.first != nil {
+		pk, _ := d.item["PK"].(*types.AttributeValueMemberS)
+		sk, _ := d.item["SK"].(*types.AttributeValueMemberS)
+		var where string
+		if pk != nil && sk != nil {
+			where = " " + pk.Value + " " + sk.Value
+		}
+		return fmt.Errorf("decode %s%s: %w", what, where, d.first)
+	}
+	return nil
+}
+
+func (d *decoder) optStr(name string) string {
+	v, ok := d.item[name]
+	if !ok {
+		return ""
+	}
+	s, ok := v.(*types.AttributeValueMemberS)
+	if !ok {
+		d.fail(name, "not a string")
+		return ""
+	}
+	return s.Value
+}
+
+func (d *decoder) str(name string) string {
+	if _, ok := d.item[name]; !ok {
+		d.fail(name, "missing")
+		return ""
+	}
+	return d.optStr(name)
+}
+
+func (d *decoder) num(name string) decimal.Decimal {
+	v, ok := d.item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(name, "missing or not a number")
+		return decimal.Zero
+	}
+	n, err := decimal.NewFromString(v.Value)
+	if err != nil {
+		d.fail(name, err.Error())
+	}
+	return n
+}
+
+func (d *decoder) int(name string) int64 {
+	v, ok := d.item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		d.fail(name, "missing or not a number")
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil {
+		d.fail(name, err.Error())
+	}
+	return n
+}
+
+func (d *decoder) time(name string) time.Time {
+	s := d.str(name)
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		d.fail(name, err.Error())
+	}
+	return t
+}
+
+func (d *decoder) strMap(name string) map[string]string {
+	v, ok := d.item[name]
+	if !ok {
+		return nil
+	}
+	m, ok := v.(*types.AttributeValueMemberM)
+	if !ok {
+		d.fail(name, "not a map")
+		return nil
+	}
+	out := make(map[string]string, len(m.Value))
+	for k, v := range m.Value {
+		s, ok := v.(*types.AttributeValueMemberS)
+		if !ok {
+			d.fail(name+"."+k, "not a string")
+			continue
+		}
+		out[k] = s.Value
+	}
+	return out
+}
+
+func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func num(d decimal.Decimal) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: d.String()}
+}
+
+func numInt(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }

@@ -1,0 +1,168 @@
+package dynamo
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Every read here is strongly consistent: these reads decide money or show
+// the ledger as it is.
+
+// Balance returns the user's account; a user without entries gets
+// ledger.NewAccount (balance 0, version 0, active).
+func (l *Ledger) Balance(ctx context.Context, user string) (ledger.Account, error) {
+	if err := ledger.ValidateUserID(user); err != nil {
+		return ledger.Account{}, err
+	}
+	return l.account(ctx, user)
+}
+
+func (l *Ledger) account(ctx context.Context, user string) (ledger.Account, error) {
+	out, err := l.get(ctx, accountKey(user))
+	if err != nil {
+		return ledger.Account{}, fmt.Errorf("get account of %q: %w", user, err)
+	}
+	a, ok, err := decodeAccount(out)
+	if err != nil || !ok {
+		return ledger.NewAccount(user), err
+	}
+	return a, nil
+}
+
+func (l *Ledger) request(ctx context.Context, user, requestID string) (requestRecord, bool, error) {
+	item, err := l.get(ctx, requestKey(user, requestID))
+	if err != nil {
+		return requestRecord{}, false, fmt.Errorf("get request %q of %q: %w", requestID, user, err)
+	}
+	if len(item) == 0 {
+		return requestRecord{}, false, nil
+	}
+	r, err := decodeRequest(item)
+	return r, err == nil, err
+}
+
+func (l *Ledger) entry(ctx context.Context, user string, version int64) (ledger.Entry, bool, error) {
+	item, err := l.get(ctx, entryKey(user, version))
+	if err != nil {
+		return ledger.Entry{}, false, fmt.Errorf("get entry %d of %q: %w", version, user, err)
+	}
+	return decodeEntry(item)
+}
+
+func (l *Ledger) get(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &l.table,
+		Key:            key,
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out.Item, nil
+}
+
+// Page sizes of ListEntries.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+)
+
+// pageToken is where the next page starts. It names the user so that a token
+// cannot be replayed against another user's ledger.
+type pageToken struct {
+	User  string `json:"u"`
+	After int64  `json:"v"`
+}
+
+// Entries returns up to pageSize entries of user in version order, starting
+// after the position in pageToken, and the token of the next page ("" on the
+// last page).
+func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
+	if err := ledger.ValidateUserID(user); err != nil {
+		return nil, "", err
+	}
+	switch {
+	case pageSize < 0:
+		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageSize, "page_size must not be negative")
+	case pageSize == 0:
+		pageSize = DefaultPageSize
+	case pageSize > MaxPageSize:
+		pageSize = MaxPageSize
+	}
+	var after int64
+	if token != "" {
+		t, err := decodePageToken(token)
+		if err != nil || t.User != user || t.After < 0 {
+			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this service gave for user %q", user)
+		}
+		after = t.After
+	}
+
+	// Ask for one more than a page: if it comes, there is a next page.
+	var entries []ledger.Entry
+	var start map[string]types.AttributeValue
+	for len(entries) <= pageSize {
+		out, err := l.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:              &l.table,
+			ConsistentRead:         aws.Bool(true),
+			KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :from AND :to"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":pk":   str(partitionKey(user)),
+				":from": str(entrySK(after + 1)),
+				":to":   str(entryPrefix + "99999999999999999999"),
+			},
+			Limit:             aws.Int32(int32(pageSize + 1 - len(entries))),
+			ExclusiveStartKey: start,
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("query entries of %q: %w", user, err)
+		}
+		for _, item := range out.Items {
+			e, _, err := decodeEntry(item)
+			if err != nil {
+				return nil, "", err
+			}
+			entries = append(entries, e)
+		}
+		if out.LastEvaluatedKey == nil {
+			break
+		}
+		start = out.LastEvaluatedKey
+	}
+	if len(entries) <= pageSize {
+		return entries, "", nil
+	}
+	entries = entries[:pageSize]
+	return entries, encodePageToken(pageToken{User: user, After: entries[pageSize-1].Version}), nil
+}
+
+func encodePageToken(t pageToken) string {
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodePageToken(s string) (pageToken, error) {
+	var t pageToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return t, err
+	}
+	return t, json.Unmarshal(b, &t)
+}
+
+// Ping checks that the ledger table answers a read.
+func (l *Ledger) Ping(ctx context.Context) error {
+	_, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &l.table, Key: key("-", "PING")})
+	if err != nil {
+		return fmt.Errorf("read ledger table %s: %w", l.table, err)
+	}
+	return nil
+}

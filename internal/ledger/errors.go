@@ -1,0 +1,65 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies an Error; the API layer maps each kind to one wire code.
+type Kind int
+
+const (
+	KindInternal           Kind = iota // a bug or an unexpected store failure
+	KindInvalid                        // the request is malformed; nothing was written
+	KindFailedPrecondition             // well-formed, but the ledger's state refuses it
+	KindNotFound                       // something the request names does not exist
+	KindAlreadyExists                  // the request_id was used for another request
+	KindAborted                        // concurrent writers won every retry
+)
+
+// Reasons are machine-readable and stable: clients branch on them.
+const (
+	ReasonInvalidAmount         = "INVALID_AMOUNT"
+	ReasonInvalidUserID         = "INVALID_USER_ID"
+	ReasonInvalidRequestID      = "INVALID_REQUEST_ID"
+	ReasonInvalidOrderID        = "INVALID_ORDER_ID"
+	ReasonInvalidMetadata       = "INVALID_METADATA"
+	ReasonInvalidPageSize       = "INVALID_PAGE_SIZE"
+	ReasonInvalidPageToken      = "INVALID_PAGE_TOKEN"
+	ReasonInsufficientBalance   = "INSUFFICIENT_BALANCE"
+	ReasonAccountFrozen         = "ACCOUNT_FROZEN"
+	ReasonRefundExceedsPurchase = "REFUND_EXCEEDS_PURCHASE"
+	ReasonPurchaseNotFound      = "PURCHASE_NOT_FOUND"
+	ReasonRequestIDReused       = "REQUEST_ID_REUSED"
+	ReasonTooManyConflicts      = "TOO_MANY_CONFLICTS"
+	ReasonBalanceLimit          = "BALANCE_LIMIT"
+)
+
+// Error is the one error type of the domain.
+type Error struct {
+	Kind    Kind
+	Reason  string // one of the Reason constants
+	Message string // for people; may name the offending value
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error of the given kind and reason.
+func Errorf(kind Kind, reason, format string, args ...any) *Error {
+	return &Error{Kind: kind, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// AsError returns the *Error in err's chain, if any.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+// ReasonOf returns the reason of the *Error in err's chain, or "".
+func ReasonOf(err error) string {
+	if e, ok := AsError(err); ok {
+		return e.Reason
+	}
+	return ""
+}

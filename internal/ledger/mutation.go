@@ -1,0 +1,210 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"slices"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shopspring/decimal"
+)
+
+// Limits on what a request may carry. Ids become parts of DynamoDB keys, so
+// their alphabet excludes the key separator '#' and anything invisible.
+const (
+	MaxIDLength       = 128
+	MaxOrderIDBytes   = 256
+	MaxMetadataKeys   = 16
+	MaxMetadataKey    = 64
+	MaxMetadataValue  = 256
+	MaxMetadataTotal  = 2048
+	idAlphabetComment = "letters, digits and . _ : @ + -"
+)
+
+// Request is a mutation as it arrives, before validation.
+type Request struct {
+	UserID            string
+	RequestID         string
+	Amount            string
+	OrderID           string
+	Metadata          map[string]string
+	PurchaseRequestID string // refunds only
+}
+
+// Mutation is a validated request to append one entry to a user's ledger.
+type Mutation struct {
+	Type              EntryType
+	UserID            string
+	RequestID         string
+	Amount            decimal.Decimal // positive; Delta gives the signed change
+	OrderID           string
+	Metadata          map[string]string
+	PurchaseRequestID string
+}
+
+// NewMutation validates r as a mutation of type t. Amounts may have at most
+// scale digits after the point.
+func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
+	if err := ValidateUserID(r.UserID); err != nil {
+		return Mutation{}, err
+	}
+	if err := validateID("request_id", ReasonInvalidRequestID, r.RequestID); err != nil {
+		return Mutation{}, err
+	}
+	amount, err := ParseAmount(r.Amount, scale)
+	if err != nil {
+		return Mutation{}, err
+	}
+	if err := validateOrderID(r.OrderID); err != nil {
+		return Mutation{}, err
+	}
+	if err := validateMetadata(r.Metadata); err != nil {
+		return Mutation{}, err
+	}
+	switch t {
+	case EntryRefund:
+		if err := validateID("purchase_request_id", ReasonInvalidRequestID, r.PurchaseRequestID); err != nil {
+			return Mutation{}, err
+		}
+	case EntryGrant, EntryPurchase:
+		if r.PurchaseRequestID != "" {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
+		}
+	default:
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", t)
+	}
+	return Mutation{
+		Type:              t,
+		UserID:            r.UserID,
+		RequestID:         r.RequestID,
+		Amount:            amount,
+		OrderID:           r.OrderID,
+		Metadata:          r.Metadata,
+		PurchaseRequestID: r.PurchaseRequestID,
+	}, nil
+}
+
+// Result is what a mutation returns: its entry, the balance right after it,
+// and whether it is the original result of an earlier identical request.
+type Result struct {
+	Entry    Entry
+	Balance  decimal.Decimal
+	Replayed bool
+}
+
+// Delta is the signed change the mutation makes to the balance.
+func (m Mutation) Delta() decimal.Decimal {
+	if m.Type == EntryPurchase {
+		return m.Amount.Neg()
+	}
+	return m.Amount
+}
+
+// Hash identifies the request's content, so that a retry of the same request
+// can be told from another request that reuses its request_id. Every field is
+// length-prefixed and metadata is sorted, so the encoding is unambiguous.
+func (m Mutation) Hash() string {
+	h := sha256.New()
+	field := func(s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	field(string(m.Type))
+	field(m.UserID)
+	field(m.RequestID)
+	field(m.Amount.String())
+	field(m.OrderID)
+	field(m.PurchaseRequestID)
+	keys := make([]string, 0, len(m.Metadata))
+	for k := range m.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		field(k)
+		field(m.Metadata[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ValidateUserID checks a user id: 1 to MaxIDLength characters from the id
+// alphabet.
+func ValidateUserID(id string) error {
+	return validateID("user_id", ReasonInvalidUserID, id)
+}
+
+func validateID(field, reason, id string) error {
+	if id == "" {
+		return Errorf(KindInvalid, reason, "%s is required", field)
+	}
+	if len(id) > MaxIDLength {
+		return Errorf(KindInvalid, reason, "%s is longer than %d characters", field, MaxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if !isIDByte(id[i]) {
+			return Errorf(KindInvalid, reason, "%s %q: only %s are allowed", field, truncate(id, 40), idAlphabetComment)
+		}
+	}
+	return nil
+}
+
+func isIDByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	case c == '.', c == '_', c == ':', c == '@', c == '+', c == '-':
+		return true
+	}
+	return false
+}
+
+func validateOrderID(id string) error {
+	if len(id) > MaxOrderIDBytes {
+		return Errorf(KindInvalid, ReasonInvalidOrderID, "order_id is longer than %d bytes", MaxOrderIDBytes)
+	}
+	if !printable(id) {
+		return Errorf(KindInvalid, ReasonInvalidOrderID, "order_id must be printable UTF-8")
+	}
+	return nil
+}
+
+func validateMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataKeys {
+		return Errorf(KindInvalid, ReasonInvalidMetadata, "metadata has %d keys, at most %d are allowed", len(md), MaxMetadataKeys)
+	}
+	total := 0
+	for k, v := range md {
+		if k == "" || len(k) > MaxMetadataKey {
+			return Errorf(KindInvalid, ReasonInvalidMetadata, "metadata keys must be 1 to %d bytes", MaxMetadataKey)
+		}
+		for i := 0; i < len(k); i++ {
+			if !isIDByte(k[i]) {
+				return Errorf(KindInvalid, ReasonInvalidMetadata, "metadata key %q: only %s are allowed", truncate(k, 40), idAlphabetComment)
+			}
+		}
+		if len(v) > MaxMetadataValue || !printable(v) {
+			return Errorf(KindInvalid, ReasonInvalidMetadata, "metadata value of %q must be printable UTF-8 of at most %d bytes", k, MaxMetadataValue)
+		}
+		total += len(k) + len(v)
+	}
+	if total > MaxMetadataTotal {
+		return Errorf(KindInvalid, ReasonInvalidMetadata, "metadata is %d bytes, at most %d are allowed", total, MaxMetadataTotal)
+	}
+	return nil
+}
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
