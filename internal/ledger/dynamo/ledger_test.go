@@ -1,0 +1,294 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// fastRetry keeps tests that exhaust the retries short.
+var fastRetry = Retry{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+
+func newLedger(tb testing.TB, db func(*dynamodb.Client) API, retry Retry) (*Ledger, *dynamotest.Env) {
+	tb.Helper()
+	env := dynamotest.New(tb)
+	var api API = env.Client
+	if db != nil {
+		api = db(env.Client)
+	}
+	return New(api, Options{Table: env.Ledger, Retry: retry}), env
+}
+
+func mutation(tb testing.TB, t ledger.EntryType, user, requestID, amount string) ledger.Mutation {
+	tb.Helper()
+	m, err := ledger.NewMutation(t, ledger.Request{UserID: user, RequestID: requestID, Amount: amount}, ledger.DefaultScale)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func mustApply(tb testing.TB, l *Ledger, m ledger.Mutation) ledger.Result {
+	tb.Helper()
+	res, err := l.Apply(context.Background(), m)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", m.Type, m.RequestID, err)
+	}
+	return res
+}
+
+func assertAuditClean(tb testing.TB, l *Ledger, user string) ledger.Account {
+	tb.Helper()
+	findings, acct, err := l.Audit(context.Background(), user)
+	if err != nil {
+		tb.Fatalf("audit %s: %v", user, err)
+	}
+	for _, f := range findings {
+		tb.Errorf("audit finding: %s", f)
+	}
+	return acct
+}
+
+// conflictInjector stands between the ledger and DynamoDB Local to produce
+// what the emulator never does: a TransactWriteItems cancelled with
+// TransactionConflict, as the real service answers when another transaction
+// holds one of the items.
+type conflictInjector struct {
+	API
+	conflicts    int  // how many calls to cancel; -1 cancels every call
+	afterCommit  bool // let the write commit, then report the conflict (a lost answer)
+	transactions atomic.Int64
+}
+
+func (c *conflictInjector) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	n := c.transactions.Add(1)
+	if c.conflicts >= 0 && n > int64(c.conflicts) {
+		return c.API.TransactWriteItems(ctx, in, opts...)
+	}
+	if c.afterCommit {
+		if _, err := c.API.TransactWriteItems(ctx, in, opts...); err != nil {
+			return nil, err
+		}
+	}
+	reasons := make([]types.CancellationReason, len(in.TransactItems))
+	for i := range reasons {
+		reasons[i].Code = aws.String("None")
+	}
+	reasons[itemAccount].Code = aws.String("TransactionConflict")
+	return nil, &types.TransactionCanceledException{
+		Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [None, None, TransactionConflict]"),
+		CancellationReasons: reasons,
+	}
+}
+
+func TestTransactionConflictIsRetried(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		conflicts    int
+		afterCommit  bool
+		wantErr      string // reason; "" = success
+		wantReplayed bool
+		wantCalls    int64
+		wantEntries  int64 // after the grant that funds the purchase
+	}{
+		{name: "one conflict, then success", conflicts: 1, wantCalls: 2, wantEntries: 2},
+		{name: "conflicts until the bound", conflicts: -1, wantErr: ledger.ReasonTooManyConflicts, wantCalls: int64(fastRetry.MaxAttempts), wantEntries: 1},
+		// The first call commits but its caller hears TransactionConflict: the
+		// retry finds the request record and answers with the original entry.
+		{name: "committed, answer lost", conflicts: 1, afterCommit: true, wantReplayed: true, wantCalls: 2, wantEntries: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			inj := &conflictInjector{conflicts: 0}
+			l, _ := newLedger(t, func(c *dynamodb.Client) API { inj.API = c; return inj }, fastRetry)
+			mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "grant", "100"))
+			inj.transactions.Store(0)
+			inj.conflicts, inj.afterCommit = tt.conflicts, tt.afterCommit
+
+			res, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "buy", "30"))
+			if got := ledger.ReasonOf(err); got != tt.wantErr {
+				t.Fatalf("Apply error = %v (reason %q), want reason %q", err, got, tt.wantErr)
+			}
+			if err == nil && res.Replayed != tt.wantReplayed {
+				t.Errorf("Replayed = %v, want %v", res.Replayed, tt.wantReplayed)
+			}
+			if e, ok := ledger.AsError(err); ok && e.Kind != ledger.KindAborted {
+				t.Errorf("kind = %v, want KindAborted", e.Kind)
+			}
+			if got := inj.transactions.Load(); got != tt.wantCalls {
+				t.Errorf("TransactWriteItems calls = %d, want %d", got, tt.wantCalls)
+			}
+			acct := assertAuditClean(t, l, "u1")
+			if acct.Version != tt.wantEntries {
+				t.Errorf("entries = %d, want %d (the purchase must apply at most once)", acct.Version, tt.wantEntries)
+			}
+		})
+	}
+}
+
+// Two Ledgers on one table are two processes: their per-user queues do not
+// see each other, so only the version condition keeps them apart.
+func TestVersionRaceAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	retry := Retry{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	a := New(env.Client, Options{Table: env.Ledger, Retry: retry})
+	b := New(env.Client, Options{Table: env.Ledger, Retry: retry})
+	mustApply(t, a, mutation(t, ledger.EntryGrant, "u1", "grant", "500"))
+
+	const buyers = 40
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for i := range buyers {
+		wg.Go(func() {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			_, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", fmt.Sprint("buy-", i), "20"))
+			switch ledger.ReasonOf(err) {
+			case "":
+				ok.Add(1)
+			case ledger.ReasonInsufficientBalance:
+				refused.Add(1)
+			default:
+				t.Errorf("purchase %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 25 || refused.Load() != buyers-25 {
+		t.Errorf("%d purchases of 20 from 500 succeeded and %d were refused, want 25 and %d", ok.Load(), refused.Load(), buyers-25)
+	}
+	acct := assertAuditClean(t, a, "u1")
+	if !acct.Balance.IsZero() || acct.Version != 26 {
+		t.Errorf("account = balance %s version %d, want 0 and 26", acct.Balance, acct.Version)
+	}
+}
+
+func TestEntriesPages(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	for i := range 7 {
+		mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", fmt.Sprint("g", i), "1"))
+	}
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u2", "g", "1"))
+	for _, size := range []int{1, 3, 7, 100} {
+		var versions []int64
+		token := ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("page size %d: more pages than entries", size)
+			}
+			entries, next, err := l.Entries(ctx, "u1", size, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) > size {
+				t.Fatalf("page size %d: got %d entries", size, len(entries))
+			}
+			for _, e := range entries {
+				versions = append(versions, e.Version)
+			}
+			if next == "" {
+				break
+			}
+			token = next
+		}
+		want := []int64{1, 2, 3, 4, 5, 6, 7}
+		if fmt.Sprint(versions) != fmt.Sprint(want) {
+			t.Errorf("page size %d: versions %v, want %v", size, versions, want)
+		}
+	}
+	_, next, err := l.Entries(ctx, "u1", 2, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, token := range map[string]string{"other user's": next, "garbage": "!!!", "forged": encodePageToken(pageToken{User: "u2", After: -5})} {
+		if _, _, err := l.Entries(ctx, "u2", 2, token); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+			t.Errorf("%s token: err = %v, want %s", name, err, ledger.ReasonInvalidPageToken)
+		}
+	}
+}
+
+// The audit is what the other tests trust to say "sound"; it must also say
+// "broken" when the ledger is.
+func TestAuditFindsABalanceChangedBehindItsBack(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10"))
+	assertAuditClean(t, l, "u1")
+	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                 &env.Ledger,
+		Key:                       accountKey("u1"),
+		UpdateExpression:          aws.String("SET balance = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(11))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	findings, _, err := l.Audit(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(findings) != 1 || findings[0].Kind != FindingBalanceMismatch || findings[0].Expected != "10" || findings[0].Found != "11" {
+		t.Fatalf("findings = %v, want one %s expecting 10, finding 11", findings, FindingBalanceMismatch)
+	}
+}
+
+func TestFrozenAccountRefusesPurchasesOnly(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10"))
+	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:                 &env.Ledger,
+		Key:                       accountKey("u1"),
+		UpdateExpression:          aws.String("SET #s = :frozen"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":frozen": str(string(ledger.StatusFrozen))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p", "1"))
+	if ledger.ReasonOf(err) != ledger.ReasonAccountFrozen {
+		t.Fatalf("purchase on a frozen account: %v, want %s", err, ledger.ReasonAccountFrozen)
+	}
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g2", "1"))
+	acct := assertAuditClean(t, l, "u1")
+	if acct.Version != 2 || acct.Status != ledger.StatusFrozen {
+		t.Fatalf("account = %+v, want version 2, frozen", acct)
+	}
+}
+
+func TestApplyHonoursCancellationWhileQueued(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t, nil, DefaultRetry)
+	unlock, err := l.locks.lock(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := l.Apply(ctx, mutation(t, ledger.EntryGrant, "u1", "g", "1")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply while the user is busy and ctx is cancelled: %v, want context.Canceled", err)
+	}
+}

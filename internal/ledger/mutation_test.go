@@ -1,0 +1,136 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+func validRequest() Request {
+	return Request{UserID: "alice", RequestID: "req-1", Amount: "10", OrderID: "order 42", Metadata: map[string]string{"shop": "berlin"}}
+}
+
+func TestNewMutationRejects(t *testing.T) {
+	t.Parallel()
+	bigMetadata := map[string]string{}
+	for i := range MaxMetadataKeys + 1 {
+		bigMetadata[fmt.Sprint("k", i)] = "v"
+	}
+	tests := []struct {
+		name   string
+		typ    EntryType
+		edit   func(*Request)
+		reason string
+	}{
+		{"empty user", EntryPurchase, func(r *Request) { r.UserID = "" }, ReasonInvalidUserID},
+		{"user with key separator", EntryPurchase, func(r *Request) { r.UserID = "alice#E#1" }, ReasonInvalidUserID},
+		{"user with space", EntryPurchase, func(r *Request) { r.UserID = "al ice" }, ReasonInvalidUserID},
+		{"user with control char", EntryPurchase, func(r *Request) { r.UserID = "al\x00ice" }, ReasonInvalidUserID},
+		{"user with unicode", EntryPurchase, func(r *Request) { r.UserID = "аlice" }, ReasonInvalidUserID}, // Cyrillic a
+		{"user too long", EntryPurchase, func(r *Request) { r.UserID = strings.Repeat("a", MaxIDLength+1) }, ReasonInvalidUserID},
+		{"empty request id", EntryPurchase, func(r *Request) { r.RequestID = "" }, ReasonInvalidRequestID},
+		{"request id with separator", EntryPurchase, func(r *Request) { r.RequestID = "x#y" }, ReasonInvalidRequestID},
+		{"request id too long", EntryGrant, func(r *Request) { r.RequestID = strings.Repeat("r", MaxIDLength+1) }, ReasonInvalidRequestID},
+		{"negative amount", EntryGrant, func(r *Request) { r.Amount = "-1" }, ReasonInvalidAmount},
+		{"zero amount", EntryGrant, func(r *Request) { r.Amount = "0" }, ReasonInvalidAmount},
+		{"NaN amount", EntryPurchase, func(r *Request) { r.Amount = "NaN" }, ReasonInvalidAmount},
+		{"order id too long", EntryPurchase, func(r *Request) { r.OrderID = strings.Repeat("o", MaxOrderIDBytes+1) }, ReasonInvalidOrderID},
+		{"order id with newline", EntryPurchase, func(r *Request) { r.OrderID = "a\nb" }, ReasonInvalidOrderID},
+		{"order id invalid utf8", EntryPurchase, func(r *Request) { r.OrderID = "\xff" }, ReasonInvalidOrderID},
+		{"too many metadata keys", EntryPurchase, func(r *Request) { r.Metadata = bigMetadata }, ReasonInvalidMetadata},
+		{"metadata value too long", EntryPurchase, func(r *Request) { r.Metadata = map[string]string{"k": strings.Repeat("v", MaxMetadataValue+1)} }, ReasonInvalidMetadata},
+		{"metadata empty key", EntryPurchase, func(r *Request) { r.Metadata = map[string]string{"": "v"} }, ReasonInvalidMetadata},
+		{"metadata key with space", EntryPurchase, func(r *Request) { r.Metadata = map[string]string{"a b": "v"} }, ReasonInvalidMetadata},
+		{"metadata too large in all", EntryPurchase, func(r *Request) {
+			r.Metadata = map[string]string{}
+			for i := range 10 {
+				r.Metadata[fmt.Sprint("key", i)] = strings.Repeat("v", 250)
+			}
+		}, ReasonInvalidMetadata},
+		{"refund without purchase", EntryRefund, func(r *Request) {}, ReasonInvalidRequestID},
+		{"purchase naming a purchase", EntryPurchase, func(r *Request) { r.PurchaseRequestID = "p" }, ReasonInvalidRequestID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := validRequest()
+			tt.edit(&r)
+			_, err := NewMutation(tt.typ, r, DefaultScale)
+			e, ok := AsError(err)
+			if !ok || e.Kind != KindInvalid || e.Reason != tt.reason {
+				t.Fatalf("NewMutation error = %v, want KindInvalid/%s", err, tt.reason)
+			}
+		})
+	}
+}
+
+func TestMutationDeltaAndHash(t *testing.T) {
+	t.Parallel()
+	p, err := NewMutation(EntryPurchase, validRequest(), DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Delta().Equal(decimal.NewFromInt(-10)) {
+		t.Errorf("purchase delta = %s, want -10", p.Delta())
+	}
+	g, _ := NewMutation(EntryGrant, validRequest(), DefaultScale)
+	if !g.Delta().Equal(decimal.NewFromInt(10)) {
+		t.Errorf("grant delta = %s, want 10", g.Delta())
+	}
+
+	same := validRequest()
+	same.Amount = "10.00" // the same amount, written differently
+	p2, _ := NewMutation(EntryPurchase, same, DefaultScale)
+	if p.Hash() != p2.Hash() {
+		t.Error("the same purchase hashes differently")
+	}
+	for name, edit := range map[string]func(*Request){
+		"amount":   func(r *Request) { r.Amount = "11" },
+		"order":    func(r *Request) { r.OrderID = "order 43" },
+		"metadata": func(r *Request) { r.Metadata = map[string]string{"shop": "bonn"} },
+		"no meta":  func(r *Request) { r.Metadata = nil },
+		// Field boundaries must not blur: "order 4" + "2shop" != "order 42" + "shop".
+		"boundary": func(r *Request) { r.OrderID = "order 4"; r.Metadata = map[string]string{"2shop": "berlin"} },
+	} {
+		r := validRequest()
+		edit(&r)
+		other, err := NewMutation(EntryPurchase, r, DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other.Hash() == p.Hash() {
+			t.Errorf("changing %s did not change the hash", name)
+		}
+	}
+	if g.Hash() == p.Hash() {
+		t.Error("a grant and a purchase with the same fields hash alike")
+	}
+}
+
+func TestFold(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	entries := []Entry{
+		{Version: 1, Amount: d("100"), BalanceAfter: d("100")},
+		{Version: 2, Amount: d("-30.5"), BalanceAfter: d("69.5")},
+		{Version: 3, Amount: d("10"), BalanceAfter: d("79.5")},
+	}
+	a, err := Fold("alice", entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Version != 3 || !a.Balance.Equal(d("79.5")) {
+		t.Fatalf("Fold = version %d balance %s, want 3 and 79.5", a.Version, a.Balance)
+	}
+	if _, err := Fold("alice", []Entry{entries[0], entries[2]}); err == nil {
+		t.Error("Fold accepted a version gap")
+	}
+	if _, err := Fold("alice", []Entry{{Version: 1, Amount: d("-1"), BalanceAfter: d("-1")}}); err == nil {
+		t.Error("Fold accepted a negative balance")
+	}
+	if _, err := Fold("alice", []Entry{{Version: 1, Amount: d("5"), BalanceAfter: d("6")}}); err == nil {
+		t.Error("Fold accepted a wrong balance_after")
+	}
+}
