@@ -11,17 +11,12 @@ import (
 	"net/http"
 	"time"
 
-	"connectrpc.com/connect"
-
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/migrations"
 )
-
-// maxRequestBytes bounds a request message; the largest valid one is a few KiB.
-const maxRequestBytes = 64 << 10
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	var c Config
@@ -58,8 +53,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
 		api.NewLedgerService(store, int32(c.AmountScale), log),
-		connect.WithReadMaxBytes(maxRequestBytes),
-		connect.WithInterceptors(api.LogRequests(log)),
+		api.HandlerOptions(log)...,
 	)
 	mux.Handle(path, handler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

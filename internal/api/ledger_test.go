@@ -44,7 +44,7 @@ func newServer(tb testing.TB) *testServer {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log})
 	mux := http.NewServeMux()
-	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, ledger.DefaultScale, log)))
+	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, ledger.DefaultScale, log), api.HandlerOptions(log)...))
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}

@@ -1,0 +1,99 @@
+// Command devstack runs pointledger on this machine for development, as
+// `make run` does: it starts DynamoDB Local (fetched by `make dynamodb-local`),
+// applies the migrations with `ledgerd migrate`, then runs `ledgerd serve`
+// until interrupted, and stops the emulator on the way out.
+//
+// Settings: DYNAMODB_PORT (default: a free port), DYNAMODB_DB_PATH (default:
+// in memory; a folder keeps the data across runs), and every LEDGER_*
+// variable of ledgerd (LEDGER_LISTEN_ADDR defaults to :8080).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/dynamolocal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	ledgerd := flag.String("ledgerd", "bin/ledgerd", "the ledgerd binary")
+	flag.Parse()
+
+	port := 0
+	if p := os.Getenv("DYNAMODB_PORT"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("DYNAMODB_PORT=%q: want a port number", p)
+		}
+		port = n
+	}
+	dbPath := os.Getenv("DYNAMODB_DB_PATH")
+	if dbPath != "" {
+		if err := os.MkdirAll(dbPath, 0o755); err != nil {
+			return err
+		}
+	}
+	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{Port: port, DBPath: dbPath})
+	if err != nil {
+		return err
+	}
+	defer emu.Stop()
+	where := "in memory"
+	if dbPath != "" {
+		where = "in " + dbPath
+	}
+	fmt.Fprintf(os.Stderr, "devstack: DynamoDB Local on %s (%s)\n", emu.Endpoint, where)
+
+	env := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint)
+	if os.Getenv("LEDGER_LOG_FORMAT") == "" {
+		env = append(env, "LEDGER_LOG_FORMAT=text")
+	}
+	migrate := exec.CommandContext(ctx, *ledgerd, "migrate")
+	migrate.Env, migrate.Stdout, migrate.Stderr = env, os.Stderr, os.Stderr
+	if err := migrate.Run(); err != nil {
+		return fmt.Errorf("ledgerd migrate: %w", err)
+	}
+
+	serve := exec.Command(*ledgerd, "serve")
+	serve.Env, serve.Stdout, serve.Stderr = env, os.Stdout, os.Stderr
+	if err := serve.Start(); err != nil {
+		return fmt.Errorf("ledgerd serve: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- serve.Wait() }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("ledgerd serve exited: %w", err)
+	case <-ctx.Done():
+	}
+	// Let ledgerd finish its requests (it shuts down gracefully on SIGTERM).
+	_ = serve.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			return err
+		}
+	case <-time.After(20 * time.Second):
+		_ = serve.Process.Kill()
+	}
+	fmt.Fprintln(os.Stderr, "devstack: stopped ledgerd and DynamoDB Local")
+	return nil
+}

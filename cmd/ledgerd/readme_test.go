@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/pointledger/pointledger/internal/dynamolocal"
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// ledgerdProcess is the real binary, built from this package and serving
+// against the test binary's DynamoDB Local.
+type ledgerdProcess struct {
+	addr string
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+}
+
+func startLedgerd(t *testing.T) *ledgerdProcess {
+	t.Helper()
+	emu := dynamotest.Emulator(t)
+	bin := filepath.Join(t.TempDir(), "ledgerd")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	env := append(os.Environ(),
+		"LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint,
+		"LEDGER_TABLE_PREFIX="+strings.ReplaceAll(t.Name(), "/", "_")+"_",
+		"LEDGER_LOG_FORMAT=text",
+	)
+	for range 2 { // migrate is idempotent
+		migrate := exec.Command(bin, "migrate")
+		migrate.Env = env
+		if out, err := migrate.CombinedOutput(); err != nil {
+			t.Fatalf("ledgerd migrate: %v\n%s", err, out)
+		}
+	}
+	port, err := dynamolocal.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), out: &bytes.Buffer{}}
+	p.cmd = exec.Command(bin, "serve", "-listen", p.addr)
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_ = p.cmd.Wait()
+		if t.Failed() {
+			t.Logf("ledgerd output:\n%s", p.out)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get("http://" + p.addr + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ledgerd not healthy after 30s: %v\n%s", err, p.out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// quickstartStep is one command of the README's quick start and the answer
+// the README shows for it.
+type quickstartStep struct {
+	command string
+	answer  string
+}
+
+var codeBlock = regexp.MustCompile("(?s)```(sh|json)\n(.*?)```")
+
+func readQuickstart(t *testing.T) []quickstartStep {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "<!-- quickstart:begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- quickstart:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no quickstart:begin/end section")
+	}
+	var steps []quickstartStep
+	for _, m := range codeBlock.FindAllStringSubmatch(section, -1) {
+		switch m[1] {
+		case "sh":
+			steps = append(steps, quickstartStep{command: m[2]})
+		case "json":
+			if len(steps) == 0 || steps[len(steps)-1].answer != "" {
+				t.Fatalf("README quick start: a json block without its command: %s", m[2])
+			}
+			steps[len(steps)-1].answer = m[2]
+		}
+	}
+	return steps
+}
+
+// normalize parses a JSON answer and blanks what differs from run to run.
+func normalize(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, s)
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k == "entry_id" || k == "create_time" {
+					v[k] = "<" + k + ">"
+				}
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return v
+}
+
+func TestReadmeQuickstart(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	steps := readQuickstart(t)
+	if len(steps) < 5 {
+		t.Fatalf("README quick start has %d commands, want grant, purchase, refund, balance and more", len(steps))
+	}
+	for _, step := range steps {
+		if !strings.Contains(step.command, "localhost:8080") {
+			t.Fatalf("README command does not call localhost:8080: %s", step.command)
+		}
+		if step.answer == "" {
+			t.Fatalf("README command has no answer shown: %s", step.command)
+		}
+		cmd := strings.ReplaceAll(step.command, "localhost:8080", p.addr)
+		out, err := exec.Command("bash", "-c", cmd).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		got, want := normalize(t, string(out)), normalize(t, step.answer)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("README command:\n%s\nanswered:\n%s\nREADME shows:\n%s", step.command, out, step.answer)
+		}
+	}
+}
+
+// One port serves Connect, gRPC over h2c and gRPC-Web.
+func TestServeSpeaksGRPCAndGRPCWebAndStopsGracefully(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	h2c := &http.Client{Transport: &http.Transport{
+		Protocols: func() *http.Protocols {
+			var ps http.Protocols
+			ps.SetUnencryptedHTTP2(true)
+			return &ps
+		}(),
+		DialContext: (&net.Dialer{}).DialContext,
+	}}
+	ctx := context.Background()
+	grpcClient := pointledgerv1connect.NewLedgerServiceClient(h2c, "http://"+p.addr, connect.WithGRPC())
+	if _, err := grpcClient.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "bob", Amount: "5", RequestId: "g"})); err != nil {
+		t.Fatalf("gRPC grant: %v", err)
+	}
+	webClient := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr, connect.WithGRPCWeb())
+	res, err := webClient.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "bob", Amount: "2", RequestId: "p"}))
+	if err != nil {
+		t.Fatalf("gRPC-Web purchase: %v", err)
+	}
+	if res.Msg.Balance != "3" {
+		t.Errorf("balance after gRPC grant and gRPC-Web purchase = %s, want 3", res.Msg.Balance)
+	}
+	_, err = grpcClient.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "bob", Amount: "1e3", RequestId: "p2"}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("gRPC purchase of 1e3: %v, want invalid_argument", err)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("ledgerd exited with %v after SIGTERM, want 0", err)
+		}
+		if !strings.Contains(p.out.String(), "stopped") {
+			t.Errorf("ledgerd did not log its graceful stop:\n%s", p.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("ledgerd did not stop within 30s of SIGTERM")
+	}
+}
+
+func TestRunCommands(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) string { return "" }
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, getenv, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), "ledgerd ") {
+		t.Errorf("version: %q, %v", out.String(), err)
+	}
+	if err := run(context.Background(), []string{"frobnicate"}, getenv, &out, &errOut); err == nil {
+		t.Error("an unknown command succeeded")
+	}
+	if err := run(context.Background(), nil, getenv, &out, &errOut); err == nil {
+		t.Error("no command succeeded")
+	}
+	badScale := func(k string) string {
+		if k == "LEDGER_AMOUNT_SCALE" {
+			return "many"
+		}
+		return ""
+	}
+	if err := run(context.Background(), []string{"serve"}, badScale, &out, &errOut); err == nil || !strings.Contains(err.Error(), "LEDGER_AMOUNT_SCALE") {
+		t.Errorf("serve with LEDGER_AMOUNT_SCALE=many: %v, want an error naming the variable", err)
+	}
+	if err := run(context.Background(), []string{"serve", "-log-level", "loud"}, getenv, &out, &errOut); err == nil {
+		t.Error("serve with -log-level loud succeeded")
+	}
+}

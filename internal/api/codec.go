@@ -1,0 +1,47 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// MaxRequestBytes bounds a request message; the largest valid one is a few KiB.
+const MaxRequestBytes = 64 << 10
+
+// HandlerOptions are the options every service handler of ledgerd is built
+// with: snake_case JSON, the request size bound, request logging.
+func HandlerOptions(log *slog.Logger) []connect.HandlerOption {
+	return []connect.HandlerOption{
+		connect.WithCodec(jsonCodec{name: "json"}),
+		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}),
+		connect.WithReadMaxBytes(MaxRequestBytes),
+		connect.WithInterceptors(LogRequests(log)),
+	}
+}
+
+// jsonCodec writes JSON with the proto field names (user_id, balance_after),
+// the names used everywhere else: in requests, in DynamoDB, in logs. It
+// rejects unknown fields, so a misspelt field is an error, not a default.
+type jsonCodec struct{ name string }
+
+func (c jsonCodec) Name() string { return c.name }
+
+func (c jsonCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("json codec: %T is not a proto.Message", v)
+	}
+	return protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+}
+
+func (c jsonCodec) Unmarshal(b []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("json codec: %T is not a proto.Message", v)
+	}
+	return protojson.Unmarshal(b, m)
+}
