@@ -19,6 +19,7 @@ var codes = map[ledger.Kind]connect.Code{
 	ledger.KindNotFound:           connect.CodeNotFound,
 	ledger.KindAlreadyExists:      connect.CodeAlreadyExists,
 	ledger.KindAborted:            connect.CodeAborted,
+	ledger.KindUnavailable:        connect.CodeUnavailable,
 }
 
 // toConnect is the one place where errors become wire codes. Domain errors
@@ -33,9 +34,9 @@ func (s *LedgerService) toConnect(ctx context.Context, err error) error {
 	}
 	switch {
 	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
-		return connect.NewError(connect.CodeCanceled, err)
+		return connect.NewError(connect.CodeCanceled, ctx.Err())
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+		return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
 	}
 	s.log.ErrorContext(ctx, "internal error", "error", err)
 	return withReason(connect.NewError(connect.CodeInternal, errors.New("internal error; the request may be retried with the same request_id")), "INTERNAL")

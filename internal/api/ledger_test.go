@@ -332,6 +332,15 @@ func TestIdempotentReplay(t *testing.T) {
 	if code, _ := reason(err); code != connect.CodeAlreadyExists {
 		t.Errorf("same request_id on a grant: %v, want already_exists", err)
 	}
+	for name, other := range map[string]*pb.PurchaseRequest{
+		"order_id": {UserId: "u1", RequestId: "buy-1", Amount: "30", OrderId: "another order"},
+		"metadata": {UserId: "u1", RequestId: "buy-1", Amount: "30", Metadata: map[string]string{"k": "v"}},
+	} {
+		_, err := s.client.Purchase(context.Background(), connect.NewRequest(other))
+		if code, _ := reason(err); code != connect.CodeAlreadyExists {
+			t.Errorf("same request_id, other %s: %v, want already_exists", name, err)
+		}
+	}
 	if got := s.itemCount(t); got != items {
 		t.Errorf("replays wrote: %d items, then %d", items, got)
 	}
@@ -364,15 +373,19 @@ func TestConcurrentReplaysOfANewRequest(t *testing.T) {
 	}
 	wg.Wait()
 	fresh := 0
+	var first *pb.PurchaseResponse
 	for _, r := range results {
 		if r == nil {
 			continue
 		}
+		if first == nil {
+			first = r
+		}
 		if !r.Replayed {
 			fresh++
 		}
-		if r.Entry.EntryId != results[0].Entry.EntryId {
-			t.Errorf("replays answered with different entries: %s and %s", r.Entry.EntryId, results[0].Entry.EntryId)
+		if r.Entry.EntryId != first.Entry.EntryId {
+			t.Errorf("replays answered with different entries: %s and %s", r.Entry.EntryId, first.Entry.EntryId)
 		}
 	}
 	if fresh != 1 {

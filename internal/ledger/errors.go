@@ -15,6 +15,7 @@ const (
 	KindNotFound                       // something the request names does not exist
 	KindAlreadyExists                  // the request_id was used for another request
 	KindAborted                        // concurrent writers won every retry
+	KindUnavailable                    // the store refused for capacity; try again later
 )
 
 // Reasons are machine-readable and stable: clients branch on them.
@@ -33,6 +34,7 @@ const (
 	ReasonRequestIDReused       = "REQUEST_ID_REUSED"
 	ReasonTooManyConflicts      = "TOO_MANY_CONFLICTS"
 	ReasonBalanceLimit          = "BALANCE_LIMIT"
+	ReasonThrottled             = "THROTTLED"
 )
 
 // Error is the one error type of the domain.

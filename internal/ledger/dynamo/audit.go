@@ -24,6 +24,8 @@ const (
 	FindingEntryWithoutRequest = "entry_without_request" // an entry has no request record
 	FindingRefundOverCap       = "refund_over_cap"       // refunds of a purchase exceed it
 	FindingRefundedAmount      = "refunded_amount"       // a purchase's refunded_amount != its refunds
+	FindingRefundTarget        = "refund_target"         // a refund names no purchase, or another one
+	FindingRequestMismatch     = "request_mismatch"      // a request record's type or amount != its entry's
 )
 
 // Finding is one way a user's ledger breaks an invariant of package ledger.
@@ -110,10 +112,22 @@ func (l *Ledger) Audit(ctx context.Context, user string) ([]Finding, ledger.Acco
 			refunds[e.PurchaseVersion] = refunds[e.PurchaseVersion].Add(e.Amount)
 		}
 		r, ok := requests[e.RequestID]
-		if !ok {
+		switch {
+		case !ok:
 			add(FindingEntryWithoutRequest, "request record "+e.RequestID, "none", e.Version)
-		} else if r.Version != e.Version {
+		case r.Version != e.Version:
 			add(FindingRequestWithoutEntry, e.Version, r.Version, e.Version, r.Version)
+		case r.Type != e.Type || !r.Amount.Equal(e.Amount.Abs()):
+			add(FindingRequestMismatch, fmt.Sprint(e.Type, " ", e.Amount.Abs()), fmt.Sprint(r.Type, " ", r.Amount), e.Version)
+		}
+	}
+	for _, e := range entries {
+		if e.Type != ledger.EntryRefund {
+			continue
+		}
+		p, ok := byVersion[e.PurchaseVersion]
+		if !ok || p.Type != ledger.EntryPurchase || p.RequestID != e.PurchaseRequestID {
+			add(FindingRefundTarget, "purchase "+e.PurchaseRequestID, fmt.Sprintf("%s %s", p.Type, p.RequestID), e.Version, e.PurchaseVersion)
 		}
 	}
 	if !acct.Balance.Equal(balance) {

@@ -69,8 +69,9 @@ func assertAuditClean(tb testing.TB, l *Ledger, user string) ledger.Account {
 // holds one of the items.
 type conflictInjector struct {
 	API
-	conflicts    int  // how many calls to cancel; -1 cancels every call
-	afterCommit  bool // let the write commit, then report the conflict (a lost answer)
+	conflicts    int    // how many calls to cancel; -1 cancels every call
+	code         string // the reason given; "" = TransactionConflict
+	afterCommit  bool   // the first call commits, then reports the cancellation (a lost answer)
 	transactions atomic.Int64
 }
 
@@ -79,19 +80,121 @@ func (c *conflictInjector) TransactWriteItems(ctx context.Context, in *dynamodb.
 	if c.conflicts >= 0 && n > int64(c.conflicts) {
 		return c.API.TransactWriteItems(ctx, in, opts...)
 	}
-	if c.afterCommit {
+	if c.afterCommit && n == 1 {
 		if _, err := c.API.TransactWriteItems(ctx, in, opts...); err != nil {
 			return nil, err
 		}
+	}
+	code := c.code
+	if code == "" {
+		code = "TransactionConflict"
 	}
 	reasons := make([]types.CancellationReason, len(in.TransactItems))
 	for i := range reasons {
 		reasons[i].Code = aws.String("None")
 	}
-	reasons[itemAccount].Code = aws.String("TransactionConflict")
+	reasons[itemAccount].Code = aws.String(code)
 	return nil, &types.TransactionCanceledException{
-		Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [None, None, TransactionConflict]"),
+		Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [None, None, " + code + "]"),
 		CancellationReasons: reasons,
+	}
+}
+
+// partialReasons passes transactions to DynamoDB Local but weakens what a
+// cancellation says, as a store might that reports only some failed
+// conditions: it hides a failed request record when another item failed too,
+// or drops the old item of a failed request record.
+type partialReasons struct {
+	API
+	dropItem bool // keep the request's ConditionalCheckFailed, drop its old item
+}
+
+func (p *partialReasons) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := p.API.TransactWriteItems(ctx, in, opts...)
+	var canceled *types.TransactionCanceledException
+	if !errors.As(err, &canceled) || aws.ToString(canceled.CancellationReasons[itemRequest].Code) != "ConditionalCheckFailed" {
+		return out, err
+	}
+	if p.dropItem {
+		canceled.CancellationReasons[itemRequest].Item = nil
+		return out, err
+	}
+	for i, r := range canceled.CancellationReasons {
+		if i != itemRequest && aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			canceled.CancellationReasons[itemRequest] = types.CancellationReason{Code: aws.String("None")}
+			break
+		}
+	}
+	return out, err
+}
+
+// A retry of a request that succeeded gets its original result even when the
+// ledger has moved on so that the request would now be refused, and even when
+// the cancellation does not say the request record was taken.
+func TestReplayWinsOverRefusal(t *testing.T) {
+	t.Parallel()
+	freeze := func(t *testing.T, env *dynamotest.Env) {
+		_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName:                 &env.Ledger,
+			Key:                       accountKey("u1"),
+			UpdateExpression:          aws.String("SET #s = :frozen"),
+			ExpressionAttributeNames:  map[string]string{"#s": "status"},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":frozen": str(string(ledger.StatusFrozen))},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name     string
+		dropItem bool
+		setup    func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation // returns the request to retry
+	}{
+		{"purchase after the balance is spent", false, func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation {
+			p := mutation(t, ledger.EntryPurchase, "u1", "p1", "10")
+			mustApply(t, l, p)
+			mustApply(t, l, mutation(t, ledger.EntryPurchase, "u1", "p2", "10"))
+			return p
+		}},
+		{"purchase after the account is frozen", false, func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation {
+			p := mutation(t, ledger.EntryPurchase, "u1", "p1", "10")
+			mustApply(t, l, p)
+			freeze(t, env)
+			return p
+		}},
+		{"refund after the purchase is refunded in full", false, func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation {
+			mustApply(t, l, mutation(t, ledger.EntryPurchase, "u1", "p1", "10"))
+			r, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "10", PurchaseRequestID: "p1"}, ledger.DefaultScale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustApply(t, l, r)
+			return r
+		}},
+		{"grant whose old request record is not returned", true, func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation {
+			g := mutation(t, ledger.EntryGrant, "u1", "g2", "5")
+			mustApply(t, l, g)
+			return g
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l, env := newLedger(t, func(c *dynamodb.Client) API { return &partialReasons{API: c, dropItem: tt.dropItem} }, DefaultRetry)
+			mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "20"))
+			m := tt.setup(t, l, env)
+			before := assertAuditClean(t, l, "u1")
+			res, err := l.Apply(context.Background(), m)
+			if err != nil {
+				t.Fatalf("retry of %s: %v, want its original result", m.RequestID, err)
+			}
+			if !res.Replayed || res.Entry.RequestID != m.RequestID {
+				t.Errorf("retry of %s = %+v, want the original entry, replayed", m.RequestID, res)
+			}
+			if after := assertAuditClean(t, l, "u1"); after.Version != before.Version {
+				t.Errorf("the retry wrote: version %d, then %d", before.Version, after.Version)
+			}
+		})
 	}
 }
 
@@ -100,17 +203,23 @@ func TestTransactionConflictIsRetried(t *testing.T) {
 	tests := []struct {
 		name         string
 		conflicts    int
+		code         string
 		afterCommit  bool
 		wantErr      string // reason; "" = success
+		wantKind     ledger.Kind
 		wantReplayed bool
 		wantCalls    int64
 		wantEntries  int64 // after the grant that funds the purchase
 	}{
 		{name: "one conflict, then success", conflicts: 1, wantCalls: 2, wantEntries: 2},
-		{name: "conflicts until the bound", conflicts: -1, wantErr: ledger.ReasonTooManyConflicts, wantCalls: int64(fastRetry.MaxAttempts), wantEntries: 1},
+		{name: "conflicts until the bound", conflicts: -1, wantErr: ledger.ReasonTooManyConflicts, wantKind: ledger.KindAborted, wantCalls: int64(fastRetry.MaxAttempts), wantEntries: 1},
+		{name: "throttled until the bound", conflicts: -1, code: "ThrottlingError", wantErr: ledger.ReasonThrottled, wantKind: ledger.KindUnavailable, wantCalls: int64(fastRetry.MaxAttempts), wantEntries: 1},
 		// The first call commits but its caller hears TransactionConflict: the
 		// retry finds the request record and answers with the original entry.
 		{name: "committed, answer lost", conflicts: 1, afterCommit: true, wantReplayed: true, wantCalls: 2, wantEntries: 2},
+		// The same, and every retry is cancelled too: giving up still finds
+		// that the request committed.
+		{name: "committed, then conflicts until the bound", conflicts: -1, afterCommit: true, wantReplayed: true, wantCalls: int64(fastRetry.MaxAttempts), wantEntries: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +228,7 @@ func TestTransactionConflictIsRetried(t *testing.T) {
 			l, _ := newLedger(t, func(c *dynamodb.Client) API { inj.API = c; return inj }, fastRetry)
 			mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "grant", "100"))
 			inj.transactions.Store(0)
-			inj.conflicts, inj.afterCommit = tt.conflicts, tt.afterCommit
+			inj.conflicts, inj.code, inj.afterCommit = tt.conflicts, tt.code, tt.afterCommit
 
 			res, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "buy", "30"))
 			if got := ledger.ReasonOf(err); got != tt.wantErr {
@@ -128,8 +237,8 @@ func TestTransactionConflictIsRetried(t *testing.T) {
 			if err == nil && res.Replayed != tt.wantReplayed {
 				t.Errorf("Replayed = %v, want %v", res.Replayed, tt.wantReplayed)
 			}
-			if e, ok := ledger.AsError(err); ok && e.Kind != ledger.KindAborted {
-				t.Errorf("kind = %v, want KindAborted", e.Kind)
+			if e, ok := ledger.AsError(err); ok && e.Kind != tt.wantKind {
+				t.Errorf("kind = %v, want %v", e.Kind, tt.wantKind)
 			}
 			if got := inj.transactions.Load(); got != tt.wantCalls {
 				t.Errorf("TransactWriteItems calls = %d, want %d", got, tt.wantCalls)

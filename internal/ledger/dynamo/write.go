@@ -53,9 +53,9 @@ func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, e
 			return res, err
 		}
 		if attempt >= l.retry.MaxAttempts {
-			l.log.WarnContext(ctx, "conflict retries exhausted", "user_id", m.UserID, "request_id", m.RequestID, "attempts", attempt, "cause", err)
-			return ledger.Result{}, ledger.Errorf(ledger.KindAborted, ledger.ReasonTooManyConflicts,
-				"gave up after %d attempts: concurrent writers kept changing the account; retrying with the same request_id is safe", attempt)
+			l.log.WarnContext(ctx, "retries exhausted", "user_id", m.UserID, "request_id", m.RequestID, "attempts", attempt, "cause", err)
+			// An earlier attempt may have committed with its answer lost.
+			return l.refuse(ctx, m, giveUp(err, attempt))
 		}
 		if err := sleep(ctx, l.retry.backoff(attempt)); err != nil {
 			return ledger.Result{}, err
@@ -63,8 +63,21 @@ func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, e
 	}
 }
 
-// errRetry marks an attempt that lost a race and may simply be tried again.
-var errRetry = errors.New("retry")
+// errRetry marks an attempt that lost a race and may simply be tried again;
+// errThrottled one that DynamoDB refused for capacity.
+var (
+	errRetry     = errors.New("retry")
+	errThrottled = fmt.Errorf("%w: throttled", errRetry)
+)
+
+func giveUp(cause error, attempts int) error {
+	if errors.Is(cause, errThrottled) {
+		return ledger.Errorf(ledger.KindUnavailable, ledger.ReasonThrottled,
+			"gave up after %d attempts: DynamoDB throttled the writes; retrying later with the same request_id is safe", attempts)
+	}
+	return ledger.Errorf(ledger.KindAborted, ledger.ReasonTooManyConflicts,
+		"gave up after %d attempts: concurrent writers kept changing the account; retrying with the same request_id is safe", attempts)
+}
 
 // attempt is one read of the aggregate and one transaction.
 func (l *Ledger) attempt(ctx context.Context, m ledger.Mutation) (ledger.Result, error) {
@@ -157,16 +170,18 @@ func (l *Ledger) decodeCancel(ctx context.Context, m ledger.Mutation, acct ledge
 	}
 	// The request_id is taken: this is a replay (or a reuse), whatever else failed.
 	if code(itemRequest) == "ConditionalCheckFailed" {
-		rec, err := decodeRequest(reasons[itemRequest].Item)
-		if err != nil {
-			return ledger.Result{}, err
+		if rec, err := decodeRequest(reasons[itemRequest].Item); err == nil {
+			return l.replay(ctx, m, rec)
 		}
-		return l.replay(ctx, m, rec)
+		// No usable old item came back: read the record itself.
+		return l.refuse(ctx, m, fmt.Errorf("request record of %q reported taken but not found", m.RequestID))
 	}
 	for i := range reasons {
 		switch code(i) {
-		case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
+		case "TransactionConflict":
 			return ledger.Result{}, fmt.Errorf("%w: item %d: %s", errRetry, i, code(i))
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			return ledger.Result{}, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i))
 		}
 	}
 	if code(itemAccount) == "ConditionalCheckFailed" {
@@ -180,8 +195,10 @@ func (l *Ledger) decodeCancel(ctx context.Context, m ledger.Mutation, acct ledge
 		case old.Status != ledger.StatusActive:
 			return l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonAccountFrozen,
 				"account of user %q is %s", m.UserID, old.Status))
-		default:
+		case m.Type == ledger.EntryPurchase && old.Balance.LessThan(m.Amount):
 			return l.refuse(ctx, m, insufficient(m, old))
+		default:
+			return ledger.Result{}, fmt.Errorf("account condition of user %q failed at version %d for no known reason", m.UserID, old.Version)
 		}
 	}
 	if code(itemPurchase) == "ConditionalCheckFailed" {

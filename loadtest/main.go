@@ -1,0 +1,256 @@
+// Command loadtest drives ledgerd and reports throughput, latency and whether
+// the books still balance afterwards.
+//
+// This first version has one scenario: a closed loop of -concurrency clients,
+// each purchasing -amount from a user picked uniformly among -users, for
+// -duration. By default it starts a fresh DynamoDB Local (the emulator slows
+// down as stream records pile up, so every run gets a new one) and the
+// ledgerd binary at -ledgerd; -target URL drives a running ledgerd instead.
+//
+// After the run it checks every user: the balance is the grant minus the
+// acknowledged purchases, and the version counts them. A violation exits 1.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/dynamolocal"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	target      string
+	ledgerd     string
+	concurrency int
+	duration    time.Duration
+	users       int
+	amount      string
+	grant       string
+}
+
+func run(ctx context.Context) error {
+	var o options
+	flag.StringVar(&o.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
+	flag.StringVar(&o.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
+	flag.IntVar(&o.concurrency, "concurrency", 16, "clients in the closed loop")
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long to purchase")
+	flag.IntVar(&o.users, "users", 1000, "users to spread the purchases over")
+	flag.StringVar(&o.amount, "amount", "1", "amount of each purchase")
+	flag.StringVar(&o.grant, "grant", "1000000", "points granted to each user first")
+	flag.Parse()
+	if o.concurrency < 1 || o.users < 1 || o.duration <= 0 {
+		return errors.New("-concurrency, -users and -duration must be positive")
+	}
+	amount, err := decimal.NewFromString(o.amount)
+	if err != nil {
+		return fmt.Errorf("-amount: %w", err)
+	}
+	grant, err := decimal.NewFromString(o.grant)
+	if err != nil {
+		return fmt.Errorf("-grant: %w", err)
+	}
+
+	if o.target == "" {
+		target, stop, err := startStack(ctx, o.ledgerd)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.target = target
+	}
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency * 2}}
+	client := pointledgerv1connect.NewLedgerServiceClient(httpClient, o.target)
+	runID := fmt.Sprintf("%x", time.Now().UnixNano())
+	users := make([]string, o.users)
+	for i := range users {
+		users[i] = fmt.Sprintf("lt-%s-%d", runID, i)
+	}
+
+	fmt.Printf("granting %s to %d users...\n", grant, o.users)
+	if err := parallel(ctx, o.concurrency, len(users), func(i int) error {
+		_, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: users[i], Amount: grant.String(), RequestId: "grant"}))
+		return err
+	}); err != nil {
+		return fmt.Errorf("grant: %w", err)
+	}
+
+	fmt.Printf("purchasing: %d clients, closed loop, %s, %d users, uniform\n", o.concurrency, o.duration, o.users)
+	acked := make([]atomic.Int64, o.users)
+	var codesMu sync.Mutex
+	codes := map[string]int{}
+	latencies := make([][]time.Duration, o.concurrency)
+	runCtx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range o.concurrency {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
+			for n := 0; runCtx.Err() == nil; n++ {
+				u := rng.IntN(o.users)
+				t0 := time.Now()
+				_, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{
+					UserId: users[u], Amount: amount.String(), RequestId: fmt.Sprintf("p-%d-%d", w, n),
+				}))
+				latencies[w] = append(latencies[w], time.Since(t0))
+				code := "ok"
+				if err != nil {
+					code = connect.CodeOf(err).String()
+				} else {
+					acked[u].Add(1)
+				}
+				codesMu.Lock()
+				codes[code]++
+				codesMu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	all := slices.Concat(latencies...)
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	pct := func(p float64) time.Duration {
+		if len(all) == 0 {
+			return 0
+		}
+		return all[min(len(all)-1, int(p*float64(len(all))))]
+	}
+	fmt.Printf("\n%s  target %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), o.target)
+	fmt.Printf("requests     %d in %s\n", len(all), elapsed.Round(time.Millisecond))
+	fmt.Printf("purchases/s  %.0f (acknowledged)\n", float64(codes["ok"])/elapsed.Seconds())
+	fmt.Printf("latency      p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
+		ms(pct(0.50)), ms(pct(0.90)), ms(pct(0.99)), ms(pct(0.999)), ms(pct(1)))
+	var codeList []string
+	for c, n := range codes {
+		codeList = append(codeList, fmt.Sprintf("%s=%d", c, n))
+	}
+	sort.Strings(codeList)
+	fmt.Printf("outcomes     %s\n", strings.Join(codeList, " "))
+
+	fmt.Printf("checking %d users...\n", o.users)
+	var violations atomic.Int64
+	if err := parallel(ctx, o.concurrency, len(users), func(i int) error {
+		res, err := client.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: users[i]}))
+		if err != nil {
+			return err
+		}
+		n := acked[i].Load()
+		want := grant.Sub(amount.Mul(decimal.NewFromInt(n)))
+		if got, _ := decimal.NewFromString(res.Msg.Balance); !got.Equal(want) || res.Msg.Version != n+1 {
+			violations.Add(1)
+			fmt.Printf("VIOLATION %s: balance %s version %d, want %s and %d\n", users[i], res.Msg.Balance, res.Msg.Version, want, n+1)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
+	fmt.Printf("invariants   %d violations (balance = grant - acknowledged purchases, version = 1 + purchases)\n", violations.Load())
+	if violations.Load() > 0 || codes["ok"] == 0 {
+		return errors.New("the run failed its checks")
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
+
+// parallel runs f(0..n-1) on k goroutines and returns the first error.
+func parallel(ctx context.Context, k, n int, f func(int) error) error {
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range k {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// startStack starts a fresh, in-memory DynamoDB Local and ledgerd on free
+// ports, and returns ledgerd's URL and a function that stops both.
+func startStack(ctx context.Context, ledgerd string) (string, func(), error) {
+	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
+	if err != nil {
+		return "", nil, err
+	}
+	env := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint, "LEDGER_LOG_LEVEL=warn")
+	migrate := exec.CommandContext(ctx, ledgerd, "migrate")
+	migrate.Env = env
+	if out, err := migrate.CombinedOutput(); err != nil {
+		emu.Stop()
+		return "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
+	}
+	port, err := dynamolocal.FreePort()
+	if err != nil {
+		emu.Stop()
+		return "", nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	serve := exec.Command(ledgerd, "serve", "-listen", addr)
+	serve.Env, serve.Stderr = env, os.Stderr
+	if err := serve.Start(); err != nil {
+		emu.Stop()
+		return "", nil, err
+	}
+	stop := func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+		emu.Stop()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		res, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return "", nil, fmt.Errorf("ledgerd did not become healthy: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	fmt.Printf("started DynamoDB Local %s (fresh, in memory) and ledgerd %s\n", emu.Endpoint, addr)
+	return "http://" + addr, stop, nil
+}
