@@ -133,18 +133,6 @@ func (p *partialReasons) TransactWriteItems(ctx context.Context, in *dynamodb.Tr
 // the cancellation does not say the request record was taken.
 func TestReplayWinsOverRefusal(t *testing.T) {
 	t.Parallel()
-	freeze := func(t *testing.T, env *dynamotest.Env) {
-		_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-			TableName:                 &env.Ledger,
-			Key:                       accountKey("u1"),
-			UpdateExpression:          aws.String("SET #s = :frozen"),
-			ExpressionAttributeNames:  map[string]string{"#s": "status"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":frozen": str(string(ledger.StatusFrozen))},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	tests := []struct {
 		name     string
 		dropItem bool
@@ -159,7 +147,7 @@ func TestReplayWinsOverRefusal(t *testing.T) {
 		{"purchase after the account is frozen", false, func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation {
 			p := mutation(t, ledger.EntryPurchase, "u1", "p1", "10")
 			mustApply(t, l, p)
-			freeze(t, env)
+			freeze(t, env, "u1")
 			return p
 		}},
 		{"refund after the purchase is refunded in full", false, func(t *testing.T, l *Ledger, env *dynamotest.Env) ledger.Mutation {
@@ -362,21 +350,28 @@ func TestAuditFindsABalanceChangedBehindItsBack(t *testing.T) {
 	}
 }
 
-func TestFrozenAccountRefusesPurchasesOnly(t *testing.T) {
-	t.Parallel()
-	l, env := newLedger(t, nil, DefaultRetry)
-	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10"))
+// freeze sets an account's status behind the ledger's back (there is no
+// freeze API yet).
+func freeze(tb testing.TB, env *dynamotest.Env, user string) {
+	tb.Helper()
 	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
 		TableName:                 &env.Ledger,
-		Key:                       accountKey("u1"),
+		Key:                       accountKey(user),
 		UpdateExpression:          aws.String("SET #s = :frozen"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":frozen": str(string(ledger.StatusFrozen))},
 	})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	_, err = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p", "1"))
+}
+
+func TestFrozenAccountRefusesPurchasesOnly(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10"))
+	freeze(t, env, "u1")
+	_, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p", "1"))
 	if ledger.ReasonOf(err) != ledger.ReasonAccountFrozen {
 		t.Fatalf("purchase on a frozen account: %v, want %s", err, ledger.ReasonAccountFrozen)
 	}
