@@ -30,7 +30,9 @@ var files embed.FS
 
 // Table names as the migration files write them, before any prefix.
 const (
-	LedgerTable = "ledger"
+	LedgerTable  = "ledger"  // entries, accounts, request records; streams on
+	HistoryTable = "history" // the projection: per-user history and its state
+	LeaseTable   = "leases"  // shard leases and checkpoints of the projection
 )
 
 // API is the part of the DynamoDB client migrations use.

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 )
 
 // RelDir is where `make dynamodb-local` unpacks the emulator, from the
@@ -180,6 +181,15 @@ func NewClient(endpoint string) *dynamodb.Client {
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 		// DynamoDB Local's CRC32 header does not match its error bodies.
 		DisableValidateResponseChecksum: true,
+	})
+}
+
+// NewStreamsClient returns a DynamoDB Streams client for an emulator endpoint.
+func NewStreamsClient(endpoint string) *dynamodbstreams.Client {
+	return dynamodbstreams.New(dynamodbstreams.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(endpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 	})
 }
 

@@ -59,7 +59,9 @@ type Env struct {
 	Client   *dynamodb.Client
 	Endpoint string
 	Prefix   string // table name prefix, unique to the test
-	Ledger   string // full name of the ledger table
+	Ledger   string // full names of the tables
+	History  string
+	Leases   string
 }
 
 // New creates the migrations' tables under a prefix of the test's own and
@@ -92,6 +94,8 @@ func newEnv(tb testing.TB, e *dynamolocal.Emulator) *Env {
 		Prefix:   fmt.Sprintf("t%d_", tables.Add(1)),
 	}
 	env.Ledger = env.Prefix + migrations.LedgerTable
+	env.History = env.Prefix + migrations.HistoryTable
+	env.Leases = env.Prefix + migrations.LeaseTable
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := migrations.Apply(ctx, env.Client, env.Prefix, log); err != nil {

@@ -27,6 +27,7 @@ const (
 	ReasonInvalidMetadata       = "INVALID_METADATA"
 	ReasonInvalidPageSize       = "INVALID_PAGE_SIZE"
 	ReasonInvalidPageToken      = "INVALID_PAGE_TOKEN"
+	ReasonInvalidFilter         = "INVALID_FILTER"
 	ReasonInsufficientBalance   = "INSUFFICIENT_BALANCE"
 	ReasonAccountFrozen         = "ACCOUNT_FROZEN"
 	ReasonRefundExceedsPurchase = "REFUND_EXCEEDS_PURCHASE"

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -111,6 +112,27 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 	}
 	return a, true, d.err("account")
 }
+
+// EntryAttributes are the attributes of an entry item without its key: the
+// projection stores history items with exactly these.
+func EntryAttributes(e ledger.Entry) map[string]types.AttributeValue {
+	item := entryItem(e)
+	delete(item, "PK")
+	delete(item, "SK")
+	return item
+}
+
+// DecodeEntry reads an entry from its item's attributes (a stream image, a
+// history item); ok is false for an empty item.
+func DecodeEntry(item map[string]types.AttributeValue) (e ledger.Entry, ok bool, err error) {
+	return decodeEntry(item)
+}
+
+// IsEntryKey says whether a ledger table sort key is an entry's.
+func IsEntryKey(sk string) bool { return strings.HasPrefix(sk, entryPrefix) }
+
+// PartitionKey is the partition key of a user's items.
+func PartitionKey(user string) string { return partitionKey(user) }
 
 func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, error) {
 	if len(item) == 0 {

@@ -107,9 +107,23 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 	}
 
 	// Ask for one more than a page: if it comes, there is a next page.
+	entries, err := l.EntriesAfter(ctx, user, after, pageSize+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(entries) <= pageSize {
+		return entries, "", nil
+	}
+	entries = entries[:pageSize]
+	return entries, encodePageToken(pageToken{User: user, After: entries[pageSize-1].Version}), nil
+}
+
+// EntriesAfter returns up to limit entries of user with versions above
+// after, in version order, read consistently.
+func (l *Ledger) EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error) {
 	var entries []ledger.Entry
 	var start map[string]types.AttributeValue
-	for len(entries) <= pageSize {
+	for len(entries) < limit {
 		out, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:              &l.table,
 			ConsistentRead:         aws.Bool(true),
@@ -119,16 +133,16 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 				":from": str(entrySK(after + 1)),
 				":to":   str(entryPrefix + "99999999999999999999"),
 			},
-			Limit:             aws.Int32(int32(pageSize + 1 - len(entries))),
+			Limit:             aws.Int32(int32(min(limit-len(entries), 1000))),
 			ExclusiveStartKey: start,
 		})
 		if err != nil {
-			return nil, "", fmt.Errorf("query entries of %q: %w", user, err)
+			return nil, fmt.Errorf("query entries of %q: %w", user, err)
 		}
 		for _, item := range out.Items {
 			e, _, err := decodeEntry(item)
 			if err != nil {
-				return nil, "", err
+				return nil, err
 			}
 			entries = append(entries, e)
 		}
@@ -137,11 +151,7 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 		}
 		start = out.LastEvaluatedKey
 	}
-	if len(entries) <= pageSize {
-		return entries, "", nil
-	}
-	entries = entries[:pageSize]
-	return entries, encodePageToken(pageToken{User: user, After: entries[pageSize-1].Version}), nil
+	return entries, nil
 }
 
 func encodePageToken(t pageToken) string {
@@ -165,4 +175,48 @@ func (l *Ledger) Ping(ctx context.Context) error {
 		return fmt.Errorf("read ledger table %s: %w", l.table, err)
 	}
 	return nil
+}
+
+// Accounts calls fn for every account, scanning the table in segments
+// parallel segments (eventually consistent: this finds users, it does not
+// decide money). fn may be called concurrently; its first error stops the scan.
+func (l *Ledger) Accounts(ctx context.Context, segments int, fn func(ledger.Account) error) error {
+	segments = max(segments, 1)
+	errs := make(chan error, segments)
+	for seg := range segments {
+		go func() {
+			p := dynamodb.NewScanPaginator(l.db, &dynamodb.ScanInput{
+				TableName:                 &l.table,
+				Segment:                   aws.Int32(int32(seg)),
+				TotalSegments:             aws.Int32(int32(segments)),
+				FilterExpression:          aws.String("SK = :a"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK)},
+			})
+			for p.HasMorePages() {
+				out, err := p.NextPage(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("scan accounts, segment %d: %w", seg, err)
+					return
+				}
+				for _, item := range out.Items {
+					a, _, err := decodeAccount(item)
+					if err == nil {
+						err = fn(a)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range segments {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

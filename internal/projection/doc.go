@@ -1,0 +1,23 @@
+// Package projection builds each user's history from the ledger table's
+// DynamoDB stream, and rebuilds it from the ledger itself.
+//
+// What holds, for each user:
+//
+//   - History has exactly the ledger's entries, with the same attributes,
+//     ordered by version. The state item records the last applied version;
+//     history items and the state are written in one transaction guarded by
+//     that version, so an entry is applied once however often its record is
+//     read (after a crash, a lease takeover, or by two projectors at once).
+//   - Versions are applied in order. A record whose version is past the next
+//     one does not wait: the gap is filled from the ledger by a consistent
+//     Query. A record at or below the state's version is a duplicate.
+//   - A purchase's refunded_amount only grows, in the ledger and here: a
+//     stream MODIFY sets it only upward, so stale or repeated ones are no-ops.
+//   - A shard is processed by the one projector holding its lease, after its
+//     parent shard is finished; the checkpoint moves only after its records
+//     are applied. Records the stream no longer keeps are recovered by a
+//     catch-up from the ledger (History.CatchUp).
+//
+// History trails the ledger by the projection lag; anything that decides
+// money reads the ledger, never the history.
+package projection

@@ -1,0 +1,191 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Errors of the lease table.
+var (
+	ErrLeaseHeld = errors.New("lease is held by another owner")
+	ErrLeaseLost = errors.New("lease was lost")
+)
+
+// Lease is the right to process one shard, and where processing got to.
+type Lease struct {
+	Key        string
+	Owner      string
+	Expires    time.Time
+	RVN        int64  // record version number: every write by the owner bumps it
+	Checkpoint string // sequence number of the last applied record
+	Finished   bool   // the shard is closed and fully applied
+}
+
+// LeaseTable keeps leases in DynamoDB. Every write by an owner is
+// conditional on its owner and record version number, so an owner that lost
+// its lease cannot write over its successor; a lease is taken over only once
+// it has expired, also by a conditional write.
+type LeaseTable struct {
+	db    LeaseAPI
+	table string
+	now   func() time.Time
+}
+
+// LeaseAPI is the part of the DynamoDB client the lease table uses.
+type LeaseAPI interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// NewLeaseTable returns the lease table named table.
+func NewLeaseTable(db LeaseAPI, table string, now func() time.Time) *LeaseTable {
+	if now == nil {
+		now = time.Now
+	}
+	return &LeaseTable{db: db, table: table, now: now}
+}
+
+// Get reads a lease; ok is false if it was never written.
+func (t *LeaseTable) Get(ctx context.Context, key string) (Lease, bool, error) {
+	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &t.table,
+		Key:            map[string]types.AttributeValue{"PK": s(key)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Lease{}, false, fmt.Errorf("get lease %s: %w", key, err)
+	}
+	if len(out.Item) == 0 {
+		return Lease{Key: key}, false, nil
+	}
+	return decodeLease(out.Item)
+}
+
+// Acquire takes the lease for owner: a new one, one owner already holds, or
+// an expired one. It fails with ErrLeaseHeld while another owner's is valid.
+func (t *LeaseTable) Acquire(ctx context.Context, key, owner string, ttl time.Duration) (Lease, error) {
+	cur, ok, err := t.Get(ctx, key)
+	if err != nil {
+		return Lease{}, err
+	}
+	now := t.now()
+	if ok && cur.Owner != owner && now.Before(cur.Expires) {
+		return cur, ErrLeaseHeld
+	}
+	next := cur
+	next.Owner, next.Expires, next.RVN = owner, now.Add(ttl), cur.RVN+1
+	item := leaseItem(next)
+	var cond string
+	values := map[string]types.AttributeValue{}
+	if ok {
+		cond = "rvn = :seen"
+		values[":seen"] = n(cur.RVN)
+	} else {
+		cond = "attribute_not_exists(PK)"
+		values = nil
+	}
+	_, err = t.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &t.table,
+		Item:                      item,
+		ConditionExpression:       &cond,
+		ExpressionAttributeValues: values,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return cur, ErrLeaseHeld // someone else took or renewed it first
+	}
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire lease %s: %w", key, err)
+	}
+	return next, nil
+}
+
+// Renew extends a held lease.
+func (t *LeaseTable) Renew(ctx context.Context, l Lease, ttl time.Duration) (Lease, error) {
+	return t.write(ctx, l, ttl, l.Checkpoint, l.Finished)
+}
+
+// Checkpoint records how far the owner has applied the shard, and extends the lease.
+func (t *LeaseTable) Checkpoint(ctx context.Context, l Lease, ttl time.Duration, seq string, finished bool) (Lease, error) {
+	return t.write(ctx, l, ttl, seq, finished)
+}
+
+// Release gives the lease up at once, so another owner need not wait for it
+// to expire. The checkpoint stays.
+func (t *LeaseTable) Release(ctx context.Context, l Lease) error {
+	_, err := t.write(ctx, l, -time.Millisecond, l.Checkpoint, l.Finished)
+	return err
+}
+
+func (t *LeaseTable) write(ctx context.Context, l Lease, ttl time.Duration, seq string, finished bool) (Lease, error) {
+	next := l
+	next.Expires, next.RVN, next.Checkpoint, next.Finished = t.now().Add(ttl), l.RVN+1, seq, finished
+	_, err := t.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &t.table,
+		Item:                leaseItem(next),
+		ConditionExpression: aws.String("#owner = :owner AND rvn = :rvn"),
+		ExpressionAttributeNames: map[string]string{
+			"#owner": "owner",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": s(l.Owner), ":rvn": n(l.RVN)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return l, fmt.Errorf("%w: %s (owner %s, rvn %d)", ErrLeaseLost, l.Key, l.Owner, l.RVN)
+	}
+	if err != nil {
+		return l, fmt.Errorf("write lease %s: %w", l.Key, err)
+	}
+	return next, nil
+}
+
+func leaseItem(l Lease) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		"PK":         s(l.Key),
+		"owner":      s(l.Owner),
+		"expires_at": n(l.Expires.UnixMilli()),
+		"rvn":        n(l.RVN),
+		"finished":   &types.AttributeValueMemberBOOL{Value: l.Finished},
+	}
+	if l.Checkpoint != "" {
+		item["checkpoint"] = s(l.Checkpoint)
+	}
+	return item
+}
+
+func decodeLease(item map[string]types.AttributeValue) (Lease, bool, error) {
+	l := Lease{}
+	var err error
+	get := func(name string) string {
+		switch v := item[name].(type) {
+		case *types.AttributeValueMemberS:
+			return v.Value
+		case *types.AttributeValueMemberN:
+			return v.Value
+		}
+		return ""
+	}
+	l.Key, l.Owner, l.Checkpoint = get("PK"), get("owner"), get("checkpoint")
+	ms, err1 := strconv.ParseInt(get("expires_at"), 10, 64)
+	rvn, err2 := strconv.ParseInt(get("rvn"), 10, 64)
+	if err = errors.Join(err1, err2); err != nil {
+		return l, true, fmt.Errorf("decode lease %s: %w", l.Key, err)
+	}
+	l.Expires, l.RVN = time.UnixMilli(ms), rvn
+	if b, ok := item["finished"].(*types.AttributeValueMemberBOOL); ok {
+		l.Finished = b.Value
+	}
+	return l, true, nil
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func n(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }

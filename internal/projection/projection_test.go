@@ -1,0 +1,655 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/dynamolocal"
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type fixture struct {
+	env     *dynamotest.Env
+	store   *dynamo.Ledger
+	history *History
+	leases  *LeaseTable
+	streams StreamsAPI
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	env := dynamotest.New(t)
+	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet})
+	return &fixture{
+		env:     env,
+		store:   store,
+		history: NewHistory(env.Client, env.History, store),
+		leases:  NewLeaseTable(env.Client, env.Leases, nil),
+		streams: dynamolocal.NewStreamsClient(env.Endpoint),
+	}
+}
+
+// projector returns a projector with short intervals, so tests wait little.
+func (f *fixture) projector(owner string, o Options) *Projector {
+	o.Owner = owner
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = time.Second
+	}
+	o.PollInterval, o.DiscoverInterval, o.Logger = 20*time.Millisecond, 100*time.Millisecond, quiet
+	return NewProjector(f.env.Ledger, f.env.Client, f.streams, f.leases, f.history, o)
+}
+
+// run runs p until the returned stop is called (which does not release its
+// leases, like a killed process) and returns what Run returned.
+func run(p *Projector) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	return func() error { cancel(); return <-done }
+}
+
+// storm applies random grants, purchases and refunds to users from workers
+// goroutines at once.
+func (f *fixture) storm(t *testing.T, users []string, workers, ops int, seed uint64) {
+	t.Helper()
+	ctx := context.Background()
+	var purchasesMu sync.Mutex
+	purchases := map[string][]string{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for {
+				i := next.Add(1)
+				if i > int64(ops) {
+					return
+				}
+				u := users[rng.IntN(len(users))]
+				id := fmt.Sprintf("s%d-%d", seed, i)
+				r := ledger.Request{UserID: u, RequestID: id, Amount: fmt.Sprint(1 + rng.IntN(20))}
+				typ := ledger.EntryGrant
+				switch k := rng.IntN(10); {
+				case k < 4:
+				case k < 8:
+					typ = ledger.EntryPurchase
+				default:
+					purchasesMu.Lock()
+					ps := purchases[u]
+					purchasesMu.Unlock()
+					if len(ps) == 0 {
+						continue
+					}
+					typ, r.PurchaseRequestID, r.Amount = ledger.EntryRefund, ps[rng.IntN(len(ps))], "1"
+				}
+				m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, err = f.store.Apply(ctx, m)
+				switch ledger.ReasonOf(err) {
+				case "":
+					if typ == ledger.EntryPurchase {
+						purchasesMu.Lock()
+						purchases[u] = append(purchases[u], id)
+						purchasesMu.Unlock()
+					}
+				case ledger.ReasonInsufficientBalance, ledger.ReasonRefundExceedsPurchase:
+				default:
+					t.Errorf("%s %s: %v", typ, id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func usersNamed(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
+// waitCaughtUp waits until every user's history state has the ledger's
+// version. It fails the test after a minute; it asserts nothing about speed.
+func (f *fixture) waitCaughtUp(t *testing.T, users []string) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	for _, u := range users {
+		acct, err := f.store.Balance(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			st, err := f.history.State(ctx, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Version >= acct.Version {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("history of %s at version %d, ledger at %d, after a minute", u, st.Version, acct.Version)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// assertHistoryEqualsLedger checks, for each user, that the history has the
+// ledger's entries (every attribute, same order, none twice) and that the
+// state's totals add up to the ledger's balance.
+func (f *fixture) assertHistoryEqualsLedger(t *testing.T, users []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, u := range users {
+		want, err := f.store.EntriesAfter(ctx, u, 0, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := f.allHistory(t, u, true)
+		if len(got) != len(want) {
+			t.Errorf("%s: history has %d items, ledger %d entries", u, len(got), len(want))
+			continue
+		}
+		for i := range want {
+			if !reflect.DeepEqual(got[i], want[i]) {
+				t.Errorf("%s: history item %d = %+v, ledger entry = %+v", u, i+1, got[i], want[i])
+			}
+		}
+		st, err := f.history.State(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acct, err := f.store.Balance(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := st.Granted.Sub(st.Spent).Add(st.Refunded).Add(st.Adjusted)
+		if st.Version != acct.Version || !st.Balance.Equal(acct.Balance) || !sum.Equal(acct.Balance) {
+			t.Errorf("%s: state version %d balance %s (granted %s - spent %s + refunded %s = %s); ledger version %d balance %s",
+				u, st.Version, st.Balance, st.Granted, st.Spent, st.Refunded, sum, acct.Version, acct.Balance)
+		}
+	}
+}
+
+func (f *fixture) allHistory(t *testing.T, user string, oldestFirst bool) []ledger.Entry {
+	t.Helper()
+	var all []ledger.Entry
+	token := ""
+	for {
+		page, next, err := f.history.List(context.Background(), user, ListOptions{PageSize: MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page...)
+		if token = next; token == "" {
+			return all
+		}
+	}
+}
+
+func TestHistoryEqualsLedgerAfterAStorm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	stop := run(f.projector("p1", Options{}))
+	users := usersNamed("u", 50)
+	f.storm(t, users, 32, 1500, 1)
+	f.waitCaughtUp(t, users)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, users)
+}
+
+func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	type batch struct {
+		owner, shard string
+	}
+	var mu sync.Mutex
+	var batches []batch
+	record := func(owner string) func(string, int) error {
+		return func(shard string, _ int) error {
+			mu.Lock()
+			batches = append(batches, batch{owner, shard})
+			mu.Unlock()
+			return nil
+		}
+	}
+	a := f.projector("a", Options{AfterApply: record("a")})
+	b := f.projector("b", Options{AfterApply: record("b")})
+	users := usersNamed("u", 20)
+
+	stopA := run(a)
+	for len(a.Status().Shards) == 0 { // let a take the shard first
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopB := run(b)
+	f.storm(t, users, 16, 300, 1)
+	f.waitCaughtUp(t, users)
+	if len(b.Status().Shards) != 0 {
+		t.Fatalf("b holds %v while a's lease is valid", b.Status().Shards)
+	}
+
+	// Kill a: its lease is not released, so b must wait for it to expire.
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	f.storm(t, users, 16, 300, 2)
+	f.waitCaughtUp(t, users)
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, users)
+
+	// One projector at a time per shard: a's batches, then b's, never mixed.
+	mu.Lock()
+	defer mu.Unlock()
+	seenB := map[string]bool{}
+	countB := 0
+	for _, bt := range batches {
+		switch {
+		case bt.owner == "b":
+			seenB[bt.shard] = true
+			countB++
+		case seenB[bt.shard]:
+			t.Fatalf("a applied shard %s after b had taken it over", bt.shard)
+		}
+	}
+	if countB == 0 {
+		t.Error("b never took over after a was killed")
+	}
+}
+
+var errCrash = errors.New("crash between apply and checkpoint")
+
+func TestRestartAfterACrashMidBatchResumesFromTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	users := usersNamed("u", 10)
+	f.storm(t, users, 8, 200, 1)
+
+	var crashedShard string
+	var crashedRecords int
+	crashing := f.projector("p", Options{AfterApply: func(shard string, records int) error {
+		if crashedShard == "" {
+			crashedShard, crashedRecords = shard, records
+			return errCrash // the batch is applied, its checkpoint is never written
+		}
+		return nil
+	}})
+	if err := crashing.Run(context.Background()); !errors.Is(err, errCrash) {
+		t.Fatalf("Run = %v, want the crash", err)
+	}
+	lease, _, err := f.leases.Get(context.Background(), leaseKey(crashedShard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Checkpoint != "" || lease.Owner != "p" {
+		t.Fatalf("lease after the crash = %+v, want p's, with no checkpoint", lease)
+	}
+
+	// The same process restarted: same owner, so no wait for the lease. It
+	// must read the crashed batch again, and apply none of it twice.
+	var redelivered atomic.Int64
+	restarted := f.projector("p", Options{AfterApply: func(_ string, records int) error {
+		redelivered.Add(int64(records))
+		return nil
+	}})
+	stop := run(restarted)
+	f.storm(t, users, 8, 100, 2)
+	f.waitCaughtUp(t, users)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if redelivered.Load() < int64(crashedRecords) {
+		t.Errorf("the restarted projector read %d records, fewer than the %d of the crashed batch", redelivered.Load(), crashedRecords)
+	}
+	f.assertHistoryEqualsLedger(t, users)
+}
+
+// snapshot reads every item of the history table, keyed by PK and SK,
+// without the state's update_time (when it was written, not what).
+func (f *fixture) snapshot(t *testing.T) map[string]map[string]ddbtypes.AttributeValue {
+	t.Helper()
+	out := map[string]map[string]ddbtypes.AttributeValue{}
+	p := dynamodb.NewScanPaginator(f.env.Client, &dynamodb.ScanInput{TableName: &f.env.History, ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, item := range page.Items {
+			delete(item, "update_time")
+			out[fmt.Sprint(item["PK"], item["SK"])] = item
+		}
+	}
+	return out
+}
+
+func TestRebuildMakesTheSameHistoryAsTheStream(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	users := usersNamed("u", 20)
+	stop := run(f.projector("p", Options{}))
+	f.storm(t, users, 16, 600, 1)
+	f.waitCaughtUp(t, users)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	fromStream := f.snapshot(t)
+
+	for _, item := range fromStream {
+		if _, err := f.env.Client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+			TableName: &f.env.History, Key: map[string]ddbtypes.AttributeValue{"PK": item["PK"], "SK": item["SK"]},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := f.history.RebuildAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(users) {
+		t.Errorf("rebuilt %d users, want %d", n, len(users))
+	}
+	fromLedger := f.snapshot(t)
+	if len(fromLedger) != len(fromStream) {
+		t.Fatalf("rebuild wrote %d items, the stream %d", len(fromLedger), len(fromStream))
+	}
+	for k, want := range fromStream {
+		if got := fromLedger[k]; !reflect.DeepEqual(got, want) {
+			t.Errorf("item %s: rebuilt %v, from the stream %v", k, got, want)
+		}
+	}
+	f.assertHistoryEqualsLedger(t, users)
+}
+
+func TestRebuildRepairsAnAlteredHistory(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	users := usersNamed("u", 3)
+	f.storm(t, users, 4, 60, 1)
+	if _, err := f.history.RebuildAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Corrupt: change an amount, add a version the ledger lacks, push the state ahead.
+	ctx := context.Background()
+	pk := ddbtypes.AttributeValueMemberS{Value: dynamo.PartitionKey("u0")}
+	_, err := f.env.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &f.env.History,
+		Key:                       map[string]ddbtypes.AttributeValue{"PK": &pk, "SK": s(historySK(1))},
+		UpdateExpression:          aws.String("SET amount = :a"),
+		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":a": &ddbtypes.AttributeValueMemberN{Value: "12345"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bogus := f.history.historyItem(ledger.Entry{UserID: "u0", Version: 999, Type: ledger.EntryGrant, Amount: decimal.NewFromInt(1), CreateTime: time.Now()})
+	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: bogus}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: f.history.stateItem(State{UserID: "u0", Version: 999})}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.history.Rebuild(ctx, "u0"); err != nil {
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, users)
+}
+
+func TestListHistoryPagesAndFilters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	apply := func(typ ledger.EntryType, id, amount, purchase string) {
+		m, err := ledger.NewMutation(typ, ledger.Request{UserID: "u1", RequestID: id, Amount: amount, PurchaseRequestID: purchase}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(ledger.EntryGrant, "g0", "1000", "")
+	for i := range 11 {
+		apply(ledger.EntryPurchase, fmt.Sprint("p", i), "5", "")
+		apply(ledger.EntryRefund, fmt.Sprint("r", i), "1", fmt.Sprint("p", i))
+	}
+	if err := f.history.Rebuild(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	const total = 23
+	for _, oldestFirst := range []bool{true, false} {
+		for _, size := range []int{1, 7, 100} {
+			var versions []int64
+			token := ""
+			for pages := 0; ; pages++ {
+				if pages > total+1 {
+					t.Fatalf("size %d: more pages than items", size)
+				}
+				page, next, err := f.history.List(ctx, "u1", ListOptions{PageSize: size, PageToken: token, OldestFirst: oldestFirst})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) > size {
+					t.Fatalf("size %d: page of %d", size, len(page))
+				}
+				for _, e := range page {
+					versions = append(versions, e.Version)
+				}
+				if token = next; token == "" {
+					break
+				}
+			}
+			if len(versions) != total {
+				t.Fatalf("oldest first %v, size %d: %d items, want %d", oldestFirst, size, len(versions), total)
+			}
+			for i, v := range versions {
+				want := int64(i + 1)
+				if !oldestFirst {
+					want = int64(total - i)
+				}
+				if v != want {
+					t.Fatalf("oldest first %v, size %d: item %d has version %d, want %d", oldestFirst, size, i, v, want)
+				}
+			}
+		}
+	}
+
+	purchases, _, err := f.history.List(ctx, "u1", ListOptions{Types: []ledger.EntryType{ledger.EntryPurchase}, PageSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(purchases) != 5 || purchases[0].Version != 22 || purchases[0].RefundedAmount.String() != "1" {
+		t.Errorf("newest 5 purchases = %d items, first %+v; want 5, version 22, refunded 1", len(purchases), purchases[0])
+	}
+	for _, e := range purchases {
+		if e.Type != ledger.EntryPurchase {
+			t.Errorf("type filter let %s through", e.Type)
+		}
+	}
+	all := f.allHistory(t, "u1", true)
+	from, to := all[10].CreateTime, all[15].CreateTime
+	window, _, err := f.history.List(ctx, "u1", ListOptions{Start: from, End: to, OldestFirst: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(window) == 0 || window[0].Version != 11 || window[len(window)-1].Version != 15 {
+		t.Errorf("time window [v11, v16): got %d items from %v", len(window), window)
+	}
+
+	_, next, err := f.history.List(ctx, "u1", ListOptions{PageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]ListOptions{
+		"token with other filters": {PageToken: next, OldestFirst: true},
+		"garbage token":            {PageToken: "zzz"},
+		"negative page size":       {PageSize: -1},
+		"empty window":             {Start: to, End: from},
+		"unknown type":             {Types: []ledger.EntryType{"BONUS"}},
+	}
+	for name, o := range bad {
+		if _, _, err := f.history.List(ctx, "u1", o); err == nil {
+			t.Errorf("%s: no error", name)
+		} else if e, ok := ledger.AsError(err); !ok || e.Kind != ledger.KindInvalid {
+			t.Errorf("%s: %v, want an invalid-argument error", name, err)
+		}
+	}
+}
+
+// lossyStream stands between the projector and DynamoDB Local's stream to
+// produce what the emulator does not: an expired iterator, and records
+// trimmed before the projector read them (everything up to lostUpTo).
+type lossyStream struct {
+	StreamsAPI
+	expireOnce atomic.Bool
+	trimOnce   atomic.Bool
+	lostUpTo   string // sequence number; records up to it are gone
+}
+
+func (l *lossyStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	if l.expireOnce.CompareAndSwap(true, false) {
+		return nil, &types.ExpiredIteratorException{Message: aws.String("Iterator expired")}
+	}
+	if l.trimOnce.CompareAndSwap(true, false) {
+		return nil, &types.TrimmedDataAccessException{Message: aws.String("trimmed")}
+	}
+	return l.StreamsAPI.GetRecords(ctx, in, opts...)
+}
+
+func (l *lossyStream) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	if in.ShardIteratorType == types.ShardIteratorTypeTrimHorizon && l.lostUpTo != "" {
+		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(l.lostUpTo)
+	}
+	return l.StreamsAPI.GetShardIterator(ctx, in, opts...)
+}
+
+// lastSequenceNumber reads the whole stream and returns its newest record's
+// sequence number.
+func (f *fixture) lastSequenceNumber(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	p := f.projector("reader", Options{})
+	arn, err := p.streamArn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := f.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &arn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, sh := range ds.StreamDescription.Shards {
+		it, err := p.iterator(ctx, arn, *sh.ShardId, "")
+		for err == nil && it != nil {
+			var out *dynamodbstreams.GetRecordsOutput
+			out, err = f.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
+			if err != nil || len(out.Records) == 0 {
+				break
+			}
+			last, it = *out.Records[len(out.Records)-1].Dynamodb.SequenceNumber, out.NextShardIterator
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return last
+}
+
+func TestExpiredIteratorsAndTrimmedRecordsAreRecovered(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	early, both, late := usersNamed("early", 5), usersNamed("both", 5), usersNamed("late", 5)
+	f.storm(t, append(append([]string{}, early...), both...), 8, 150, 1)
+	lossy := &lossyStream{StreamsAPI: f.streams, lostUpTo: f.lastSequenceNumber(t)}
+	lossy.expireOnce.Store(true)
+	lossy.trimOnce.Store(true)
+	f.streams = lossy
+	f.storm(t, append(append([]string{}, both...), late...), 8, 150, 2)
+
+	// The early users' records are gone from the stream: only the catch-up
+	// from the ledger can project them; the others have gaps to fill.
+	stop := run(f.projector("p", Options{}))
+	all := append(append(early, both...), late...)
+	f.waitCaughtUp(t, all)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if lossy.expireOnce.Load() || lossy.trimOnce.Load() {
+		t.Fatal("the faults were not injected")
+	}
+	f.assertHistoryEqualsLedger(t, all)
+}
+
+func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	leases := NewLeaseTable(env.Client, env.Leases, clock)
+	ctx := context.Background()
+
+	a, err := leases.Acquire(ctx, "k", "a", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Acquire(ctx, "k", "b", 10*time.Second); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("b took a valid lease of a: %v", err)
+	}
+	now = now.Add(9 * time.Second)
+	if a, err = leases.Checkpoint(ctx, a, 10*time.Second, "seq-1", false); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(9 * time.Second) // 18 s after a took it, 9 s after it renewed
+	if _, err := leases.Acquire(ctx, "k", "b", 10*time.Second); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("b took a lease a renewed: %v", err)
+	}
+	now = now.Add(2 * time.Second) // expired
+	b, err := leases.Acquire(ctx, "k", "b", 10*time.Second)
+	if err != nil {
+		t.Fatalf("b could not take an expired lease: %v", err)
+	}
+	if b.Checkpoint != "seq-1" || b.Owner != "b" {
+		t.Errorf("b's lease = %+v, want a's checkpoint", b)
+	}
+	if _, err := leases.Renew(ctx, a, 10*time.Second); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("a renewed a lease b took over: %v", err)
+	}
+	if _, err := leases.Checkpoint(ctx, a, 10*time.Second, "seq-2", false); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("a checkpointed a lease b took over: %v", err)
+	}
+	if err := leases.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Acquire(ctx, "k", "c", 10*time.Second); err != nil {
+		t.Errorf("c could not take a released lease: %v", err)
+	}
+}

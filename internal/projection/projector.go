@@ -1,0 +1,506 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+)
+
+// StreamsAPI is the part of the DynamoDB Streams client the projector uses.
+type StreamsAPI interface {
+	DescribeStream(ctx context.Context, in *dynamodbstreams.DescribeStreamInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.DescribeStreamOutput, error)
+	GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error)
+	GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error)
+}
+
+// TableAPI finds the ledger table's stream.
+type TableAPI interface {
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// Options configure a Projector. Zero values take the defaults.
+type Options struct {
+	Owner            string        // this process's name in the lease table; default host-pid-random
+	LeaseTTL         time.Duration // a lease not renewed for this long may be taken over; default 10s
+	PollInterval     time.Duration // wait after an empty read of a shard; default 250ms
+	DiscoverInterval time.Duration // how often to look for shards and free leases; default 2s
+	Logger           *slog.Logger
+
+	// AfterApply, if set, runs after a batch is applied and before its
+	// checkpoint; an error stops the projector there, as a crash would.
+	AfterApply func(shardID string, records int) error
+}
+
+// Projector consumes the ledger table's stream into History. Several
+// projectors (processes) may run against one stream: each shard is processed
+// by the one holding its lease, a shard only after its parent is finished,
+// and a checkpoint is written only after its records are applied. Applying
+// is idempotent, so records applied again after a crash or a takeover change
+// nothing.
+type Projector struct {
+	table   string
+	tables  TableAPI
+	streams StreamsAPI
+	leases  *LeaseTable
+	history *History
+	o       Options
+	log     *slog.Logger
+
+	fatal    chan error
+	catchUp  chan struct{}
+	mu       sync.Mutex
+	shards   map[string]*shardState // by shard id, while this projector holds it
+	applied  int64
+	lastLag  time.Duration
+	lastSeen time.Time // create_time of the newest entry applied
+	lastPass time.Time // when the projector last applied or found nothing new
+}
+
+type shardState struct {
+	lease    Lease
+	caughtUp bool // the last read returned nothing new
+}
+
+// NewProjector returns a projector of the stream of table into h.
+func NewProjector(table string, tables TableAPI, streams StreamsAPI, leases *LeaseTable, h *History, o Options) *Projector {
+	if o.Owner == "" {
+		host, _ := os.Hostname()
+		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:])
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 250 * time.Millisecond
+	}
+	if o.DiscoverInterval <= 0 {
+		o.DiscoverInterval = 2 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Projector{
+		table: table, tables: tables, streams: streams, leases: leases, history: h, o: o,
+		log:     o.Logger.With("projector", o.Owner),
+		fatal:   make(chan error, 1),
+		catchUp: make(chan struct{}, 1),
+		shards:  map[string]*shardState{},
+	}
+}
+
+// Owner is the name this projector holds leases under.
+func (p *Projector) Owner() string { return p.o.Owner }
+
+// Run projects until ctx ends (returning nil) or a shard fails for good.
+// Leases it holds are not released: call Release for a clean handover.
+func (p *Projector) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // stop the workers, then wait for them
+	wg.Go(func() { p.catchUpLoop(ctx) })
+	tick := time.NewTicker(p.o.DiscoverInterval)
+	defer tick.Stop()
+	for {
+		if err := p.discover(ctx, &wg); err != nil && ctx.Err() == nil {
+			p.log.WarnContext(ctx, "shard discovery failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-p.fatal:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// Release gives up the leases this projector holds, so that others take
+// the shards over at once. Call it after Run returns.
+func (p *Projector) Release(ctx context.Context) {
+	p.mu.Lock()
+	held := slices.Collect(maps.Values(p.shards))
+	p.mu.Unlock()
+	for _, sh := range held {
+		if err := p.leases.Release(ctx, sh.lease); err != nil {
+			p.log.WarnContext(ctx, "release lease", "lease", sh.lease.Key, "error", err)
+		}
+	}
+}
+
+func (p *Projector) streamArn(ctx context.Context) (string, error) {
+	out, err := p.tables.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &p.table})
+	if err != nil {
+		return "", fmt.Errorf("describe table %s: %w", p.table, err)
+	}
+	if out.Table.LatestStreamArn == nil {
+		return "", fmt.Errorf("table %s has no stream", p.table)
+	}
+	return *out.Table.LatestStreamArn, nil
+}
+
+// discover lists the stream's shards and starts a worker for each shard that
+// is ready (not finished, parent finished) and whose lease it can take.
+func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
+	arn, err := p.streamArn(ctx)
+	if err != nil {
+		return err
+	}
+	var shards []types.Shard
+	in := &dynamodbstreams.DescribeStreamInput{StreamArn: &arn}
+	for {
+		out, err := p.streams.DescribeStream(ctx, in)
+		if err != nil {
+			return fmt.Errorf("describe stream: %w", err)
+		}
+		shards = append(shards, out.StreamDescription.Shards...)
+		if out.StreamDescription.LastEvaluatedShardId == nil {
+			break
+		}
+		in.ExclusiveStartShardId = out.StreamDescription.LastEvaluatedShardId
+	}
+	listed := map[string]bool{}
+	for _, sh := range shards {
+		listed[*sh.ShardId] = true
+	}
+	for _, sh := range shards {
+		id := *sh.ShardId
+		p.mu.Lock()
+		_, mine := p.shards[id]
+		p.mu.Unlock()
+		if mine {
+			continue
+		}
+		lease, _, err := p.leases.Get(ctx, leaseKey(id))
+		if err != nil {
+			return err
+		}
+		if lease.Finished {
+			continue
+		}
+		// A child waits for its parent, unless the parent is no longer in the
+		// stream (trimmed), where waiting would be forever.
+		if parent := aws.ToString(sh.ParentShardId); parent != "" && listed[parent] {
+			pl, _, err := p.leases.Get(ctx, leaseKey(parent))
+			if err != nil {
+				return err
+			}
+			if !pl.Finished {
+				continue
+			}
+		}
+		lease, err = p.leases.Acquire(ctx, leaseKey(id), p.o.Owner, p.o.LeaseTTL)
+		if errors.Is(err, ErrLeaseHeld) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p.log.InfoContext(ctx, "shard lease taken", "shard", id, "checkpoint", lease.Checkpoint)
+		st := &shardState{lease: lease}
+		p.mu.Lock()
+		p.shards[id] = st
+		p.mu.Unlock()
+		wg.Go(func() {
+			err := p.process(ctx, arn, id, st)
+			if ctx.Err() == nil {
+				// Still held on shutdown, so that Release can hand it over.
+				p.mu.Lock()
+				delete(p.shards, id)
+				p.mu.Unlock()
+			}
+			switch {
+			case err == nil, ctx.Err() != nil:
+			case errors.Is(err, ErrLeaseLost):
+				p.log.WarnContext(ctx, "shard lease lost", "shard", id, "error", err)
+			default:
+				select {
+				case p.fatal <- fmt.Errorf("shard %s: %w", id, err):
+				default:
+				}
+			}
+		})
+	}
+	return nil
+}
+
+func leaseKey(shardID string) string { return "SHARD#" + shardID }
+
+// process reads one shard from its checkpoint until the shard ends, the
+// lease is lost, or ctx ends.
+func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardState) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var leaseMu sync.Mutex // the lease's RVN moves with every write: one writer at a time
+	lease := func() Lease { leaseMu.Lock(); defer leaseMu.Unlock(); return st.lease }
+	var hb sync.WaitGroup
+	defer func() { cancel(nil); hb.Wait() }() // stop the heartbeat, then wait for it
+	hb.Go(func() {
+		t := time.NewTicker(p.o.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			leaseMu.Lock()
+			l, err := p.leases.Renew(ctx, st.lease, p.o.LeaseTTL)
+			if err == nil {
+				st.lease = l
+			}
+			leaseMu.Unlock()
+			if errors.Is(err, ErrLeaseLost) {
+				cancel(err)
+				return
+			}
+		}
+	})
+
+	iter, err := p.iterator(ctx, arn, shardID, lease().Checkpoint)
+	if err != nil {
+		return err
+	}
+	for {
+		out, err := p.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		var expired *types.ExpiredIteratorException
+		var trimmed *types.TrimmedDataAccessException
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case errors.As(err, &expired):
+			p.log.InfoContext(ctx, "shard iterator expired; resuming from the checkpoint", "shard", shardID)
+			if iter, err = p.iterator(ctx, arn, shardID, lease().Checkpoint); err != nil {
+				return err
+			}
+			continue
+		case errors.As(err, &trimmed):
+			// Records past the checkpoint are gone (the stream keeps 24 hours).
+			// Read on from the oldest kept, and bring every user that is behind
+			// up to date from the ledger.
+			p.log.ErrorContext(ctx, "stream records were trimmed before they were applied; catching up from the ledger", "shard", shardID)
+			p.requestCatchUp()
+			if iter, err = p.iterator(ctx, arn, shardID, ""); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("get records: %w", err)
+		}
+
+		if len(out.Records) > 0 {
+			if err := p.apply(ctx, out.Records); err != nil {
+				return err
+			}
+			if p.o.AfterApply != nil {
+				if err := p.o.AfterApply(shardID, len(out.Records)); err != nil {
+					return err
+				}
+			}
+		}
+		finished := out.NextShardIterator == nil
+		if len(out.Records) > 0 || finished {
+			seq := lease().Checkpoint
+			if len(out.Records) > 0 {
+				seq = aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
+			}
+			leaseMu.Lock()
+			l, err := p.leases.Checkpoint(ctx, st.lease, p.o.LeaseTTL, seq, finished)
+			if err == nil {
+				st.lease = l
+			}
+			leaseMu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		p.mu.Lock()
+		st.caughtUp = len(out.Records) == 0
+		p.lastPass = time.Now()
+		p.mu.Unlock()
+		if finished {
+			p.log.InfoContext(ctx, "shard finished", "shard", shardID)
+			return nil
+		}
+		iter = out.NextShardIterator
+		if len(out.Records) == 0 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(p.o.PollInterval):
+			}
+		}
+	}
+}
+
+func (p *Projector) iterator(ctx context.Context, arn, shardID, checkpoint string) (*string, error) {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: &arn, ShardId: &shardID, ShardIteratorType: types.ShardIteratorTypeTrimHorizon}
+	if checkpoint != "" {
+		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, &checkpoint
+	}
+	out, err := p.streams.GetShardIterator(ctx, in)
+	var trimmed *types.TrimmedDataAccessException
+	if errors.As(err, &trimmed) && checkpoint != "" {
+		p.log.ErrorContext(ctx, "checkpoint is older than the stream keeps; catching up from the ledger", "shard", shardID)
+		p.requestCatchUp()
+		return p.iterator(ctx, arn, shardID, "")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get shard iterator: %w", err)
+	}
+	return out.ShardIterator, nil
+}
+
+// apply projects a batch of stream records: new entries, then changes to
+// purchases (refunds), which always follow their purchase in the stream.
+func (p *Projector) apply(ctx context.Context, records []types.Record) error {
+	var inserts, modifies []ledger.Entry
+	for _, r := range records {
+		sk, _ := r.Dynamodb.Keys["SK"].(*types.AttributeValueMemberS)
+		if sk == nil || !dynamo.IsEntryKey(sk.Value) {
+			continue // accounts and request records are not history
+		}
+		switch r.EventName {
+		case types.OperationTypeInsert, types.OperationTypeModify:
+		default:
+			p.log.WarnContext(ctx, "an entry was removed from the ledger; history keeps it", "sk", sk.Value)
+			continue
+		}
+		e, ok, err := dynamo.DecodeEntry(fromStream(r.Dynamodb.NewImage))
+		if err != nil || !ok {
+			return fmt.Errorf("decode stream record %s: %v", aws.ToString(r.Dynamodb.SequenceNumber), err)
+		}
+		if r.EventName == types.OperationTypeInsert {
+			inserts = append(inserts, e)
+		} else {
+			modifies = append(modifies, e)
+		}
+	}
+	if len(inserts) > 0 {
+		if err := p.history.Apply(ctx, inserts); err != nil {
+			return err
+		}
+	}
+	for _, e := range modifies {
+		if err := p.history.UpdateRefunded(ctx, e); err != nil {
+			return err
+		}
+	}
+	if n := len(inserts); n > 0 {
+		newest := inserts[0].CreateTime
+		for _, e := range inserts {
+			if e.CreateTime.After(newest) {
+				newest = e.CreateTime
+			}
+		}
+		p.mu.Lock()
+		p.applied += int64(n)
+		p.lastSeen, p.lastLag = newest, time.Since(newest)
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+func (p *Projector) requestCatchUp() {
+	select {
+	case p.catchUp <- struct{}{}:
+	default: // one is pending already
+	}
+}
+
+func (p *Projector) catchUpLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.catchUp:
+		}
+		users, err := p.history.CatchUp(ctx)
+		if err != nil && ctx.Err() == nil {
+			p.log.ErrorContext(ctx, "catch-up from the ledger failed; will retry", "error", err)
+			time.AfterFunc(p.o.DiscoverInterval, p.requestCatchUp)
+			continue
+		}
+		p.log.InfoContext(ctx, "caught up from the ledger", "users_behind", users)
+	}
+}
+
+// Status is what a projector reports about itself.
+type Status struct {
+	Owner         string        `json:"owner"`
+	Shards        []string      `json:"shards"`    // held now
+	CaughtUp      bool          `json:"caught_up"` // every held shard's last read found nothing new
+	Applied       int64         `json:"entries_applied"`
+	NewestApplied time.Time     `json:"newest_applied_entry_time"`
+	Lag           time.Duration `json:"lag_ns"` // newest applied entry: applied time minus create time
+	LagText       string        `json:"lag"`
+	LastPass      time.Time     `json:"last_pass"`
+}
+
+// Status reports the projector's shards, progress and lag.
+func (p *Projector) Status() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := Status{Owner: p.o.Owner, Applied: p.applied, NewestApplied: p.lastSeen, Lag: p.lastLag, LastPass: p.lastPass, CaughtUp: len(p.shards) > 0}
+	for id, sh := range p.shards {
+		st.Shards = append(st.Shards, id)
+		st.CaughtUp = st.CaughtUp && sh.caughtUp
+	}
+	slices.Sort(st.Shards)
+	st.LagText = st.Lag.Round(time.Millisecond).String()
+	return st
+}
+
+// fromStream converts a stream image to the DynamoDB client's attribute
+// values (the two SDK packages have twin types).
+func fromStream(item map[string]types.AttributeValue) map[string]ddbtypes.AttributeValue {
+	out := make(map[string]ddbtypes.AttributeValue, len(item))
+	for k, v := range item {
+		out[k] = fromStreamValue(v)
+	}
+	return out
+}
+
+func fromStreamValue(v types.AttributeValue) ddbtypes.AttributeValue {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return &ddbtypes.AttributeValueMemberS{Value: v.Value}
+	case *types.AttributeValueMemberN:
+		return &ddbtypes.AttributeValueMemberN{Value: v.Value}
+	case *types.AttributeValueMemberB:
+		return &ddbtypes.AttributeValueMemberB{Value: v.Value}
+	case *types.AttributeValueMemberBOOL:
+		return &ddbtypes.AttributeValueMemberBOOL{Value: v.Value}
+	case *types.AttributeValueMemberNULL:
+		return &ddbtypes.AttributeValueMemberNULL{Value: v.Value}
+	case *types.AttributeValueMemberSS:
+		return &ddbtypes.AttributeValueMemberSS{Value: v.Value}
+	case *types.AttributeValueMemberNS:
+		return &ddbtypes.AttributeValueMemberNS{Value: v.Value}
+	case *types.AttributeValueMemberBS:
+		return &ddbtypes.AttributeValueMemberBS{Value: v.Value}
+	case *types.AttributeValueMemberM:
+		return &ddbtypes.AttributeValueMemberM{Value: fromStream(v.Value)}
+	case *types.AttributeValueMemberL:
+		l := make([]ddbtypes.AttributeValue, len(v.Value))
+		for i, x := range v.Value {
+			l[i] = fromStreamValue(x)
+		}
+		return &ddbtypes.AttributeValueMemberL{Value: l}
+	}
+	return &ddbtypes.AttributeValueMemberNULL{Value: true}
+}
