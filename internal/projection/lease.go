@@ -188,4 +188,6 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, bool, error) {
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
-func n(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
