@@ -13,6 +13,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -110,6 +111,9 @@ func run(ctx context.Context) error {
 	runCtx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	start := time.Now()
+	lags := sampleLag(runCtx, httpClient, o.target+"/projection/status")
+	var lastMu sync.Mutex
+	var last *pb.Entry // the last acknowledged purchase
 	var wg sync.WaitGroup
 	for w := range o.concurrency {
 		wg.Go(func() {
@@ -117,9 +121,16 @@ func run(ctx context.Context) error {
 			for n := 0; runCtx.Err() == nil; n++ {
 				u := rng.IntN(o.users)
 				t0 := time.Now()
-				_, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{
+				res, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{
 					UserId: users[u], Amount: amount.String(), RequestId: fmt.Sprintf("p-%d-%d", w, n),
 				}))
+				if err == nil {
+					lastMu.Lock()
+					if last == nil || res.Msg.Entry.CreateTime.AsTime().After(last.CreateTime.AsTime()) {
+						last = res.Msg.Entry
+					}
+					lastMu.Unlock()
+				}
 				latencies[w] = append(latencies[w], time.Since(t0))
 				code := "ok"
 				if err != nil {
@@ -155,6 +166,19 @@ func run(ctx context.Context) error {
 	}
 	sort.Strings(codeList)
 	fmt.Printf("outcomes     %s\n", strings.Join(codeList, " "))
+
+	if l := <-lags; len(l) > 0 {
+		slices.Sort(l)
+		fmt.Printf("projection   lag p50 %s  max %s  (%d samples of /projection/status, every 500ms)\n",
+			ms(l[len(l)/2]), ms(l[len(l)-1]), len(l))
+	}
+	if last != nil {
+		if d, err := historyDelay(ctx, client, last); err != nil {
+			fmt.Printf("projection   %v\n", err)
+		} else {
+			fmt.Printf("projection   the last purchase was in ListHistory %s after it was committed\n", ms(d))
+		}
+	}
 
 	fmt.Printf("checking %d users...\n", o.users)
 	var violations atomic.Int64
@@ -253,4 +277,54 @@ func startStack(ctx context.Context, ledgerd string) (string, func(), error) {
 	}
 	fmt.Printf("started DynamoDB Local %s (fresh, in memory) and ledgerd %s\n", emu.Endpoint, addr)
 	return "http://" + addr, stop, nil
+}
+
+// sampleLag reads the projector's lag every 500ms until ctx ends, and then
+// sends the samples. A target without a projector gives none.
+func sampleLag(ctx context.Context, c *http.Client, url string) <-chan []time.Duration {
+	out := make(chan []time.Duration, 1)
+	go func() {
+		var lags []time.Duration
+		defer func() { out <- lags }()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var st struct {
+				Running bool  `json:"running"`
+				Lag     int64 `json:"lag_ns"`
+			}
+			res, err := c.Get(url)
+			if err != nil {
+				continue
+			}
+			err = json.NewDecoder(res.Body).Decode(&st)
+			res.Body.Close()
+			if err == nil && st.Running {
+				lags = append(lags, time.Duration(st.Lag))
+			}
+		}
+	}()
+	return out
+}
+
+// historyDelay waits for e to show in its user's history and returns how
+// long after e's commit that was (at most 30 s).
+func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, e *pb.Entry) (time.Duration, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: e.UserId, PageSize: 1}))
+		if err != nil {
+			return 0, err
+		}
+		if len(res.Msg.Items) > 0 && res.Msg.Items[0].Version >= e.Version {
+			return time.Since(e.CreateTime.AsTime()), nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
 }

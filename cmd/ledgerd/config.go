@@ -16,7 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -31,6 +34,8 @@ type Config struct {
 	LogLevel        string
 	LogFormat       string
 	ShutdownTimeout time.Duration
+	Projector       bool
+	LeaseTTL        time.Duration
 }
 
 // flags registers the options shared by the commands that talk to DynamoDB.
@@ -51,8 +56,6 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&c.LogFormat, "log-format", env("LEDGER_LOG_FORMAT", "json"), "json or text (LEDGER_LOG_FORMAT)")
 }
 
-func (c *Config) ledgerTable() string { return c.TablePrefix + migrations.LedgerTable }
-
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -68,11 +71,11 @@ func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format %q: want json or text", c.LogFormat)
 }
 
-// dynamoClient builds the DynamoDB client from the AWS environment (region,
-// credentials), pointed at Endpoint when one is set. An emulator needs no real
-// credentials, so with an endpoint and none in the environment it gets fixed
-// local ones.
-func (c *Config) dynamoClient(ctx context.Context, getenv func(string) string) (*dynamodb.Client, error) {
+// clients builds the DynamoDB and DynamoDB Streams clients from the AWS
+// environment (region, credentials), pointed at Endpoint when one is set. An
+// emulator needs no real credentials, so with an endpoint and none in the
+// environment they get fixed local ones.
+func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dynamodb.Client, *dynamodbstreams.Client, error) {
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		// Many concurrent requests go to one host: keep their connections.
 		t.MaxIdleConns = 1024
@@ -87,19 +90,85 @@ func (c *Config) dynamoClient(ctx context.Context, getenv func(string) string) (
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("load AWS configuration: %w", err)
+		return nil, nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
-	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 			// DynamoDB Local's CRC32 header does not match its error bodies;
 			// TLS guards the real service's responses anyway.
 			o.DisableValidateResponseChecksum = true
 		}
-	}), nil
+	})
+	streams := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	})
+	return db, streams, nil
+}
+
+// projectorFlags registers the options of the stream projector.
+func (c *Config) projectorFlags(fs *flag.FlagSet, getenv func(string) string) error {
+	ttl, err := durationFromEnv(getenv, "LEDGER_LEASE_TTL", 10*time.Second)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", ttl, "a projector's shard lease not renewed for this long is taken over by another (LEDGER_LEASE_TTL)")
+	return nil
+}
+
+// ledgerParts are the pieces every command builds the same way.
+type ledgerParts struct {
+	store   *dynamo.Ledger
+	history *projection.History
+	db      *dynamodb.Client
+	streams *dynamodbstreams.Client
+}
+
+func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slog.Logger) (*ledgerParts, error) {
+	db, streams, err := c.clients(ctx, getenv)
+	if err != nil {
+		return nil, err
+	}
+	store := dynamo.New(db, dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log})
+	return &ledgerParts{
+		store:   store,
+		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store),
+		db:      db,
+		streams: streams,
+	}, nil
+}
+
+func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Projector {
+	leases := projection.NewLeaseTable(p.db, c.TablePrefix+migrations.LeaseTable, nil)
+	return projection.NewProjector(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, leases, p.history,
+		projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
+}
+
+// runProjector runs pr until ctx ends, logging its status every interval,
+// then hands its leases over.
+func runProjector(ctx context.Context, pr *projection.Projector, log *slog.Logger, interval time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- pr.Run(ctx) }()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			pr.Release(rctx)
+			cancel()
+			return err
+		case <-tick.C:
+			st := pr.Status()
+			log.Info("projection status", "shards", st.Shards, "caught_up", st.CaughtUp,
+				"entries_applied", st.Applied, "lag", st.LagText, "newest_applied_entry_time", st.NewestApplied)
+		}
+	}
 }
 
 func intFromEnv(getenv func(string) string, name string, def int) (int, error) {

@@ -1,5 +1,7 @@
-// Command ledgerd runs pointledger: `ledgerd serve` serves the API,
-// `ledgerd migrate` creates the tables, `ledgerd version` prints the version.
+// Command ledgerd runs pointledger: `ledgerd serve` serves the API (and runs
+// the history projector), `ledgerd migrate` creates the tables, `ledgerd
+// project` runs the projector alone or rebuilds history, `ledgerd version`
+// prints the version.
 package main
 
 import (
@@ -28,6 +30,8 @@ const usage = `usage: ledgerd <command> [flags]
 commands:
   serve     serve the Connect API (Connect/HTTP JSON, gRPC, gRPC-Web) on one port
   migrate   create the DynamoDB tables (idempotent)
+  project   run the history projector alone (several may share the stream),
+            or rebuild history from the ledger with -rebuild [-user U]
   version   print the version
 
 Run 'ledgerd <command> -h' for the flags; every flag can also be set by its
@@ -44,6 +48,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, rest, getenv, stderr)
 	case "migrate":
 		return migrate(ctx, rest, getenv, stderr)
+	case "project":
+		return project(ctx, rest, getenv, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "ledgerd", version)
 		return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -34,6 +35,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", shutdown, "how long in-flight requests may finish after SIGTERM (LEDGER_SHUTDOWN_TIMEOUT)")
+	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
+		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
+	if err := c.projectorFlags(fs, getenv); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,22 +50,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	db, err := c.dynamoClient(ctx, getenv)
+	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
 	}
-	store := dynamo.New(db, dynamo.Options{Table: c.ledgerTable(), Logger: log})
+	var projector *projection.Projector
+	if c.Projector {
+		projector = c.projector(parts, log)
+	}
 
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
-		api.NewLedgerService(store, int32(c.AmountScale), log),
+		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
 		api.HandlerOptions(log)...,
 	)
 	mux.Handle(path, handler)
+	mux.Handle("GET /projection/status", projectionStatus(projector))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := store.Ping(ctx); err != nil {
+		if err := parts.store.Ping(ctx); err != nil {
 			log.WarnContext(ctx, "health check failed", "error", err)
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -84,13 +94,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("listen: %w", err)
 	}
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ln.Addr().String(),
-		"dynamodb_endpoint", c.Endpoint, "ledger_table", c.ledgerTable(), "amount_scale", c.AmountScale)
+		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	projectorCtx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopProjector()
+	projectorDone := make(chan error, 1)
+	if projector != nil {
+		go func() { projectorDone <- runProjector(projectorCtx, projector, log, 30*time.Second) }()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-projectorDone:
+		return fmt.Errorf("projector: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", c.ShutdownTimeout)
@@ -102,8 +120,89 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	if projector != nil {
+		// The requests are done; stop projecting and hand the leases over.
+		stopProjector()
+		if err := <-projectorDone; err != nil {
+			log.Warn("projector stopped with an error", "error", err)
+		}
+	}
 	log.Info("stopped")
 	return nil
+}
+
+// projectionStatus serves the projector's status as JSON: its shards, how
+// many entries it applied, and its lag.
+func projectionStatus(p *projection.Projector) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if p == nil {
+			fmt.Fprintln(w, `{"running":false}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(struct {
+			Running bool `json:"running"`
+			projection.Status
+		}{true, p.Status()})
+	})
+}
+
+func project(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var c Config
+	fs := flag.NewFlagSet("project", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.flags(fs, getenv)
+	if err := c.projectorFlags(fs, getenv); err != nil {
+		return err
+	}
+	rebuild := fs.Bool("rebuild", false, "rebuild history from the ledger itself and exit, instead of following the stream")
+	user := fs.String("user", "", "with -rebuild: only this user")
+	statusAddr := fs.String("status-listen", "", "serve GET /projection/status on this address (e.g. :8081)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user != "" && !*rebuild {
+		return errors.New("-user goes with -rebuild")
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	parts, err := c.parts(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	if *rebuild {
+		start := time.Now()
+		if *user != "" {
+			if err := ledger.ValidateUserID(*user); err != nil {
+				return err
+			}
+			if err := parts.history.Rebuild(ctx, *user); err != nil {
+				return err
+			}
+			log.Info("history rebuilt from the ledger", "user_id", *user, "duration", time.Since(start))
+			return nil
+		}
+		n, err := parts.history.RebuildAll(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("history rebuilt from the ledger", "users", n, "duration", time.Since(start))
+		return nil
+	}
+	projector := c.projector(parts, log)
+	if *statusAddr != "" {
+		srv := &http.Server{Addr: *statusAddr, Handler: projectionStatus(projector), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				log.Error("status server", "error", err)
+			}
+		}()
+		defer srv.Close()
+	}
+	log.Info("projecting", "version", version, "owner", projector.Owner(), "table_prefix", c.TablePrefix)
+	return runProjector(ctx, projector, log, 30*time.Second)
 }
 
 func migrate(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -118,7 +217,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	db, err := c.dynamoClient(ctx, getenv)
+	db, _, err := c.clients(ctx, getenv)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,18 +23,25 @@ type Ledger interface {
 	Entries(ctx context.Context, user string, pageSize int, pageToken string) ([]ledger.Entry, string, error)
 }
 
+// History is what the service needs of the history projection.
+type History interface {
+	List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error)
+}
+
 // LedgerService implements pointledger.v1.LedgerService.
 type LedgerService struct {
-	ledger Ledger
-	scale  int32
-	log    *slog.Logger
+	ledger  Ledger
+	history History
+	scale   int32
+	log     *slog.Logger
 }
 
 var _ pointledgerv1connect.LedgerServiceHandler = (*LedgerService)(nil)
 
-// NewLedgerService serves l; amounts may have at most scale digits after the point.
-func NewLedgerService(l Ledger, scale int32, log *slog.Logger) *LedgerService {
-	return &LedgerService{ledger: l, scale: scale, log: log}
+// NewLedgerService serves l and h; amounts may have at most scale digits
+// after the point.
+func NewLedgerService(l Ledger, h History, scale int32, log *slog.Logger) *LedgerService {
+	return &LedgerService{ledger: l, history: h, scale: scale, log: log}
 }
 
 func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.GrantRequest]) (*connect.Response[pb.GrantResponse], error) {
@@ -105,6 +113,82 @@ func (s *LedgerService) ListEntries(ctx context.Context, req *connect.Request[pb
 		out.Entries[i] = entryToProto(e)
 	}
 	return connect.NewResponse(out), nil
+}
+
+func (s *LedgerService) ListHistory(ctx context.Context, req *connect.Request[pb.ListHistoryRequest]) (*connect.Response[pb.ListHistoryResponse], error) {
+	r := req.Msg
+	o := ledger.HistoryQuery{PageSize: int(r.PageSize), PageToken: r.PageToken, OldestFirst: r.OldestFirst}
+	for _, t := range r.Types {
+		et, ok := entryTypeFromProto(t)
+		if !ok {
+			return nil, s.toConnect(ctx, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "types: %v is not an entry type", t))
+		}
+		o.Types = append(o.Types, et)
+	}
+	for _, t := range []struct {
+		ts   *timestamppb.Timestamp
+		into *time.Time
+		name string
+	}{{r.StartTime, &o.Start, "start_time"}, {r.EndTime, &o.End, "end_time"}} {
+		if t.ts == nil {
+			continue
+		}
+		if err := t.ts.CheckValid(); err != nil {
+			return nil, s.toConnect(ctx, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "%s: %v", t.name, err))
+		}
+		*t.into = t.ts.AsTime()
+	}
+	items, next, err := s.history.List(ctx, r.UserId, o)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	out := &pb.ListHistoryResponse{NextPageToken: next, Items: make([]*pb.HistoryItem, len(items))}
+	for i, e := range items {
+		out.Items[i] = historyItemToProto(e)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
+	out := &pb.HistoryItem{
+		EntryId:           e.ID,
+		UserId:            e.UserID,
+		Version:           e.Version,
+		Type:              entryTypeToProto(e.Type),
+		Amount:            e.Amount.String(),
+		BalanceAfter:      e.BalanceAfter.String(),
+		RequestId:         e.RequestID,
+		OrderId:           e.OrderID,
+		CreateTime:        timestamppb.New(e.CreateTime),
+		Metadata:          e.Metadata,
+		PurchaseRequestId: e.PurchaseRequestID,
+	}
+	if e.Type == ledger.EntryPurchase {
+		out.RefundedAmount = e.RefundedAmount.String()
+		switch {
+		case e.RefundedAmount.IsZero():
+			out.RefundStatus = pb.RefundStatus_REFUND_STATUS_NOT_REFUNDED
+		case e.RefundedAmount.LessThan(e.Amount.Neg()):
+			out.RefundStatus = pb.RefundStatus_REFUND_STATUS_PARTIALLY_REFUNDED
+		default:
+			out.RefundStatus = pb.RefundStatus_REFUND_STATUS_REFUNDED
+		}
+	}
+	return out
+}
+
+func entryTypeFromProto(t pb.EntryType) (ledger.EntryType, bool) {
+	switch t {
+	case pb.EntryType_ENTRY_TYPE_GRANT:
+		return ledger.EntryGrant, true
+	case pb.EntryType_ENTRY_TYPE_PURCHASE:
+		return ledger.EntryPurchase, true
+	case pb.EntryType_ENTRY_TYPE_REFUND:
+		return ledger.EntryRefund, true
+	case pb.EntryType_ENTRY_TYPE_ADJUSTMENT:
+		return ledger.EntryAdjustment, true
+	}
+	return "", false
 }
 
 func entryToProto(e ledger.Entry) *pb.Entry {

@@ -27,6 +27,7 @@ import (
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -44,7 +45,8 @@ func newServer(tb testing.TB) *testServer {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log})
 	mux := http.NewServeMux()
-	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, ledger.DefaultScale, log), api.HandlerOptions(log)...))
+	history := projection.NewHistory(env.Client, env.History, store)
+	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
@@ -535,5 +537,64 @@ func TestBalanceOfANewUser(t *testing.T) {
 	}
 	if got := s.itemCount(t); got != 0 {
 		t.Errorf("reads and a refused purchase wrote %d items", got)
+	}
+}
+
+func TestListHistory(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	ctx := context.Background()
+	s.grant(t, "u1", "g", "100")
+	for _, id := range []string{"p1", "p2", "p3"} {
+		if _, err := s.purchase("u1", id, "10"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range []struct{ id, purchase, amount string }{{"r1", "p1", "10"}, {"r2", "p2", "4"}} {
+		if _, err := s.refund("u1", r.id, r.purchase, r.amount); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The projector is tested in package projection; here the history is
+	// built from the ledger directly, so the test need not wait for it.
+	if err := projection.NewHistory(s.env.Client, s.env.History, s.store).Rebuild(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{
+		UserId: "u1", Types: []pb.EntryType{pb.EntryType_ENTRY_TYPE_PURCHASE},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range res.Msg.Items {
+		got = append(got, fmt.Sprintf("%s %s %s %s", it.RequestId, it.Amount, it.RefundedAmount, it.RefundStatus))
+	}
+	want := []string{
+		"p3 -10 0 REFUND_STATUS_NOT_REFUNDED",
+		"p2 -10 4 REFUND_STATUS_PARTIALLY_REFUNDED",
+		"p1 -10 10 REFUND_STATUS_REFUNDED",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("purchases, newest first:\n got %v\nwant %v", got, want)
+	}
+
+	first, err := s.client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: "u1", PageSize: 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Msg.Items) != 2 || first.Msg.Items[0].Version != 6 || first.Msg.NextPageToken == "" {
+		t.Fatalf("first page = %v, want versions 6 and 5 and a next page", first.Msg)
+	}
+	for name, req := range map[string]*pb.ListHistoryRequest{
+		"token with other filters": {UserId: "u1", PageToken: first.Msg.NextPageToken, OldestFirst: true},
+		"unspecified type":         {UserId: "u1", Types: []pb.EntryType{pb.EntryType_ENTRY_TYPE_UNSPECIFIED}},
+		"end before start":         {UserId: "u1", StartTime: first.Msg.Items[0].CreateTime, EndTime: first.Msg.Items[1].CreateTime},
+		"empty user":               {},
+	} {
+		_, err := s.client.ListHistory(ctx, connect.NewRequest(req))
+		if code, _ := reason(err); code != connect.CodeInvalidArgument {
+			t.Errorf("%s: %v, want invalid_argument", name, err)
+		}
 	}
 }

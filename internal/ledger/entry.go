@@ -94,3 +94,12 @@ func Fold(userID string, entries []Entry) (Account, error) {
 	}
 	return a, nil
 }
+
+// HistoryQuery selects and pages a user's history.
+type HistoryQuery struct {
+	PageSize    int         // default 50, at most 500
+	PageToken   string      // from the previous page, asked with the same filters
+	Types       []EntryType // none: every type
+	Start, End  time.Time   // create_time in [Start, End); zero: unbounded
+	OldestFirst bool        // default: newest first
+}

@@ -371,15 +371,6 @@ func (h *History) RebuildAll(ctx context.Context) (users int, err error) {
 	return users, err
 }
 
-// ListOptions select and page a user's history.
-type ListOptions struct {
-	PageSize    int                // default 50, at most 500
-	PageToken   string             // from the previous page
-	Types       []ledger.EntryType // none: every type
-	Start, End  time.Time          // create_time in [Start, End); zero: unbounded
-	OldestFirst bool               // default: newest first
-}
-
 // Page sizes of List.
 const (
 	DefaultPageSize = 50
@@ -395,7 +386,7 @@ type historyToken struct {
 // List returns a page of a user's history and the next page's token ("" on
 // the last page). It reads the projection, which may trail the ledger by the
 // projection lag.
-func (h *History) List(ctx context.Context, user string, o ListOptions) ([]ledger.Entry, string, error) {
+func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error) {
 	if err := ledger.ValidateUserID(user); err != nil {
 		return nil, "", err
 	}

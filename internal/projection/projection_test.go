@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,7 +205,7 @@ func (f *fixture) allHistory(t *testing.T, user string, oldestFirst bool) []ledg
 	var all []ledger.Entry
 	token := ""
 	for {
-		page, next, err := f.history.List(context.Background(), user, ListOptions{PageSize: MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
+		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{PageSize: MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +455,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 				if pages > total+1 {
 					t.Fatalf("size %d: more pages than items", size)
 				}
-				page, next, err := f.history.List(ctx, "u1", ListOptions{PageSize: size, PageToken: token, OldestFirst: oldestFirst})
+				page, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{PageSize: size, PageToken: token, OldestFirst: oldestFirst})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -483,7 +484,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		}
 	}
 
-	purchases, _, err := f.history.List(ctx, "u1", ListOptions{Types: []ledger.EntryType{ledger.EntryPurchase}, PageSize: 5})
+	purchases, _, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Types: []ledger.EntryType{ledger.EntryPurchase}, PageSize: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 	}
 	all := f.allHistory(t, "u1", true)
 	from, to := all[10].CreateTime, all[15].CreateTime
-	window, _, err := f.history.List(ctx, "u1", ListOptions{Start: from, End: to, OldestFirst: true})
+	window, _, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Start: from, End: to, OldestFirst: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,11 +506,11 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		t.Errorf("time window [v11, v16): got %d items from %v", len(window), window)
 	}
 
-	_, next, err := f.history.List(ctx, "u1", ListOptions{PageSize: 2})
+	_, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := map[string]ListOptions{
+	bad := map[string]ledger.HistoryQuery{
 		"token with other filters": {PageToken: next, OldestFirst: true},
 		"garbage token":            {PageToken: "zzz"},
 		"negative page size":       {PageSize: -1},
@@ -526,13 +527,16 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 }
 
 // lossyStream stands between the projector and DynamoDB Local's stream to
-// produce what the emulator does not: an expired iterator, and records
-// trimmed before the projector read them (everything up to lostUpTo).
+// produce what the emulator cannot: an expired iterator, a trimmed answer,
+// and records lost to the stream's retention (all up to lostUpTo): an
+// iterator after an earlier record is refused as trimmed, and TRIM_HORIZON
+// starts after them. (Sequence numbers of DynamoDB Local have a fixed width,
+// so they compare as strings.)
 type lossyStream struct {
 	StreamsAPI
 	expireOnce atomic.Bool
 	trimOnce   atomic.Bool
-	lostUpTo   string // sequence number; records up to it are gone
+	lostUpTo   string
 }
 
 func (l *lossyStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
@@ -546,8 +550,13 @@ func (l *lossyStream) GetRecords(ctx context.Context, in *dynamodbstreams.GetRec
 }
 
 func (l *lossyStream) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
-	if in.ShardIteratorType == types.ShardIteratorTypeTrimHorizon && l.lostUpTo != "" {
+	switch in.ShardIteratorType {
+	case types.ShardIteratorTypeTrimHorizon:
 		in.ShardIteratorType, in.SequenceNumber = types.ShardIteratorTypeAfterSequenceNumber, aws.String(l.lostUpTo)
+	case types.ShardIteratorTypeAfterSequenceNumber:
+		if aws.ToString(in.SequenceNumber) < l.lostUpTo {
+			return nil, &types.TrimmedDataAccessException{Message: aws.String("trimmed")}
+		}
 	}
 	return l.StreamsAPI.GetShardIterator(ctx, in, opts...)
 }
@@ -584,27 +593,36 @@ func (f *fixture) lastSequenceNumber(t *testing.T) string {
 	return last
 }
 
-func TestExpiredIteratorsAndTrimmedRecordsAreRecovered(t *testing.T) {
+func TestTrimmedRecordsAreRecoveredFromTheLedger(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	early, both, late := usersNamed("early", 5), usersNamed("both", 5), usersNamed("late", 5)
-	f.storm(t, append(append([]string{}, early...), both...), 8, 150, 1)
+	early, lost, both, late := usersNamed("early", 5), usersNamed("lost", 5), usersNamed("both", 5), usersNamed("late", 5)
+	all := slices.Concat(early, lost, both, late)
+
+	// A projector applies the early records and checkpoints, then stops.
+	f.storm(t, early, 4, 60, 1)
+	stop := run(f.projector("p", Options{}))
+	f.waitCaughtUp(t, early)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// While none runs, records are written that the stream will lose.
+	f.storm(t, slices.Concat(lost, both), 8, 150, 2)
 	lossy := &lossyStream{StreamsAPI: f.streams, lostUpTo: f.lastSequenceNumber(t)}
 	lossy.expireOnce.Store(true)
 	lossy.trimOnce.Store(true)
 	f.streams = lossy
-	f.storm(t, append(append([]string{}, both...), late...), 8, 150, 2)
+	f.storm(t, slices.Concat(both, late), 8, 150, 3)
 
-	// The early users' records are gone from the stream: only the catch-up
-	// from the ledger can project them; the others have gaps to fill.
-	stop := run(f.projector("p", Options{}))
-	all := append(append(early, both...), late...)
+	// The restarted projector finds its checkpoint trimmed: the lost users
+	// can only come from the ledger; the both users have gaps to fill.
+	stop = run(f.projector("p", Options{}))
 	f.waitCaughtUp(t, all)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if lossy.expireOnce.Load() || lossy.trimOnce.Load() {
-		t.Fatal("the faults were not injected")
+		t.Error("the expired and trimmed answers were not injected")
 	}
 	f.assertHistoryEqualsLedger(t, all)
 }

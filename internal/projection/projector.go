@@ -275,10 +275,14 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 	if err != nil {
 		return err
 	}
+	trims := 0 // trimmed answers in a row
 	for {
 		out, err := p.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
 		var expired *types.ExpiredIteratorException
 		var trimmed *types.TrimmedDataAccessException
+		if err == nil {
+			trims = 0
+		}
 		switch {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
@@ -289,12 +293,20 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			}
 			continue
 		case errors.As(err, &trimmed):
-			// Records past the checkpoint are gone (the stream keeps 24 hours).
-			// Read on from the oldest kept, and bring every user that is behind
-			// up to date from the ledger.
-			p.log.ErrorContext(ctx, "stream records were trimmed before they were applied; catching up from the ledger", "shard", shardID)
-			p.requestCatchUp()
-			if iter, err = p.iterator(ctx, arn, shardID, ""); err != nil {
+			// The iterator points at records the stream no longer has. That
+			// proves a loss only if the checkpoint itself is gone, which
+			// iterator finds out (and then catches up from the ledger). A
+			// trimmed answer that keeps coming back is treated as a loss too.
+			// (DynamoDB Local answers so, spuriously, for the first records
+			// of a shard that was polled empty for a while.)
+			if trims++; trims > 3 {
+				p.log.ErrorContext(ctx, "stream keeps answering trimmed; catching up from the ledger", "shard", shardID, "error", err)
+				p.requestCatchUp()
+				trims = 0
+			} else {
+				p.log.InfoContext(ctx, "stream answered trimmed; resuming from the checkpoint", "shard", shardID, "error", err)
+			}
+			if iter, err = p.iterator(ctx, arn, shardID, lease().Checkpoint); err != nil {
 				return err
 			}
 			continue
@@ -355,7 +367,10 @@ func (p *Projector) iterator(ctx context.Context, arn, shardID, checkpoint strin
 	out, err := p.streams.GetShardIterator(ctx, in)
 	var trimmed *types.TrimmedDataAccessException
 	if errors.As(err, &trimmed) && checkpoint != "" {
-		p.log.ErrorContext(ctx, "checkpoint is older than the stream keeps; catching up from the ledger", "shard", shardID)
+		// Records after the checkpoint are gone (the stream keeps 24 hours):
+		// read on from the oldest kept, and bring every user that is behind
+		// up to date from the ledger.
+		p.log.ErrorContext(ctx, "checkpoint is older than the stream keeps; catching up from the ledger", "shard", shardID, "checkpoint", checkpoint)
 		p.requestCatchUp()
 		return p.iterator(ctx, arn, shardID, "")
 	}

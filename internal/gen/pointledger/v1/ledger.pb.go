@@ -128,6 +128,59 @@ func (AccountStatus) EnumDescriptor() ([]byte, []int) {
 	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
 }
 
+// RefundStatus says how much of a purchase was refunded.
+type RefundStatus int32
+
+const (
+	RefundStatus_REFUND_STATUS_UNSPECIFIED        RefundStatus = 0
+	RefundStatus_REFUND_STATUS_NOT_REFUNDED       RefundStatus = 1
+	RefundStatus_REFUND_STATUS_PARTIALLY_REFUNDED RefundStatus = 2
+	RefundStatus_REFUND_STATUS_REFUNDED           RefundStatus = 3
+)
+
+// Enum value maps for RefundStatus.
+var (
+	RefundStatus_name = map[int32]string{
+		0: "REFUND_STATUS_UNSPECIFIED",
+		1: "REFUND_STATUS_NOT_REFUNDED",
+		2: "REFUND_STATUS_PARTIALLY_REFUNDED",
+		3: "REFUND_STATUS_REFUNDED",
+	}
+	RefundStatus_value = map[string]int32{
+		"REFUND_STATUS_UNSPECIFIED":        0,
+		"REFUND_STATUS_NOT_REFUNDED":       1,
+		"REFUND_STATUS_PARTIALLY_REFUNDED": 2,
+		"REFUND_STATUS_REFUNDED":           3,
+	}
+)
+
+func (x RefundStatus) Enum() *RefundStatus {
+	p := new(RefundStatus)
+	*p = x
+	return p
+}
+
+func (x RefundStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RefundStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_pointledger_v1_ledger_proto_enumTypes[2].Descriptor()
+}
+
+func (RefundStatus) Type() protoreflect.EnumType {
+	return &file_pointledger_v1_ledger_proto_enumTypes[2]
+}
+
+func (x RefundStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RefundStatus.Descriptor instead.
+func (RefundStatus) EnumDescriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
+}
+
 // Entry is one immutable change to a user's balance.
 type Entry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -914,6 +967,300 @@ func (x *ListEntriesResponse) GetNextPageToken() string {
 	return ""
 }
 
+// HistoryItem is one line of a user's history: an entry as a screen shows it.
+type HistoryItem struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	EntryId string                 `protobuf:"bytes,1,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	UserId  string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Version int64                  `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Type    EntryType              `protobuf:"varint,4,opt,name=type,proto3,enum=pointledger.v1.EntryType" json:"type,omitempty"`
+	// Signed change to the balance: a purchase of 10 is "-10".
+	Amount       string                 `protobuf:"bytes,5,opt,name=amount,proto3" json:"amount,omitempty"`
+	BalanceAfter string                 `protobuf:"bytes,6,opt,name=balance_after,json=balanceAfter,proto3" json:"balance_after,omitempty"`
+	RequestId    string                 `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	OrderId      string                 `protobuf:"bytes,8,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Metadata     map[string]string      `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Purchases only: the sum of their refunds so far, and what that makes them.
+	RefundedAmount string       `protobuf:"bytes,11,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
+	RefundStatus   RefundStatus `protobuf:"varint,12,opt,name=refund_status,json=refundStatus,proto3,enum=pointledger.v1.RefundStatus" json:"refund_status,omitempty"`
+	// Refunds only: the request_id of the refunded purchase.
+	PurchaseRequestId string `protobuf:"bytes,13,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *HistoryItem) Reset() {
+	*x = HistoryItem{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryItem) ProtoMessage() {}
+
+func (x *HistoryItem) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
+func (*HistoryItem) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HistoryItem) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *HistoryItem) GetType() EntryType {
+	if x != nil {
+		return x.Type
+	}
+	return EntryType_ENTRY_TYPE_UNSPECIFIED
+}
+
+func (x *HistoryItem) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetBalanceAfter() string {
+	if x != nil {
+		return x.BalanceAfter
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *HistoryItem) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *HistoryItem) GetRefundedAmount() string {
+	if x != nil {
+		return x.RefundedAmount
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetRefundStatus() RefundStatus {
+	if x != nil {
+		return x.RefundStatus
+	}
+	return RefundStatus_REFUND_STATUS_UNSPECIFIED
+}
+
+func (x *HistoryItem) GetPurchaseRequestId() string {
+	if x != nil {
+		return x.PurchaseRequestId
+	}
+	return ""
+}
+
+type ListHistoryRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// At most this many items (default 50, maximum 500).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, asked with the same filters.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only these types; empty: every type.
+	Types []EntryType `protobuf:"varint,4,rep,packed,name=types,proto3,enum=pointledger.v1.EntryType" json:"types,omitempty"`
+	// Only items created at or after start_time and before end_time (each optional).
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Oldest first instead of newest first.
+	OldestFirst   bool `protobuf:"varint,7,opt,name=oldest_first,json=oldestFirst,proto3" json:"oldest_first,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHistoryRequest) Reset() {
+	*x = ListHistoryRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHistoryRequest) ProtoMessage() {}
+
+func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
+func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListHistoryRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ListHistoryRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListHistoryRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListHistoryRequest) GetTypes() []EntryType {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ListHistoryRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *ListHistoryRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *ListHistoryRequest) GetOldestFirst() bool {
+	if x != nil {
+		return x.OldestFirst
+	}
+	return false
+}
+
+type ListHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*HistoryItem         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHistoryResponse) Reset() {
+	*x = ListHistoryResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHistoryResponse) ProtoMessage() {}
+
+func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
+func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ListHistoryResponse) GetItems() []*HistoryItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ListHistoryResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
@@ -995,6 +1342,39 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xde\x04\n" +
+	"\vHistoryItem\x12\x19\n" +
+	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x03R\aversion\x12-\n" +
+	"\x04type\x18\x04 \x01(\x0e2\x19.pointledger.v1.EntryTypeR\x04type\x12\x16\n" +
+	"\x06amount\x18\x05 \x01(\tR\x06amount\x12#\n" +
+	"\rbalance_after\x18\x06 \x01(\tR\fbalanceAfter\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12\x19\n" +
+	"\border_id\x18\b \x01(\tR\aorderId\x12;\n" +
+	"\vcreate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12E\n" +
+	"\bmetadata\x18\n" +
+	" \x03(\v2).pointledger.v1.HistoryItem.MetadataEntryR\bmetadata\x12'\n" +
+	"\x0frefunded_amount\x18\v \x01(\tR\x0erefundedAmount\x12A\n" +
+	"\rrefund_status\x18\f \x01(\x0e2\x1c.pointledger.v1.RefundStatusR\frefundStatus\x12.\n" +
+	"\x13purchase_request_id\x18\r \x01(\tR\x11purchaseRequestId\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
+	"\x12ListHistoryRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12/\n" +
+	"\x05types\x18\x04 \x03(\x0e2\x19.pointledger.v1.EntryTypeR\x05types\x129\n" +
+	"\n" +
+	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12!\n" +
+	"\foldest_first\x18\a \x01(\bR\voldestFirst\"p\n" +
+	"\x13ListHistoryResponse\x121\n" +
+	"\x05items\x18\x01 \x03(\v2\x1b.pointledger.v1.HistoryItemR\x05items\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x88\x01\n" +
 	"\tEntryType\x12\x1a\n" +
 	"\x16ENTRY_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1005,14 +1385,20 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\rAccountStatus\x12\x1e\n" +
 	"\x1aACCOUNT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ACCOUNT_STATUS_ACTIVE\x10\x01\x12\x19\n" +
-	"\x15ACCOUNT_STATUS_FROZEN\x10\x022\xaa\x03\n" +
+	"\x15ACCOUNT_STATUS_FROZEN\x10\x02*\x8f\x01\n" +
+	"\fRefundStatus\x12\x1d\n" +
+	"\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aREFUND_STATUS_NOT_REFUNDED\x10\x01\x12$\n" +
+	" REFUND_STATUS_PARTIALLY_REFUNDED\x10\x02\x12\x1a\n" +
+	"\x16REFUND_STATUS_REFUNDED\x10\x032\x87\x04\n" +
 	"\rLedgerService\x12F\n" +
 	"\x05Grant\x12\x1c.pointledger.v1.GrantRequest\x1a\x1d.pointledger.v1.GrantResponse\"\x00\x12O\n" +
 	"\bPurchase\x12\x1f.pointledger.v1.PurchaseRequest\x1a .pointledger.v1.PurchaseResponse\"\x00\x12I\n" +
 	"\x06Refund\x12\x1d.pointledger.v1.RefundRequest\x1a\x1e.pointledger.v1.RefundResponse\"\x00\x12X\n" +
 	"\n" +
 	"GetBalance\x12!.pointledger.v1.GetBalanceRequest\x1a\".pointledger.v1.GetBalanceResponse\"\x03\x90\x02\x01\x12[\n" +
-	"\vListEntries\x12\".pointledger.v1.ListEntriesRequest\x1a#.pointledger.v1.ListEntriesResponse\"\x03\x90\x02\x01B\xc8\x01\n" +
+	"\vListEntries\x12\".pointledger.v1.ListEntriesRequest\x1a#.pointledger.v1.ListEntriesResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\vListHistory\x12\".pointledger.v1.ListHistoryRequest\x1a#.pointledger.v1.ListHistoryResponse\"\x03\x90\x02\x01B\xc8\x01\n" +
 	"\x12com.pointledger.v1B\vLedgerProtoP\x01ZLgithub.com/pointledger/pointledger/internal/gen/pointledger/v1;pointledgerv1\xa2\x02\x03PXX\xaa\x02\x0ePointledger.V1\xca\x02\x0ePointledger\\V1\xe2\x02\x1aPointledger\\V1\\GPBMetadata\xea\x02\x0fPointledger::V1b\x06proto3"
 
 var (
@@ -1027,55 +1413,70 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_pointledger_v1_ledger_proto_rawDescData
 }
 
-var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
 	(AccountStatus)(0),            // 1: pointledger.v1.AccountStatus
-	(*Entry)(nil),                 // 2: pointledger.v1.Entry
-	(*GrantRequest)(nil),          // 3: pointledger.v1.GrantRequest
-	(*GrantResponse)(nil),         // 4: pointledger.v1.GrantResponse
-	(*PurchaseRequest)(nil),       // 5: pointledger.v1.PurchaseRequest
-	(*PurchaseResponse)(nil),      // 6: pointledger.v1.PurchaseResponse
-	(*RefundRequest)(nil),         // 7: pointledger.v1.RefundRequest
-	(*RefundResponse)(nil),        // 8: pointledger.v1.RefundResponse
-	(*GetBalanceRequest)(nil),     // 9: pointledger.v1.GetBalanceRequest
-	(*GetBalanceResponse)(nil),    // 10: pointledger.v1.GetBalanceResponse
-	(*ListEntriesRequest)(nil),    // 11: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 12: pointledger.v1.ListEntriesResponse
-	nil,                           // 13: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 14: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 15: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 16: pointledger.v1.RefundRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(RefundStatus)(0),             // 2: pointledger.v1.RefundStatus
+	(*Entry)(nil),                 // 3: pointledger.v1.Entry
+	(*GrantRequest)(nil),          // 4: pointledger.v1.GrantRequest
+	(*GrantResponse)(nil),         // 5: pointledger.v1.GrantResponse
+	(*PurchaseRequest)(nil),       // 6: pointledger.v1.PurchaseRequest
+	(*PurchaseResponse)(nil),      // 7: pointledger.v1.PurchaseResponse
+	(*RefundRequest)(nil),         // 8: pointledger.v1.RefundRequest
+	(*RefundResponse)(nil),        // 9: pointledger.v1.RefundResponse
+	(*GetBalanceRequest)(nil),     // 10: pointledger.v1.GetBalanceRequest
+	(*GetBalanceResponse)(nil),    // 11: pointledger.v1.GetBalanceResponse
+	(*ListEntriesRequest)(nil),    // 12: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 13: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 14: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 15: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 16: pointledger.v1.ListHistoryResponse
+	nil,                           // 17: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 18: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 19: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 20: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 21: pointledger.v1.HistoryItem.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	17, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	13, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	14, // 3: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	2,  // 4: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	15, // 5: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
-	2,  // 6: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	16, // 7: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
-	2,  // 8: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
+	22, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	17, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	18, // 3: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	3,  // 4: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
+	19, // 5: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	3,  // 6: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
+	20, // 7: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	3,  // 8: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
 	1,  // 9: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
-	2,  // 10: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	3,  // 11: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	5,  // 12: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	7,  // 13: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	9,  // 14: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	11, // 15: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	4,  // 16: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	6,  // 17: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	8,  // 18: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	10, // 19: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	12, // 20: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 10: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 11: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	22, // 12: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	21, // 13: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	2,  // 14: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	0,  // 15: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	22, // 16: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	22, // 17: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	14, // 18: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	4,  // 19: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	6,  // 20: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	8,  // 21: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	10, // 22: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	12, // 23: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	15, // 24: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	5,  // 25: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	7,  // 26: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	9,  // 27: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	11, // 28: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	13, // 29: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	16, // 30: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -1088,8 +1489,8 @@ func file_pointledger_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   15,
+			NumEnums:      3,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,9 @@ const (
 	// LedgerServiceListEntriesProcedure is the fully-qualified name of the LedgerService's ListEntries
 	// RPC.
 	LedgerServiceListEntriesProcedure = "/pointledger.v1.LedgerService/ListEntries"
+	// LedgerServiceListHistoryProcedure is the fully-qualified name of the LedgerService's ListHistory
+	// RPC.
+	LedgerServiceListHistoryProcedure = "/pointledger.v1.LedgerService/ListHistory"
 )
 
 // LedgerServiceClient is a client for the pointledger.v1.LedgerService service.
@@ -64,6 +67,12 @@ type LedgerServiceClient interface {
 	// ListEntries pages through a user's ledger entries in version order
 	// (strongly consistent; oldest first).
 	ListEntries(context.Context, *connect.Request[v1.ListEntriesRequest]) (*connect.Response[v1.ListEntriesResponse], error)
+	// ListHistory pages through a user's history, for screens: newest first
+	// unless oldest_first, optionally filtered by type and time. It reads the
+	// projection built from the ledger's stream, which trails the ledger by the
+	// projection lag (well under a second when the projector keeps up);
+	// ListEntries reads the ledger itself.
+	ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error)
 }
 
 // NewLedgerServiceClient constructs a client for the pointledger.v1.LedgerService service. By
@@ -109,6 +118,13 @@ func NewLedgerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listHistory: connect.NewClient[v1.ListHistoryRequest, v1.ListHistoryResponse](
+			httpClient,
+			baseURL+LedgerServiceListHistoryProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("ListHistory")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -119,6 +135,7 @@ type ledgerServiceClient struct {
 	refund      *connect.Client[v1.RefundRequest, v1.RefundResponse]
 	getBalance  *connect.Client[v1.GetBalanceRequest, v1.GetBalanceResponse]
 	listEntries *connect.Client[v1.ListEntriesRequest, v1.ListEntriesResponse]
+	listHistory *connect.Client[v1.ListHistoryRequest, v1.ListHistoryResponse]
 }
 
 // Grant calls pointledger.v1.LedgerService.Grant.
@@ -146,6 +163,11 @@ func (c *ledgerServiceClient) ListEntries(ctx context.Context, req *connect.Requ
 	return c.listEntries.CallUnary(ctx, req)
 }
 
+// ListHistory calls pointledger.v1.LedgerService.ListHistory.
+func (c *ledgerServiceClient) ListHistory(ctx context.Context, req *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error) {
+	return c.listHistory.CallUnary(ctx, req)
+}
+
 // LedgerServiceHandler is an implementation of the pointledger.v1.LedgerService service.
 type LedgerServiceHandler interface {
 	// Grant credits points to a user, creating the account on first use.
@@ -163,6 +185,12 @@ type LedgerServiceHandler interface {
 	// ListEntries pages through a user's ledger entries in version order
 	// (strongly consistent; oldest first).
 	ListEntries(context.Context, *connect.Request[v1.ListEntriesRequest]) (*connect.Response[v1.ListEntriesResponse], error)
+	// ListHistory pages through a user's history, for screens: newest first
+	// unless oldest_first, optionally filtered by type and time. It reads the
+	// projection built from the ledger's stream, which trails the ledger by the
+	// projection lag (well under a second when the projector keeps up);
+	// ListEntries reads the ledger itself.
+	ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error)
 }
 
 // NewLedgerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -204,6 +232,13 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	ledgerServiceListHistoryHandler := connect.NewUnaryHandler(
+		LedgerServiceListHistoryProcedure,
+		svc.ListHistory,
+		connect.WithSchema(ledgerServiceMethods.ByName("ListHistory")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/pointledger.v1.LedgerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LedgerServiceGrantProcedure:
@@ -216,6 +251,8 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 			ledgerServiceGetBalanceHandler.ServeHTTP(w, r)
 		case LedgerServiceListEntriesProcedure:
 			ledgerServiceListEntriesHandler.ServeHTTP(w, r)
+		case LedgerServiceListHistoryProcedure:
+			ledgerServiceListHistoryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -243,4 +280,8 @@ func (UnimplementedLedgerServiceHandler) GetBalance(context.Context, *connect.Re
 
 func (UnimplementedLedgerServiceHandler) ListEntries(context.Context, *connect.Request[v1.ListEntriesRequest]) (*connect.Response[v1.ListEntriesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ListEntries is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ListHistory is not implemented"))
 }
