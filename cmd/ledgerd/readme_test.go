@@ -31,6 +31,8 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 // against the test binary's DynamoDB Local.
 type ledgerdProcess struct {
 	addr string
+	bin  string
+	env  []string
 	cmd  *exec.Cmd
 	out  *bytes.Buffer
 }
@@ -58,7 +60,7 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), out: &bytes.Buffer{}}
+	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, out: &bytes.Buffer{}}
 	p.cmd = exec.Command(bin, "serve", "-listen", p.addr)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -258,5 +260,37 @@ func TestRunCommands(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"serve", "-log-level", "loud"}, getenv, &out, &errOut); err == nil {
 		t.Error("serve with -log-level loud succeeded")
+	}
+}
+
+func TestProjectRebuildsOneUser(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	ctx := context.Background()
+	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	if _, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "carol", Amount: "5", RequestId: "g"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "carol", Amount: "2", RequestId: "p"})); err != nil {
+		t.Fatal(err)
+	}
+	rebuild := exec.Command(p.bin, "project", "-rebuild", "-user", "carol")
+	rebuild.Env = p.env
+	if out, err := rebuild.CombinedOutput(); err != nil || !strings.Contains(string(out), "history rebuilt") {
+		t.Fatalf("ledgerd project -rebuild -user carol: %v\n%s", err, out)
+	}
+	res, err := client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: "carol", OldestFirst: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Msg.Items) != 2 || res.Msg.Items[1].BalanceAfter != "3" {
+		t.Errorf("history of carol after rebuild = %v, want the grant and the purchase", res.Msg.Items)
+	}
+	for _, args := range [][]string{{"project", "-user", "carol"}, {"project", "-rebuild", "-user", "car#ol"}} {
+		cmd := exec.Command(p.bin, args...)
+		cmd.Env = p.env
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("ledgerd %v succeeded:\n%s", args, out)
+		}
 	}
 }

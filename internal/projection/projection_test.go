@@ -599,10 +599,28 @@ func TestTrimmedRecordsAreRecoveredFromTheLedger(t *testing.T) {
 	early, lost, both, late := usersNamed("early", 5), usersNamed("lost", 5), usersNamed("both", 5), usersNamed("late", 5)
 	all := slices.Concat(early, lost, both, late)
 
-	// A projector applies the early records and checkpoints, then stops.
+	// A projector applies the early records and checkpoints them, then stops.
 	f.storm(t, early, 4, 60, 1)
-	stop := run(f.projector("p", Options{}))
+	earlyEnd := f.lastSequenceNumber(t)
+	first := f.projector("p", Options{})
+	stop := run(first)
 	f.waitCaughtUp(t, early)
+	for deadline := time.Now().Add(time.Minute); ; {
+		shards := first.Status().Shards
+		if len(shards) == 1 {
+			l, _, err := f.leases.Get(context.Background(), leaseKey(shards[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Checkpoint >= earlyEnd {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first projector did not checkpoint the early records within a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -193,15 +193,21 @@ func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
 		if lease.Finished {
 			continue
 		}
-		// A child waits for its parent, unless the parent is no longer in the
-		// stream (trimmed), where waiting would be forever.
-		if parent := aws.ToString(sh.ParentShardId); parent != "" && listed[parent] {
+		// A child waits for its parent. A parent no longer in the stream was
+		// trimmed: if it was not finished, its records are lost to the stream
+		// and the ledger must supply them.
+		parentLost := false
+		if parent := aws.ToString(sh.ParentShardId); parent != "" {
 			pl, _, err := p.leases.Get(ctx, leaseKey(parent))
 			if err != nil {
 				return err
 			}
-			if !pl.Finished {
+			switch {
+			case pl.Finished:
+			case listed[parent]:
 				continue
+			default:
+				parentLost = true
 			}
 		}
 		lease, err = p.leases.Acquire(ctx, leaseKey(id), p.o.Owner, p.o.LeaseTTL)
@@ -212,6 +218,10 @@ func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
 			return err
 		}
 		p.log.InfoContext(ctx, "shard lease taken", "shard", id, "checkpoint", lease.Checkpoint)
+		if parentLost && lease.Checkpoint == "" {
+			p.log.ErrorContext(ctx, "parent shard was trimmed before it was finished; catching up from the ledger", "shard", id, "parent", aws.ToString(sh.ParentShardId))
+			p.requestCatchUp()
+		}
 		st := &shardState{lease: lease}
 		p.mu.Lock()
 		p.shards[id] = st
