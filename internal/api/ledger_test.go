@@ -123,11 +123,11 @@ func (s *testServer) itemCount(tb testing.TB) int32 {
 // through the API. It returns that balance.
 func (s *testServer) assertSound(tb testing.TB, user string) decimal.Decimal {
 	tb.Helper()
-	findings, _, err := s.store.Audit(context.Background(), user)
+	a, err := s.store.Audit(context.Background(), user)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for _, f := range findings {
+	for _, f := range a.Findings {
 		tb.Errorf("audit: %s", f)
 	}
 	fold := decimal.Zero

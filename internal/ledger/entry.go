@@ -47,6 +47,10 @@ type Entry struct {
 	// Refunds: the purchase they give back.
 	PurchaseRequestID string
 	PurchaseVersion   int64
+	// Adjustments: why, and whether it explains the balance instead of
+	// moving it (see Mutation).
+	Reason          string
+	ExplainsBalance bool
 }
 
 // Account is the aggregate: a versioned snapshot of the fold of a user's

@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -31,9 +33,22 @@ type Request struct {
 	OrderID           string
 	Metadata          map[string]string
 	PurchaseRequestID string // refunds only
+
+	// Adjustments only.
+	Debit           bool   // take points away instead of adding them
+	Reason          string // why; required
+	ExplainBalance  bool   // record the amount without moving the balance (see Mutation)
+	ExpectedBalance string // with ExplainBalance: the balance the account must have
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
+//
+// An adjustment normally moves the balance by its amount, like a grant or a
+// purchase. With ExplainBalance it does not: the balance stays, and the
+// entry records the amount by which the account's balance differs from the
+// fold of its entries, so that the two agree again. That is how a balance
+// that disagrees with its entries is repaired without rewriting either; it
+// applies only while the balance is still ExpectedBalance.
 type Mutation struct {
 	Type              EntryType
 	UserID            string
@@ -42,7 +57,14 @@ type Mutation struct {
 	OrderID           string
 	Metadata          map[string]string
 	PurchaseRequestID string
+	Debit             bool
+	Reason            string
+	ExplainBalance    bool
+	ExpectedBalance   decimal.Decimal
 }
+
+// MaxReasonBytes bounds an adjustment's reason.
+const MaxReasonBytes = 512
 
 // NewMutation validates r as a mutation of type t. Amounts may have at most
 // scale digits after the point.
@@ -63,19 +85,7 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	if err := validateMetadata(r.Metadata); err != nil {
 		return Mutation{}, err
 	}
-	switch t {
-	case EntryRefund:
-		if err := validateID("purchase_request_id", ReasonInvalidRequestID, r.PurchaseRequestID); err != nil {
-			return Mutation{}, err
-		}
-	case EntryGrant, EntryPurchase:
-		if r.PurchaseRequestID != "" {
-			return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
-		}
-	default:
-		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", t)
-	}
-	return Mutation{
+	m := Mutation{
 		Type:              t,
 		UserID:            r.UserID,
 		RequestID:         r.RequestID,
@@ -83,7 +93,37 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		OrderID:           r.OrderID,
 		Metadata:          r.Metadata,
 		PurchaseRequestID: r.PurchaseRequestID,
-	}, nil
+	}
+	if t != EntryRefund && r.PurchaseRequestID != "" {
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
+	}
+	if t != EntryAdjustment && (r.Debit || r.Reason != "" || r.ExplainBalance || r.ExpectedBalance != "") {
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "debit, reason and explain_balance are only for adjustments")
+	}
+	switch t {
+	case EntryGrant, EntryPurchase:
+	case EntryRefund:
+		if err := validateID("purchase_request_id", ReasonInvalidRequestID, r.PurchaseRequestID); err != nil {
+			return Mutation{}, err
+		}
+	case EntryAdjustment:
+		if strings.TrimSpace(r.Reason) == "" || len(r.Reason) > MaxReasonBytes || !printable(r.Reason) {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "an adjustment needs a reason: printable text of at most %d bytes", MaxReasonBytes)
+		}
+		m.Debit, m.Reason, m.ExplainBalance = r.Debit, r.Reason, r.ExplainBalance
+		if r.ExplainBalance {
+			b, err := decimal.NewFromString(r.ExpectedBalance)
+			if err != nil || b.IsNegative() || r.ExpectedBalance == "" {
+				return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "explain_balance needs expected_balance, the account's balance now")
+			}
+			m.ExpectedBalance = b
+		} else if r.ExpectedBalance != "" {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "expected_balance goes with explain_balance")
+		}
+	default:
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", t)
+	}
+	return m, nil
 }
 
 // Result is what a mutation returns: its entry, the balance right after it,
@@ -94,12 +134,19 @@ type Result struct {
 	Replayed bool
 }
 
-// Delta is the signed change the mutation makes to the balance.
+// Delta is the signed amount of the mutation's entry: the change to the
+// balance, or, for an adjustment that explains the balance, to the fold.
 func (m Mutation) Delta() decimal.Decimal {
-	if m.Type == EntryPurchase {
+	if m.Type == EntryPurchase || m.Debit {
 		return m.Amount.Neg()
 	}
 	return m.Amount
+}
+
+// Spends says whether the mutation takes points from the balance, so that
+// the balance must cover it.
+func (m Mutation) Spends() bool {
+	return (m.Type == EntryPurchase || m.Debit) && !m.ExplainBalance
 }
 
 // Hash identifies the request's content, so that a retry of the same request
@@ -119,6 +166,11 @@ func (m Mutation) Hash() string {
 	field(m.Amount.String())
 	field(m.OrderID)
 	field(m.PurchaseRequestID)
+	if m.Type == EntryAdjustment {
+		field(fmt.Sprint(m.Debit, m.ExplainBalance))
+		field(m.Reason)
+		field(m.ExpectedBalance.String())
+	}
 	keys := make([]string, 0, len(m.Metadata))
 	for k := range m.Metadata {
 		keys = append(keys, k)

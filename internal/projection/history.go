@@ -65,7 +65,8 @@ type State struct {
 	LastEntry time.Time       // create_time of the last applied entry
 }
 
-func (st State) add(e ledger.Entry) State {
+// Add is the state after applying e.
+func (st State) Add(e ledger.Entry) State {
 	switch e.Type {
 	case ledger.EntryGrant:
 		st.Granted = st.Granted.Add(e.Amount)
@@ -203,7 +204,7 @@ func (h *History) commit(ctx context.Context, st State, batch []ledger.Entry) (S
 	next := st
 	items := make([]types.TransactWriteItem, 0, len(batch)+1)
 	for _, e := range batch {
-		next = next.add(e)
+		next = next.Add(e)
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &h.table, Item: h.historyItem(e)}})
 	}
 	cond := "version = :expected"
@@ -299,7 +300,7 @@ func (h *History) Rebuild(ctx context.Context, user string) error {
 		if _, err := h.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &h.table, Item: h.historyItem(e)}); err != nil {
 			return fmt.Errorf("rebuild %q: put version %d: %w", user, e.Version, err)
 		}
-		st = st.add(e)
+		st = st.Add(e)
 	}
 	// Items the ledger does not have (a corrupted projection) go.
 	extra, _, err := h.list(ctx, user, listQuery{after: st.Version, oldestFirst: true, limit: 1 << 20})
@@ -357,6 +358,12 @@ func (h *History) replaceBogusState(ctx context.Context, st State) error {
 	}
 	_, err = h.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &h.table, Item: h.stateItem(st)})
 	return err
+}
+
+// Items returns all of a user's history items, oldest first.
+func (h *History) Items(ctx context.Context, user string) ([]ledger.Entry, error) {
+	items, _, err := h.list(ctx, user, listQuery{oldestFirst: true, limit: 1 << 30})
+	return items, err
 }
 
 // RebuildAll rebuilds every user's history from the ledger.

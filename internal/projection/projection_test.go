@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/ledgertest"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -71,69 +71,9 @@ func run(p *Projector) (stop func() error) {
 	return func() error { cancel(); return <-done }
 }
 
-// storm applies random grants, purchases and refunds to users from workers
-// goroutines at once.
 func (f *fixture) storm(t *testing.T, users []string, workers, ops int, seed uint64) {
 	t.Helper()
-	ctx := context.Background()
-	var purchasesMu sync.Mutex
-	purchases := map[string][]string{}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(seed, uint64(w)))
-			for {
-				i := next.Add(1)
-				if i > int64(ops) {
-					return
-				}
-				u := users[rng.IntN(len(users))]
-				id := fmt.Sprintf("s%d-%d", seed, i)
-				r := ledger.Request{UserID: u, RequestID: id, Amount: fmt.Sprint(1 + rng.IntN(20))}
-				typ := ledger.EntryGrant
-				switch k := rng.IntN(10); {
-				case k < 4:
-				case k < 8:
-					typ = ledger.EntryPurchase
-				default:
-					purchasesMu.Lock()
-					ps := purchases[u]
-					purchasesMu.Unlock()
-					if len(ps) == 0 {
-						continue
-					}
-					typ, r.PurchaseRequestID, r.Amount = ledger.EntryRefund, ps[rng.IntN(len(ps))], "1"
-				}
-				m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_, err = f.store.Apply(ctx, m)
-				switch ledger.ReasonOf(err) {
-				case "":
-					if typ == ledger.EntryPurchase {
-						purchasesMu.Lock()
-						purchases[u] = append(purchases[u], id)
-						purchasesMu.Unlock()
-					}
-				case ledger.ReasonInsufficientBalance, ledger.ReasonRefundExceedsPurchase:
-				default:
-					t.Errorf("%s %s: %v", typ, id, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-}
-
-func usersNamed(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprint(prefix, i)
-	}
-	return out
+	ledgertest.Storm(t, f.store, users, workers, ops, seed)
 }
 
 // waitCaughtUp waits until every user's history state has the ledger's
@@ -220,7 +160,7 @@ func TestHistoryEqualsLedgerAfterAStorm(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	stop := run(f.projector("p1", Options{}))
-	users := usersNamed("u", 50)
+	users := ledgertest.Users("u", 50)
 	f.storm(t, users, 32, 1500, 1)
 	f.waitCaughtUp(t, users)
 	if err := stop(); err != nil {
@@ -247,7 +187,7 @@ func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
 	}
 	a := f.projector("a", Options{AfterApply: record("a")})
 	b := f.projector("b", Options{AfterApply: record("b")})
-	users := usersNamed("u", 20)
+	users := ledgertest.Users("u", 20)
 
 	stopA := run(a)
 	for len(a.Status().Shards) == 0 { // let a take the shard first
@@ -295,7 +235,7 @@ var errCrash = errors.New("crash between apply and checkpoint")
 func TestRestartAfterACrashMidBatchResumesFromTheCheckpoint(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	users := usersNamed("u", 10)
+	users := ledgertest.Users("u", 10)
 	f.storm(t, users, 8, 200, 1)
 
 	var crashedShard string
@@ -359,7 +299,7 @@ func (f *fixture) snapshot(t *testing.T) map[string]map[string]ddbtypes.Attribut
 func TestRebuildMakesTheSameHistoryAsTheStream(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	users := usersNamed("u", 20)
+	users := ledgertest.Users("u", 20)
 	stop := run(f.projector("p", Options{}))
 	f.storm(t, users, 16, 600, 1)
 	f.waitCaughtUp(t, users)
@@ -397,7 +337,7 @@ func TestRebuildMakesTheSameHistoryAsTheStream(t *testing.T) {
 func TestRebuildRepairsAnAlteredHistory(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	users := usersNamed("u", 3)
+	users := ledgertest.Users("u", 3)
 	f.storm(t, users, 4, 60, 1)
 	if _, err := f.history.RebuildAll(context.Background()); err != nil {
 		t.Fatal(err)
@@ -596,7 +536,7 @@ func (f *fixture) lastSequenceNumber(t *testing.T) string {
 func TestTrimmedRecordsAreRecoveredFromTheLedger(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	early, lost, both, late := usersNamed("early", 5), usersNamed("lost", 5), usersNamed("both", 5), usersNamed("late", 5)
+	early, lost, both, late := ledgertest.Users("early", 5), ledgertest.Users("lost", 5), ledgertest.Users("both", 5), ledgertest.Users("late", 5)
 	all := slices.Concat(early, lost, both, late)
 
 	// A projector applies the early records and checkpoints them, then stops.

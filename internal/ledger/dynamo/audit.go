@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,40 +14,19 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
-// Kinds of Finding.
-const (
-	FindingBalanceMismatch     = "balance_mismatch"      // aggregate balance != fold of entries
-	FindingVersionMismatch     = "version_mismatch"      // aggregate version != number of entries
-	FindingVersionGap          = "version_gap"           // entry versions are not 1..N
-	FindingBalanceAfter        = "balance_after"         // an entry's balance_after != running fold
-	FindingNegativeBalance     = "negative_balance"      // the fold went below zero
-	FindingRequestWithoutEntry = "request_without_entry" // a request record names no matching entry
-	FindingEntryWithoutRequest = "entry_without_request" // an entry has no request record
-	FindingRefundOverCap       = "refund_over_cap"       // refunds of a purchase exceed it
-	FindingRefundedAmount      = "refunded_amount"       // a purchase's refunded_amount != its refunds
-	FindingRefundTarget        = "refund_target"         // a refund names no purchase, or another one
-	FindingRequestMismatch     = "request_mismatch"      // a request record's type or amount != its entry's
-)
-
-// Finding is one way a user's ledger breaks an invariant of package ledger.
-type Finding struct {
-	UserID   string  `json:"user_id"`
-	Kind     string  `json:"kind"`
-	Expected string  `json:"expected"`
-	Found    string  `json:"found"`
-	Versions []int64 `json:"versions,omitempty"`
-}
-
-func (f Finding) String() string {
-	return fmt.Sprintf("%s %s: expected %s, found %s (versions %v)", f.UserID, f.Kind, f.Expected, f.Found, f.Versions)
+// Audit is what Audit found in one user's partition.
+type Audit struct {
+	Findings []ledger.Finding // none for a sound ledger
+	Account  ledger.Account
+	Entries  []ledger.Entry // in version order
+	Items    int            // items read
 }
 
 // Audit reads a user's whole partition with consistent reads and checks the
 // invariants of package ledger: the aggregate is the fold of the entries,
 // versions run 1..N, no balance goes negative, request records and entries
-// match one to one, and refunds stay within their purchases. It returns the
-// findings (none for a sound ledger) and the account.
-func (l *Ledger) Audit(ctx context.Context, user string) ([]Finding, ledger.Account, error) {
+// match one to one, and refunds stay within their purchases.
+func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	var items []map[string]types.AttributeValue
 	p := dynamodb.NewQueryPaginator(l.db, &dynamodb.QueryInput{
 		TableName:                 &l.table,
@@ -57,7 +37,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) ([]Finding, ledger.Acco
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, ledger.Account{}, fmt.Errorf("audit %q: query: %w", user, err)
+			return Audit{}, fmt.Errorf("audit %q: query: %w", user, err)
 		}
 		items = append(items, out.Items...)
 	}
@@ -71,54 +51,50 @@ func (l *Ledger) Audit(ctx context.Context, user string) ([]Finding, ledger.Acco
 		case sk == accountSK:
 			a, _, err := decodeAccount(item)
 			if err != nil {
-				return nil, acct, err
+				return Audit{}, err
 			}
 			acct = a
 		case strings.HasPrefix(sk, entryPrefix):
 			e, _, err := decodeEntry(item)
 			if err != nil {
-				return nil, acct, err
+				return Audit{}, err
 			}
 			entries = append(entries, e) // the query returns them in version order
 		case strings.HasPrefix(sk, requestPrefix):
 			r, err := decodeRequest(item)
 			if err != nil {
-				return nil, acct, err
+				return Audit{}, err
 			}
 			requests[strings.TrimPrefix(sk, requestPrefix)] = r
 		}
 	}
 
-	var findings []Finding
+	var findings []ledger.Finding
 	add := func(kind string, expected, found any, versions ...int64) {
-		findings = append(findings, Finding{UserID: user, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
+		findings = append(findings, ledger.Finding{UserID: user, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
 	}
 	balance := decimal.Zero
-	refunds := map[int64]decimal.Decimal{} // purchase version -> sum of its refunds
+	folds := make([]decimal.Decimal, len(entries)) // the fold after each entry
+	refunds := map[int64]decimal.Decimal{}         // purchase version -> sum of its refunds
 	byVersion := map[int64]ledger.Entry{}
 	for i, e := range entries {
 		if want := int64(i + 1); e.Version != want {
-			add(FindingVersionGap, want, e.Version, e.Version)
+			add(ledger.FindingVersionGap, want, e.Version, e.Version)
 		}
 		byVersion[e.Version] = e
 		balance = balance.Add(e.Amount)
-		if balance.IsNegative() {
-			add(FindingNegativeBalance, ">= 0", balance, e.Version)
-		}
-		if !balance.Equal(e.BalanceAfter) {
-			add(FindingBalanceAfter, balance, e.BalanceAfter, e.Version)
-		}
+		folds[i] = balance
 		if e.Type == ledger.EntryRefund {
 			refunds[e.PurchaseVersion] = refunds[e.PurchaseVersion].Add(e.Amount)
 		}
 		r, ok := requests[e.RequestID]
 		switch {
 		case !ok:
-			add(FindingEntryWithoutRequest, "request record "+e.RequestID, "none", e.Version)
+			add(ledger.FindingEntryWithoutRequest, "request record "+e.RequestID, "none", e.Version)
 		case r.Version != e.Version:
-			add(FindingRequestWithoutEntry, e.Version, r.Version, e.Version, r.Version)
+			add(ledger.FindingRequestWithoutEntry, e.Version, r.Version, e.Version, r.Version)
 		case r.Type != e.Type || !r.Amount.Equal(e.Amount.Abs()):
-			add(FindingRequestMismatch, fmt.Sprint(e.Type, " ", e.Amount.Abs()), fmt.Sprint(r.Type, " ", r.Amount), e.Version)
+			add(ledger.FindingRequestMismatch, fmt.Sprint(e.Type, " ", e.Amount.Abs()), fmt.Sprint(r.Type, " ", r.Amount), e.Version)
 		}
 	}
 	for _, e := range entries {
@@ -127,18 +103,53 @@ func (l *Ledger) Audit(ctx context.Context, user string) ([]Finding, ledger.Acco
 		}
 		p, ok := byVersion[e.PurchaseVersion]
 		if !ok || p.Type != ledger.EntryPurchase || p.RequestID != e.PurchaseRequestID {
-			add(FindingRefundTarget, "purchase "+e.PurchaseRequestID, fmt.Sprintf("%s %s", p.Type, p.RequestID), e.Version, e.PurchaseVersion)
+			add(ledger.FindingRefundTarget, "purchase "+e.PurchaseRequestID, fmt.Sprintf("%s %s", p.Type, p.RequestID), e.Version, e.PurchaseVersion)
+		}
+	}
+	// Each entry's balance_after must be the fold so far, and never
+	// negative. An adjustment that explains the balance (see ledger.Mutation)
+	// accounts for the run of entries before it that differ from the fold by
+	// exactly its amount: those were written while the account's balance was
+	// off by that much, and are explained, not findings.
+	explained := decimal.Zero
+	for i := len(entries) - 1; i >= 0; i-- {
+		e := entries[i]
+		if e.ExplainsBalance {
+			explained = e.Amount
+		}
+		off := e.BalanceAfter.Sub(folds[i])
+		switch {
+		case off.IsZero():
+			if folds[i].IsNegative() {
+				add(ledger.FindingNegativeBalance, ">= 0", folds[i], e.Version)
+			}
+		case off.Equal(explained) && !e.ExplainsBalance:
+			if e.BalanceAfter.IsNegative() {
+				add(ledger.FindingNegativeBalance, ">= 0", e.BalanceAfter, e.Version)
+			}
+		default:
+			add(ledger.FindingBalanceAfter, folds[i], e.BalanceAfter, e.Version)
 		}
 	}
 	if !acct.Balance.Equal(balance) {
-		add(FindingBalanceMismatch, balance, acct.Balance, acct.Version)
+		add(ledger.FindingBalanceMismatch, balance, acct.Balance, acct.Version)
 	}
 	if acct.Version != int64(len(entries)) {
-		add(FindingVersionMismatch, len(entries), acct.Version, acct.Version)
+		add(ledger.FindingVersionMismatch, len(entries), acct.Version, acct.Version)
+	}
+	claims := map[int64][]string{}
+	for id, r := range requests {
+		claims[r.Version] = append(claims[r.Version], id)
+	}
+	for v, ids := range claims {
+		if len(ids) > 1 {
+			slices.Sort(ids)
+			add(ledger.FindingDuplicateRequest, "one request record for version "+fmt.Sprint(v), strings.Join(ids, ", "), v)
+		}
 	}
 	for id, r := range requests {
 		if e, ok := byVersion[r.Version]; !ok || e.RequestID != id {
-			add(FindingRequestWithoutEntry, "entry version "+fmt.Sprint(r.Version)+" with request_id "+id, "none", r.Version)
+			add(ledger.FindingRequestWithoutEntry, "entry version "+fmt.Sprint(r.Version)+" with request_id "+id, "none", r.Version)
 		}
 	}
 	for _, e := range entries {
@@ -147,11 +158,11 @@ func (l *Ledger) Audit(ctx context.Context, user string) ([]Finding, ledger.Acco
 		}
 		sum := refunds[e.Version]
 		if sum.GreaterThan(e.Amount.Neg()) {
-			add(FindingRefundOverCap, "<= "+e.Amount.Neg().String(), sum, e.Version)
+			add(ledger.FindingRefundOverCap, "<= "+e.Amount.Neg().String(), sum, e.Version)
 		}
 		if !sum.Equal(e.RefundedAmount) {
-			add(FindingRefundedAmount, sum, e.RefundedAmount, e.Version)
+			add(ledger.FindingRefundedAmount, sum, e.RefundedAmount, e.Version)
 		}
 	}
-	return findings, acct, nil
+	return Audit{Findings: findings, Account: acct, Entries: entries, Items: len(items)}, nil
 }

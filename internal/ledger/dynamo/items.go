@@ -82,6 +82,11 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	case ledger.EntryRefund:
 		item["purchase_request_id"] = str(e.PurchaseRequestID)
 		item["purchase_version"] = numInt(e.PurchaseVersion)
+	case ledger.EntryAdjustment:
+		item["reason"] = str(e.Reason)
+		if e.ExplainsBalance {
+			item["explains_balance"] = &types.AttributeValueMemberBOOL{Value: true}
+		}
 	}
 	return item
 }
@@ -157,6 +162,10 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 	case ledger.EntryRefund:
 		e.PurchaseRequestID = d.str("purchase_request_id")
 		e.PurchaseVersion = d.int("purchase_version")
+	case ledger.EntryAdjustment:
+		e.Reason = d.str("reason")
+		b, _ := item["explains_balance"].(*types.AttributeValueMemberBOOL)
+		e.ExplainsBalance = b != nil && b.Value
 	}
 	return e, true, d.err("entry")
 }

@@ -53,14 +53,14 @@ func mustApply(tb testing.TB, l *Ledger, m ledger.Mutation) ledger.Result {
 
 func assertAuditClean(tb testing.TB, l *Ledger, user string) ledger.Account {
 	tb.Helper()
-	findings, acct, err := l.Audit(context.Background(), user)
+	a, err := l.Audit(context.Background(), user)
 	if err != nil {
 		tb.Fatalf("audit %s: %v", user, err)
 	}
-	for _, f := range findings {
+	for _, f := range a.Findings {
 		tb.Errorf("audit finding: %s", f)
 	}
-	return acct
+	return a.Account
 }
 
 // conflictInjector stands between the ledger and DynamoDB Local to produce
@@ -341,12 +341,12 @@ func TestAuditFindsABalanceChangedBehindItsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	findings, _, err := l.Audit(context.Background(), "u1")
+	a, err := l.Audit(context.Background(), "u1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(findings) != 1 || findings[0].Kind != FindingBalanceMismatch || findings[0].Expected != "10" || findings[0].Found != "11" {
-		t.Fatalf("findings = %v, want one %s expecting 10, finding 11", findings, FindingBalanceMismatch)
+	if f := a.Findings; len(f) != 1 || f[0].Kind != ledger.FindingBalanceMismatch || f[0].Expected != "10" || f[0].Found != "11" {
+		t.Fatalf("findings = %v, want one %s expecting 10, finding 11", f, ledger.FindingBalanceMismatch)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -219,4 +220,74 @@ func (l *Ledger) Accounts(ctx context.Context, segments int, fn func(ledger.Acco
 		}
 	}
 	return first
+}
+
+// Users calls fn for every user with an account item or a first entry (so a
+// user whose account item is missing is found too), scanning in segments
+// parallel segments. scanned, if not nil, is told how many items each page
+// read. fn may be called concurrently; its first error stops the scan.
+func (l *Ledger) Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error {
+	segments = max(segments, 1)
+	errs := make(chan error, segments)
+	for seg := range segments {
+		go func() {
+			p := dynamodb.NewScanPaginator(l.db, &dynamodb.ScanInput{
+				TableName:                 &l.table,
+				Segment:                   aws.Int32(int32(seg)),
+				TotalSegments:             aws.Int32(int32(segments)),
+				ProjectionExpression:      aws.String("PK, SK"),
+				FilterExpression:          aws.String("SK = :a OR SK = :first"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK), ":first": str(entrySK(1))},
+			})
+			last := "" // a partition's items come together, sorted: A before E#
+			for p.HasMorePages() {
+				out, err := p.NextPage(ctx)
+				if err != nil {
+					errs <- fmt.Errorf("scan users, segment %d: %w", seg, err)
+					return
+				}
+				if scanned != nil {
+					scanned(int(out.ScannedCount))
+				}
+				for _, item := range out.Items {
+					pk := item["PK"].(*types.AttributeValueMemberS).Value
+					if pk == last {
+						continue
+					}
+					last = pk
+					if err := fn(strings.TrimPrefix(pk, "ACCT#")); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	var first error
+	for range segments {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// CountAccounts counts the account items (for progress; eventually consistent).
+func (l *Ledger) CountAccounts(ctx context.Context) (int64, error) {
+	var n int64
+	p := dynamodb.NewScanPaginator(l.db, &dynamodb.ScanInput{
+		TableName:                 &l.table,
+		Select:                    types.SelectCount,
+		FilterExpression:          aws.String("SK = :a"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK)},
+	})
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("count accounts: %w", err)
+		}
+		n += int64(out.Count)
+	}
+	return n, nil
 }

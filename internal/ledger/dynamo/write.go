@@ -20,8 +20,9 @@ import (
 //
 //	0  Put entry E#<version+1>        if it does not exist
 //	1  Put request record R#<id>      if it does not exist (the idempotency key)
-//	2  Update account A               if version = expected AND status = active
-//	                                  AND balance >= amount (purchases)
+//	2  Update account A               if version = expected, and for purchases
+//	                                  status = active AND balance >= amount
+//	                                  (admin debits: balance >= amount)
 //	3  Update purchase E#<v> (refund) if refunded_amount <= amount - refund
 //
 // The aggregate is read first (ConsistentRead) only to compute the next state;
@@ -97,13 +98,25 @@ func (l *Ledger) attempt(ctx context.Context, m ledger.Mutation) (ledger.Result,
 		}
 		purchase = rec
 	}
-	if acct.Version == 0 && m.Type != ledger.EntryGrant {
-		// No account, so no entries and no request records: nothing to spend.
-		return ledger.Result{}, insufficient(m, acct)
+	if acct.Version == 0 {
+		// No account, so no entries and no request records: only a credit
+		// can come first.
+		switch {
+		case m.ExplainBalance:
+			return ledger.Result{}, ledger.Errorf(ledger.KindNotFound, ledger.ReasonAccountNotFound, "user %q has no account", m.UserID)
+		case m.Spends() || m.Type == ledger.EntryRefund:
+			return ledger.Result{}, insufficient(m, acct)
+		}
 	}
 
 	now := l.now().UTC().Truncate(time.Microsecond)
 	balance := acct.Balance.Add(m.Delta())
+	if m.ExplainBalance {
+		if !acct.Balance.Equal(m.ExpectedBalance) {
+			return l.refuse(ctx, m, balanceMoved(m, acct))
+		}
+		balance = acct.Balance // the entry explains the balance; it does not move it
+	}
 	if balance.GreaterThan(ledger.MaxBalance) {
 		return l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBalanceLimit,
 			"the balance would exceed %s", ledger.MaxBalance))
@@ -121,6 +134,8 @@ func (l *Ledger) attempt(ctx context.Context, m ledger.Mutation) (ledger.Result,
 		Metadata:          m.Metadata,
 		PurchaseRequestID: m.PurchaseRequestID,
 		PurchaseVersion:   purchase.Version,
+		Reason:            m.Reason,
+		ExplainsBalance:   m.ExplainBalance,
 	}
 	items := []types.TransactWriteItem{
 		itemEntry: {Put: &types.Put{
@@ -192,11 +207,13 @@ func (l *Ledger) decodeCancel(ctx context.Context, m ledger.Mutation, acct ledge
 		switch {
 		case !ok || old.Version != acct.Version:
 			return ledger.Result{}, fmt.Errorf("%w: account version moved from %d", errRetry, acct.Version)
-		case old.Status != ledger.StatusActive:
+		case m.Type == ledger.EntryPurchase && old.Status != ledger.StatusActive:
 			return l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonAccountFrozen,
 				"account of user %q is %s", m.UserID, old.Status))
-		case m.Type == ledger.EntryPurchase && old.Balance.LessThan(m.Amount):
+		case m.Spends() && old.Balance.LessThan(m.Amount):
 			return l.refuse(ctx, m, insufficient(m, old))
+		case m.ExplainBalance && !old.Balance.Equal(m.ExpectedBalance):
+			return l.refuse(ctx, m, balanceMoved(m, old))
 		default:
 			return ledger.Result{}, fmt.Errorf("account condition of user %q failed at version %d for no known reason", m.UserID, old.Version)
 		}
@@ -249,6 +266,11 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}, nil
 }
 
+func balanceMoved(m ledger.Mutation, acct ledger.Account) error {
+	return ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBalanceMoved,
+		"balance of user %q is %s, not the expected %s: reconcile again", m.UserID, acct.Balance, m.ExpectedBalance)
+}
+
 func insufficient(m ledger.Mutation, acct ledger.Account) error {
 	return ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonInsufficientBalance,
 		"balance %s of user %q does not cover %s", acct.Balance, m.UserID, m.Amount)
@@ -273,11 +295,18 @@ func accountUpdate(table string, m ledger.Mutation, acct ledger.Account, entry l
 	} else {
 		cond = "version = :expected"
 		values[":expected"] = numInt(acct.Version)
-		if m.Type == ledger.EntryPurchase {
+		switch {
+		case m.Type == ledger.EntryPurchase:
 			cond += " AND #status = :active AND balance >= :amount"
 			names = map[string]string{"#status": "status"}
 			values[":active"] = str(string(ledger.StatusActive))
 			values[":amount"] = num(m.Amount)
+		case m.Spends(): // an admin debit: frozen or not, never below zero
+			cond += " AND balance >= :amount"
+			values[":amount"] = num(m.Amount)
+		case m.ExplainBalance:
+			cond += " AND balance = :expected_balance"
+			values[":expected_balance"] = num(m.ExpectedBalance)
 		}
 	}
 	return &types.Update{

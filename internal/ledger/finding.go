@@ -1,0 +1,41 @@
+package ledger
+
+import "fmt"
+
+// Kinds of Finding.
+const (
+	FindingBalanceMismatch     = "balance_mismatch"      // aggregate balance != fold of entries
+	FindingVersionMismatch     = "version_mismatch"      // aggregate version != number of entries
+	FindingVersionGap          = "version_gap"           // entry versions are not 1..N
+	FindingBalanceAfter        = "balance_after"         // an entry's balance_after != running fold
+	FindingNegativeBalance     = "negative_balance"      // the fold went below zero
+	FindingRequestWithoutEntry = "request_without_entry" // a request record names no matching entry
+	FindingEntryWithoutRequest = "entry_without_request" // an entry has no request record
+	FindingRefundOverCap       = "refund_over_cap"       // refunds of a purchase exceed it
+	FindingRefundedAmount      = "refunded_amount"       // a purchase's refunded_amount != its refunds
+	FindingRefundTarget        = "refund_target"         // a refund names no purchase, or another one
+	FindingRequestMismatch     = "request_mismatch"      // a request record's type or amount != its entry's
+	FindingDuplicateRequest    = "duplicate_request"     // two request records claim one entry
+
+	FindingProjectionMissing  = "projection_missing"  // history lacks an entry (after the grace period)
+	FindingProjectionExtra    = "projection_extra"    // history has an entry the ledger does not
+	FindingProjectionMismatch = "projection_mismatch" // a history item differs from its entry
+	FindingProjectionState    = "projection_state"    // the history state disagrees with the ledger
+
+	FindingSumMismatch = "sum_mismatch" // all users: the sum of entries != the sum of balances
+)
+
+// Finding is one way a user's ledger breaks an invariant of package ledger.
+type Finding struct {
+	UserID   string  `json:"user_id"`
+	Kind     string  `json:"kind"`
+	Expected string  `json:"expected"`
+	Found    string  `json:"found"`
+	Versions []int64 `json:"versions,omitempty"`
+	Repaired bool    `json:"repaired,omitempty"` // fixed by this reconciliation (projection findings only)
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("%s %s: expected %s, found %s (versions %v)", f.UserID, f.Kind, f.Expected, f.Found, f.Versions)
+}
+

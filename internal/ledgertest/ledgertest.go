@@ -1,0 +1,86 @@
+// Package ledgertest drives a real ledger for tests of what is built on it
+// (the projection, reconciliation).
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Applier is the write side of a ledger store.
+type Applier interface {
+	Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error)
+}
+
+// Users returns n user ids: prefix0, prefix1, ...
+func Users(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(prefix, i)
+	}
+	return out
+}
+
+// Storm applies ops random grants, purchases and refunds (partial, of
+// earlier purchases) to users, from workers goroutines at once. Refusals for
+// balance or refund caps are expected; any other error fails the test.
+func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64) {
+	tb.Helper()
+	ctx := context.Background()
+	var purchasesMu sync.Mutex
+	purchases := map[string][]string{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for {
+				i := next.Add(1)
+				if i > int64(ops) {
+					return
+				}
+				u := users[rng.IntN(len(users))]
+				id := fmt.Sprintf("s%d-%d", seed, i)
+				r := ledger.Request{UserID: u, RequestID: id, Amount: fmt.Sprint(1 + rng.IntN(20))}
+				typ := ledger.EntryGrant
+				switch k := rng.IntN(10); {
+				case k < 4:
+				case k < 8:
+					typ = ledger.EntryPurchase
+				default:
+					purchasesMu.Lock()
+					ps := purchases[u]
+					purchasesMu.Unlock()
+					if len(ps) == 0 {
+						continue
+					}
+					typ, r.PurchaseRequestID, r.Amount = ledger.EntryRefund, ps[rng.IntN(len(ps))], "1"
+				}
+				m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
+				if err != nil {
+					tb.Error(err)
+					return
+				}
+				_, err = store.Apply(ctx, m)
+				switch ledger.ReasonOf(err) {
+				case "":
+					if typ == ledger.EntryPurchase {
+						purchasesMu.Lock()
+						purchases[u] = append(purchases[u], id)
+						purchasesMu.Unlock()
+					}
+				case ledger.ReasonInsufficientBalance, ledger.ReasonRefundExceedsPurchase:
+				default:
+					tb.Errorf("%s %s: %v", typ, id, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,461 @@
+// Package reconcile proves that the books balance: for every user, the
+// account is the fold of its entries and the ledger's other invariants hold
+// (dynamo.Ledger.Audit), and the history projection has exactly the ledger's
+// entries; across all users, the sum of the entries equals the sum of the
+// balances.
+//
+// Reconciliation only reads, except for two repairs that never touch the
+// ledger: with RepairProjection it rebuilds the history of users whose
+// projection disagrees, and for a balance that disagrees with its entries it
+// proposes the adjustment that would explain it (see ledger.Mutation), for
+// an admin to apply. Only one reconciliation runs at a time: it holds a
+// lease in the lease table while it runs.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
+)
+
+// Store is what reconciliation reads of the ledger.
+type Store interface {
+	Audit(ctx context.Context, user string) (dynamo.Audit, error)
+	Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error
+	CountAccounts(ctx context.Context) (int64, error)
+}
+
+// History is what reconciliation reads and repairs of the projection.
+type History interface {
+	State(ctx context.Context, user string) (projection.State, error)
+	Items(ctx context.Context, user string) ([]ledger.Entry, error)
+	Rebuild(ctx context.Context, user string) error
+}
+
+// Options say what to reconcile and how fast.
+type Options struct {
+	User             string        // only this user; "" = all
+	Segments         int           // parallel scan segments and workers; default 4
+	Rate             int           // at most this many items read per second; 0 = no limit
+	RepairProjection bool          // rebuild the history of users whose projection disagrees
+	ProjectionGrace  time.Duration // how long a projection behind the ledger may take to catch up; default 5s
+	Owner            string        // name in the lease table; default "reconcile-<time>"
+	LeaseTTL         time.Duration // default 30s
+	Progress         func(Progress)
+}
+
+// Progress is reported while a reconciliation runs.
+type Progress struct {
+	Users      int64 // checked so far
+	TotalUsers int64 // accounts counted at the start (0 for one user)
+	Entries    int64
+	Findings   int64
+	Elapsed    time.Duration
+}
+
+// Adjustment is an adjustment the report proposes to an admin: an entry
+// that explains a balance its entries do not add up to.
+type Adjustment struct {
+	UserID          string `json:"user_id"`
+	Amount          string `json:"amount"` // positive
+	Debit           bool   `json:"debit"`
+	ExplainBalance  bool   `json:"explain_balance"`
+	ExpectedBalance string `json:"expected_balance"`
+	Reason          string `json:"reason"`
+	RequestID       string `json:"request_id"` // suggested; reusing it makes applying the proposal idempotent
+}
+
+// Report is the result. Its JSON form is stable: fields are only added.
+type Report struct {
+	StartTime     time.Time        `json:"start_time"`
+	DurationMS    int64            `json:"duration_ms"`
+	User          string           `json:"user,omitempty"`
+	Users         int64            `json:"users_checked"`
+	Entries       int64            `json:"entries_checked"`
+	ItemsRead     int64            `json:"items_read"`
+	SumOfEntries  string           `json:"sum_of_entries"`
+	SumOfBalances string           `json:"sum_of_balances"`
+	Findings      []ledger.Finding `json:"findings"`
+	Proposed      []Adjustment     `json:"proposed_adjustments"`
+	Clean         bool             `json:"clean"` // no finding is left unrepaired
+}
+
+// Unrepaired counts the findings not repaired by this reconciliation.
+func (r Report) Unrepaired() int {
+	n := 0
+	for _, f := range r.Findings {
+		if !f.Repaired {
+			n++
+		}
+	}
+	return n
+}
+
+// Reconciler runs reconciliations.
+type Reconciler struct {
+	store   Store
+	history History
+	leases  *projection.LeaseTable
+	now     func() time.Time
+}
+
+// New returns a Reconciler; leases holds the lease that keeps reconciliations
+// from overlapping.
+func New(store Store, history History, leases *projection.LeaseTable) *Reconciler {
+	return &Reconciler{store: store, history: history, leases: leases, now: time.Now}
+}
+
+// LeaseKey is the lease-table key of the reconciliation lease.
+const LeaseKey = "LOCK#reconcile"
+
+// Run reconciles. It fails with a ledger error of reason
+// RECONCILIATION_RUNNING while another reconciliation holds the lease.
+func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
+	if o.Segments <= 0 {
+		o.Segments = 4
+	}
+	if o.ProjectionGrace <= 0 {
+		o.ProjectionGrace = 5 * time.Second
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 30 * time.Second
+	}
+	if o.Owner == "" {
+		o.Owner = fmt.Sprintf("reconcile-%d", r.now().UnixNano())
+	}
+	if o.User != "" {
+		if err := ledger.ValidateUserID(o.User); err != nil {
+			return Report{}, err
+		}
+	}
+	lease, err := r.leases.Acquire(ctx, LeaseKey, o.Owner, o.LeaseTTL)
+	if errors.Is(err, projection.ErrLeaseHeld) {
+		return Report{}, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonReconcileRunning,
+			"another reconciliation is running (%s, lease until %s)", lease.Owner, lease.Expires.UTC().Format(time.RFC3339))
+	}
+	if err != nil {
+		return Report{}, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	var hb sync.WaitGroup
+	defer func() {
+		cancel(nil)
+		hb.Wait()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = r.leases.Release(rctx, lease)
+		rcancel()
+	}()
+	hb.Go(func() {
+		t := time.NewTicker(o.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			l, err := r.leases.Renew(ctx, lease, o.LeaseTTL)
+			if err != nil {
+				if ctx.Err() == nil {
+					cancel(fmt.Errorf("reconciliation lease: %w", err))
+				}
+				return
+			}
+			lease = l
+		}
+	})
+
+	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate)}
+	if o.User == "" {
+		if run.total, err = r.store.CountAccounts(ctx); err != nil {
+			return Report{}, err
+		}
+	}
+	stopProgress := run.reportProgress()
+	if o.User != "" {
+		err = run.user(ctx, o.User)
+	} else {
+		err = r.store.Users(ctx, o.Segments, func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }, func(u string) error {
+			return run.user(ctx, u)
+		})
+	}
+	stopProgress()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = cause
+		}
+		return Report{}, err
+	}
+	return run.report(), nil
+}
+
+// pass is one reconciliation's running state.
+type pass struct {
+	r       *Reconciler
+	o       Options
+	start   time.Time
+	limiter *limiter
+	total   int64
+
+	users, entries, items, findingCount atomic.Int64
+
+	mu          sync.Mutex
+	findings    []ledger.Finding
+	proposed    []Adjustment
+	sumEntries  decimal.Decimal
+	sumBalances decimal.Decimal
+}
+
+func (p *pass) user(ctx context.Context, user string) error {
+	a, err := p.r.store.Audit(ctx, user)
+	if err != nil {
+		return err
+	}
+	if err := p.limiter.wait(ctx, a.Items); err != nil {
+		return err
+	}
+	p.items.Add(int64(a.Items))
+	findings := a.Findings
+	projFindings, err := p.projection(ctx, user, a)
+	if err != nil {
+		return err
+	}
+	if len(projFindings) > 0 && p.o.RepairProjection {
+		if err := p.r.history.Rebuild(ctx, user); err != nil {
+			return fmt.Errorf("repair projection of %q: %w", user, err)
+		}
+		after, err := p.projection(ctx, user, a)
+		if err != nil {
+			return err
+		}
+		if len(after) == 0 {
+			for i := range projFindings {
+				projFindings[i].Repaired = true
+			}
+		} else {
+			projFindings = append(projFindings, after...)
+		}
+	}
+	findings = append(findings, projFindings...)
+
+	fold := decimal.Zero
+	for _, e := range a.Entries {
+		fold = fold.Add(e.Amount)
+	}
+	p.users.Add(1)
+	p.entries.Add(int64(len(a.Entries)))
+	p.findingCount.Add(int64(len(findings)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.findings = append(p.findings, findings...)
+	p.sumEntries = p.sumEntries.Add(fold)
+	p.sumBalances = p.sumBalances.Add(a.Account.Balance)
+	if diff := a.Account.Balance.Sub(fold); !diff.IsZero() {
+		p.proposed = append(p.proposed, Adjustment{
+			UserID:          user,
+			Amount:          diff.Abs().String(),
+			Debit:           diff.IsNegative(),
+			ExplainBalance:  true,
+			ExpectedBalance: a.Account.Balance.String(),
+			Reason:          fmt.Sprintf("reconciliation %s: balance %s is not the sum of the entries (%s)", p.start.UTC().Format(time.RFC3339), a.Account.Balance, fold),
+			RequestID:       fmt.Sprintf("reconcile-%d-v%d", p.start.Unix(), a.Account.Version),
+		})
+	}
+	return nil
+}
+
+// projection compares the user's history with the ledger entries the audit
+// read. A history behind the ledger gets ProjectionGrace to catch up.
+func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]ledger.Finding, error) {
+	deadline := time.Now().Add(p.o.ProjectionGrace)
+	for {
+		st, err := p.r.history.State(ctx, user)
+		if err != nil {
+			return nil, err
+		}
+		items, err := p.r.history.Items(ctx, user)
+		if err != nil {
+			return nil, err
+		}
+		findings := compareProjection(user, a, st, items)
+		behind := st.Version < a.Account.Version
+		if len(findings) == 0 || !behind || time.Now().After(deadline) {
+			return findings, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func compareProjection(user string, a dynamo.Audit, st projection.State, items []ledger.Entry) []ledger.Finding {
+	var out []ledger.Finding
+	add := func(kind string, expected, found any, versions ...int64) {
+		out = append(out, ledger.Finding{UserID: user, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
+	}
+	byVersion := map[int64]ledger.Entry{}
+	for _, h := range items {
+		byVersion[h.Version] = h
+	}
+	var missing []int64
+	for _, e := range a.Entries {
+		h, ok := byVersion[e.Version]
+		if !ok {
+			missing = append(missing, e.Version)
+			continue
+		}
+		delete(byVersion, e.Version)
+		// The ledger may have taken a refund since the history item was
+		// written; a refunded amount only grows, so behind is not wrong.
+		if h.Type == ledger.EntryPurchase && h.RefundedAmount.LessThan(e.RefundedAmount) {
+			h.RefundedAmount = e.RefundedAmount
+		}
+		if !reflect.DeepEqual(h, e) {
+			add(ledger.FindingProjectionMismatch, describe(e), describe(h), e.Version)
+		}
+	}
+	if len(missing) > 0 {
+		add(ledger.FindingProjectionMissing, fmt.Sprintf("%d entries", len(missing)), "none", missing...)
+	}
+	// What is left has no entry. Below the account's version that is the
+	// ledger's own finding (a missing entry), reported by the audit.
+	for _, v := range slices.Sorted(maps.Keys(byVersion)) {
+		if v > a.Account.Version {
+			add(ledger.FindingProjectionExtra, "no entry", describe(byVersion[v]), v)
+		}
+	}
+	fold := projection.State{UserID: user}
+	for _, e := range a.Entries {
+		fold = fold.Add(e)
+	}
+	if st.Version != 0 && st.Version == fold.Version && !sameTotals(st, fold) {
+		add(ledger.FindingProjectionState, totals(fold), totals(st), st.Version)
+	}
+	if st.Version > a.Account.Version {
+		add(ledger.FindingProjectionState, fmt.Sprintf("version <= %d", a.Account.Version), fmt.Sprintf("version %d", st.Version), st.Version)
+	}
+	return out
+}
+
+func sameTotals(a, b projection.State) bool {
+	return a.Balance.Equal(b.Balance) && a.Granted.Equal(b.Granted) && a.Spent.Equal(b.Spent) &&
+		a.Refunded.Equal(b.Refunded) && a.Adjusted.Equal(b.Adjusted)
+}
+
+func totals(s projection.State) string {
+	return fmt.Sprintf("version %d balance %s granted %s spent %s refunded %s adjusted %s", s.Version, s.Balance, s.Granted, s.Spent, s.Refunded, s.Adjusted)
+}
+
+func describe(e ledger.Entry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s balance_after %s request %s", e.Type, e.Amount, e.BalanceAfter, e.RequestID)
+	if e.Type == ledger.EntryPurchase {
+		fmt.Fprintf(&b, " refunded %s", e.RefundedAmount)
+	}
+	return b.String()
+}
+
+func (p *pass) progress() Progress {
+	return Progress{Users: p.users.Load(), TotalUsers: p.total, Entries: p.entries.Load(), Findings: p.findingCount.Load(), Elapsed: p.r.now().Sub(p.start)}
+}
+
+func (p *pass) reportProgress() (stop func()) {
+	if p.o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				p.o.Progress(p.progress())
+				return
+			case <-t.C:
+				p.o.Progress(p.progress())
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+func (p *pass) report() Report {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rep := Report{
+		StartTime:     p.start.UTC(),
+		DurationMS:    p.r.now().Sub(p.start).Milliseconds(),
+		User:          p.o.User,
+		Users:         p.users.Load(),
+		Entries:       p.entries.Load(),
+		ItemsRead:     p.items.Load(),
+		SumOfEntries:  p.sumEntries.String(),
+		SumOfBalances: p.sumBalances.String(),
+		Findings:      append([]ledger.Finding{}, p.findings...),
+		Proposed:      append([]Adjustment{}, p.proposed...),
+	}
+	if !p.sumEntries.Equal(p.sumBalances) {
+		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})
+	}
+	slices.SortFunc(rep.Findings, func(a, b ledger.Finding) int {
+		return strings.Compare(a.UserID+"\x00"+a.Kind, b.UserID+"\x00"+b.Kind)
+	})
+	slices.SortFunc(rep.Proposed, func(a, b Adjustment) int { return strings.Compare(a.UserID, b.UserID) })
+	rep.Clean = rep.Unrepaired() == 0
+	return rep
+}
+
+// limiter lets through at most rate items a second, on average (a token
+// bucket of one second's worth); rate 0 lets everything through.
+type limiter struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate int) *limiter {
+	return &limiter{rate: float64(rate), tokens: float64(rate), last: time.Now()}
+}
+
+func (l *limiter) wait(ctx context.Context, n int) error {
+	if l.rate <= 0 || n <= 0 {
+		return nil
+	}
+	l.mu.Lock()
+	now := time.Now()
+	l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	l.last = now
+	l.tokens -= float64(n)
+	var d time.Duration
+	if l.tokens < 0 {
+		d = time.Duration(-l.tokens / l.rate * float64(time.Second))
+	}
+	l.mu.Unlock()
+	if d == 0 {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
