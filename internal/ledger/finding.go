@@ -38,4 +38,3 @@ type Finding struct {
 func (f Finding) String() string {
 	return fmt.Sprintf("%s %s: expected %s, found %s (versions %v)", f.UserID, f.Kind, f.Expected, f.Found, f.Versions)
 }
-
