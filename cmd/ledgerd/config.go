@@ -143,9 +143,12 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	}, nil
 }
 
+func (c *Config) leaseTable(p *ledgerParts) *projection.LeaseTable {
+	return projection.NewLeaseTable(p.db, c.TablePrefix+migrations.LeaseTable, nil)
+}
+
 func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Projector {
-	leases := projection.NewLeaseTable(p.db, c.TablePrefix+migrations.LeaseTable, nil)
-	return projection.NewProjector(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, leases, p.history,
+	return projection.NewProjector(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), p.history,
 		projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
 }
 

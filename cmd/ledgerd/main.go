@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,10 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "ledgerd:", err)
+		var exit *exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -32,6 +37,8 @@ commands:
   migrate   create the DynamoDB tables (idempotent)
   project   run the history projector alone (several may share the stream),
             or rebuild history from the ledger with -rebuild [-user U]
+  reconcile prove that balances, entries and history agree; exit 0 when
+            clean, 1 on findings, 2 when it could not finish
   version   print the version
 
 Run 'ledgerd <command> -h' for the flags; every flag can also be set by its
@@ -50,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, rest, getenv, stderr)
 	case "project":
 		return project(ctx, rest, getenv, stderr)
+	case "reconcile":
+		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "ledgerd", version)
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/reconcile"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -62,6 +63,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
 		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
+		api.HandlerOptions(log)...,
+	)
+	mux.Handle(path, handler)
+	projectorStatus := func() (projection.Status, bool) {
+		if projector == nil {
+			return projection.Status{}, false
+		}
+		return projector.Status(), true
+	}
+	path, handler = pointledgerv1connect.NewAdminServiceHandler(
+		api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
+			projectorStatus, int32(c.AmountScale), log),
 		api.HandlerOptions(log)...,
 	)
 	mux.Handle(path, handler)

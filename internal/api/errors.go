@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -27,6 +28,10 @@ var codes = map[ledger.Kind]connect.Code{
 // caller's own cancellation stays a cancellation; anything else is logged and
 // becomes INTERNAL without its details.
 func (s *LedgerService) toConnect(ctx context.Context, err error) error {
+	return toConnect(ctx, s.log, err)
+}
+
+func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 	if e, ok := ledger.AsError(err); ok {
 		if code, ok := codes[e.Kind]; ok {
 			return withReason(connect.NewError(code, e), e.Reason)
@@ -38,7 +43,7 @@ func (s *LedgerService) toConnect(ctx context.Context, err error) error {
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
 	}
-	s.log.ErrorContext(ctx, "internal error", "error", err)
+	log.ErrorContext(ctx, "internal error", "error", err)
 	return withReason(connect.NewError(connect.CodeInternal, errors.New("internal error; the request may be retried with the same request_id")), "INTERNAL")
 }
 

@@ -162,6 +162,7 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		CreateTime:        timestamppb.New(e.CreateTime),
 		Metadata:          e.Metadata,
 		PurchaseRequestId: e.PurchaseRequestID,
+		Reason:            e.Reason,
 	}
 	if e.Type == ledger.EntryPurchase {
 		out.RefundedAmount = e.RefundedAmount.String()
@@ -204,6 +205,8 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		CreateTime:        timestamppb.New(e.CreateTime),
 		Metadata:          e.Metadata,
 		PurchaseRequestId: e.PurchaseRequestID,
+		Reason:            e.Reason,
+		ExplainsBalance:   e.ExplainsBalance,
 	}
 	if e.Type == ledger.EntryPurchase {
 		out.RefundedAmount = e.RefundedAmount.String()

@@ -28,12 +28,14 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/reconcile"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 type testServer struct {
 	client pointledgerv1connect.LedgerServiceClient
+	admin  pointledgerv1connect.AdminServiceClient
 	store  *dynamo.Ledger
 	env    *dynamotest.Env
 }
@@ -47,12 +49,16 @@ func newServer(tb testing.TB) *testServer {
 	mux := http.NewServeMux()
 	history := projection.NewHistory(env.Client, env.History, store)
 	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
+	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
+	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
+	mux.Handle(pointledgerv1connect.NewAdminServiceHandler(api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log), api.HandlerOptions(log)...))
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	tb.Cleanup(httpClient.CloseIdleConnections)
 	return &testServer{
 		client: pointledgerv1connect.NewLedgerServiceClient(httpClient, srv.URL),
+		admin:  pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		store:  store,
 		env:    env,
 	}

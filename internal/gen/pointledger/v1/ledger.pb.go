@@ -202,8 +202,12 @@ type Entry struct {
 	RefundedAmount string `protobuf:"bytes,11,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
 	// Refunds only: the request_id of the refunded purchase.
 	PurchaseRequestId string `protobuf:"bytes,12,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Adjustments only: why, and whether the entry explains the balance
+	// (records a difference the balance already had) instead of moving it.
+	Reason          string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExplainsBalance bool   `protobuf:"varint,14,opt,name=explains_balance,json=explainsBalance,proto3" json:"explains_balance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -318,6 +322,20 @@ func (x *Entry) GetPurchaseRequestId() string {
 		return x.PurchaseRequestId
 	}
 	return ""
+}
+
+func (x *Entry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Entry) GetExplainsBalance() bool {
+	if x != nil {
+		return x.ExplainsBalance
+	}
+	return false
 }
 
 type GrantRequest struct {
@@ -986,8 +1004,10 @@ type HistoryItem struct {
 	RefundStatus   RefundStatus `protobuf:"varint,12,opt,name=refund_status,json=refundStatus,proto3,enum=pointledger.v1.RefundStatus" json:"refund_status,omitempty"`
 	// Refunds only: the request_id of the refunded purchase.
 	PurchaseRequestId string `protobuf:"bytes,13,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Adjustments only: why.
+	Reason        string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
@@ -1107,6 +1127,13 @@ func (x *HistoryItem) GetRefundStatus() RefundStatus {
 func (x *HistoryItem) GetPurchaseRequestId() string {
 	if x != nil {
 		return x.PurchaseRequestId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -1265,7 +1292,7 @@ var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8f\x04\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x04\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -1281,7 +1308,9 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\bmetadata\x18\n" +
 	" \x03(\v2#.pointledger.v1.Entry.MetadataEntryR\bmetadata\x12'\n" +
 	"\x0frefunded_amount\x18\v \x01(\tR\x0erefundedAmount\x12.\n" +
-	"\x13purchase_request_id\x18\f \x01(\tR\x11purchaseRequestId\x1a;\n" +
+	"\x13purchase_request_id\x18\f \x01(\tR\x11purchaseRequestId\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\x12)\n" +
+	"\x10explains_balance\x18\x0e \x01(\bR\x0fexplainsBalance\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfe\x01\n" +
@@ -1342,7 +1371,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xde\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf6\x04\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -1359,7 +1388,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	" \x03(\v2).pointledger.v1.HistoryItem.MetadataEntryR\bmetadata\x12'\n" +
 	"\x0frefunded_amount\x18\v \x01(\tR\x0erefundedAmount\x12A\n" +
 	"\rrefund_status\x18\f \x01(\x0e2\x1c.pointledger.v1.RefundStatusR\frefundStatus\x12.\n" +
-	"\x13purchase_request_id\x18\r \x01(\tR\x11purchaseRequestId\x1a;\n" +
+	"\x13purchase_request_id\x18\r \x01(\tR\x11purchaseRequestId\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
