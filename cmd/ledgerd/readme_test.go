@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
@@ -30,11 +34,12 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 // ledgerdProcess is the real binary, built from this package and serving
 // against the test binary's DynamoDB Local.
 type ledgerdProcess struct {
-	addr string
-	bin  string
-	env  []string
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
+	addr   string
+	bin    string
+	env    []string
+	prefix string // of the tables
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
 }
 
 func startLedgerd(t *testing.T) *ledgerdProcess {
@@ -44,9 +49,10 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "_"
 	env := append(os.Environ(),
 		"LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint,
-		"LEDGER_TABLE_PREFIX="+strings.ReplaceAll(t.Name(), "/", "_")+"_",
+		"LEDGER_TABLE_PREFIX="+prefix,
 		"LEDGER_LOG_FORMAT=text",
 	)
 	for range 2 { // migrate is idempotent
@@ -60,7 +66,7 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, out: &bytes.Buffer{}}
+	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &bytes.Buffer{}}
 	p.cmd = exec.Command(bin, "serve", "-listen", p.addr)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -292,5 +298,61 @@ func TestProjectRebuildsOneUser(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err == nil {
 			t.Errorf("ledgerd %v succeeded:\n%s", args, out)
 		}
+	}
+}
+
+func TestReconcileCommandExitsByFindings(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	ctx := context.Background()
+	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	for _, u := range []string{"dora", "emil"} {
+		if _, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: u, Amount: "5", RequestId: "g"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile := func() (int, string, map[string]any) {
+		jsonFile := filepath.Join(t.TempDir(), "report.json")
+		cmd := exec.Command(p.bin, "reconcile", "-json", jsonFile, "-segments", "2")
+		cmd.Env = p.env
+		out, err := cmd.Output()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var rep map[string]any
+		if b, err := os.ReadFile(jsonFile); err == nil {
+			_ = json.Unmarshal(b, &rep)
+		}
+		return code, string(out), rep
+	}
+	// The in-process projector may still be applying the grants: the
+	// reconciliation gives it its grace period.
+	code, out, rep := reconcile()
+	if code != 0 || !strings.Contains(out, "CLEAN") || rep["clean"] != true {
+		t.Fatalf("reconcile of a clean ledger: exit %d, report %v\n%s", code, rep, out)
+	}
+
+	// Alter emil's balance behind the ledger's back.
+	db := dynamolocal.NewClient(dynamotest.Emulator(t).Endpoint)
+	_, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(p.prefix + "ledger"),
+		Key:                       map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ACCT#emil"}, "SK": &types.AttributeValueMemberS{Value: "A"}},
+		UpdateExpression:          aws.String("SET balance = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": &types.AttributeValueMemberN{Value: "6"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, rep = reconcile()
+	if code != 1 || !strings.Contains(out, "balance_mismatch") || rep["clean"] != false {
+		t.Fatalf("reconcile of an altered balance: exit %d, report %v\n%s", code, rep, out)
+	}
+	findings, _ := rep["findings"].([]any)
+	if len(findings) != 2 { // emil's balance, and the sum over all users
+		t.Errorf("findings = %v, want emil's balance_mismatch and the sum_mismatch", findings)
 	}
 }
