@@ -182,44 +182,21 @@ func (l *Ledger) Ping(ctx context.Context) error {
 // parallel segments (eventually consistent: this finds users, it does not
 // decide money). fn may be called concurrently; its first error stops the scan.
 func (l *Ledger) Accounts(ctx context.Context, segments int, fn func(ledger.Account) error) error {
-	segments = max(segments, 1)
-	errs := make(chan error, segments)
-	for seg := range segments {
-		go func() {
-			p := dynamodb.NewScanPaginator(l.db, &dynamodb.ScanInput{
-				TableName:                 &l.table,
-				Segment:                   aws.Int32(int32(seg)),
-				TotalSegments:             aws.Int32(int32(segments)),
-				FilterExpression:          aws.String("SK = :a"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK)},
-			})
-			for p.HasMorePages() {
-				out, err := p.NextPage(ctx)
-				if err != nil {
-					errs <- fmt.Errorf("scan accounts, segment %d: %w", seg, err)
-					return
-				}
-				for _, item := range out.Items {
-					a, _, err := decodeAccount(item)
-					if err == nil {
-						err = fn(a)
-					}
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
+	return l.parallelScan(ctx, segments, dynamodb.ScanInput{
+		FilterExpression:          aws.String("SK = :a"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK)},
+	}, func(_ int, out *dynamodb.ScanOutput) error {
+		for _, item := range out.Items {
+			a, _, err := decodeAccount(item)
+			if err == nil {
+				err = fn(a)
 			}
-			errs <- nil
-		}()
-	}
-	var first error
-	for range segments {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+			if err != nil {
+				return err
+			}
 		}
-	}
-	return first
+		return nil
+	})
 }
 
 // Users calls fn for every user with an account item or a first entry (so a
@@ -228,37 +205,48 @@ func (l *Ledger) Accounts(ctx context.Context, segments int, fn func(ledger.Acco
 // read. fn may be called concurrently; its first error stops the scan.
 func (l *Ledger) Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error {
 	segments = max(segments, 1)
+	last := make([]string, segments) // per segment: a partition's items come together, A before E#
+	return l.parallelScan(ctx, segments, dynamodb.ScanInput{
+		ProjectionExpression:      aws.String("PK, SK"),
+		FilterExpression:          aws.String("SK = :a OR SK = :first"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK), ":first": str(entrySK(1))},
+	}, func(seg int, out *dynamodb.ScanOutput) error {
+		if scanned != nil {
+			scanned(int(out.ScannedCount))
+		}
+		for _, item := range out.Items {
+			pk := item["PK"].(*types.AttributeValueMemberS).Value
+			if pk == last[seg] {
+				continue
+			}
+			last[seg] = pk
+			if err := fn(strings.TrimPrefix(pk, "ACCT#")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// parallelScan scans the table with in, in segments parallel segments, and
+// calls page with each page (segments call it concurrently). The first error
+// is returned once every segment has stopped.
+func (l *Ledger) parallelScan(ctx context.Context, segments int, in dynamodb.ScanInput, page func(seg int, out *dynamodb.ScanOutput) error) error {
+	segments = max(segments, 1)
 	errs := make(chan error, segments)
 	for seg := range segments {
 		go func() {
-			p := dynamodb.NewScanPaginator(l.db, &dynamodb.ScanInput{
-				TableName:                 &l.table,
-				Segment:                   aws.Int32(int32(seg)),
-				TotalSegments:             aws.Int32(int32(segments)),
-				ProjectionExpression:      aws.String("PK, SK"),
-				FilterExpression:          aws.String("SK = :a OR SK = :first"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK), ":first": str(entrySK(1))},
-			})
-			last := "" // a partition's items come together, sorted: A before E#
+			in := in
+			in.TableName, in.Segment, in.TotalSegments = &l.table, aws.Int32(int32(seg)), aws.Int32(int32(segments))
+			p := dynamodb.NewScanPaginator(l.db, &in)
 			for p.HasMorePages() {
 				out, err := p.NextPage(ctx)
+				if err == nil {
+					err = page(seg, out)
+				}
 				if err != nil {
-					errs <- fmt.Errorf("scan users, segment %d: %w", seg, err)
+					errs <- fmt.Errorf("scan segment %d of %s: %w", seg, l.table, err)
 					return
-				}
-				if scanned != nil {
-					scanned(int(out.ScannedCount))
-				}
-				for _, item := range out.Items {
-					pk := item["PK"].(*types.AttributeValueMemberS).Value
-					if pk == last {
-						continue
-					}
-					last = pk
-					if err := fn(strings.TrimPrefix(pk, "ACCT#")); err != nil {
-						errs <- err
-						return
-					}
 				}
 			}
 			errs <- nil
