@@ -36,6 +36,8 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	Projector       bool
 	LeaseTTL        time.Duration
+	MaxBatch        int
+	BatchLinger     time.Duration
 }
 
 // flags registers the options shared by the commands that talk to DynamoDB.
@@ -134,7 +136,7 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	store := dynamo.New(db, dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log})
+	store := dynamo.New(db, dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger})
 	return &ledgerParts{
 		store:   store,
 		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store),

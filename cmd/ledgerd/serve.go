@@ -15,6 +15,7 @@ import (
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
 	"github.com/pointledger/pointledger/migrations"
@@ -36,6 +37,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", shutdown, "how long in-flight requests may finish after SIGTERM (LEDGER_SHUTDOWN_TIMEOUT)")
+	maxBatch, err := intFromEnv(getenv, "LEDGER_MAX_BATCH", dynamo.DefaultMaxBatch)
+	if err != nil {
+		return err
+	}
+	fs.IntVar(&c.MaxBatch, "max-batch", maxBatch, "group commit: at most this many mutations of one user per transaction; 1 turns it off (LEDGER_MAX_BATCH)")
+	linger, err := durationFromEnv(getenv, "LEDGER_BATCH_LINGER", 0)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(&c.BatchLinger, "batch-linger", linger, "group commit: wait this long for a group to fill; 0: a group is what queued meanwhile (LEDGER_BATCH_LINGER)")
 	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
 		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
 	if err := c.projectorFlags(fs, getenv); err != nil {
@@ -46,6 +57,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	if err := validScale(c.AmountScale); err != nil {
 		return err
+	}
+	if c.MaxBatch < 1 || c.BatchLinger < 0 {
+		return fmt.Errorf("-max-batch must be at least 1 and -batch-linger not negative")
 	}
 	log, err := c.logger(stderr)
 	if err != nil {
@@ -107,7 +121,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("listen: %w", err)
 	}
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ln.Addr().String(),
-		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector)
+		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
+		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

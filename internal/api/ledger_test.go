@@ -41,11 +41,15 @@ type testServer struct {
 }
 
 // newServer serves the API over HTTP on a fresh ledger table in DynamoDB Local.
-func newServer(tb testing.TB) *testServer {
+func newServer(tb testing.TB) *testServer { return newServerGrouping(tb, 0) }
+
+// newServerGrouping is newServer with groups of at most maxBatch mutations
+// per transaction (0: the default; 1: no group commit).
+func newServerGrouping(tb testing.TB, maxBatch int) *testServer {
 	tb.Helper()
 	env := dynamotest.New(tb)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log})
+	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: maxBatch})
 	mux := http.NewServeMux()
 	history := projection.NewHistory(env.Client, env.History, store)
 	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
@@ -156,6 +160,20 @@ func (s *testServer) assertSound(tb testing.TB, user string) decimal.Decimal {
 	return fold
 }
 
+// eachGrouping runs test against a server with group commit and one without:
+// money must behave the same either way.
+func eachGrouping(t *testing.T, test func(t *testing.T, s *testServer)) {
+	for _, mode := range []struct {
+		name     string
+		maxBatch int
+	}{{"grouped", 0}, {"one-by-one", 1}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newServerGrouping(t, mode.maxBatch))
+		})
+	}
+}
+
 // reason returns the Connect code and ErrorInfo reason of err.
 func reason(err error) (connect.Code, string) {
 	var ce *connect.Error
@@ -174,40 +192,41 @@ func reason(err error) (connect.Code, string) {
 
 func TestDoubleSpendAttack(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
-	s.grant(t, "victim", "grant", "1000")
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "victim", "grant", "1000")
 
-	const attackers = 200
-	var succeeded, refused atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range attackers {
-		wg.Go(func() {
-			<-start
-			_, err := s.purchase("victim", fmt.Sprint("spend-", i), "10")
-			code, why := reason(err)
-			switch {
-			case err == nil:
-				succeeded.Add(1)
-			case code == connect.CodeFailedPrecondition && why == ledger.ReasonInsufficientBalance:
-				refused.Add(1)
-			default:
-				t.Errorf("purchase %d: %v", i, err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+		const attackers = 200
+		var succeeded, refused atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range attackers {
+			wg.Go(func() {
+				<-start
+				_, err := s.purchase("victim", fmt.Sprint("spend-", i), "10")
+				code, why := reason(err)
+				switch {
+				case err == nil:
+					succeeded.Add(1)
+				case code == connect.CodeFailedPrecondition && why == ledger.ReasonInsufficientBalance:
+					refused.Add(1)
+				default:
+					t.Errorf("purchase %d: %v", i, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
 
-	if succeeded.Load() != 100 || refused.Load() != 100 {
-		t.Errorf("%d purchases succeeded and %d were refused, want exactly 100 and 100", succeeded.Load(), refused.Load())
-	}
-	if bal := s.assertSound(t, "victim"); !bal.IsZero() {
-		t.Errorf("balance = %s, want 0", bal)
-	}
-	if got := len(s.entries(t, "victim")); got != 101 {
-		t.Errorf("%d entries, want 101 (versions 1..101)", got)
-	}
+		if succeeded.Load() != 100 || refused.Load() != 100 {
+			t.Errorf("%d purchases succeeded and %d were refused, want exactly 100 and 100", succeeded.Load(), refused.Load())
+		}
+		if bal := s.assertSound(t, "victim"); !bal.IsZero() {
+			t.Errorf("balance = %s, want 0", bal)
+		}
+		if got := len(s.entries(t, "victim")); got != 101 {
+			t.Errorf("%d entries, want 101 (versions 1..101)", got)
+		}
+	})
 }
 
 // storm runs ops concurrent workers, each doing a random grant, purchase or
@@ -300,7 +319,7 @@ func storm(t *testing.T, s *testServer, users []string, workers, ops int) {
 
 func TestStormOnOneUser(t *testing.T) {
 	t.Parallel()
-	storm(t, newServer(t), []string{"hot"}, 64, 400)
+	eachGrouping(t, func(t *testing.T, s *testServer) { storm(t, s, []string{"hot"}, 64, 400) })
 }
 
 func TestStormOnFiftyUsers(t *testing.T) {
@@ -309,222 +328,226 @@ func TestStormOnFiftyUsers(t *testing.T) {
 	for i := range users {
 		users[i] = fmt.Sprint("user-", i)
 	}
-	storm(t, newServer(t), users, 64, 1500)
+	eachGrouping(t, func(t *testing.T, s *testServer) { storm(t, s, users, 64, 1500) })
 }
 
 func TestIdempotentReplay(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
-	s.grant(t, "u1", "g", "100")
-	first, err := s.purchase("u1", "buy-1", "30")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.Replayed {
-		t.Error("the first purchase says replayed")
-	}
-	items := s.itemCount(t)
-
-	again, err := s.purchase("u1", "buy-1", "30")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !again.Replayed || again.Entry.EntryId != first.Entry.EntryId || again.Entry.Version != first.Entry.Version || again.Balance != first.Balance {
-		t.Errorf("replay = %v, want the original entry %v with replayed", again, first)
-	}
-	_, err = s.purchase("u1", "buy-1", "31")
-	if code, why := reason(err); code != connect.CodeAlreadyExists || why != ledger.ReasonRequestIDReused {
-		t.Errorf("same request_id, other amount: %v, want already_exists/%s", err, ledger.ReasonRequestIDReused)
-	}
-	_, err = s.client.Grant(context.Background(), connect.NewRequest(&pb.GrantRequest{UserId: "u1", RequestId: "buy-1", Amount: "30"}))
-	if code, _ := reason(err); code != connect.CodeAlreadyExists {
-		t.Errorf("same request_id on a grant: %v, want already_exists", err)
-	}
-	for name, other := range map[string]*pb.PurchaseRequest{
-		"order_id": {UserId: "u1", RequestId: "buy-1", Amount: "30", OrderId: "another order"},
-		"metadata": {UserId: "u1", RequestId: "buy-1", Amount: "30", Metadata: map[string]string{"k": "v"}},
-	} {
-		_, err := s.client.Purchase(context.Background(), connect.NewRequest(other))
-		if code, _ := reason(err); code != connect.CodeAlreadyExists {
-			t.Errorf("same request_id, other %s: %v, want already_exists", name, err)
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "u1", "g", "100")
+		first, err := s.purchase("u1", "buy-1", "30")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got := s.itemCount(t); got != items {
-		t.Errorf("replays wrote: %d items, then %d", items, got)
-	}
-	// A replay still returns the original result after the balance moved on.
-	if _, err := s.purchase("u1", "buy-2", "70"); err != nil {
-		t.Fatal(err)
-	}
-	late, err := s.purchase("u1", "buy-1", "30")
-	if err != nil || !late.Replayed || late.Balance != "70" {
-		t.Errorf("replay after the balance is spent: %v, %v; want the original result (balance 70)", late, err)
-	}
-	s.assertSound(t, "u1")
+		if first.Replayed {
+			t.Error("the first purchase says replayed")
+		}
+		items := s.itemCount(t)
+
+		again, err := s.purchase("u1", "buy-1", "30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !again.Replayed || again.Entry.EntryId != first.Entry.EntryId || again.Entry.Version != first.Entry.Version || again.Balance != first.Balance {
+			t.Errorf("replay = %v, want the original entry %v with replayed", again, first)
+		}
+		_, err = s.purchase("u1", "buy-1", "31")
+		if code, why := reason(err); code != connect.CodeAlreadyExists || why != ledger.ReasonRequestIDReused {
+			t.Errorf("same request_id, other amount: %v, want already_exists/%s", err, ledger.ReasonRequestIDReused)
+		}
+		_, err = s.client.Grant(context.Background(), connect.NewRequest(&pb.GrantRequest{UserId: "u1", RequestId: "buy-1", Amount: "30"}))
+		if code, _ := reason(err); code != connect.CodeAlreadyExists {
+			t.Errorf("same request_id on a grant: %v, want already_exists", err)
+		}
+		for name, other := range map[string]*pb.PurchaseRequest{
+			"order_id": {UserId: "u1", RequestId: "buy-1", Amount: "30", OrderId: "another order"},
+			"metadata": {UserId: "u1", RequestId: "buy-1", Amount: "30", Metadata: map[string]string{"k": "v"}},
+		} {
+			_, err := s.client.Purchase(context.Background(), connect.NewRequest(other))
+			if code, _ := reason(err); code != connect.CodeAlreadyExists {
+				t.Errorf("same request_id, other %s: %v, want already_exists", name, err)
+			}
+		}
+		if got := s.itemCount(t); got != items {
+			t.Errorf("replays wrote: %d items, then %d", items, got)
+		}
+		// A replay still returns the original result after the balance moved on.
+		if _, err := s.purchase("u1", "buy-2", "70"); err != nil {
+			t.Fatal(err)
+		}
+		late, err := s.purchase("u1", "buy-1", "30")
+		if err != nil || !late.Replayed || late.Balance != "70" {
+			t.Errorf("replay after the balance is spent: %v, %v; want the original result (balance 70)", late, err)
+		}
+		s.assertSound(t, "u1")
+	})
 }
 
 func TestConcurrentReplaysOfANewRequest(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
-	s.grant(t, "u1", "g", "100")
-	const n = 50
-	results := make([]*pb.PurchaseResponse, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			res, err := s.purchase("u1", "the-one", "5")
-			if err != nil {
-				t.Errorf("replay %d: %v", i, err)
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "u1", "g", "100")
+		const n = 50
+		results := make([]*pb.PurchaseResponse, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				res, err := s.purchase("u1", "the-one", "5")
+				if err != nil {
+					t.Errorf("replay %d: %v", i, err)
+				}
+				results[i] = res
+			})
+		}
+		wg.Wait()
+		fresh := 0
+		var first *pb.PurchaseResponse
+		for _, r := range results {
+			if r == nil {
+				continue
 			}
-			results[i] = res
-		})
-	}
-	wg.Wait()
-	fresh := 0
-	var first *pb.PurchaseResponse
-	for _, r := range results {
-		if r == nil {
-			continue
+			if first == nil {
+				first = r
+			}
+			if !r.Replayed {
+				fresh++
+			}
+			if r.Entry.EntryId != first.Entry.EntryId {
+				t.Errorf("replays answered with different entries: %s and %s", r.Entry.EntryId, first.Entry.EntryId)
+			}
 		}
-		if first == nil {
-			first = r
+		if fresh != 1 {
+			t.Errorf("%d responses say not replayed, want exactly 1", fresh)
 		}
-		if !r.Replayed {
-			fresh++
+		if bal := s.assertSound(t, "u1"); !bal.Equal(decimal.NewFromInt(95)) {
+			t.Errorf("balance = %s, want 95 (one purchase)", bal)
 		}
-		if r.Entry.EntryId != first.Entry.EntryId {
-			t.Errorf("replays answered with different entries: %s and %s", r.Entry.EntryId, first.Entry.EntryId)
+		if got := len(s.entries(t, "u1")); got != 2 {
+			t.Errorf("%d entries, want 2", got)
 		}
-	}
-	if fresh != 1 {
-		t.Errorf("%d responses say not replayed, want exactly 1", fresh)
-	}
-	if bal := s.assertSound(t, "u1"); !bal.Equal(decimal.NewFromInt(95)) {
-		t.Errorf("balance = %s, want 95 (one purchase)", bal)
-	}
-	if got := len(s.entries(t, "u1")); got != 2 {
-		t.Errorf("%d entries, want 2", got)
-	}
+	})
 }
 
 func TestRefunds(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
-	s.grant(t, "u1", "g", "100")
-	if _, err := s.purchase("u1", "buy", "50"); err != nil {
-		t.Fatal(err)
-	}
-	r1, err := s.refund("u1", "refund-1", "buy", "30")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r1.Entry.Type != pb.EntryType_ENTRY_TYPE_REFUND || r1.Entry.Amount != "30" || r1.Balance != "80" || r1.Entry.PurchaseRequestId != "buy" {
-		t.Errorf("refund = %v", r1)
-	}
-	items := s.itemCount(t)
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "u1", "g", "100")
+		if _, err := s.purchase("u1", "buy", "50"); err != nil {
+			t.Fatal(err)
+		}
+		r1, err := s.refund("u1", "refund-1", "buy", "30")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r1.Entry.Type != pb.EntryType_ENTRY_TYPE_REFUND || r1.Entry.Amount != "30" || r1.Balance != "80" || r1.Entry.PurchaseRequestId != "buy" {
+			t.Errorf("refund = %v", r1)
+		}
+		items := s.itemCount(t)
 
-	_, err = s.refund("u1", "refund-2", "buy", "20.01")
-	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonRefundExceedsPurchase {
-		t.Errorf("refunds over the purchase: %v, want failed_precondition/%s", err, ledger.ReasonRefundExceedsPurchase)
-	}
-	_, err = s.refund("u1", "refund-3", "no-such-purchase", "1")
-	if code, why := reason(err); code != connect.CodeNotFound || why != ledger.ReasonPurchaseNotFound {
-		t.Errorf("refund of an unknown purchase: %v, want not_found/%s", err, ledger.ReasonPurchaseNotFound)
-	}
-	_, err = s.refund("u1", "refund-4", "g", "1") // a grant is not a purchase
-	if code, _ := reason(err); code != connect.CodeNotFound {
-		t.Errorf("refund of a grant: %v, want not_found", err)
-	}
-	_, err = s.refund("u2", "refund-5", "buy", "1") // another user's purchase
-	if code, _ := reason(err); code != connect.CodeNotFound {
-		t.Errorf("refund of another user's purchase: %v, want not_found", err)
-	}
-	if got := s.itemCount(t); got != items {
-		t.Errorf("refused refunds wrote: %d items, then %d", items, got)
-	}
+		_, err = s.refund("u1", "refund-2", "buy", "20.01")
+		if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonRefundExceedsPurchase {
+			t.Errorf("refunds over the purchase: %v, want failed_precondition/%s", err, ledger.ReasonRefundExceedsPurchase)
+		}
+		_, err = s.refund("u1", "refund-3", "no-such-purchase", "1")
+		if code, why := reason(err); code != connect.CodeNotFound || why != ledger.ReasonPurchaseNotFound {
+			t.Errorf("refund of an unknown purchase: %v, want not_found/%s", err, ledger.ReasonPurchaseNotFound)
+		}
+		_, err = s.refund("u1", "refund-4", "g", "1") // a grant is not a purchase
+		if code, _ := reason(err); code != connect.CodeNotFound {
+			t.Errorf("refund of a grant: %v, want not_found", err)
+		}
+		_, err = s.refund("u2", "refund-5", "buy", "1") // another user's purchase
+		if code, _ := reason(err); code != connect.CodeNotFound {
+			t.Errorf("refund of another user's purchase: %v, want not_found", err)
+		}
+		if got := s.itemCount(t); got != items {
+			t.Errorf("refused refunds wrote: %d items, then %d", items, got)
+		}
 
-	if _, err := s.refund("u1", "refund-6", "buy", "20"); err != nil {
-		t.Errorf("refund of exactly the rest: %v", err)
-	}
-	entries := s.entries(t, "u1")
-	if p := entries[1]; p.Type != pb.EntryType_ENTRY_TYPE_PURCHASE || p.RefundedAmount != "50" {
-		t.Errorf("purchase entry = %v, want refunded_amount 50", p)
-	}
-	if bal := s.assertSound(t, "u1"); !bal.Equal(decimal.NewFromInt(100)) {
-		t.Errorf("balance = %s, want 100", bal)
-	}
+		if _, err := s.refund("u1", "refund-6", "buy", "20"); err != nil {
+			t.Errorf("refund of exactly the rest: %v", err)
+		}
+		entries := s.entries(t, "u1")
+		if p := entries[1]; p.Type != pb.EntryType_ENTRY_TYPE_PURCHASE || p.RefundedAmount != "50" {
+			t.Errorf("purchase entry = %v, want refunded_amount 50", p)
+		}
+		if bal := s.assertSound(t, "u1"); !bal.Equal(decimal.NewFromInt(100)) {
+			t.Errorf("balance = %s, want 100", bal)
+		}
+	})
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
-	s.grant(t, "u1", "g", "100")
-	if _, err := s.purchase("u1", "buy", "10"); err != nil {
-		t.Fatal(err)
-	}
-	items := s.itemCount(t)
-	bigMetadata := map[string]string{}
-	for i := range 40 {
-		bigMetadata[fmt.Sprint("key", i)] = strings.Repeat("x", 200)
-	}
-	ctx := context.Background()
-	purchase := func(mod func(*pb.PurchaseRequest)) func() error {
-		return func() error {
-			r := &pb.PurchaseRequest{UserId: "u1", RequestId: "bad", Amount: "1"}
-			mod(r)
-			_, err := s.client.Purchase(ctx, connect.NewRequest(r))
-			return err
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "u1", "g", "100")
+		if _, err := s.purchase("u1", "buy", "10"); err != nil {
+			t.Fatal(err)
 		}
-	}
-	tests := []struct {
-		name   string
-		call   func() error
-		reason string
-	}{
-		{"negative", purchase(func(r *pb.PurchaseRequest) { r.Amount = "-5" }), ledger.ReasonInvalidAmount},
-		{"zero", purchase(func(r *pb.PurchaseRequest) { r.Amount = "0" }), ledger.ReasonInvalidAmount},
-		{"NaN", purchase(func(r *pb.PurchaseRequest) { r.Amount = "NaN" }), ledger.ReasonInvalidAmount},
-		{"exponent", purchase(func(r *pb.PurchaseRequest) { r.Amount = "1e3" }), ledger.ReasonInvalidAmount},
-		{"too many decimals", purchase(func(r *pb.PurchaseRequest) { r.Amount = "1.001" }), ledger.ReasonInvalidAmount},
-		{"19 integer digits", purchase(func(r *pb.PurchaseRequest) { r.Amount = "1000000000000000000" }), ledger.ReasonInvalidAmount},
-		{"empty amount", purchase(func(r *pb.PurchaseRequest) { r.Amount = "" }), ledger.ReasonInvalidAmount},
-		{"empty user", purchase(func(r *pb.PurchaseRequest) { r.UserId = "" }), ledger.ReasonInvalidUserID},
-		{"key injection in user", purchase(func(r *pb.PurchaseRequest) { r.UserId = "u1#R#buy" }), ledger.ReasonInvalidUserID},
-		{"empty request id", purchase(func(r *pb.PurchaseRequest) { r.RequestId = "" }), ledger.ReasonInvalidRequestID},
-		{"oversized metadata", purchase(func(r *pb.PurchaseRequest) { r.Metadata = bigMetadata }), ledger.ReasonInvalidMetadata},
-		{"grant of 1e3", func() error {
-			_, err := s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "u1", RequestId: "bad", Amount: "1e3"}))
-			return err
-		}, ledger.ReasonInvalidAmount},
-		{"refund without purchase", func() error {
-			_, err := s.client.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "u1", RequestId: "bad", Amount: "1"}))
-			return err
-		}, ledger.ReasonInvalidRequestID},
-		{"balance of empty user", func() error {
-			_, err := s.client.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{}))
-			return err
-		}, ledger.ReasonInvalidUserID},
-		{"negative page size", func() error {
-			_, err := s.client.ListEntries(ctx, connect.NewRequest(&pb.ListEntriesRequest{UserId: "u1", PageSize: -1}))
-			return err
-		}, ledger.ReasonInvalidPageSize},
-		{"bad page token", func() error {
-			_, err := s.client.ListEntries(ctx, connect.NewRequest(&pb.ListEntriesRequest{UserId: "u1", PageToken: "nope"}))
-			return err
-		}, ledger.ReasonInvalidPageToken},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.call()
-			if code, why := reason(err); code != connect.CodeInvalidArgument || why != tt.reason {
-				t.Errorf("error = %v (%v, %q), want invalid_argument/%s", err, code, why, tt.reason)
+		items := s.itemCount(t)
+		bigMetadata := map[string]string{}
+		for i := range 40 {
+			bigMetadata[fmt.Sprint("key", i)] = strings.Repeat("x", 200)
+		}
+		ctx := context.Background()
+		purchase := func(mod func(*pb.PurchaseRequest)) func() error {
+			return func() error {
+				r := &pb.PurchaseRequest{UserId: "u1", RequestId: "bad", Amount: "1"}
+				mod(r)
+				_, err := s.client.Purchase(ctx, connect.NewRequest(r))
+				return err
 			}
-		})
-	}
-	if got := s.itemCount(t); got != items {
-		t.Errorf("bad input wrote: %d items before, %d after", items, got)
-	}
-	s.assertSound(t, "u1")
+		}
+		tests := []struct {
+			name   string
+			call   func() error
+			reason string
+		}{
+			{"negative", purchase(func(r *pb.PurchaseRequest) { r.Amount = "-5" }), ledger.ReasonInvalidAmount},
+			{"zero", purchase(func(r *pb.PurchaseRequest) { r.Amount = "0" }), ledger.ReasonInvalidAmount},
+			{"NaN", purchase(func(r *pb.PurchaseRequest) { r.Amount = "NaN" }), ledger.ReasonInvalidAmount},
+			{"exponent", purchase(func(r *pb.PurchaseRequest) { r.Amount = "1e3" }), ledger.ReasonInvalidAmount},
+			{"too many decimals", purchase(func(r *pb.PurchaseRequest) { r.Amount = "1.001" }), ledger.ReasonInvalidAmount},
+			{"19 integer digits", purchase(func(r *pb.PurchaseRequest) { r.Amount = "1000000000000000000" }), ledger.ReasonInvalidAmount},
+			{"empty amount", purchase(func(r *pb.PurchaseRequest) { r.Amount = "" }), ledger.ReasonInvalidAmount},
+			{"empty user", purchase(func(r *pb.PurchaseRequest) { r.UserId = "" }), ledger.ReasonInvalidUserID},
+			{"key injection in user", purchase(func(r *pb.PurchaseRequest) { r.UserId = "u1#R#buy" }), ledger.ReasonInvalidUserID},
+			{"empty request id", purchase(func(r *pb.PurchaseRequest) { r.RequestId = "" }), ledger.ReasonInvalidRequestID},
+			{"oversized metadata", purchase(func(r *pb.PurchaseRequest) { r.Metadata = bigMetadata }), ledger.ReasonInvalidMetadata},
+			{"grant of 1e3", func() error {
+				_, err := s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "u1", RequestId: "bad", Amount: "1e3"}))
+				return err
+			}, ledger.ReasonInvalidAmount},
+			{"refund without purchase", func() error {
+				_, err := s.client.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "u1", RequestId: "bad", Amount: "1"}))
+				return err
+			}, ledger.ReasonInvalidRequestID},
+			{"balance of empty user", func() error {
+				_, err := s.client.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{}))
+				return err
+			}, ledger.ReasonInvalidUserID},
+			{"negative page size", func() error {
+				_, err := s.client.ListEntries(ctx, connect.NewRequest(&pb.ListEntriesRequest{UserId: "u1", PageSize: -1}))
+				return err
+			}, ledger.ReasonInvalidPageSize},
+			{"bad page token", func() error {
+				_, err := s.client.ListEntries(ctx, connect.NewRequest(&pb.ListEntriesRequest{UserId: "u1", PageToken: "nope"}))
+				return err
+			}, ledger.ReasonInvalidPageToken},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				err := tt.call()
+				if code, why := reason(err); code != connect.CodeInvalidArgument || why != tt.reason {
+					t.Errorf("error = %v (%v, %q), want invalid_argument/%s", err, code, why, tt.reason)
+				}
+			})
+		}
+		if got := s.itemCount(t); got != items {
+			t.Errorf("bad input wrote: %d items before, %d after", items, got)
+		}
+		s.assertSound(t, "u1")
+	})
 }
 
 func TestBalanceOfANewUser(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/pointledger/pointledger/internal/ledger"
 )
 
 // API is the part of the DynamoDB client the ledger uses. *dynamodb.Client
@@ -35,16 +37,35 @@ type Options struct {
 	Now     func() time.Time // zero: time.Now
 	Entropy io.Reader        // randomness of entry ids; zero: crypto/rand
 	Logger  *slog.Logger     // zero: slog.Default()
+
+	// Group commit (see write.go): at most MaxBatch mutations of one user per
+	// transaction (0: DefaultMaxBatch; 1: no grouping), each group gathered
+	// for Linger first (0: a group is whatever queued while the previous
+	// one committed).
+	MaxBatch int
+	Linger   time.Duration
 }
+
+// DefaultMaxBatch fits the 100 items of a transaction: an account update and
+// two items a mutation (three for a refund).
+const DefaultMaxBatch = 40
+
+// maxTxItems is DynamoDB's limit of items in one TransactWriteItems.
+const maxTxItems = 100
 
 // Ledger reads and writes users' ledgers in one DynamoDB table.
 type Ledger struct {
-	db    API
-	table string
-	retry Retry
-	now   func() time.Time
-	log   *slog.Logger
-	locks userLocks
+	db       API
+	table    string
+	retry    Retry
+	now      func() time.Time
+	log      *slog.Logger
+	maxBatch int
+	linger   time.Duration
+	queues   queues
+
+	accountsMu sync.Mutex
+	accounts   map[string]ledger.Account // cached aggregates of recently busy users
 
 	idMu    sync.Mutex
 	entropy *ulid.MonotonicEntropy
@@ -64,14 +85,20 @@ func New(db API, o Options) *Ledger {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
 	return &Ledger{
-		db:      db,
-		table:   o.Table,
-		retry:   o.Retry,
-		now:     o.Now,
-		log:     o.Logger,
-		locks:   userLocks{m: map[string]*userLock{}},
-		entropy: ulid.Monotonic(o.Entropy, 0),
+		db:       db,
+		table:    o.Table,
+		retry:    o.Retry,
+		now:      o.Now,
+		log:      o.Logger,
+		maxBatch: min(o.MaxBatch, (maxTxItems-1)/2),
+		linger:   o.Linger,
+		queues:   queues{m: map[string]*userQueue{}},
+		accounts: map[string]ledger.Account{},
+		entropy:  ulid.Monotonic(o.Entropy, 0),
 	}
 }
 
@@ -82,41 +109,79 @@ func (l *Ledger) newID(t time.Time) string {
 	return ulid.MustNew(ulid.Timestamp(t), l.entropy).String()
 }
 
-// userLocks serialises the mutations of each user in this process, so that
-// a hot user's requests wait in line instead of failing each other's version
-// conditions. Waiting honours the caller's context.
-type userLocks struct {
+// queues holds, per user, the mutations waiting for their group. A user has
+// a queue, and one goroutine draining it, exactly while mutations wait.
+type queues struct {
 	mu sync.Mutex
-	m  map[string]*userLock
+	m  map[string]*userQueue
 }
 
-type userLock struct {
-	ch   chan struct{} // holds one token while the user is locked
-	refs int           // holders and waiters; the entry is dropped at zero
+type userQueue struct {
+	user    string
+	pending []*call
 }
 
-func (u *userLocks) lock(ctx context.Context, user string) (unlock func(), err error) {
-	u.mu.Lock()
-	l := u.m[user]
-	if l == nil {
-		l = &userLock{ch: make(chan struct{}, 1)}
-		u.m[user] = l
+// push queues c and starts drain for its user if none runs.
+func (q *queues) push(c *call, drain func(*userQueue)) {
+	q.mu.Lock()
+	uq := q.m[c.m.UserID]
+	start := uq == nil
+	if start {
+		uq = &userQueue{user: c.m.UserID}
+		q.m[c.m.UserID] = uq
 	}
-	l.refs++
-	u.mu.Unlock()
+	uq.pending = append(uq.pending, c)
+	q.mu.Unlock()
+	if start {
+		go drain(uq)
+	}
+}
 
-	release := func() {
-		u.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(u.m, user)
-		}
-		u.mu.Unlock()
+// take returns carry and then queued calls, up to n in all. It retires the
+// queue when there is nothing left, so the next push starts a new drainer.
+func (q *queues) take(uq *userQueue, carry []*call, n int) []*call {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(carry) == 0 && len(uq.pending) == 0 {
+		delete(q.m, uq.user)
+		return nil
 	}
-	select {
-	case l.ch <- struct{}{}:
-		return func() { <-l.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
+	k := min(max(n-len(carry), 0), len(uq.pending))
+	group := append(carry[:len(carry):len(carry)], uq.pending[:k]...)
+	uq.pending = uq.pending[k:]
+	return group
+}
+
+// maxCachedAccounts bounds the aggregate cache; past it, it starts over.
+const maxCachedAccounts = 100_000
+
+// cachedAccount returns the user's aggregate, from the cache if it is there
+// (cached says so). Only the user's drainer uses its entry.
+func (l *Ledger) cachedAccount(ctx context.Context, user string) (acct ledger.Account, cached bool, err error) {
+	l.accountsMu.Lock()
+	acct, cached = l.accounts[user]
+	l.accountsMu.Unlock()
+	if cached {
+		return acct, true, nil
 	}
+	acct, err = l.account(ctx, user)
+	if err == nil {
+		l.cache(user, acct)
+	}
+	return acct, false, err
+}
+
+func (l *Ledger) cache(user string, acct ledger.Account) {
+	l.accountsMu.Lock()
+	defer l.accountsMu.Unlock()
+	if len(l.accounts) >= maxCachedAccounts {
+		l.accounts = map[string]ledger.Account{}
+	}
+	l.accounts[user] = acct
+}
+
+func (l *Ledger) forget(user string) {
+	l.accountsMu.Lock()
+	defer l.accountsMu.Unlock()
+	delete(l.accounts, user)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,7 +94,7 @@ func (c *conflictInjector) TransactWriteItems(ctx context.Context, in *dynamodb.
 	for i := range reasons {
 		reasons[i].Code = aws.String("None")
 	}
-	reasons[itemAccount].Code = aws.String(code)
+	reasons[0].Code = aws.String(code) // the account update
 	return nil, &types.TransactionCanceledException{
 		Message:             aws.String("Transaction cancelled, please refer cancellation reasons for specific reasons [None, None, " + code + "]"),
 		CancellationReasons: reasons,
@@ -112,17 +113,30 @@ type partialReasons struct {
 func (p *partialReasons) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	out, err := p.API.TransactWriteItems(ctx, in, opts...)
 	var canceled *types.TransactionCanceledException
-	if !errors.As(err, &canceled) || aws.ToString(canceled.CancellationReasons[itemRequest].Code) != "ConditionalCheckFailed" {
+	if !errors.As(err, &canceled) {
 		return out, err
 	}
-	if p.dropItem {
-		canceled.CancellationReasons[itemRequest].Item = nil
-		return out, err
+	reasons := canceled.CancellationReasons
+	isRequest := func(i int) bool {
+		put := in.TransactItems[i].Put
+		if put == nil {
+			return false
+		}
+		sk, _ := put.Item["SK"].(*types.AttributeValueMemberS)
+		return sk != nil && strings.HasPrefix(sk.Value, requestPrefix)
 	}
-	for i, r := range canceled.CancellationReasons {
-		if i != itemRequest && aws.ToString(r.Code) == "ConditionalCheckFailed" {
-			canceled.CancellationReasons[itemRequest] = types.CancellationReason{Code: aws.String("None")}
-			break
+	failed := func(i int) bool { return aws.ToString(reasons[i].Code) == "ConditionalCheckFailed" }
+	otherFailed := false
+	for i := range reasons {
+		otherFailed = otherFailed || (failed(i) && !isRequest(i))
+	}
+	for i := range reasons {
+		switch {
+		case !isRequest(i) || !failed(i):
+		case p.dropItem:
+			reasons[i].Item = nil
+		case otherFailed:
+			reasons[i] = types.CancellationReason{Code: aws.String("None")}
 		}
 	}
 	return out, err
@@ -382,17 +396,98 @@ func TestFrozenAccountRefusesPurchasesOnly(t *testing.T) {
 	}
 }
 
-func TestApplyHonoursCancellationWhileQueued(t *testing.T) {
+func TestApplyHonoursCancellation(t *testing.T) {
 	t.Parallel()
-	l, _ := newLedger(t, nil, DefaultRetry)
-	unlock, err := l.locks.lock(context.Background(), "u1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unlock()
+	l, env := newLedger(t, nil, DefaultRetry)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := l.Apply(ctx, mutation(t, ledger.EntryGrant, "u1", "g", "1")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Apply while the user is busy and ctx is cancelled: %v, want context.Canceled", err)
+		t.Fatalf("Apply with a cancelled ctx: %v, want context.Canceled", err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the drainer reach the call
+	out, err := env.Client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &env.Ledger, Select: types.SelectCount})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Count != 0 {
+		t.Errorf("a call cancelled before its turn wrote %d items", out.Count)
+	}
+}
+
+// transactionCounter counts the transactions that reach DynamoDB Local.
+type transactionCounter struct {
+	API
+	n atomic.Int64
+}
+
+func (c *transactionCounter) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	c.n.Add(1)
+	return c.API.TransactWriteItems(ctx, in, opts...)
+}
+
+// Purchases queued together commit together, and each gets its own answer:
+// the one the balance cannot cover at its place in line is refused alone.
+func TestAGroupRefusesAnOverdraftAlone(t *testing.T) {
+	t.Parallel()
+	counter := &transactionCounter{}
+	env := dynamotest.New(t)
+	counter.API = env.Client
+	l := New(counter, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "50"))
+	counter.n.Store(0)
+
+	amounts := []string{"30", "30", "10", "10"}
+	errs := make([]error, len(amounts))
+	var wg sync.WaitGroup
+	for i, a := range amounts {
+		wg.Go(func() {
+			_, errs[i] = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", fmt.Sprint("p", i), a))
+		})
+		time.Sleep(20 * time.Millisecond) // queue them in this order, within the linger
+	}
+	wg.Wait()
+	want := []string{"", ledger.ReasonInsufficientBalance, "", ""}
+	for i, err := range errs {
+		if ledger.ReasonOf(err) != want[i] {
+			t.Errorf("purchase %d of %s: %v, want reason %q", i, amounts[i], err, want[i])
+		}
+	}
+	if got := counter.n.Load(); got != 1 {
+		t.Errorf("%d transactions, want the four purchases in one", got)
+	}
+	acct := assertAuditClean(t, l, "u1")
+	if !acct.Balance.IsZero() || acct.Version != 4 {
+		t.Errorf("account = balance %s version %d, want 0 and 4", acct.Balance, acct.Version)
+	}
+}
+
+func TestGroupCommitOnAHotUser(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		maxBatch  int
+		fewerThan int64 // transactions, for 100 purchases
+	}{{maxBatch: 0, fewerThan: 60}, {maxBatch: 1, fewerThan: 101}} {
+		t.Run(fmt.Sprint("max batch ", tt.maxBatch), func(t *testing.T) {
+			t.Parallel()
+			counter := &transactionCounter{}
+			env := dynamotest.New(t)
+			counter.API = env.Client
+			l := New(counter, Options{Table: env.Ledger, MaxBatch: tt.maxBatch})
+			mustApply(t, l, mutation(t, ledger.EntryGrant, "hot", "g", "1000"))
+			counter.n.Store(0)
+			var wg sync.WaitGroup
+			for i := range 100 {
+				wg.Go(func() { mustApply(t, l, mutation(t, ledger.EntryPurchase, "hot", fmt.Sprint("p", i), "1")) })
+			}
+			wg.Wait()
+			got := counter.n.Load()
+			if got >= tt.fewerThan || (tt.maxBatch == 1 && got != 100) {
+				t.Errorf("100 concurrent purchases took %d transactions with max batch %d", got, tt.maxBatch)
+			}
+			t.Logf("100 concurrent purchases on one user: %d transactions", got)
+			if acct := assertAuditClean(t, l, "hot"); acct.Version != 101 || acct.Balance.String() != "900" {
+				t.Errorf("account = version %d balance %s, want 101 and 900", acct.Version, acct.Balance)
+			}
+		})
 	}
 }

@@ -58,6 +58,7 @@ func (l *Ledger) SetStatus(ctx context.Context, user string, status ledger.Statu
 			return acct, false, fmt.Errorf("set status of %q: %w", user, err)
 		}
 		acct.Status = status
+		l.forget(user) // a cached status would only cost a retry, but why pay it
 		l.log.InfoContext(ctx, "account status changed", "user_id", user, "status", status, "reason", reason)
 		return acct, true, nil
 	}

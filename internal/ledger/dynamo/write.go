@@ -15,53 +15,390 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
-// The write path. Every mutation is one TransactWriteItems of these items, in
-// this order (the order CancellationReasons come back in):
+// The write path, with group commit.
 //
-//	0  Put entry E#<version+1>        if it does not exist
-//	1  Put request record R#<id>      if it does not exist (the idempotency key)
-//	2  Update account A               if version = expected, and for purchases
-//	                                  status = active AND balance >= amount
-//	                                  (admin debits: balance >= amount)
-//	3  Update purchase E#<v> (refund) if refunded_amount <= amount - refund
+// Mutations of one user queue in this process, in arrival order, and one
+// goroutine per busy user commits them in groups of up to Options.MaxBatch
+// (1 turns grouping off). A group is one TransactWriteItems:
 //
-// The aggregate is read first (ConsistentRead) only to compute the next state;
-// the conditions decide. A cancelled transaction is decoded item by item:
-// a taken request_id becomes a replay or ALREADY_EXISTS, a failed balance or
-// status guard a FAILED_PRECONDITION, a moved version or a TransactionConflict
-// a retry with jittered backoff, up to Retry.MaxAttempts, then ABORTED.
-const (
-	itemEntry = iota
-	itemRequest
-	itemAccount
-	itemPurchase
-)
+//	0        Update account A         if version = expected
+//	                                  AND status = active         (if the group has a purchase)
+//	                                  AND balance >= :need        (the least starting balance
+//	                                                               the group's debits require)
+//	then, per mutation, in order:
+//	         Put entry E#<version>     if it does not exist
+//	         Put request R#<id>        if it does not exist        (the idempotency key)
+//	         Update purchase E#<v>     if refunded_amount <= amount - refund   (refunds)
+//
+// Planning folds the queued mutations over the aggregate in order: each one
+// the state allows joins the group; one it does not (a purchase the balance
+// does not cover, a purchase on a frozen account, ...) is refused alone, and
+// only once the group before it has committed, since its refusal depends on
+// that group. The aggregate is cached per user between groups; a refusal
+// decided on the cache is confirmed by a consistent read, and a stale cache
+// otherwise just fails the version condition.
+//
+// A cancelled group is decoded item by item: a taken request record makes
+// that mutation a replay (its original result) or ALREADY_EXISTS, a failed
+// refund cap refuses that refund, and the rest are planned again. A moved
+// version or a TransactionConflict is retried with jittered backoff, up to
+// Retry.MaxAttempts, then ABORTED (after checking whether the request had
+// committed all along).
+
+// call is one Apply waiting for its group.
+type call struct {
+	ctx  context.Context
+	m    ledger.Mutation
+	res  ledger.Result
+	err  error
+	done chan struct{}
+}
+
+func (c *call) finish(res ledger.Result, err error) {
+	c.res, c.err = res, err
+	close(c.done)
+}
 
 // Apply appends the entry of m to its user's ledger, exactly once per
-// request_id. Mutations of one user are serialised inside this process (so
-// they queue instead of racing); other processes are fenced by the version
-// condition.
+// request_id. If ctx ends first, Apply returns ctx's error, and the mutation
+// may or may not be applied: retrying it with the same request_id is safe.
 func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error) {
-	unlock, err := l.locks.lock(ctx, m.UserID)
-	if err != nil {
-		return ledger.Result{}, err
+	c := &call{ctx: ctx, m: m, done: make(chan struct{})}
+	l.queues.push(c, l.drain)
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return ledger.Result{}, ctx.Err()
 	}
-	defer unlock()
+}
 
-	for attempt := 1; ; attempt++ {
-		res, err := l.attempt(ctx, m)
-		if !errors.Is(err, errRetry) {
-			return res, err
+// drain commits a user's queue, group by group, until it is empty.
+func (l *Ledger) drain(q *userQueue) {
+	var carry []*call // planned for the next group: they keep their place in line
+	for {
+		if l.linger > 0 && len(carry) == 0 {
+			time.Sleep(l.linger)
 		}
-		if attempt >= l.retry.MaxAttempts {
-			l.log.WarnContext(ctx, "retries exhausted", "user_id", m.UserID, "request_id", m.RequestID, "attempts", attempt, "cause", err)
-			// An earlier attempt may have committed with its answer lost.
-			return l.refuse(ctx, m, giveUp(err, attempt))
+		group := l.queues.take(q, carry, l.maxBatch)
+		if len(group) == 0 {
+			return
 		}
-		if err := sleep(ctx, l.retry.backoff(attempt)); err != nil {
-			return ledger.Result{}, err
+		carry = l.commit(q.user, group)
+	}
+}
+
+// planned is one mutation in a group.
+type planned struct {
+	c        *call
+	entry    ledger.Entry
+	purchase requestRecord // refunds: the purchase
+	request  int           // index of its request record in the transaction
+	cap      int           // refunds: index of the purchase update; else -1
+}
+
+type refusal struct {
+	c   *call
+	err error
+}
+
+// repeat is a call whose request_id a member of its group already carries
+// (concurrent retries of one request): it gets that member's answer.
+type repeat struct {
+	c  *call
+	of *planned
+}
+
+// group is what planning makes of the calls.
+type group struct {
+	items    []types.TransactWriteItem
+	members  []*planned
+	refused  []refusal
+	repeats  []repeat
+	later    []*call // past the group's limits: next group
+	before   ledger.Account
+	after    ledger.Account
+	cached   bool // before came from the cache
+	finished int  // calls finished during planning (a caller gone, a failed read)
+}
+
+// commit commits calls as one group (or several tries of it) and returns the
+// calls that did not fit, for the next group.
+func (l *Ledger) commit(user string, calls []*call) (later []*call) {
+	// The group outlives any one caller: they may leave, the group goes on.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conflicts := 0
+	var lastConflict error
+	for len(calls) > 0 {
+		acct, cached, err := l.cachedAccount(ctx, user)
+		if err != nil {
+			finishAll(calls, err)
+			return later
+		}
+		g := l.plan(ctx, acct, cached, calls)
+		later = append(g.later, later...)
+		if len(g.refused) > 0 && g.cached {
+			// A refusal must not rest on a stale cache: check the account.
+			fresh, err := l.account(ctx, user)
+			if err != nil {
+				finishAll(calls, err)
+				return later
+			}
+			if !sameAccount(fresh, g.before) {
+				l.cache(user, fresh)
+				calls, later = withoutFinished(calls), nil
+				continue
+			}
+		}
+		if len(g.members) == 0 {
+			l.finishRefused(ctx, g.refused)
+			return later
+		}
+		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
+			TransactItems: g.items,
+			// Lets the SDK's own retries of this call (after a lost response)
+			// be answered with the first outcome instead of failed conditions.
+			ClientRequestToken: aws.String(l.newID(l.now())),
+		})
+		if err == nil {
+			l.cache(user, g.after)
+			for _, p := range g.members {
+				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.entry.BalanceAfter}, nil)
+			}
+			for _, r := range g.repeats {
+				r.c.finish(l.replay(ctx, r.c.m, requestRecord{Hash: r.of.c.m.Hash(), Type: r.of.entry.Type, Version: r.of.entry.Version}))
+			}
+			l.finishRefused(ctx, g.refused)
+			return later
+		}
+		l.forget(user)
+		var canceled *types.TransactionCanceledException
+		if !errors.As(err, &canceled) {
+			// The outcome is unknown: the callers may retry with their request ids.
+			err = fmt.Errorf("transact write of %d entries for user %q: %w", len(g.members), user, err)
+			for _, p := range g.members {
+				p.c.finish(ledger.Result{}, err)
+			}
+			finishAll(refusedCalls(g.refused), err)
+			return later
+		}
+
+		settled, retry, unexplained := l.decodeCancel(ctx, g, canceled.CancellationReasons)
+		// Everything not settled is planned again; the calls that were
+		// planned for later stay in line behind them.
+		calls, later = withoutFinished(calls), nil
+		if settled > 0 {
+			continue // the rest may well commit now
+		}
+		if unexplained != nil {
+			for _, p := range g.members {
+				if !isDone(p.c) {
+					p.c.finish(l.refuse(ctx, p.c.m, unexplained))
+				}
+			}
+			calls = withoutFinished(calls)
+			continue
+		}
+		lastConflict = retry
+		if conflicts++; conflicts >= l.retry.MaxAttempts {
+			l.log.Warn("retries exhausted", "user_id", user, "attempts", conflicts, "cause", lastConflict)
+			for _, c := range calls {
+				// An earlier attempt may have committed with its answer lost.
+				c.finish(l.refuse(ctx, c.m, giveUp(lastConflict, conflicts)))
+			}
+			return later
+		}
+		if err := sleep(ctx, l.retry.backoff(conflicts)); err != nil {
+			finishAll(calls, err)
+			return later
 		}
 	}
+	return later
+}
+
+// plan folds calls over acct, in order, into a group.
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, calls []*call) group {
+	g := group{before: acct, cached: cached, items: []types.TransactWriteItem{{}}} // item 0: the account, below
+	running := acct
+	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
+	hasPurchase := false
+	touched := map[int64]bool{}        // purchases refunded in this group (one update per item)
+	byRequest := map[string]*planned{} // a transaction may write a request record once
+	now := l.now().UTC().Truncate(time.Microsecond)
+	for i, c := range calls {
+		m := c.m
+		if err := c.ctx.Err(); err != nil {
+			c.finish(ledger.Result{}, err) // the caller left before its turn
+			continue
+		}
+		if p, ok := byRequest[m.RequestID]; ok {
+			g.repeats = append(g.repeats, repeat{c, p})
+			continue
+		}
+		refuse := func(err error) { g.refused = append(g.refused, refusal{c, err}) }
+		var purchase requestRecord
+		if m.Type == ledger.EntryRefund {
+			rec, ok, err := l.request(ctx, m.UserID, m.PurchaseRequestID)
+			if err != nil {
+				c.finish(ledger.Result{}, err)
+				continue
+			}
+			if !ok || rec.Type != ledger.EntryPurchase {
+				refuse(ledger.Errorf(ledger.KindNotFound, ledger.ReasonPurchaseNotFound,
+					"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID))
+				continue
+			}
+			if touched[rec.Version] {
+				g.later = calls[i:]
+				break
+			}
+			purchase = rec
+		}
+		size := 2
+		if m.Type == ledger.EntryRefund {
+			size = 3
+		}
+		if len(g.items)+size > maxTxItems {
+			g.later = calls[i:]
+			break
+		}
+
+		balance := running.Balance.Add(m.Delta())
+		switch {
+		case running.Version == 0 && m.ExplainBalance:
+			refuse(ledger.Errorf(ledger.KindNotFound, ledger.ReasonAccountNotFound, "user %q has no account", m.UserID))
+			continue
+		case m.Type == ledger.EntryPurchase && running.Version > 0 && running.Status != ledger.StatusActive:
+			refuse(ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonAccountFrozen, "account of user %q is %s", m.UserID, running.Status))
+			continue
+		case m.Spends() && running.Balance.LessThan(m.Amount):
+			refuse(insufficient(m, running))
+			continue
+		case m.ExplainBalance && !running.Balance.Equal(m.ExpectedBalance):
+			refuse(balanceMoved(m, running))
+			continue
+		case m.ExplainBalance:
+			balance = running.Balance // the entry explains the balance; it does not move it
+		case balance.GreaterThan(ledger.MaxBalance):
+			refuse(ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBalanceLimit, "the balance would exceed %s", ledger.MaxBalance))
+			continue
+		}
+
+		e := ledger.Entry{
+			ID:                l.newID(now),
+			UserID:            m.UserID,
+			Version:           running.Version + 1,
+			Type:              m.Type,
+			Amount:            m.Delta(),
+			BalanceAfter:      balance,
+			RequestID:         m.RequestID,
+			OrderID:           m.OrderID,
+			CreateTime:        now,
+			Metadata:          m.Metadata,
+			PurchaseRequestID: m.PurchaseRequestID,
+			PurchaseVersion:   purchase.Version,
+			Reason:            m.Reason,
+			ExplainsBalance:   m.ExplainBalance,
+		}
+		p := &planned{c: c, entry: e, purchase: purchase, request: len(g.items) + 1, cap: -1}
+		g.items = append(g.items,
+			types.TransactWriteItem{Put: &types.Put{
+				TableName:           &l.table,
+				Item:                entryItem(e),
+				ConditionExpression: aws.String("attribute_not_exists(PK)"),
+			}},
+			types.TransactWriteItem{Put: &types.Put{
+				TableName:                           &l.table,
+				Item:                                requestItem(m, e),
+				ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+			}},
+		)
+		if m.Type == ledger.EntryRefund {
+			p.cap = len(g.items)
+			g.items = append(g.items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
+			touched[purchase.Version] = true
+		}
+		g.members = append(g.members, p)
+		byRequest[m.RequestID] = p
+		hasPurchase = hasPurchase || m.Type == ledger.EntryPurchase
+		cum = cum.Add(balance.Sub(running.Balance))
+		need = decimal.Max(need, cum.Neg())
+		if running.Version == 0 {
+			running = ledger.NewAccount(m.UserID)
+			running.CreateTime = now
+		}
+		running.Balance, running.Version, running.UpdateTime = balance, e.Version, now
+	}
+	g.after = running
+	g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, hasPurchase, need)}
+	return g
+}
+
+// decodeCancel settles the members of a cancelled group that the reasons
+// decide: a taken request record (a replay, or ALREADY_EXISTS), a failed
+// refund cap. It returns how many it settled; else the cause to retry on
+// (a race), or an error for a failure it cannot explain.
+func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason) (settled int, retry, unexplained error) {
+	code := func(i int) string {
+		if i >= 0 && i < len(reasons) && reasons[i].Code != nil {
+			return *reasons[i].Code
+		}
+		return ""
+	}
+	for _, p := range g.members {
+		m := p.c.m
+		switch {
+		case code(p.request) == "ConditionalCheckFailed":
+			if rec, err := decodeRequest(reasons[p.request].Item); err == nil {
+				p.c.finish(l.replay(ctx, m, rec))
+			} else {
+				// No usable old item came back: read the record itself.
+				p.c.finish(l.refuse(ctx, m, fmt.Errorf("request record of %q reported taken but not found", m.RequestID)))
+			}
+			settled++
+		case code(p.cap) == "ConditionalCheckFailed":
+			refunded := decimal.Zero
+			if old, ok, err := decodeEntry(reasons[p.cap].Item); err == nil && ok {
+				refunded = old.RefundedAmount
+			}
+			p.c.finish(l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonRefundExceedsPurchase,
+				"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
+				m.Amount, m.PurchaseRequestID, refunded, p.purchase.Amount)))
+			settled++
+		}
+	}
+	if settled > 0 {
+		return settled, nil, nil
+	}
+	for i := range reasons {
+		switch code(i) {
+		case "TransactionConflict":
+			return 0, fmt.Errorf("%w: item %d: %s", errRetry, i, code(i)), nil
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i)), nil
+		}
+	}
+	if code(0) == "ConditionalCheckFailed" {
+		old, ok, err := decodeAccount(reasons[0].Item)
+		if err != nil {
+			return 0, nil, err
+		}
+		if !ok || !sameAccount(old, g.before) {
+			return 0, fmt.Errorf("%w: account moved from version %d", errRetry, g.before.Version), nil
+		}
+		// The account is as planned, yet its condition failed: the store
+		// did not say which other item failed. Each member checks its own
+		// request record before this becomes an error.
+		return 0, nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
+	}
+	for _, p := range g.members {
+		if code(p.request-1) == "ConditionalCheckFailed" {
+			return 0, fmt.Errorf("%w: entry version %d exists", errRetry, p.entry.Version), nil
+		}
+	}
+	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
 }
 
 // errRetry marks an attempt that lost a race and may simply be tried again;
@@ -80,164 +417,18 @@ func giveUp(cause error, attempts int) error {
 		"gave up after %d attempts: concurrent writers kept changing the account; retrying with the same request_id is safe", attempts)
 }
 
-// attempt is one read of the aggregate and one transaction.
-func (l *Ledger) attempt(ctx context.Context, m ledger.Mutation) (ledger.Result, error) {
-	acct, err := l.account(ctx, m.UserID)
-	if err != nil {
-		return ledger.Result{}, err
+func (l *Ledger) finishRefused(ctx context.Context, refused []refusal) {
+	for _, r := range refused {
+		r.c.finish(l.refuse(ctx, r.c.m, r.err))
 	}
-	var purchase requestRecord
-	if m.Type == ledger.EntryRefund {
-		rec, ok, err := l.request(ctx, m.UserID, m.PurchaseRequestID)
-		if err != nil {
-			return ledger.Result{}, err
-		}
-		if !ok || rec.Type != ledger.EntryPurchase {
-			return l.refuse(ctx, m, ledger.Errorf(ledger.KindNotFound, ledger.ReasonPurchaseNotFound,
-				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID))
-		}
-		purchase = rec
-	}
-	if acct.Version == 0 {
-		// No account, so no entries and no request records: only a credit
-		// can come first.
-		switch {
-		case m.ExplainBalance:
-			return ledger.Result{}, ledger.Errorf(ledger.KindNotFound, ledger.ReasonAccountNotFound, "user %q has no account", m.UserID)
-		case m.Spends() || m.Type == ledger.EntryRefund:
-			return ledger.Result{}, insufficient(m, acct)
-		}
-	}
-
-	now := l.now().UTC().Truncate(time.Microsecond)
-	balance := acct.Balance.Add(m.Delta())
-	if m.ExplainBalance {
-		if !acct.Balance.Equal(m.ExpectedBalance) {
-			return l.refuse(ctx, m, balanceMoved(m, acct))
-		}
-		balance = acct.Balance // the entry explains the balance; it does not move it
-	}
-	if balance.GreaterThan(ledger.MaxBalance) {
-		return l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBalanceLimit,
-			"the balance would exceed %s", ledger.MaxBalance))
-	}
-	entry := ledger.Entry{
-		ID:                l.newID(now),
-		UserID:            m.UserID,
-		Version:           acct.Version + 1,
-		Type:              m.Type,
-		Amount:            m.Delta(),
-		BalanceAfter:      balance,
-		RequestID:         m.RequestID,
-		OrderID:           m.OrderID,
-		CreateTime:        now,
-		Metadata:          m.Metadata,
-		PurchaseRequestID: m.PurchaseRequestID,
-		PurchaseVersion:   purchase.Version,
-		Reason:            m.Reason,
-		ExplainsBalance:   m.ExplainBalance,
-	}
-	items := []types.TransactWriteItem{
-		itemEntry: {Put: &types.Put{
-			TableName:           &l.table,
-			Item:                entryItem(entry),
-			ConditionExpression: aws.String("attribute_not_exists(PK)"),
-		}},
-		itemRequest: {Put: &types.Put{
-			TableName:                           &l.table,
-			Item:                                requestItem(m, entry),
-			ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}},
-		itemAccount: {Update: accountUpdate(l.table, m, acct, entry)},
-	}
-	if m.Type == ledger.EntryRefund {
-		items = append(items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
-	}
-
-	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-		TransactItems: items,
-		// Lets the SDK's own retries of this call (after a lost response) be
-		// answered with the first outcome instead of a failed condition.
-		ClientRequestToken: aws.String(l.newID(now)),
-	})
-	if err == nil {
-		return ledger.Result{Entry: entry, Balance: balance}, nil
-	}
-	var canceled *types.TransactionCanceledException
-	if !errors.As(err, &canceled) {
-		if ctx.Err() != nil {
-			return ledger.Result{}, ctx.Err()
-		}
-		return ledger.Result{}, fmt.Errorf("transact write %s for user %q: %w", m.Type, m.UserID, err)
-	}
-	return l.decodeCancel(ctx, m, acct, purchase, canceled.CancellationReasons)
 }
 
-// decodeCancel turns the per-item reasons of a cancelled transaction into a
-// result, an error for the caller, or errRetry.
-func (l *Ledger) decodeCancel(ctx context.Context, m ledger.Mutation, acct ledger.Account, purchase requestRecord, reasons []types.CancellationReason) (ledger.Result, error) {
-	code := func(i int) string {
-		if i < len(reasons) && reasons[i].Code != nil {
-			return *reasons[i].Code
-		}
-		return ""
-	}
-	// The request_id is taken: this is a replay (or a reuse), whatever else failed.
-	if code(itemRequest) == "ConditionalCheckFailed" {
-		if rec, err := decodeRequest(reasons[itemRequest].Item); err == nil {
-			return l.replay(ctx, m, rec)
-		}
-		// No usable old item came back: read the record itself.
-		return l.refuse(ctx, m, fmt.Errorf("request record of %q reported taken but not found", m.RequestID))
-	}
-	for i := range reasons {
-		switch code(i) {
-		case "TransactionConflict":
-			return ledger.Result{}, fmt.Errorf("%w: item %d: %s", errRetry, i, code(i))
-		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-			return ledger.Result{}, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i))
-		}
-	}
-	if code(itemAccount) == "ConditionalCheckFailed" {
-		old, ok, err := decodeAccount(reasons[itemAccount].Item)
-		if err != nil {
-			return ledger.Result{}, err
-		}
-		switch {
-		case !ok || old.Version != acct.Version:
-			return ledger.Result{}, fmt.Errorf("%w: account version moved from %d", errRetry, acct.Version)
-		case m.Type == ledger.EntryPurchase && old.Status != ledger.StatusActive:
-			return l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonAccountFrozen,
-				"account of user %q is %s", m.UserID, old.Status))
-		case m.Spends() && old.Balance.LessThan(m.Amount):
-			return l.refuse(ctx, m, insufficient(m, old))
-		case m.ExplainBalance && !old.Balance.Equal(m.ExpectedBalance):
-			return l.refuse(ctx, m, balanceMoved(m, old))
-		default:
-			return ledger.Result{}, fmt.Errorf("account condition of user %q failed at version %d for no known reason", m.UserID, old.Version)
-		}
-	}
-	if code(itemPurchase) == "ConditionalCheckFailed" {
-		refunded := decimal.Zero
-		if old, ok, err := decodeEntry(reasons[itemPurchase].Item); err == nil && ok {
-			refunded = old.RefundedAmount
-		}
-		return l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonRefundExceedsPurchase,
-			"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
-			m.Amount, m.PurchaseRequestID, refunded, purchase.Amount))
-	}
-	if code(itemEntry) == "ConditionalCheckFailed" {
-		return ledger.Result{}, fmt.Errorf("%w: entry version %d exists", errRetry, acct.Version+1)
-	}
-	return ledger.Result{}, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", m.UserID, codes(reasons))
-}
-
-// refuse returns err for m unless m's request_id was already used: a retry of
-// a request that succeeded must get its original result even when the ledger
-// has moved on since (the balance may no longer cover it, say). The store may
-// not report every failed condition of a cancelled transaction, so a refusal
-// checks the request record with a consistent read before it is final.
+// refuse returns refusal for m unless m's request_id was already used: a
+// retry of a request that succeeded must get its original result even when
+// the ledger has moved on since (the balance may no longer cover it, say).
+// The store may not report every failed condition of a cancelled
+// transaction, so a refusal checks the request record with a consistent
+// read before it is final.
 func (l *Ledger) refuse(ctx context.Context, m ledger.Mutation, refusal error) (ledger.Result, error) {
 	rec, ok, err := l.request(ctx, m.UserID, m.RequestID)
 	if err != nil {
@@ -276,42 +467,41 @@ func insufficient(m ledger.Mutation, acct ledger.Account) error {
 		"balance %s of user %q does not cover %s", acct.Balance, m.UserID, m.Amount)
 }
 
-// accountUpdate moves the aggregate from acct to the state after entry.
-func accountUpdate(table string, m ledger.Mutation, acct ledger.Account, entry ledger.Entry) *types.Update {
+// accountUpdate moves the aggregate from before to after, guarded so that it
+// applies only to the state the group was planned on: the version, the
+// status if the group spends on purchases, and a balance that covers the
+// group's debits at every step.
+func accountUpdate(table string, before, after ledger.Account, hasPurchase bool, need decimal.Decimal) *types.Update {
 	values := map[string]types.AttributeValue{
-		":balance": num(entry.BalanceAfter),
-		":version": numInt(entry.Version),
-		":now":     str(formatTime(entry.CreateTime)),
+		":balance": num(after.Balance),
+		":version": numInt(after.Version),
+		":now":     str(formatTime(after.UpdateTime)),
 	}
 	var names map[string]string // "status" is a reserved word
 	update := "SET balance = :balance, version = :version, update_time = :now"
 	var cond string
-	if acct.Version == 0 {
+	if before.Version == 0 {
 		cond = "attribute_not_exists(PK)"
 		update += ", user_id = :user, #status = :active, create_time = :now"
 		names = map[string]string{"#status": "status"}
-		values[":user"] = str(m.UserID)
+		values[":user"] = str(after.UserID)
 		values[":active"] = str(string(ledger.StatusActive))
 	} else {
 		cond = "version = :expected"
-		values[":expected"] = numInt(acct.Version)
-		switch {
-		case m.Type == ledger.EntryPurchase:
-			cond += " AND #status = :active AND balance >= :amount"
+		values[":expected"] = numInt(before.Version)
+		if hasPurchase {
+			cond += " AND #status = :active"
 			names = map[string]string{"#status": "status"}
 			values[":active"] = str(string(ledger.StatusActive))
-			values[":amount"] = num(m.Amount)
-		case m.Spends(): // an admin debit: frozen or not, never below zero
-			cond += " AND balance >= :amount"
-			values[":amount"] = num(m.Amount)
-		case m.ExplainBalance:
-			cond += " AND balance = :expected_balance"
-			values[":expected_balance"] = num(m.ExpectedBalance)
+		}
+		if need.IsPositive() {
+			cond += " AND balance >= :need"
+			values[":need"] = num(need)
 		}
 	}
 	return &types.Update{
 		TableName:                           &table,
-		Key:                                 accountKey(m.UserID),
+		Key:                                 accountKey(after.UserID),
 		UpdateExpression:                    &update,
 		ConditionExpression:                 &cond,
 		ExpressionAttributeNames:            names,
@@ -339,6 +529,46 @@ func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecor
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// sameAccount says whether two reads of an aggregate show the same state.
+func sameAccount(a, b ledger.Account) bool {
+	return a.Version == b.Version && a.Status == b.Status && a.Balance.Equal(b.Balance)
+}
+
+func finishAll(calls []*call, err error) {
+	for _, c := range calls {
+		if !isDone(c) {
+			c.finish(ledger.Result{}, err)
+		}
+	}
+}
+
+func refusedCalls(rs []refusal) []*call {
+	out := make([]*call, len(rs))
+	for i, r := range rs {
+		out[i] = r.c
+	}
+	return out
+}
+
+func isDone(c *call) bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func withoutFinished(calls []*call) []*call {
+	out := calls[:0:0]
+	for _, c := range calls {
+		if !isDone(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Retry bounds the retries of an attempt that lost a race.
