@@ -33,6 +33,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
@@ -55,6 +56,7 @@ type options struct {
 	users       int
 	amount      string
 	grant       string
+	latency     time.Duration
 }
 
 func run(ctx context.Context) error {
@@ -66,6 +68,7 @@ func run(ctx context.Context) error {
 	flag.IntVar(&o.users, "users", 1000, "users to spread the purchases over")
 	flag.StringVar(&o.amount, "amount", "1", "amount of each purchase")
 	flag.StringVar(&o.grant, "grant", "1000000", "points granted to each user first")
+	flag.DurationVar(&o.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
 	flag.Parse()
 	if o.concurrency < 1 || o.users < 1 || o.duration <= 0 {
 		return errors.New("-concurrency, -users and -duration must be positive")
@@ -80,7 +83,7 @@ func run(ctx context.Context) error {
 	}
 
 	if o.target == "" {
-		target, stop, err := startStack(ctx, o.ledgerd)
+		target, stop, err := startStack(ctx, o.ledgerd, o.latency)
 		if err != nil {
 			return err
 		}
@@ -232,12 +235,22 @@ func parallel(ctx context.Context, k, n int, f func(int) error) error {
 
 // startStack starts a fresh, in-memory DynamoDB Local and ledgerd on free
 // ports, and returns ledgerd's URL and a function that stops both.
-func startStack(ctx context.Context, ledgerd string) (string, func(), error) {
+func startStack(ctx context.Context, ledgerd string, latency time.Duration) (string, func(), error) {
 	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
 	if err != nil {
 		return "", nil, err
 	}
-	env := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint, "LEDGER_LOG_LEVEL=warn")
+	endpoint := emu.Endpoint
+	var proxy *ddbproxy.Proxy
+	if latency > 0 {
+		if proxy, err = ddbproxy.Start(ddbproxy.Options{Target: emu.Endpoint, Latency: latency}); err != nil {
+			emu.Stop()
+			return "", nil, err
+		}
+		endpoint = proxy.URL
+		fmt.Printf("DynamoDB proxy %s: %s per call, TransactionConflict on items in flight\n", proxy.URL, latency)
+	}
+	env := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+endpoint, "LEDGER_LOG_LEVEL=warn")
 	migrate := exec.CommandContext(ctx, ledgerd, "migrate")
 	migrate.Env = env
 	if out, err := migrate.CombinedOutput(); err != nil {
@@ -259,6 +272,11 @@ func startStack(ctx context.Context, ledgerd string) (string, func(), error) {
 	stop := func() {
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		_ = serve.Wait()
+		if proxy != nil {
+			st := proxy.Stats()
+			fmt.Printf("proxy        %d calls, %d transactions, %d cancelled for conflict\n", st.Calls, st.Transactions, st.Conflicts)
+			proxy.Close()
+		}
 		emu.Stop()
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; {

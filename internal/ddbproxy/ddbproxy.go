@@ -1,0 +1,209 @@
+// Package ddbproxy is an HTTP proxy in front of DynamoDB Local that makes it
+// behave more like the real service where it matters for a hot user:
+//
+//   - every call takes Latency longer (the network and the service's own
+//     time, which the in-process emulator does not have);
+//   - a TransactWriteItems is cancelled with TransactionConflict when another
+//     transaction on one of its items is still in flight, as DynamoDB does.
+//
+// ledgerd talks to it through its ordinary endpoint setting. Calls other
+// than TransactWriteItems (reads, streams) are only delayed.
+package ddbproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configure a Proxy.
+type Options struct {
+	Target  string        // the emulator's URL, e.g. http://127.0.0.1:8000
+	Latency time.Duration // added to every call
+}
+
+// Proxy is a running proxy.
+type Proxy struct {
+	URL string // where to point the DynamoDB client
+
+	o        Options
+	srv      *http.Server
+	client   *http.Client
+	mu       sync.Mutex
+	inflight map[string]int // item key -> transactions in flight on it
+
+	calls, transactions, conflicts atomic.Int64
+}
+
+// Start listens on a free port of 127.0.0.1 and proxies to o.Target.
+func Start(o Options) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy listen: %w", err)
+	}
+	p := &Proxy{
+		URL:      "http://" + ln.Addr().String(),
+		o:        o,
+		client:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+		inflight: map[string]int{},
+	}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() error { return p.srv.Close() }
+
+// Stats counts what the proxy saw.
+type Stats struct {
+	Calls        int64 `json:"calls"`
+	Transactions int64 `json:"transactions"`
+	Conflicts    int64 `json:"transaction_conflicts"` // cancelled by the proxy
+}
+
+// Stats returns the counts so far.
+func (p *Proxy) Stats() Stats {
+	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load()}
+}
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.calls.Add(1)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	time.Sleep(p.o.Latency)
+	if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+		p.forward(w, r, body)
+		return
+	}
+	p.transactions.Add(1)
+	keys, err := transactionKeys(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if i, ok := p.enter(keys); !ok {
+		p.conflicts.Add(1)
+		writeConflict(w, len(keys), i)
+		return
+	}
+	defer p.leave(keys)
+	p.forward(w, r, body)
+}
+
+// enter marks keys in flight, or returns the index of one already in flight.
+func (p *Proxy) enter(keys []string) (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, k := range keys {
+		if p.inflight[k] > 0 {
+			return i, false
+		}
+	}
+	for _, k := range keys {
+		p.inflight[k]++
+	}
+	return 0, true
+}
+
+func (p *Proxy) leave(keys []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range keys {
+		if p.inflight[k]--; p.inflight[k] <= 0 {
+			delete(p.inflight, k)
+		}
+	}
+}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.o.Target+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	res, err := p.client.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer res.Body.Close()
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(res.StatusCode)
+	_, _ = io.Copy(w, res.Body)
+}
+
+// transactionKeys lists "table|key" of every item of a TransactWriteItems
+// request, in order.
+func transactionKeys(body []byte) ([]string, error) {
+	type op struct {
+		TableName string                     `json:"TableName"`
+		Key       map[string]json.RawMessage `json:"Key"`
+		Item      map[string]json.RawMessage `json:"Item"`
+	}
+	var in struct {
+		TransactItems []struct {
+			Put, Update, Delete, ConditionCheck *op
+		} `json:"TransactItems"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fmt.Errorf("proxy: TransactWriteItems body: %w", err)
+	}
+	keys := make([]string, 0, len(in.TransactItems))
+	for _, it := range in.TransactItems {
+		o := it.Put
+		for _, x := range []*op{it.Update, it.Delete, it.ConditionCheck} {
+			if o == nil {
+				o = x
+			}
+		}
+		if o == nil {
+			return nil, fmt.Errorf("proxy: a transaction item with no operation")
+		}
+		key := o.Key
+		if key == nil {
+			key = o.Item // a Put names its key inside the item
+		}
+		keys = append(keys, o.TableName+"|"+string(key["PK"])+"|"+string(key["SK"]))
+	}
+	return keys, nil
+}
+
+// writeConflict answers as DynamoDB does when a transaction meets another on
+// item i: TransactionCanceledException, with TransactionConflict for it.
+func writeConflict(w http.ResponseWriter, n, i int) {
+	reasons := make([]map[string]string, n)
+	codes := make([]string, n)
+	for j := range reasons {
+		codes[j] = "None"
+		if j == i {
+			codes[j] = "TransactionConflict"
+		}
+		reasons[j] = map[string]string{"Code": codes[j]}
+		if j == i {
+			reasons[j]["Message"] = "Transaction is ongoing for the item"
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"__type":              "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+		"Message":             "Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(codes, ", ") + "]",
+		"CancellationReasons": reasons,
+	})
+}
