@@ -491,3 +491,91 @@ func TestGroupCommitOnAHotUser(t *testing.T) {
 		})
 	}
 }
+
+// A refund queued right behind its purchase waits for the purchase's group
+// to commit instead of being refused for a purchase not found.
+func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	l := New(env.Client, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "50"))
+	refund, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var purchaseErr, refundErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { _, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20")) })
+	time.Sleep(20 * time.Millisecond)
+	wg.Go(func() { _, refundErr = l.Apply(context.Background(), refund) })
+	wg.Wait()
+	if purchaseErr != nil || refundErr != nil {
+		t.Fatalf("purchase: %v; refund right behind it: %v", purchaseErr, refundErr)
+	}
+	if acct := assertAuditClean(t, l, "u1"); acct.Balance.String() != "35" {
+		t.Errorf("balance = %s, want 50-20+5 = 35", acct.Balance)
+	}
+}
+
+// A balance changed behind the ledger's back without a new version (the
+// drift reconciliation reports) is not overwritten from the cached aggregate.
+func TestACachedAggregateDoesNotOverwriteADriftedBalance(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10")) // caches balance 10 at version 1
+	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &env.Ledger, Key: accountKey("u1"),
+		UpdateExpression:          aws.String("SET balance = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(15))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g2", "5"))
+	if res.Balance.String() != "20" {
+		t.Errorf("grant after the drift: balance %s, want 20 (the drifted 15 + 5, not the cached 10 + 5)", res.Balance)
+	}
+}
+
+// failOnce fails the first transaction with an error that is not a
+// cancellation (a timeout, a reset): its outcome is unknown.
+type failOnce struct {
+	API
+	failed atomic.Bool
+}
+
+func (f *failOnce) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if f.failed.CompareAndSwap(false, true) {
+		return nil, errors.New("connection reset by peer")
+	}
+	return f.API.TransactWriteItems(ctx, in, opts...)
+}
+
+// Every call of a group whose write failed gets an answer, repeats of one
+// request among them; a retry afterwards applies the request once.
+func TestEveryCallOfAFailedGroupIsAnswered(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	l := New(&failOnce{API: env.Client}, Options{Table: env.Ledger, Linger: 200 * time.Millisecond})
+	m := mutation(t, ledger.EntryGrant, "u1", "g", "5")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = l.Apply(ctx, m) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("call %d of the failed group: %v, want the write's error", i, err)
+		}
+	}
+	res := mustApply(t, l, m)
+	if res.Replayed {
+		t.Error("the retry says replayed, but the failed write wrote nothing")
+	}
+	if acct := assertAuditClean(t, l, "u1"); acct.Version != 1 {
+		t.Errorf("version %d, want 1", acct.Version)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // goroutine per busy user commits them in groups of up to Options.MaxBatch
 // (1 turns grouping off). A group is one TransactWriteItems:
 //
-//	0        Update account A         if version = expected
+//	0        Update account A         if version = expected AND balance = the balance read
 //	                                  AND status = active         (if the group has a purchase)
 //	                                  AND balance >= :need        (the least starting balance
 //	                                                               the group's debits require)
@@ -119,7 +119,6 @@ type group struct {
 	before   ledger.Account
 	after    ledger.Account
 	cached   bool // before came from the cache
-	finished int  // calls finished during planning (a caller gone, a failed read)
 }
 
 // commit commits calls as one group (or several tries of it) and returns the
@@ -137,16 +136,21 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			return later
 		}
 		g := l.plan(ctx, acct, cached, calls)
-		later = append(g.later, later...)
+		later = g.later
+		current := calls[:len(calls)-len(g.later)] // g.later is what follows the group in calls
 		if len(g.refused) > 0 && g.cached {
 			// A refusal must not rest on a stale cache: check the account.
 			fresh, err := l.account(ctx, user)
 			if err != nil {
-				finishAll(calls, err)
+				finishAll(current, err)
 				return later
 			}
 			if !sameAccount(fresh, g.before) {
 				l.cache(user, fresh)
+				if conflicts++; conflicts >= l.retry.MaxAttempts {
+					finishAll(current, fmt.Errorf("account of user %q keeps changing under its cache", user))
+					return later
+				}
 				calls, later = withoutFinished(calls), nil
 				continue
 			}
@@ -176,11 +180,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 		var canceled *types.TransactionCanceledException
 		if !errors.As(err, &canceled) {
 			// The outcome is unknown: the callers may retry with their request ids.
-			err = fmt.Errorf("transact write of %d entries for user %q: %w", len(g.members), user, err)
-			for _, p := range g.members {
-				p.c.finish(ledger.Result{}, err)
-			}
-			finishAll(refusedCalls(g.refused), err)
+			finishAll(current, fmt.Errorf("transact write of %d entries for user %q: %w", len(g.members), user, err))
 			return later
 		}
 
@@ -243,6 +243,10 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			if err != nil {
 				c.finish(ledger.Result{}, err)
 				continue
+			}
+			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type == ledger.EntryPurchase {
+				g.later = calls[i:] // its purchase commits in this group: refund it in the next
+				break
 			}
 			if !ok || rec.Type != ledger.EntryPurchase {
 				refuse(ledger.Errorf(ledger.KindNotFound, ledger.ReasonPurchaseNotFound,
@@ -487,8 +491,11 @@ func accountUpdate(table string, before, after ledger.Account, hasPurchase bool,
 		values[":user"] = str(after.UserID)
 		values[":active"] = str(string(ledger.StatusActive))
 	} else {
-		cond = "version = :expected"
+		// The balance too: a balance changed without a new version (what
+		// reconciliation reports) must not be overwritten from a cache.
+		cond = "version = :expected AND balance = :before"
 		values[":expected"] = numInt(before.Version)
+		values[":before"] = num(before.Balance)
 		if hasPurchase {
 			cond += " AND #status = :active"
 			names = map[string]string{"#status": "status"}
@@ -542,14 +549,6 @@ func finishAll(calls []*call, err error) {
 			c.finish(ledger.Result{}, err)
 		}
 	}
-}
-
-func refusedCalls(rs []refusal) []*call {
-	out := make([]*call, len(rs))
-	for i, r := range rs {
-		out[i] = r.c
-	}
-	return out
 }
 
 func isDone(c *call) bool {
