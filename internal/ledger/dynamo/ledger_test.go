@@ -505,7 +505,9 @@ func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
 	}
 	var purchaseErr, refundErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { _, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20")) })
+	wg.Go(func() {
+		_, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20"))
+	})
 	time.Sleep(20 * time.Millisecond)
 	wg.Go(func() { _, refundErr = l.Apply(context.Background(), refund) })
 	wg.Wait()

@@ -111,14 +111,14 @@ type repeat struct {
 
 // group is what planning makes of the calls.
 type group struct {
-	items    []types.TransactWriteItem
-	members  []*planned
-	refused  []refusal
-	repeats  []repeat
-	later    []*call // past the group's limits: next group
-	before   ledger.Account
-	after    ledger.Account
-	cached   bool // before came from the cache
+	items   []types.TransactWriteItem
+	members []*planned
+	refused []refusal
+	repeats []repeat
+	later   []*call // past the group's limits: next group
+	before  ledger.Account
+	after   ledger.Account
+	cached  bool // before came from the cache
 }
 
 // commit commits calls as one group (or several tries of it) and returns the
