@@ -11,8 +11,10 @@
 //   - Versions are applied in order. A record whose version is past the next
 //     one does not wait: the gap is filled from the ledger by a consistent
 //     Query. A record at or below the state's version is a duplicate.
-//   - A purchase's refunded_amount only grows, in the ledger and here: a
-//     stream MODIFY sets it only upward, so stale or repeated ones are no-ops.
+//   - A purchase's refunded_amount in history is the sum of its refunds
+//     applied so far: each refund entry adds to it in the transaction that
+//     applies the refund. So it needs no MODIFY record of the stream, and
+//     agrees with the ledger once history has caught up.
 //   - A shard is processed by the one projector holding its lease, after its
 //     parent shard is finished; the checkpoint moves only after its records
 //     are applied. Records the stream no longer keeps are recovered by a

@@ -32,6 +32,9 @@ const (
 	historyPrefix = "H#"
 	timeLayout    = "2006-01-02T15:04:05.000000Z" // as the ledger writes create_time
 	maxTxItems    = 100                           // TransactWriteItems limit
+	// A batch of entries, each possibly a refund that updates its purchase's
+	// item, plus the state, must fit in one transaction.
+	maxBatch = (maxTxItems - 1) / 2
 )
 
 func historySK(version int64) string { return fmt.Sprintf("%s%020d", historyPrefix, version) }
@@ -161,7 +164,7 @@ func (h *History) applyUser(ctx context.Context, user string, entries []ledger.E
 		}
 		var batch []ledger.Entry
 		if len(entries) > 0 && entries[0].Version == st.Version+1 {
-			for i := 0; i < len(entries) && len(batch) < maxTxItems-1 && entries[i].Version == st.Version+int64(i)+1; i++ {
+			for i := 0; i < len(entries) && len(batch) < maxBatch && entries[i].Version == st.Version+int64(i)+1; i++ {
 				batch = append(batch, entries[i])
 			}
 		} else {
@@ -169,7 +172,7 @@ func (h *History) applyUser(ctx context.Context, user string, entries []ledger.E
 			if len(entries) > 0 {
 				upTo = entries[0].Version - 1
 			}
-			batch, err = h.ledger.EntriesAfter(ctx, user, st.Version, int(min(upTo-st.Version, maxTxItems-1)))
+			batch, err = h.ledger.EntriesAfter(ctx, user, st.Version, int(min(upTo-st.Version, maxBatch)))
 			if err != nil {
 				return fmt.Errorf("fill history gap of %q after version %d: %w", user, st.Version, err)
 			}
@@ -203,9 +206,46 @@ var errStateMoved = errors.New("history state moved")
 func (h *History) commit(ctx context.Context, st State, batch []ledger.Entry) (State, error) {
 	next := st
 	items := make([]types.TransactWriteItem, 0, len(batch)+1)
+	// A purchase's refunded amount in history is the sum of the refunds
+	// applied after it: a purchase starts at zero, and each refund adds to
+	// it here, in the transaction that applies the refund (so once).
+	inBatch := map[int64]int{}              // purchase version -> index of its Put
+	refunds := map[int64]*decimal.Decimal{} // purchase version -> refunds to add by one Update
+	var refunded []int64                    // those versions, in order
 	for _, e := range batch {
 		next = next.Add(e)
+		if e.Type == ledger.EntryPurchase {
+			e.RefundedAmount = decimal.Zero
+			inBatch[e.Version] = len(items)
+		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &h.table, Item: h.historyItem(e)}})
+		if e.Type != ledger.EntryRefund {
+			continue
+		}
+		if i, ok := inBatch[e.PurchaseVersion]; ok {
+			// The purchase is written by this transaction too: add to its item.
+			item := items[i].Put.Item
+			had, _ := decimal.NewFromString(item["refunded_amount"].(*types.AttributeValueMemberN).Value)
+			item["refunded_amount"] = &types.AttributeValueMemberN{Value: had.Add(e.Amount).String()}
+			continue
+		}
+		// A transaction may touch an item once: refunds of one purchase add up.
+		if sum, ok := refunds[e.PurchaseVersion]; ok {
+			*sum = sum.Add(e.Amount)
+			continue
+		}
+		amount := e.Amount
+		refunds[e.PurchaseVersion] = &amount
+		refunded = append(refunded, e.PurchaseVersion)
+	}
+	for _, v := range refunded {
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName:                 &h.table,
+			Key:                       h.key(st.UserID, historySK(v)),
+			UpdateExpression:          aws.String("SET refunded_amount = refunded_amount + :r"),
+			ConditionExpression:       aws.String("attribute_exists(PK)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: refunds[v].String()}},
+		}})
 	}
 	cond := "version = :expected"
 	values := map[string]types.AttributeValue{":expected": n(st.Version)}
@@ -247,28 +287,6 @@ func (h *History) stateItem(st State) map[string]types.AttributeValue {
 	return item
 }
 
-// UpdateRefunded carries a purchase's new refunded_amount (a MODIFY in the
-// stream) into its history item. Refunded amounts only grow, so a stale or
-// repeated update changes nothing; an item not yet projected is left alone,
-// as it will be projected with its amount from then.
-func (h *History) UpdateRefunded(ctx context.Context, e ledger.Entry) error {
-	if e.Type != ledger.EntryPurchase {
-		return nil
-	}
-	_, err := h.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 &h.table,
-		Key:                       h.key(e.UserID, historySK(e.Version)),
-		UpdateExpression:          aws.String("SET refunded_amount = :r"),
-		ConditionExpression:       aws.String("attribute_exists(PK) AND refunded_amount < :r"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: e.RefundedAmount.String()}},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("update refunded amount of %q version %d: %w", e.UserID, e.Version, err)
-	}
-	return nil
-}
-
 // CatchUp brings every user whose history is behind the ledger up to date,
 // from the ledger. It is how the projection recovers stream records it can
 // no longer read (older than the stream keeps).
@@ -295,8 +313,19 @@ func (h *History) Rebuild(ctx context.Context, user string) error {
 	if err != nil {
 		return err
 	}
+	// Refunded amounts as the stream path computes them: the sum of the
+	// purchase's refunds among these entries.
+	refunded := map[int64]decimal.Decimal{}
+	for _, e := range entries {
+		if e.Type == ledger.EntryRefund {
+			refunded[e.PurchaseVersion] = refunded[e.PurchaseVersion].Add(e.Amount)
+		}
+	}
 	st := State{UserID: user}
 	for _, e := range entries {
+		if e.Type == ledger.EntryPurchase {
+			e.RefundedAmount = refunded[e.Version]
+		}
 		if _, err := h.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &h.table, Item: h.historyItem(e)}); err != nil {
 			return fmt.Errorf("rebuild %q: put version %d: %w", user, e.Version, err)
 		}
@@ -326,20 +355,6 @@ func (h *History) Rebuild(ctx context.Context, user string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("rebuild %q: put state: %w", user, err)
-	}
-	// A refund may have committed, and its stream update been applied,
-	// between the ledger read and the put of its purchase: carry the
-	// refunded amounts as they are now.
-	now, err := h.ledger.EntriesAfter(ctx, user, 0, len(entries))
-	if err != nil {
-		return err
-	}
-	for i, e := range now {
-		if e.Type == ledger.EntryPurchase && !e.RefundedAmount.Equal(entries[i].RefundedAmount) {
-			if err := h.UpdateRefunded(ctx, e); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }

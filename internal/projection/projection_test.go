@@ -629,3 +629,38 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 		t.Errorf("c could not take a released lease: %v", err)
 	}
 }
+
+// Refunds reach their purchase's history item through the refund entries:
+// two refunds of one purchase applied together make one update of it.
+func TestRefundsOfOnePurchaseAppliedTogether(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	apply := func(typ ledger.EntryType, id, amount, purchase string) {
+		m, err := ledger.NewMutation(typ, ledger.Request{UserID: "u1", RequestID: id, Amount: amount, PurchaseRequestID: purchase}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(ledger.EntryGrant, "g", "100", "")
+	apply(ledger.EntryPurchase, "p", "30", "")
+	apply(ledger.EntryRefund, "r1", "5", "p")
+	apply(ledger.EntryRefund, "r2", "7", "p")
+	entries, err := f.store.EntriesAfter(ctx, "u1", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries[:2]); err != nil { // the purchase, as the stream gave it: refunded 0
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries[2:]); err != nil { // both refunds in one batch
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries); err != nil { // all again: nothing changes
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+}

@@ -44,6 +44,8 @@ type Options struct {
 
 	// AfterApply, if set, runs after a batch is applied and before its
 	// checkpoint; an error stops the projector there, as a crash would.
+	// (Any other failure of a shard is logged, and the shard resumes from
+	// its checkpoint at the next discovery.)
 	AfterApply func(shardID string, records int) error
 }
 
@@ -107,7 +109,7 @@ func NewProjector(table string, tables TableAPI, streams StreamsAPI, leases *Lea
 // Owner is the name this projector holds leases under.
 func (p *Projector) Owner() string { return p.o.Owner }
 
-// Run projects until ctx ends (returning nil) or a shard fails for good.
+// Run projects until ctx ends (returning nil) or an AfterApply hook fails.
 // Leases it holds are not released: call Release for a clean handover.
 func (p *Projector) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -234,15 +236,20 @@ func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
 				delete(p.shards, id)
 				p.mu.Unlock()
 			}
+			var crash *hookError
 			switch {
 			case err == nil, ctx.Err() != nil:
 			case errors.Is(err, ErrLeaseLost):
 				p.log.WarnContext(ctx, "shard lease lost", "shard", id, "error", err)
-			default:
+			case errors.As(err, &crash):
 				select {
-				case p.fatal <- fmt.Errorf("shard %s: %w", id, err):
+				case p.fatal <- fmt.Errorf("shard %s: %w", id, crash.err):
 				default:
 				}
+			default:
+				// Still this projector's lease: the next discovery takes the
+				// shard up again from its checkpoint.
+				p.log.ErrorContext(ctx, "shard failed; resuming from its checkpoint", "shard", id, "error", err)
 			}
 		})
 	}
@@ -250,6 +257,13 @@ func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
 }
 
 func leaseKey(shardID string) string { return "SHARD#" + shardID }
+
+// hookError is an error of Options.AfterApply: it stops the projector, as
+// the crash it stands for would.
+type hookError struct{ err error }
+
+func (e *hookError) Error() string { return e.err.Error() }
+func (e *hookError) Unwrap() error { return e.err }
 
 // process reads one shard from its checkpoint until the shard ends, the
 // lease is lost, or ctx ends.
@@ -330,7 +344,7 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			}
 			if p.o.AfterApply != nil {
 				if err := p.o.AfterApply(shardID, len(out.Records)); err != nil {
-					return err
+					return &hookError{err}
 				}
 			}
 		}
@@ -390,17 +404,21 @@ func (p *Projector) iterator(ctx context.Context, arn, shardID, checkpoint strin
 	return out.ShardIterator, nil
 }
 
-// apply projects a batch of stream records: new entries, then changes to
-// purchases (refunds), which always follow their purchase in the stream.
+// apply projects a batch of stream records. Only new entries matter: a
+// purchase's refunded amount in history comes from its refund entries (see
+// History), so the MODIFY records of purchases are not needed, and it does
+// not matter whether they arrive, or in which order.
 func (p *Projector) apply(ctx context.Context, records []types.Record) error {
-	var inserts, modifies []ledger.Entry
+	var inserts []ledger.Entry
 	for _, r := range records {
 		sk, _ := r.Dynamodb.Keys["SK"].(*types.AttributeValueMemberS)
 		if sk == nil || !dynamo.IsEntryKey(sk.Value) {
 			continue // accounts and request records are not history
 		}
 		switch r.EventName {
-		case types.OperationTypeInsert, types.OperationTypeModify:
+		case types.OperationTypeInsert:
+		case types.OperationTypeModify:
+			continue // a purchase's refunded amount: history has it from the refund
 		default:
 			p.log.WarnContext(ctx, "an entry was removed from the ledger; history keeps it", "sk", sk.Value)
 			continue
@@ -409,19 +427,10 @@ func (p *Projector) apply(ctx context.Context, records []types.Record) error {
 		if err != nil || !ok {
 			return fmt.Errorf("decode stream record %s: %v", aws.ToString(r.Dynamodb.SequenceNumber), err)
 		}
-		if r.EventName == types.OperationTypeInsert {
-			inserts = append(inserts, e)
-		} else {
-			modifies = append(modifies, e)
-		}
+		inserts = append(inserts, e)
 	}
 	if len(inserts) > 0 {
 		if err := p.history.Apply(ctx, inserts); err != nil {
-			return err
-		}
-	}
-	for _, e := range modifies {
-		if err := p.history.UpdateRefunded(ctx, e); err != nil {
 			return err
 		}
 	}

@@ -320,9 +320,9 @@ func compareProjection(user string, a dynamo.Audit, st projection.State, items [
 			continue
 		}
 		delete(byVersion, e.Version)
-		// The ledger may have taken a refund since the history item was
-		// written; a refunded amount only grows, so behind is not wrong.
-		if h.Type == ledger.EntryPurchase && h.RefundedAmount.LessThan(e.RefundedAmount) {
+		// A history behind the ledger lacks the latest refunds: a purchase's
+		// refunded amount may be lower then, and only then.
+		if h.Type == ledger.EntryPurchase && st.Version < a.Account.Version && h.RefundedAmount.LessThan(e.RefundedAmount) {
 			h.RefundedAmount = e.RefundedAmount
 		}
 		if !reflect.DeepEqual(h, e) {
