@@ -261,6 +261,14 @@ func (h *History) commit(ctx context.Context, st State, batch []ledger.Entry) (S
 	_, err := h.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var canceled *types.TransactionCanceledException
 	if errors.As(err, &canceled) {
+		reasons := canceled.CancellationReasons
+		if n := len(reasons); n == len(items) && aws.ToString(reasons[n-1].Code) == "None" {
+			for i, r := range reasons {
+				if aws.ToString(r.Code) == "ConditionalCheckFailed" && items[i].Update != nil {
+					return st, fmt.Errorf("history of %q has no item for a purchase a refund updates (%v): rebuild it", st.UserID, items[i].Update.Key["SK"])
+				}
+			}
+		}
 		return st, fmt.Errorf("%w: %v", errStateMoved, err)
 	}
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -660,6 +661,46 @@ func TestRefundsOfOnePurchaseAppliedTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := f.history.Apply(ctx, entries); err != nil { // all again: nothing changes
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+}
+
+// A refund whose purchase is missing from history (a corrupted projection)
+// fails with an error that says so, instead of retrying as a race.
+func TestARefundOfAPurchaseMissingFromHistory(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, r := range []struct {
+		typ                  ledger.EntryType
+		id, amount, purchase string
+	}{{ledger.EntryGrant, "g", "10", ""}, {ledger.EntryPurchase, "p", "5", ""}, {ledger.EntryRefund, "r", "1", "p"}} {
+		m, err := ledger.NewMutation(r.typ, ledger.Request{UserID: "u1", RequestID: r.id, Amount: r.amount, PurchaseRequestID: r.purchase}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := f.store.EntriesAfter(ctx, "u1", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.env.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &f.env.History, Key: map[string]ddbtypes.AttributeValue{
+		"PK": s(dynamo.PartitionKey("u1")), "SK": s(historySK(2)),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	err = f.history.Apply(ctx, entries[2:])
+	if err == nil || !strings.Contains(err.Error(), "rebuild it") {
+		t.Fatalf("applying a refund of a purchase missing from history: %v, want an error that says to rebuild", err)
+	}
+	if err := f.history.Rebuild(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	f.assertHistoryEqualsLedger(t, []string{"u1"})
