@@ -77,6 +77,18 @@ func (f *fixture) storm(t *testing.T, users []string, workers, ops int, seed uin
 	ledgertest.Storm(t, f.store, users, workers, ops, seed)
 }
 
+// apply writes one mutation to the ledger.
+func (f *fixture) apply(t *testing.T, typ ledger.EntryType, user, id, amount, purchase string) {
+	t.Helper()
+	m, err := ledger.NewMutation(typ, ledger.Request{UserID: user, RequestID: id, Amount: amount, PurchaseRequestID: purchase}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Apply(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitCaughtUp waits until every user's history state has the ledger's
 // version. It fails the test after a minute; it asserts nothing about speed.
 func (f *fixture) waitCaughtUp(t *testing.T, users []string) {
@@ -370,15 +382,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	apply := func(typ ledger.EntryType, id, amount, purchase string) {
-		m, err := ledger.NewMutation(typ, ledger.Request{UserID: "u1", RequestID: id, Amount: amount, PurchaseRequestID: purchase}, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.store.Apply(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(typ ledger.EntryType, id, amount, purchase string) { f.apply(t, typ, "u1", id, amount, purchase) }
 	apply(ledger.EntryGrant, "g0", "1000", "")
 	for i := range 11 {
 		apply(ledger.EntryPurchase, fmt.Sprint("p", i), "5", "")
@@ -637,15 +641,7 @@ func TestRefundsOfOnePurchaseAppliedTogether(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	apply := func(typ ledger.EntryType, id, amount, purchase string) {
-		m, err := ledger.NewMutation(typ, ledger.Request{UserID: "u1", RequestID: id, Amount: amount, PurchaseRequestID: purchase}, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.store.Apply(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	apply := func(typ ledger.EntryType, id, amount, purchase string) { f.apply(t, typ, "u1", id, amount, purchase) }
 	apply(ledger.EntryGrant, "g", "100", "")
 	apply(ledger.EntryPurchase, "p", "30", "")
 	apply(ledger.EntryRefund, "r1", "5", "p")
@@ -672,18 +668,9 @@ func TestARefundOfAPurchaseMissingFromHistory(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	for _, r := range []struct {
-		typ                  ledger.EntryType
-		id, amount, purchase string
-	}{{ledger.EntryGrant, "g", "10", ""}, {ledger.EntryPurchase, "p", "5", ""}, {ledger.EntryRefund, "r", "1", "p"}} {
-		m, err := ledger.NewMutation(r.typ, ledger.Request{UserID: "u1", RequestID: r.id, Amount: r.amount, PurchaseRequestID: r.purchase}, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.store.Apply(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.apply(t, ledger.EntryGrant, "u1", "g", "10", "")
+	f.apply(t, ledger.EntryPurchase, "u1", "p", "5", "")
+	f.apply(t, ledger.EntryRefund, "u1", "r", "1", "p")
 	entries, err := f.store.EntriesAfter(ctx, "u1", 0, 10)
 	if err != nil {
 		t.Fatal(err)
