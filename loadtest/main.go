@@ -1,9 +1,9 @@
 // Command loadtest drives ledgerd and reports throughput, latency and whether
 // the books still balance afterwards.
 //
-// This first version has one scenario: a closed loop of -concurrency clients,
-// each purchasing -amount from a user picked uniformly among -users, for
-// -duration. By default it starts a fresh DynamoDB Local (the emulator slows
+// This first version runs a closed loop of -concurrency clients, each
+// purchasing -amount from a user picked among -users by -scenario (uniform,
+// zipf with exponent 1.0, or hot: all on one user), for -duration. By default it starts a fresh DynamoDB Local (the emulator slows
 // down as stream records pile up, so every run gets a new one) and the
 // ledgerd binary at -ledgerd; -target URL drives a running ledgerd instead.
 //
@@ -37,6 +37,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/migrations"
 )
 
 func main() {
@@ -57,6 +58,7 @@ type options struct {
 	amount      string
 	grant       string
 	latency     time.Duration
+	scenario    string
 }
 
 func run(ctx context.Context) error {
@@ -68,10 +70,18 @@ func run(ctx context.Context) error {
 	flag.IntVar(&o.users, "users", 1000, "users to spread the purchases over")
 	flag.StringVar(&o.amount, "amount", "1", "amount of each purchase")
 	flag.StringVar(&o.grant, "grant", "1000000", "points granted to each user first")
+	flag.StringVar(&o.scenario, "scenario", "uniform", "how purchases pick users: uniform, zipf (exponent 1.0) or hot (one user)")
 	flag.DurationVar(&o.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
 	flag.Parse()
 	if o.concurrency < 1 || o.users < 1 || o.duration <= 0 {
 		return errors.New("-concurrency, -users and -duration must be positive")
+	}
+	switch o.scenario {
+	case "uniform", "zipf":
+	case "hot":
+		o.users = 1
+	default:
+		return fmt.Errorf("-scenario %q: want uniform, zipf or hot", o.scenario)
 	}
 	amount, err := decimal.NewFromString(o.amount)
 	if err != nil {
@@ -82,11 +92,13 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("-grant: %w", err)
 	}
 
+	var proxy *ddbproxy.Proxy
 	if o.target == "" {
-		target, stop, err := startStack(ctx, o.ledgerd, o.latency)
+		target, stop, p, err := startStack(ctx, o.ledgerd, o.latency)
 		if err != nil {
 			return err
 		}
+		proxy = p
 		defer stop()
 		o.target = target
 	}
@@ -106,11 +118,19 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("grant: %w", err)
 	}
 
-	fmt.Printf("purchasing: %d clients, closed loop, %s, %d users, uniform\n", o.concurrency, o.duration, o.users)
+	fmt.Printf("purchasing: %d clients, closed loop, %s, %d users, %s\n", o.concurrency, o.duration, o.users, o.scenario)
+	pick := pickUniform(o.users)
+	if o.scenario == "zipf" {
+		pick = pickZipf(o.users)
+	}
 	acked := make([]atomic.Int64, o.users)
 	var codesMu sync.Mutex
 	codes := map[string]int{}
 	latencies := make([][]time.Duration, o.concurrency)
+	var before ddbproxy.Stats
+	if proxy != nil {
+		before = proxy.Stats()
+	}
 	runCtx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	start := time.Now()
@@ -122,7 +142,7 @@ func run(ctx context.Context) error {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			for n := 0; runCtx.Err() == nil; n++ {
-				u := rng.IntN(o.users)
+				u := pick(rng)
 				t0 := time.Now()
 				res, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{
 					UserId: users[u], Amount: amount.String(), RequestId: fmt.Sprintf("p-%d-%d", w, n),
@@ -169,6 +189,12 @@ func run(ctx context.Context) error {
 	}
 	sort.Strings(codeList)
 	fmt.Printf("outcomes     %s\n", strings.Join(codeList, " "))
+	if proxy != nil && codes["ok"] > 0 {
+		after := proxy.Stats()
+		writes := after.ItemWrites[migrations.LedgerTable] - before.ItemWrites[migrations.LedgerTable]
+		fmt.Printf("dynamodb     %.2f ledger item writes per acknowledged purchase (%d items, %d transactions, %d cancelled for conflict)\n",
+			float64(writes)/float64(codes["ok"]), writes, after.Transactions-before.Transactions, after.Conflicts-before.Conflicts)
+	}
 
 	if l := <-lags; len(l) > 0 {
 		slices.Sort(l)
@@ -235,17 +261,17 @@ func parallel(ctx context.Context, k, n int, f func(int) error) error {
 
 // startStack starts a fresh, in-memory DynamoDB Local and ledgerd on free
 // ports, and returns ledgerd's URL and a function that stops both.
-func startStack(ctx context.Context, ledgerd string, latency time.Duration) (string, func(), error) {
+func startStack(ctx context.Context, ledgerd string, latency time.Duration) (string, func(), *ddbproxy.Proxy, error) {
 	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	endpoint := emu.Endpoint
 	var proxy *ddbproxy.Proxy
 	if latency > 0 {
 		if proxy, err = ddbproxy.Start(ddbproxy.Options{Target: emu.Endpoint, Latency: latency}); err != nil {
 			emu.Stop()
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		endpoint = proxy.URL
 		fmt.Printf("DynamoDB proxy %s: %s per call, TransactionConflict on items in flight\n", proxy.URL, latency)
@@ -255,19 +281,19 @@ func startStack(ctx context.Context, ledgerd string, latency time.Duration) (str
 	migrate.Env = env
 	if out, err := migrate.CombinedOutput(); err != nil {
 		emu.Stop()
-		return "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
+		return "", nil, nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
 	}
 	port, err := dynamolocal.FreePort()
 	if err != nil {
 		emu.Stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	serve := exec.Command(ledgerd, "serve", "-listen", addr)
 	serve.Env, serve.Stderr = env, os.Stderr
 	if err := serve.Start(); err != nil {
 		emu.Stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	stop := func() {
 		_ = serve.Process.Signal(syscall.SIGTERM)
@@ -289,12 +315,12 @@ func startStack(ctx context.Context, ledgerd string, latency time.Duration) (str
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return "", nil, fmt.Errorf("ledgerd did not become healthy: %v", err)
+			return "", nil, nil, fmt.Errorf("ledgerd did not become healthy: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	fmt.Printf("started DynamoDB Local %s (fresh, in memory) and ledgerd %s\n", emu.Endpoint, addr)
-	return "http://" + addr, stop, nil
+	return "http://" + addr, stop, proxy, nil
 }
 
 // sampleLag reads the projector's lag every 500ms until ctx ends, and then
@@ -345,4 +371,25 @@ func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerService
 		time.Sleep(5 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
+}
+
+// pickUniform picks any of n users alike.
+func pickUniform(n int) func(*rand.Rand) int {
+	return func(rng *rand.Rand) int { return rng.IntN(n) }
+}
+
+// pickZipf picks user k (from 0) with probability proportional to 1/(k+1):
+// Zipf's law with exponent 1.0, where a few users take most purchases.
+func pickZipf(n int) func(*rand.Rand) int {
+	cdf := make([]float64, n)
+	sum := 0.0
+	for k := range n {
+		sum += 1 / float64(k+1)
+		cdf[k] = sum
+	}
+	return func(rng *rand.Rand) int {
+		x := rng.Float64() * sum
+		k, _ := slices.BinarySearch(cdf, x)
+		return min(k, n-1)
+	}
 }

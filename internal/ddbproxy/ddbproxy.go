@@ -40,6 +40,7 @@ type Proxy struct {
 	inflight map[string]int // item key -> transactions in flight on it
 
 	calls, transactions, conflicts atomic.Int64
+	itemWrites                     map[string]int64 // by table, under mu
 }
 
 // Start listens on a free port of 127.0.0.1 and proxies to o.Target.
@@ -49,10 +50,11 @@ func Start(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy listen: %w", err)
 	}
 	p := &Proxy{
-		URL:      "http://" + ln.Addr().String(),
-		o:        o,
-		client:   &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
-		inflight: map[string]int{},
+		URL:        "http://" + ln.Addr().String(),
+		o:          o,
+		client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
+		inflight:   map[string]int{},
+		itemWrites: map[string]int64{},
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
@@ -64,14 +66,21 @@ func (p *Proxy) Close() error { return p.srv.Close() }
 
 // Stats counts what the proxy saw.
 type Stats struct {
-	Calls        int64 `json:"calls"`
-	Transactions int64 `json:"transactions"`
-	Conflicts    int64 `json:"transaction_conflicts"` // cancelled by the proxy
+	Calls        int64            `json:"calls"`
+	Transactions int64            `json:"transactions"`
+	Conflicts    int64            `json:"transaction_conflicts"` // cancelled by the proxy
+	ItemWrites   map[string]int64 `json:"item_writes"`           // by table: items of the transactions that went through
 }
 
 // Stats returns the counts so far.
 func (p *Proxy) Stats() Stats {
-	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	writes := make(map[string]int64, len(p.itemWrites))
+	for t, n := range p.itemWrites {
+		writes[t] = n
+	}
+	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes}
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -112,6 +121,8 @@ func (p *Proxy) enter(keys []string) (int, bool) {
 	}
 	for _, k := range keys {
 		p.inflight[k]++
+		table, _, _ := strings.Cut(k, "|")
+		p.itemWrites[table]++
 	}
 	return 0, true
 }
