@@ -42,12 +42,7 @@ type Config struct {
 
 // flags registers the options shared by the commands that talk to DynamoDB.
 func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
+	env := func(name, def string) string { return envOr(getenv, name, def) }
 	fs.StringVar(&c.Endpoint, "dynamodb-endpoint", env("LEDGER_DYNAMODB_ENDPOINT", ""),
 		"DynamoDB endpoint URL, e.g. http://localhost:8000 for DynamoDB Local; empty: the AWS endpoint of the region (LEDGER_DYNAMODB_ENDPOINT)")
 	fs.StringVar(&c.Region, "region", env("LEDGER_REGION", ""),

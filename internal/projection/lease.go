@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -190,4 +191,76 @@ func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Valu
 
 func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// Held is a lease kept alive by a heartbeat (a renewal every TTL/3) until
+// Stop. The holder's own writes (checkpoints) go through it too, so that
+// they and the heartbeat take turns: each write moves the RVN the next one
+// needs.
+type Held struct {
+	t    *LeaseTable
+	ttl  time.Duration
+	mu   sync.Mutex
+	l    Lease
+	stop context.CancelFunc
+	beat sync.WaitGroup
+}
+
+// Hold starts the heartbeat of l. A renewal that fails calls failed with its
+// error (ErrLeaseLost once another owner took the lease over); the
+// heartbeat tries again at the next beat until Stop.
+func (t *LeaseTable) Hold(l Lease, ttl time.Duration, failed func(error)) *Held {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &Held{t: t, ttl: ttl, l: l, stop: cancel}
+	h.beat.Go(func() {
+		tick := time.NewTicker(ttl / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			h.mu.Lock()
+			next, err := t.Renew(ctx, h.l, ttl)
+			if err == nil {
+				h.l = next
+			}
+			h.mu.Unlock()
+			if err != nil && ctx.Err() == nil {
+				failed(err)
+			}
+		}
+	})
+	return h
+}
+
+// Lease is the lease as last written.
+func (h *Held) Lease() Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.l
+}
+
+// Checkpoint records how far the holder got (see LeaseTable.Checkpoint).
+func (h *Held) Checkpoint(ctx context.Context, seq string, finished bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	next, err := h.t.Checkpoint(ctx, h.l, h.ttl, seq, finished)
+	if err == nil {
+		h.l = next
+	}
+	return err
+}
+
+// Stop ends the heartbeat; the lease stays its holder's until it expires.
+func (h *Held) Stop() {
+	h.stop()
+	h.beat.Wait()
+}
+
+// Release stops the heartbeat and gives the lease up at once.
+func (h *Held) Release(ctx context.Context) error {
+	h.Stop()
+	return h.t.Release(ctx, h.Lease())
 }

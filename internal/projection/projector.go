@@ -75,7 +75,7 @@ type Projector struct {
 }
 
 type shardState struct {
-	lease    Lease
+	lease    *Held
 	caughtUp bool // the last read returned nothing new
 }
 
@@ -139,8 +139,11 @@ func (p *Projector) Release(ctx context.Context) {
 	held := slices.Collect(maps.Values(p.shards))
 	p.mu.Unlock()
 	for _, sh := range held {
-		if err := p.leases.Release(ctx, sh.lease); err != nil {
-			p.log.WarnContext(ctx, "release lease", "lease", sh.lease.Key, "error", err)
+		if sh.lease == nil {
+			continue // its worker never started
+		}
+		if err := sh.lease.Release(ctx); err != nil {
+			p.log.WarnContext(ctx, "release lease", "lease", sh.lease.Lease().Key, "error", err)
 		}
 	}
 }
@@ -224,12 +227,12 @@ func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
 			p.log.ErrorContext(ctx, "parent shard was trimmed before it was finished; catching up from the ledger", "shard", id, "parent", aws.ToString(sh.ParentShardId))
 			p.requestCatchUp()
 		}
-		st := &shardState{lease: lease}
+		st := &shardState{}
 		p.mu.Lock()
 		p.shards[id] = st
 		p.mu.Unlock()
 		wg.Go(func() {
-			err := p.process(ctx, arn, id, st)
+			err := p.process(ctx, arn, id, st, lease)
 			if ctx.Err() == nil {
 				// Still held on shutdown, so that Release can hand it over.
 				p.mu.Lock()
@@ -267,33 +270,19 @@ func (e *hookError) Unwrap() error { return e.err }
 
 // process reads one shard from its checkpoint until the shard ends, the
 // lease is lost, or ctx ends.
-func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardState) error {
+func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardState, taken Lease) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	var leaseMu sync.Mutex // the lease's RVN moves with every write: one writer at a time
-	lease := func() Lease { leaseMu.Lock(); defer leaseMu.Unlock(); return st.lease }
-	var hb sync.WaitGroup
-	defer func() { cancel(nil); hb.Wait() }() // stop the heartbeat, then wait for it
-	hb.Go(func() {
-		t := time.NewTicker(p.o.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			leaseMu.Lock()
-			l, err := p.leases.Renew(ctx, st.lease, p.o.LeaseTTL)
-			if err == nil {
-				st.lease = l
-			}
-			leaseMu.Unlock()
-			if errors.Is(err, ErrLeaseLost) {
-				cancel(err)
-				return
-			}
+	defer cancel(nil)
+	held := p.leases.Hold(taken, p.o.LeaseTTL, func(err error) {
+		if errors.Is(err, ErrLeaseLost) {
+			cancel(err)
 		}
 	})
+	defer held.Stop()
+	p.mu.Lock()
+	st.lease = held
+	p.mu.Unlock()
+	lease := held.Lease
 
 	iter, err := p.iterator(ctx, arn, shardID, lease().Checkpoint)
 	if err != nil {
@@ -354,13 +343,7 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			if len(out.Records) > 0 {
 				seq = aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
 			}
-			leaseMu.Lock()
-			l, err := p.leases.Checkpoint(ctx, st.lease, p.o.LeaseTTL, seq, finished)
-			if err == nil {
-				st.lease = l
-			}
-			leaseMu.Unlock()
-			if err != nil {
+			if err := held.Checkpoint(ctx, seq, finished); err != nil {
 				return err
 			}
 		}

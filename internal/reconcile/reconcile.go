@@ -35,7 +35,7 @@ import (
 type Store interface {
 	Audit(ctx context.Context, user string) (dynamo.Audit, error)
 	Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error
-	CountAccounts(ctx context.Context) (int64, error)
+	CountAccounts(ctx context.Context, scanned func(int)) (int64, error)
 }
 
 // History is what reconciliation reads and repairs of the projection.
@@ -150,37 +150,21 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 		return Report{}, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	var hb sync.WaitGroup
+	held := r.leases.Hold(lease, o.LeaseTTL, func(err error) {
+		cancel(fmt.Errorf("reconciliation lease: %w", err))
+	})
 	defer func() {
 		cancel(nil)
-		hb.Wait()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = r.leases.Release(rctx, lease)
+		_ = held.Release(rctx)
 		rcancel()
 	}()
-	hb.Go(func() {
-		t := time.NewTicker(o.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			l, err := r.leases.Renew(ctx, lease, o.LeaseTTL)
-			if err != nil {
-				if ctx.Err() == nil {
-					cancel(fmt.Errorf("reconciliation lease: %w", err))
-				}
-				return
-			}
-			lease = l
-		}
-	})
 
 	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate)}
+	// Every scan reads under the rate: the count for progress, and the users.
+	scanned := func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }
 	if o.User == "" {
-		if run.total, err = r.store.CountAccounts(ctx); err != nil {
+		if run.total, err = r.store.CountAccounts(ctx, scanned); err != nil {
 			return Report{}, err
 		}
 	}
@@ -188,7 +172,7 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 	if o.User != "" {
 		err = run.user(ctx, o.User)
 	} else {
-		err = r.store.Users(ctx, o.Segments, func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }, func(u string) error {
+		err = r.store.Users(ctx, o.Segments, scanned, func(u string) error {
 			return run.user(ctx, u)
 		})
 	}

@@ -261,8 +261,9 @@ func (l *Ledger) parallelScan(ctx context.Context, segments int, in dynamodb.Sca
 	return first
 }
 
-// CountAccounts counts the account items (for progress; eventually consistent).
-func (l *Ledger) CountAccounts(ctx context.Context) (int64, error) {
+// CountAccounts counts the account items (for progress; eventually
+// consistent). scanned, if not nil, is told how many items each page read.
+func (l *Ledger) CountAccounts(ctx context.Context, scanned func(int)) (int64, error) {
 	var n int64
 	p := dynamodb.NewScanPaginator(l.db, &dynamodb.ScanInput{
 		TableName:                 &l.table,
@@ -274,6 +275,9 @@ func (l *Ledger) CountAccounts(ctx context.Context) (int64, error) {
 		out, err := p.NextPage(ctx)
 		if err != nil {
 			return 0, fmt.Errorf("count accounts: %w", err)
+		}
+		if scanned != nil {
+			scanned(int(out.ScannedCount))
 		}
 		n += int64(out.Count)
 	}

@@ -129,13 +129,14 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	defer cancel()
 	conflicts := 0
 	var lastConflict error
+	purchases := map[string]requestRecord{} // refunds' purchases: records never change
 	for len(calls) > 0 {
 		acct, cached, err := l.cachedAccount(ctx, user)
 		if err != nil {
 			finishAll(calls, err)
 			return later
 		}
-		g := l.plan(ctx, acct, cached, calls)
+		g := l.plan(ctx, acct, cached, calls, purchases)
 		later = g.later
 		current := calls[:len(calls)-len(g.later)] // g.later is what follows the group in calls
 		if len(g.refused) > 0 && g.cached {
@@ -218,7 +219,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 }
 
 // plan folds calls over acct, in order, into a group.
-func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, calls []*call) group {
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, calls []*call, purchases map[string]requestRecord) group {
 	g := group{before: acct, cached: cached, items: []types.TransactWriteItem{{}}} // item 0: the account, below
 	running := acct
 	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
@@ -239,10 +240,16 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 		refuse := func(err error) { g.refused = append(g.refused, refusal{c, err}) }
 		var purchase requestRecord
 		if m.Type == ledger.EntryRefund {
-			rec, ok, err := l.request(ctx, m.UserID, m.PurchaseRequestID)
-			if err != nil {
-				c.finish(ledger.Result{}, err)
-				continue
+			rec, ok := purchases[m.PurchaseRequestID]
+			if !ok {
+				var err error
+				if rec, ok, err = l.request(ctx, m.UserID, m.PurchaseRequestID); err != nil {
+					c.finish(ledger.Result{}, err)
+					continue
+				}
+				if ok {
+					purchases[m.PurchaseRequestID] = rec
+				}
 			}
 			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type == ledger.EntryPurchase {
 				g.later = calls[i:] // its purchase commits in this group: refund it in the next
