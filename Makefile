@@ -76,6 +76,12 @@ generate-check: tools ## fail if internal/gen is not what the protos generate
 	(cd proto && buf lint && buf generate --output "$$tmp") && \
 	diff -r "$$tmp/gen" internal/gen || { echo "internal/gen is stale: run 'make generate' and commit"; exit 1; }
 
+SCENARIO ?= uniform
+
+.PHONY: loadtest
+loadtest: dynamodb-local build ## scenario SCENARIO (uniform) closed loop, open loop at half its rate, and the baselines; ARGS adds flags (see README)
+	$(GO) run ./loadtest -scenario $(SCENARIO) -rate half $(ARGS)
+
 .PHONY: loadtest-quick
 loadtest-quick: dynamodb-local build ## 16 clients purchasing through ledgerd for 20 s (see README)
 	$(GO) run ./loadtest -concurrency 16 -duration 20s

@@ -1,395 +1,450 @@
 // Command loadtest drives ledgerd and reports throughput, latency and whether
 // the books still balance afterwards.
 //
-// This first version runs a closed loop of -concurrency clients, each
-// purchasing -amount from a user picked among -users by -scenario (uniform,
-// zipf with exponent 1.0, or hot: all on one user), for -duration. By default it starts a fresh DynamoDB Local (the emulator slows
-// down as stream records pile up, so every run gets a new one) and the
-// ledgerd binary at -ledgerd; -target URL drives a running ledgerd instead.
+// By default it starts a fresh DynamoDB Local (the emulator slows down as
+// stream records pile up, so every run gets a new one), with -latency the
+// DynamoDB proxy in front of it, and the ledgerd binary at -ledgerd;
+// -target URL drives a running ledgerd instead (its tables are read for the
+// checks through -dynamodb-endpoint and -table-prefix).
 //
-// After the run it checks every user: the balance is the grant minus the
-// acknowledged purchases, and the version counts them. A violation exits 1.
+// One invocation measures, each for -warmup then -duration:
+//
+//   - baseline-direct: the load tool sends the write path's own transaction
+//     straight to DynamoDB (the ceiling for the service);
+//   - ledgerd: the scenario in a closed loop of -concurrency clients;
+//   - ledgerd-open: the scenario in an open loop at -rate steps/s ("half":
+//     half of what the closed loop reached), latency counted from when each
+//     request was due (no coordinated omission);
+//   - baseline-naive: read-then-write without conditions, and the
+//     overdrafts and lost updates it causes.
+//
+// Then it checks the invariants over everything sent to ledgerd, prints a
+// summary table, and writes the report as JSON and HTML into -out. A
+// violation, or a run with nothing acknowledged, exits 1.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"math/rand/v2"
+
+	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"slices"
-	"sort"
+	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/migrations"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx); err != nil {
+	ok, err := run(ctx, os.Args[1:])
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(2)
+	}
+	if !ok {
+		fmt.Fprintln(os.Stderr, "loadtest: the run failed its checks")
 		os.Exit(1)
 	}
 }
 
-type options struct {
-	target      string
-	ledgerd     string
-	concurrency int
-	duration    time.Duration
-	users       int
-	amount      string
-	grant       string
-	latency     time.Duration
-	scenario    string
+type flags struct {
+	target, ledgerd, dynamoEndpoint, tablePrefix string
+	scenario, rate, mix, out                     string
+	amount, grant                                string
+	concurrency, users, spends, covers           int
+	maxInFlight                                  int
+	duration, warmup, latency                    time.Duration
+	baselines, sharedEmulator                    bool
 }
 
-func run(ctx context.Context) error {
-	var o options
-	flag.StringVar(&o.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
-	flag.StringVar(&o.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
-	flag.IntVar(&o.concurrency, "concurrency", 16, "clients in the closed loop")
-	flag.DurationVar(&o.duration, "duration", 20*time.Second, "how long to purchase")
-	flag.IntVar(&o.users, "users", 1000, "users to spread the purchases over")
-	flag.StringVar(&o.amount, "amount", "1", "amount of each purchase")
-	flag.StringVar(&o.grant, "grant", "1000000", "points granted to each user first")
-	flag.StringVar(&o.scenario, "scenario", "uniform", "how purchases pick users: uniform, zipf (exponent 1.0) or hot (one user)")
-	flag.DurationVar(&o.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
-	flag.Parse()
-	if o.concurrency < 1 || o.users < 1 || o.duration <= 0 {
-		return errors.New("-concurrency, -users and -duration must be positive")
-	}
-	switch o.scenario {
-	case "uniform", "zipf":
-	case "hot":
-		o.users = 1
-	default:
-		return fmt.Errorf("-scenario %q: want uniform, zipf or hot", o.scenario)
-	}
-	amount, err := decimal.NewFromString(o.amount)
-	if err != nil {
-		return fmt.Errorf("-amount: %w", err)
-	}
-	grant, err := decimal.NewFromString(o.grant)
-	if err != nil {
-		return fmt.Errorf("-grant: %w", err)
+func run(ctx context.Context, args []string) (ok bool, err error) {
+	var f flags
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.StringVar(&f.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
+	fs.StringVar(&f.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
+	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "with -target: the DynamoDB endpoint of its tables, read for the checks (empty: AWS's, from the environment)")
+	fs.StringVar(&f.tablePrefix, "table-prefix", "", "with -target: the prefix of its table names")
+	fs.StringVar(&f.scenario, "scenario", "uniform", "the load: "+strings.Join(scenarios, ", "))
+	fs.IntVar(&f.concurrency, "concurrency", 16, "closed loop: clients")
+	fs.StringVar(&f.rate, "rate", "", `open loop: steps per second (a retry burst or a double-spend round is one step); "half": half of the closed loop's; empty: closed loop only`)
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 4096, "open loop: at most this many steps at once (the rest wait, and their latency counts)")
+	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long each run is measured")
+	fs.DurationVar(&f.warmup, "warmup", 3*time.Second, "how long each run goes before it is measured")
+	fs.IntVar(&f.users, "users", 1000, "users the load spreads over (hot: 1)")
+	fs.StringVar(&f.amount, "amount", "1", "amount of each purchase")
+	fs.StringVar(&f.grant, "grant", "1000000", "points granted to each user first")
+	fs.IntVar(&f.spends, "spends", 16, "double-spend: purchases sent at once against one balance")
+	fs.IntVar(&f.covers, "covers", 4, "double-spend: how many of them the balance covers")
+	fs.StringVar(&f.mix, "mix", "purchase=55,grant=5,refund=10,balance=20,history=10", "mixed: the proportions of each operation")
+	fs.DurationVar(&f.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
+	fs.BoolVar(&f.baselines, "baselines", true, "also measure the direct and the naive baselines (not with -target)")
+	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
+	fs.StringVar(&f.out, "out", "loadtest-results", "folder for the JSON and HTML reports")
+	if err := fs.Parse(args); err != nil {
+		return false, err
 	}
 
-	var proxy *ddbproxy.Proxy
-	if o.target == "" {
-		target, stop, p, err := startStack(ctx, o.ledgerd, o.latency)
-		if err != nil {
-			return err
+	p := &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if !slices.Contains(scenarios, f.scenario) {
+		return false, fmt.Errorf("-scenario %q: want one of %s", f.scenario, strings.Join(scenarios, ", "))
+	}
+	if f.concurrency < 1 || f.users < 1 || f.duration <= 0 || f.warmup < 0 || f.maxInFlight < 1 {
+		return false, errors.New("-concurrency, -users, -duration and -max-in-flight must be positive")
+	}
+	if f.scenario == "hot" {
+		p.users = 1
+	}
+	if f.scenario == "double-spend" && (f.covers < 0 || f.spends <= f.covers) {
+		return false, errors.New("double-spend: want 0 <= -covers < -spends")
+	}
+	if p.amount, err = decimal.NewFromString(f.amount); err != nil || !p.amount.IsPositive() {
+		return false, fmt.Errorf("-amount %q: want a positive decimal", f.amount)
+	}
+	if p.grant, err = decimal.NewFromString(f.grant); err != nil || !p.grant.IsPositive() {
+		return false, fmt.Errorf("-grant %q: want a positive decimal", f.grant)
+	}
+	if f.scenario == "mixed" {
+		if p.mix, err = parseMix(f.mix); err != nil {
+			return false, err
 		}
-		proxy = p
-		defer stop()
-		o.target = target
 	}
-	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.concurrency * 2}}
-	client := pointledgerv1connect.NewLedgerServiceClient(httpClient, o.target)
-	runID := fmt.Sprintf("%x", time.Now().UnixNano())
-	users := make([]string, o.users)
-	for i := range users {
-		users[i] = fmt.Sprintf("lt-%s-%d", runID, i)
-	}
-
-	fmt.Printf("granting %s to %d users...\n", grant, o.users)
-	if err := parallel(ctx, o.concurrency, len(users), func(i int) error {
-		_, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: users[i], Amount: grant.String(), RequestId: "grant"}))
-		return err
-	}); err != nil {
-		return fmt.Errorf("grant: %w", err)
-	}
-
-	fmt.Printf("purchasing: %d clients, closed loop, %s, %d users, %s\n", o.concurrency, o.duration, o.users, o.scenario)
-	pick := pickUniform(o.users)
-	if o.scenario == "zipf" {
-		pick = pickZipf(o.users)
-	}
-	acked := make([]atomic.Int64, o.users)
-	var codesMu sync.Mutex
-	codes := map[string]int{}
-	latencies := make([][]time.Duration, o.concurrency)
-	var before ddbproxy.Stats
-	if proxy != nil {
-		before = proxy.Stats()
-	}
-	runCtx, cancel := context.WithTimeout(ctx, o.duration)
-	defer cancel()
-	start := time.Now()
-	lags := sampleLag(runCtx, httpClient, o.target+"/projection/status")
-	var lastMu sync.Mutex
-	var last *pb.Entry // the last acknowledged purchase
-	var wg sync.WaitGroup
-	for w := range o.concurrency {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
-			for n := 0; runCtx.Err() == nil; n++ {
-				u := pick(rng)
-				t0 := time.Now()
-				res, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{
-					UserId: users[u], Amount: amount.String(), RequestId: fmt.Sprintf("p-%d-%d", w, n),
-				}))
-				if err == nil {
-					lastMu.Lock()
-					if last == nil || res.Msg.Entry.CreateTime.AsTime().After(last.CreateTime.AsTime()) {
-						last = res.Msg.Entry
-					}
-					lastMu.Unlock()
-				}
-				latencies[w] = append(latencies[w], time.Since(t0))
-				code := "ok"
-				if err != nil {
-					code = connect.CodeOf(err).String()
-				} else {
-					acked[u].Add(1)
-				}
-				codesMu.Lock()
-				codes[code]++
-				codesMu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-
-	all := slices.Concat(latencies...)
-	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
-	pct := func(p float64) time.Duration {
-		if len(all) == 0 {
-			return 0
+	rate := 0.0
+	if f.rate != "" && f.rate != "half" {
+		if rate, err = strconv.ParseFloat(f.rate, 64); err != nil || rate <= 0 {
+			return false, fmt.Errorf("-rate %q: want steps per second, or half", f.rate)
 		}
-		return all[min(len(all)-1, int(p*float64(len(all))))]
-	}
-	fmt.Printf("\n%s  target %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), o.target)
-	fmt.Printf("requests     %d in %s\n", len(all), elapsed.Round(time.Millisecond))
-	fmt.Printf("purchases/s  %.0f (acknowledged)\n", float64(codes["ok"])/elapsed.Seconds())
-	fmt.Printf("latency      p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
-		ms(pct(0.50)), ms(pct(0.90)), ms(pct(0.99)), ms(pct(0.999)), ms(pct(1)))
-	var codeList []string
-	for c, n := range codes {
-		codeList = append(codeList, fmt.Sprintf("%s=%d", c, n))
-	}
-	sort.Strings(codeList)
-	fmt.Printf("outcomes     %s\n", strings.Join(codeList, " "))
-	if proxy != nil && codes["ok"] > 0 {
-		after := proxy.Stats()
-		writes := after.ItemWrites[migrations.LedgerTable] - before.ItemWrites[migrations.LedgerTable]
-		fmt.Printf("dynamodb     %.2f ledger item writes per acknowledged purchase (%d items, %d transactions, %d cancelled for conflict)\n",
-			float64(writes)/float64(codes["ok"]), writes, after.Transactions-before.Transactions, after.Conflicts-before.Conflicts)
 	}
 
-	if l := <-lags; len(l) > 0 {
-		slices.Sort(l)
-		fmt.Printf("projection   lag p50 %s  max %s  (%d samples of /projection/status, every 500ms)\n",
-			ms(l[len(l)/2]), ms(l[len(l)-1]), len(l))
+	rep := &Report{
+		Date:    time.Now().UTC(),
+		Command: "go run ./loadtest " + strings.Join(args, " "),
+		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Options: Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
+			Users: p.users, LatencyMS: float64(f.latency) / float64(time.Millisecond), MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
+			SharedEmulator: f.sharedEmulator},
 	}
-	if last != nil {
-		if d, err := historyDelay(ctx, client, last); err != nil {
-			fmt.Printf("projection   %v\n", err)
+	if f.scenario == "mixed" {
+		rep.Options.Mix = f.mix
+	}
+	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: max(f.concurrency*4, 256)}}}
+	if f.target != "" {
+		r.f.baselines = false
+		rep.Target = f.target
+		if f.dynamoEndpoint != "" {
+			r.checkDB = dynamolocal.NewClient(f.dynamoEndpoint)
 		} else {
-			fmt.Printf("projection   the last purchase was in ListHistory %s after it was committed\n", ms(d))
+			cfg, err := config.LoadDefaultConfig(ctx)
+			if err != nil {
+				return false, fmt.Errorf("AWS configuration for the checks: %w", err)
+			}
+			r.checkDB = dynamodb.NewFromConfig(cfg)
+		}
+	} else {
+		rep.Target = "fresh DynamoDB Local and ledgerd " + f.ledgerd
+		if f.latency > 0 {
+			rep.Target += fmt.Sprintf(", proxy adding %s per call", f.latency)
+		}
+	}
+	if f.sharedEmulator && f.target == "" {
+		if r.shared, err = startEnv(ctx, f.latency); err != nil {
+			return false, err
+		}
+		defer r.shared.stop()
+	}
+
+	// Baseline (a) first: if the emulator is shared and slows as data piles
+	// up, the ceiling is measured on the faster emulator, never ledgerd.
+	if r.f.baselines {
+		if err := r.baseline(ctx, "baseline-direct", "the load tool sends the write path's transaction (account update, entry, request record; same conditions) straight to DynamoDB, one at a time per user",
+			func(db *dynamodb.Client, table string) executor { return newDirectExec(db, table) }, nil); err != nil {
+			return false, err
+		}
+	}
+	if rate == 0 || f.rate == "half" {
+		run, err := r.ledgerd(ctx, "ledgerd", 0)
+		if err != nil {
+			return false, err
+		}
+		if f.rate == "half" {
+			rate = run.Throughput / 2 * stepsPerRequest(run)
+		}
+	}
+	if rate > 0 {
+		if _, err := r.ledgerd(ctx, "ledgerd-open", rate); err != nil {
+			return false, err
+		}
+		rep.Options.Rate = rate
+	}
+	if r.f.baselines {
+		var naive *naiveExec
+		if err := r.baseline(ctx, "baseline-naive", "read the balance, then write the entry and the balance without conditions",
+			func(db *dynamodb.Client, table string) executor { naive = newNaiveExec(db, table); return naive },
+			func(ctx context.Context, run *Run) (err error) {
+				run.Notes, err = naive.damage(ctx, p.amount)
+				return err
+			}); err != nil {
+			return false, err
 		}
 	}
 
-	fmt.Printf("checking %d users...\n", o.users)
-	var violations atomic.Int64
-	if err := parallel(ctx, o.concurrency, len(users), func(i int) error {
-		res, err := client.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: users[i]}))
-		if err != nil {
+	rep.printSummary(os.Stdout)
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return false, err
+	}
+	base := filepath.Join(f.out, rep.Date.Format("20060102-150405")+"-"+f.scenario)
+	if err := rep.writeJSON(base + ".json"); err != nil {
+		return false, err
+	}
+	if err := rep.writeHTMLFile(base + ".html"); err != nil {
+		return false, err
+	}
+	fmt.Printf("\nreport: %s.json, %s.html\n", base, base)
+	acked := slices.ContainsFunc(rep.Runs, func(r Run) bool { return strings.HasPrefix(r.Name, "ledgerd") && r.OK > 0 })
+	return rep.Invariants.OK() && acked, nil
+}
+
+// runner runs the measured runs of one invocation.
+type runner struct {
+	f       flags
+	p       *params
+	rep     *Report
+	http    *http.Client
+	shared  *env             // -shared-emulator: every run's
+	checkDB *dynamodb.Client // -target: its DynamoDB
+}
+
+// env returns the DynamoDB of the next run: the shared one, or a fresh one
+// (DynamoDB Local slows down as stream records pile up, so by default
+// every run starts on a new one, alike).
+func (r *runner) env(ctx context.Context) (*env, func(), error) {
+	if r.shared != nil {
+		return r.shared, func() {}, nil
+	}
+	e, err := startEnv(ctx, r.f.latency)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, e.stop, nil
+}
+
+// measure sets the scenario up and runs it, closed loop or (rate > 0)
+// open loop.
+func (r *runner) measure(ctx context.Context, name string, s scenario, send sender, rate float64, rec *recorder) (Run, error) {
+	if err := s.setup(ctx, send); err != nil {
+		return Run{}, fmt.Errorf("%s setup: %w", name, err)
+	}
+	f := r.f
+	run := Run{Name: name, Mode: "closed", Concurrency: f.concurrency}
+	if rate > 0 {
+		run = Run{Name: name, Mode: "open", Rate: rate}
+		fmt.Printf("%s: %s, open loop at %.0f steps/s, %s warm-up + %s\n", name, f.scenario, rate, f.warmup, f.duration)
+		if late := openLoop(ctx, s, send, rate, f.maxInFlight, f.warmup, f.duration, rec, progressOut()); late > 0 {
+			fmt.Printf("  %d steps started late (the load tool fell behind its schedule; their latency counts from when they were due)\n", late)
+		}
+	} else {
+		fmt.Printf("%s: %s, closed loop of %d clients, %s warm-up + %s\n", name, f.scenario, f.concurrency, f.warmup, f.duration)
+		closedLoop(ctx, s, send, f.concurrency, f.warmup, f.duration, rec, progressOut())
+	}
+	measured := rec.run(name, "")
+	measured.Name, measured.Mode, measured.Concurrency, measured.Rate = run.Name, run.Mode, run.Concurrency, run.Rate
+	return measured, ctx.Err()
+}
+
+// withProxy adds what the proxy counted between before and now.
+func withProxy(run *Run, e *env, table string, before ddbproxy.Stats) {
+	if e == nil || e.proxy == nil || run.Purchases == 0 {
+		return
+	}
+	after := e.proxy.Stats()
+	writes := after.ItemWrites[table] - before.ItemWrites[table]
+	run.ItemWritesPerPurchase = float64(writes) / (run.Purchases * run.DurationS)
+	run.Transactions, run.Conflicts = after.Transactions-before.Transactions, after.Conflicts-before.Conflicts
+}
+
+// baseline measures a baseline on its own table.
+func (r *runner) baseline(ctx context.Context, name, description string, mk func(*dynamodb.Client, string) executor, after func(context.Context, *Run) error) error {
+	e, stop, err := r.env(ctx)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	prefix := name + "-"
+	x, err := baselineExec(ctx, e.db, e.endpoint, prefix, mk)
+	if err != nil {
+		return err
+	}
+	bp := *r.p
+	bp.userTag = name
+	rec := newRecorder()
+	before := e.proxyStats()
+	run, err := r.measure(ctx, name, newScenario(r.f.scenario, &bp, true), newSender(x, rec, nil), 0, rec)
+	if err != nil {
+		return err
+	}
+	run.Description = description
+	withProxy(&run, e, prefix+migrations.LedgerTable, before)
+	if after != nil {
+		if err := after(ctx, &run); err != nil {
 			return err
 		}
-		n := acked[i].Load()
-		want := grant.Sub(amount.Mul(decimal.NewFromInt(n)))
-		if got, _ := decimal.NewFromString(res.Msg.Balance); !got.Equal(want) || res.Msg.Version != n+1 {
-			violations.Add(1)
-			fmt.Printf("VIOLATION %s: balance %s version %d, want %s and %d\n", users[i], res.Msg.Balance, res.Msg.Version, want, n+1)
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("check: %w", err)
 	}
-	fmt.Printf("invariants   %d violations (balance = grant - acknowledged purchases, version = 1 + purchases)\n", violations.Load())
-	if violations.Load() > 0 || codes["ok"] == 0 {
-		return errors.New("the run failed its checks")
-	}
+	r.rep.Runs = append(r.rep.Runs, run)
 	return nil
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }
-
-// parallel runs f(0..n-1) on k goroutines and returns the first error.
-func parallel(ctx context.Context, k, n int, f func(int) error) error {
-	var next atomic.Int64
-	var first error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range k {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		})
+// ledgerd measures ledgerd (started on a fresh emulator, or -target), then
+// checks the invariants over everything the run sent.
+func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, error) {
+	url, db, prefix := r.f.target, r.checkDB, r.f.tablePrefix
+	var e *env
+	if url == "" {
+		var stop func()
+		var err error
+		if e, stop, err = r.env(ctx); err != nil {
+			return Run{}, err
+		}
+		defer stop()
+		var stopLedgerd func()
+		if url, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e); err != nil {
+			return Run{}, err
+		}
+		defer stopLedgerd()
+		db, prefix = e.db, ""
 	}
-	wg.Wait()
-	return first
-}
-
-// startStack starts a fresh, in-memory DynamoDB Local and ledgerd on free
-// ports, and returns ledgerd's URL and a function that stops both.
-func startStack(ctx context.Context, ledgerd string, latency time.Duration) (string, func(), *ddbproxy.Proxy, error) {
-	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
+	x := &connectExec{c: pointledgerv1connect.NewLedgerServiceClient(r.http, url)}
+	p := *r.p
+	p.userTag = name
+	s := newScenario(r.f.scenario, &p, false)
+	rec, b := newRecorder(), newBook()
+	before := e.proxyStats()
+	lagCtx, stopLag := context.WithCancel(ctx)
+	lags := sampleLag(lagCtx, r.http, url)
+	run, err := r.measure(ctx, name, s, newSender(x, rec, b), rate, rec)
+	stopLag()
 	if err != nil {
-		return "", nil, nil, err
+		return Run{}, err
 	}
-	endpoint := emu.Endpoint
-	var proxy *ddbproxy.Proxy
-	if latency > 0 {
-		if proxy, err = ddbproxy.Start(ddbproxy.Options{Target: emu.Endpoint, Latency: latency}); err != nil {
-			emu.Stop()
-			return "", nil, nil, err
-		}
-		endpoint = proxy.URL
-		fmt.Printf("DynamoDB proxy %s: %s per call, TransactionConflict on items in flight\n", proxy.URL, latency)
+	run.Description = "ledgerd, closed loop"
+	if rate > 0 {
+		run.Description = "ledgerd, open loop (latency from when each step was due)"
 	}
-	env := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+endpoint, "LEDGER_LOG_LEVEL=warn")
-	migrate := exec.CommandContext(ctx, ledgerd, "migrate")
-	migrate.Env = env
-	if out, err := migrate.CombinedOutput(); err != nil {
-		emu.Stop()
-		return "", nil, nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
+	withProxy(&run, e, prefix+migrations.LedgerTable, before)
+	run.Notes = append(run.Notes, projectionNotes(ctx, x, <-lags)...)
+	r.rep.Runs = append(r.rep.Runs, run)
+
+	fmt.Printf("%s: checking the invariants...\n", name)
+	if err := catchUp(ctx, r.http, url, db, prefix); err != nil {
+		return Run{}, err
 	}
-	port, err := dynamolocal.FreePort()
+	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
+	c := &checker{
+		store:   store,
+		history: projection.NewHistory(db, prefix+migrations.HistoryTable, store),
+		leases:  projection.NewLeaseTable(db, prefix+migrations.LeaseTable, nil),
+	}
+	covers := map[string]int{}
+	addCovers(covers, s)
+	inv, err := c.check(ctx, b, covers)
 	if err != nil {
-		emu.Stop()
-		return "", nil, nil, err
+		return Run{}, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	serve := exec.Command(ledgerd, "serve", "-listen", addr)
-	serve.Env, serve.Stderr = env, os.Stderr
-	if err := serve.Start(); err != nil {
-		emu.Stop()
-		return "", nil, nil, err
-	}
-	stop := func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		_ = serve.Wait()
-		if proxy != nil {
-			st := proxy.Stats()
-			fmt.Printf("proxy        %d calls, %d transactions, %d cancelled for conflict\n", st.Calls, st.Transactions, st.Conflicts)
-			proxy.Close()
-		}
-		emu.Stop()
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		res, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return "", nil, nil, fmt.Errorf("ledgerd did not become healthy: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	fmt.Printf("started DynamoDB Local %s (fresh, in memory) and ledgerd %s\n", emu.Endpoint, addr)
-	return "http://" + addr, stop, proxy, nil
+	r.rep.Invariants.add(name, inv)
+	return run, nil
 }
 
-// sampleLag reads the projector's lag every 500ms until ctx ends, and then
-// sends the samples. A target without a projector gives none.
-func sampleLag(ctx context.Context, c *http.Client, url string) <-chan []time.Duration {
-	out := make(chan []time.Duration, 1)
-	go func() {
-		var lags []time.Duration
-		defer func() { out <- lags }()
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			var st struct {
-				Running bool  `json:"running"`
-				Lag     int64 `json:"lag_ns"`
-			}
-			res, err := c.Get(url)
-			if err != nil {
-				continue
-			}
-			err = json.NewDecoder(res.Body).Decode(&st)
-			res.Body.Close()
-			if err == nil && st.Running {
-				lags = append(lags, time.Duration(st.Lag))
-			}
-		}
-	}()
-	return out
+func progressOut() io.Writer { return os.Stderr }
+
+// baselineExec creates a baseline's own tables (same definitions as
+// ledgerd's) and returns its executor on a client through endpoint (the
+// proxy, if any: the same conditions as ledgerd).
+func baselineExec(ctx context.Context, admin *dynamodb.Client, endpoint, prefix string, mk func(*dynamodb.Client, string) executor) (executor, error) {
+	all, err := migrations.All(prefix)
+	if err != nil {
+		return nil, err
+	}
+	in := all[0].Input // the ledger table, stream and all
+	if _, err := admin.CreateTable(ctx, &in); err != nil {
+		return nil, fmt.Errorf("baseline tables: %w", err)
+	}
+	return mk(dynamolocal.NewClient(endpoint), prefix+migrations.LedgerTable), nil
 }
 
-// historyDelay waits for e to show in its user's history and returns how
-// long after e's commit that was (at most 30 s).
-func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, e *pb.Entry) (time.Duration, error) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		res, err := client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: e.UserId, PageSize: 1}))
-		if err != nil {
-			return 0, err
+func addCovers(covers map[string]int, s scenario) {
+	if d, ok := s.(*doubleSpend); ok {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for u, k := range d.covers {
+			covers[u] = k
 		}
-		if len(res.Msg.Items) > 0 && res.Msg.Items[0].Version >= e.Version {
-			return time.Since(e.CreateTime.AsTime()), nil
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
 }
 
-// pickUniform picks any of n users alike.
-func pickUniform(n int) func(*rand.Rand) int {
-	return func(rng *rand.Rand) int { return rng.IntN(n) }
+// stepsPerRequest: a step of the closed loop was this many requests (1 but
+// for bursts and rounds), to turn its request rate into a step rate.
+func stepsPerRequest(run Run) float64 {
+	steps := float64(run.Requests)
+	if g := run.ByOp["grant"].Count; g > 0 && run.ByOp["purchase"].Count > 0 && run.Requests > 0 {
+		steps = float64(g) // double-spend: one grant a round
+	}
+	if steps == 0 || run.Requests == 0 {
+		return 1
+	}
+	return steps / float64(run.Requests)
 }
 
-// pickZipf picks user k (from 0) with probability proportional to 1/(k+1):
-// Zipf's law with exponent 1.0, where a few users take most purchases.
-func pickZipf(n int) func(*rand.Rand) int {
-	cdf := make([]float64, n)
-	sum := 0.0
-	for k := range n {
-		sum += 1 / float64(k+1)
-		cdf[k] = sum
+// projectionNotes: how far the projection lagged during the runs, and how
+// soon the last purchase showed in ListHistory.
+func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) []string {
+	var notes []string
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		notes = append(notes, fmt.Sprintf("projection lag p50 %s, max %s (%d samples of /projection/status every 500ms)",
+			lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags)))
+	} else {
+		notes = append(notes, "no projector running in ledgerd")
 	}
-	return func(rng *rand.Rand) int {
-		x := rng.Float64() * sum
-		k, _ := slices.BinarySearch(cdf, x)
-		return min(k, n-1)
+	x.mu.Lock()
+	last := x.last
+	x.mu.Unlock()
+	if last != nil && len(lags) > 0 {
+		if d, err := historyDelay(ctx, x.c, last); err != nil {
+			notes = append(notes, err.Error())
+		} else {
+			notes = append(notes, fmt.Sprintf("the last purchase was in ListHistory %s after it was committed", d.Round(time.Millisecond)))
+		}
 	}
+	return notes
+}
+
+// catchUp: when ledgerd runs no projector, the history is brought up to
+// date from the ledger (as `ledgerd project` would) so it can be checked.
+func catchUp(ctx context.Context, c *http.Client, target string, db *dynamodb.Client, prefix string) error {
+	if st, err := getProjectionStatus(c, target); err == nil && st.Running {
+		return nil
+	}
+	fmt.Println("ledgerd runs no projector: catching the history up from the ledger, as `ledgerd project` would")
+	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
+	_, err := projection.NewHistory(db, prefix+migrations.HistoryTable, store).CatchUp(ctx)
+	return err
 }

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/reconcile"
+)
+
+// book remembers every mutation sent to ledgerd and what came back, to
+// check afterwards that each acknowledged request was applied exactly once
+// and each unacknowledged one at most once.
+type book struct {
+	mu     sync.Mutex
+	sent   map[string]*sentRequest // by request id
+	probes []string                // probes answered otherwise than expected
+}
+
+type sentRequest struct {
+	op      op
+	acks    int
+	entries map[string]bool // entry ids the acknowledgements named
+	codes   map[string]int
+}
+
+func newBook() *book { return &book{sent: map[string]*sentRequest{}} }
+
+func (b *book) sending(o op) {
+	if b == nil || !o.mutates() || o.expect != "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.sent[o.requestID]; !ok {
+		b.sent[o.requestID] = &sentRequest{op: o, entries: map[string]bool{}, codes: map[string]int{}}
+	}
+}
+
+func (b *book) answered(o op, out outcome) {
+	if b == nil || !o.mutates() {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if o.expect != "" {
+		if out.code != o.expect {
+			b.probes = append(b.probes, fmt.Sprintf("request %s re-sent with amount %s: answered %s, want %s", o.requestID, o.amount, out.code, o.expect))
+		}
+		return
+	}
+	s := b.sent[o.requestID]
+	s.codes[out.code]++
+	if out.code == "ok" {
+		s.acks++
+		s.entries[out.entryID] = true
+	}
+}
+
+// checker checks the invariants of the ledger tables after a run.
+type checker struct {
+	store   *dynamo.Ledger
+	history *projection.History
+	leases  *projection.LeaseTable
+}
+
+// check runs every invariant over the users the book knows: reconciliation
+// (fold = aggregate, versions, request records, refund caps, no negative
+// balance, history = ledger, sum of entries = sum of balances), then the
+// book against the entries (exactly once), conservation, and the
+// double-spend rounds' limits.
+func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (Invariants, error) {
+	inv := Invariants{Checked: []string{
+		"reconciliation of every user: aggregate = fold of entries, versions 1..N, one request record per entry, refunds within their purchases, no negative balance",
+		"history = ledger for every user (after the projection catches up)",
+		"sum of all entries = sum of all balances",
+		"every acknowledged request is exactly one entry (same type, amount and entry id as acknowledged); every unacknowledged one at most one; no entry the load test did not ask for",
+		"conservation over the load test's users: granted - spent + refunded = sum of balances",
+	}}
+	if len(covers) > 0 {
+		inv.Checked = append(inv.Checked, "double-spend rounds: acknowledged purchases <= what the grant covers")
+	}
+	rep, err := reconcile.New(c.store, c.history, c.leases).Run(ctx, reconcile.Options{ProjectionGrace: time.Minute})
+	if err != nil {
+		return inv, fmt.Errorf("reconcile: %w", err)
+	}
+	for _, f := range rep.Findings {
+		inv.Violations = append(inv.Violations, "reconcile: "+f.String())
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	inv.Violations = append(inv.Violations, b.probes...)
+	byUser := map[string][]*sentRequest{}
+	for _, s := range b.sent {
+		byUser[s.op.user] = append(byUser[s.op.user], s)
+	}
+	var granted, spent, refunded, balances decimal.Decimal
+	users := sortedKeys(byUser)
+	for _, user := range users {
+		entries, err := c.entries(ctx, user)
+		if err != nil {
+			return inv, err
+		}
+		acct, err := c.store.Balance(ctx, user)
+		if err != nil {
+			return inv, err
+		}
+		inv.Users++
+		inv.Entries += int64(len(entries))
+		balances = balances.Add(acct.Balance)
+		if acct.Balance.IsNegative() {
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: negative balance %s", user, acct.Balance))
+		}
+		byRequest := map[string][]ledger.Entry{}
+		for _, e := range entries {
+			byRequest[e.RequestID] = append(byRequest[e.RequestID], e)
+			switch e.Type {
+			case ledger.EntryGrant:
+				granted = granted.Add(e.Amount)
+			case ledger.EntryPurchase:
+				spent = spent.Sub(e.Amount) // a purchase's amount is negative
+			case ledger.EntryRefund:
+				refunded = refunded.Add(e.Amount)
+			}
+		}
+		purchases := 0
+		for _, s := range byUser[user] {
+			es := byRequest[s.op.requestID]
+			delete(byRequest, s.op.requestID)
+			if s.acks > 0 {
+				inv.Acked++
+			} else {
+				inv.Unacked++
+			}
+			switch {
+			case s.acks > 0 && len(es) != 1:
+				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: acknowledged request %s has %d entries", user, s.op.requestID, len(es)))
+			case len(es) > 1:
+				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s (not acknowledged: %v) has %d entries", user, s.op.requestID, s.codes, len(es)))
+			case len(es) == 1:
+				e := es[0]
+				if !strings.EqualFold(string(e.Type), s.op.kind) || !e.Amount.Abs().Equal(s.op.amount) {
+					inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s was a %s of %s, its entry a %s of %s", user, s.op.requestID, s.op.kind, s.op.amount, e.Type, e.Amount))
+				}
+				if s.acks > 0 && (len(s.entries) != 1 || !s.entries[e.ID]) {
+					inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s acknowledged with entries %v, its entry is %s", user, s.op.requestID, sortedKeys(s.entries), e.ID))
+				}
+				if e.Type == ledger.EntryPurchase {
+					purchases++
+				}
+			}
+		}
+		for rid := range byRequest {
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: entry of request %s, which the load test never sent", user, rid))
+		}
+		if k, ok := covers[user]; ok && purchases > k {
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
+		}
+	}
+	inv.Granted, inv.Spent, inv.Refunded, inv.Balances = granted.String(), spent.String(), refunded.String(), balances.String()
+	if !granted.Sub(spent).Add(refunded).Equal(balances) {
+		inv.Violations = append(inv.Violations, fmt.Sprintf("conservation: granted %s - spent %s + refunded %s != sum of balances %s", granted, spent, refunded, balances))
+	}
+	slices.Sort(inv.Violations)
+	return inv, nil
+}
+
+func (c *checker) entries(ctx context.Context, user string) ([]ledger.Entry, error) {
+	var all []ledger.Entry
+	token := ""
+	for {
+		page, next, err := c.store.Entries(ctx, user, 1000, token)
+		if err != nil {
+			return nil, fmt.Errorf("entries of %s: %w", user, err)
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		token = next
+	}
+}

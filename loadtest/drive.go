@@ -1,0 +1,279 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Latencies are recorded in microseconds, from 1 µs to 10 minutes, with 3
+// significant digits.
+const (
+	hdrMin    = 1
+	hdrMax    = int64(10 * time.Minute / time.Microsecond)
+	hdrDigits = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(hdrMin, hdrMax, hdrDigits) }
+
+// recorder collects the outcomes of one run. Requests that complete before
+// begin (the warm-up) or after end are not measured.
+type recorder struct {
+	mu         sync.Mutex
+	begin, end time.Time
+	all        *hdrhistogram.Histogram
+	byOp       map[string]*hdrhistogram.Histogram
+	seconds    []*second
+	codes      map[string]int64
+	purchases  int64 // acknowledged
+}
+
+type second struct {
+	ok, errors int64
+	hist       *hdrhistogram.Histogram
+}
+
+func newRecorder() *recorder {
+	return &recorder{all: newHist(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}}
+}
+
+// measure starts measuring now, for d.
+func (r *recorder) measure(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.begin = time.Now()
+	r.end = r.begin.Add(d)
+}
+
+func (r *recorder) record(kind, code string, latency time.Duration, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.begin.IsZero() || at.Before(r.begin) || !at.Before(r.end) {
+		return
+	}
+	us := min(max(latency.Microseconds(), hdrMin), hdrMax)
+	_ = r.all.RecordValue(us)
+	h, ok := r.byOp[kind]
+	if !ok {
+		h = newHist()
+		r.byOp[kind] = h
+	}
+	_ = h.RecordValue(us)
+	r.codes[code]++
+	i := int(at.Sub(r.begin) / time.Second)
+	for len(r.seconds) <= i {
+		r.seconds = append(r.seconds, &second{hist: newHist()})
+	}
+	s := r.seconds[i]
+	_ = s.hist.RecordValue(us)
+	if code == "ok" {
+		s.ok++
+		if kind == "purchase" {
+			r.purchases++
+		}
+	} else {
+		s.errors++
+	}
+}
+
+// snapshot is for the progress line: requests, errors and the p99 so far.
+func (r *recorder) snapshot() (ok, errs int64, p99 float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c, n := range r.codes {
+		if c == "ok" {
+			ok += n
+		} else {
+			errs += n
+		}
+	}
+	return ok, errs, msOf(r.all.ValueAtQuantile(99))
+}
+
+// run summarises the recorder as a Run.
+func (r *recorder) run(name, description string) Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.end.Sub(r.begin).Seconds()
+	run := Run{Name: name, Description: description, DurationS: d, Codes: map[string]int64{}, ByOp: map[string]Percentiles{},
+		Latency: percentiles(r.all)}
+	for c, n := range r.codes {
+		run.Codes[c] = n
+		run.Requests += n
+	}
+	run.OK = r.codes["ok"]
+	if d > 0 {
+		run.Throughput = float64(run.OK) / d
+		run.Purchases = float64(r.purchases) / d
+	}
+	for k, h := range r.byOp {
+		run.ByOp[k] = percentiles(h)
+	}
+	for i, s := range r.seconds {
+		run.Timeline = append(run.Timeline, Second{T: float64(i), OK: s.ok, Errors: s.errors,
+			P50: msOf(s.hist.ValueAtQuantile(50)), P99: msOf(s.hist.ValueAtQuantile(99))})
+	}
+	run.Histogram = buckets(r.all)
+	return run
+}
+
+func msOf(us int64) float64 { return float64(us) / 1000 }
+
+func percentiles(h *hdrhistogram.Histogram) Percentiles {
+	if h.TotalCount() == 0 {
+		return Percentiles{}
+	}
+	return Percentiles{Count: h.TotalCount(), Mean: h.Mean() / 1000,
+		P50: msOf(h.ValueAtQuantile(50)), P90: msOf(h.ValueAtQuantile(90)), P99: msOf(h.ValueAtQuantile(99)),
+		P999: msOf(h.ValueAtQuantile(99.9)), Max: msOf(h.Max())}
+}
+
+// buckets: four a doubling (2^(1/4) apart), from the smallest latency to the
+// largest.
+func buckets(h *hdrhistogram.Histogram) []Bucket {
+	if h.TotalCount() == 0 {
+		return nil
+	}
+	step := math.Pow(2, 0.25)
+	var out []Bucket
+	for upper := float64(h.Min()) * step; ; upper *= step {
+		out = append(out, Bucket{UpperMS: upper / 1000})
+		if upper >= float64(h.Max()) {
+			break
+		}
+	}
+	for _, b := range h.Distribution() {
+		if b.Count == 0 {
+			continue
+		}
+		i := 0
+		for i < len(out)-1 && float64(b.To)/1000 > out[i].UpperMS {
+			i++
+		}
+		out[i].Count += b.Count
+	}
+	return out
+}
+
+// intendedKey carries, in an open loop, when the schedule meant to send a
+// request: its latency counts from then (no coordinated omission).
+type intendedKey struct{}
+
+// closedLoop runs workers clients, each stepping the scenario again as soon
+// as its last step is answered, for warmup + d.
+func closedLoop(ctx context.Context, s scenario, send sender, workers int, warmup, d time.Duration, rec *recorder, progress io.Writer) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seed := uint64(time.Now().UnixNano())
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for runCtx.Err() == nil {
+				s.step(ctx, rng, send)
+			}
+		})
+	}
+	pace(ctx, warmup, d, rec, progress)
+	cancel()
+	wg.Wait()
+}
+
+// openLoop starts a step every 1/rate seconds, whether or not the earlier
+// ones were answered (at most maxInFlight at once), for warmup + d. A step's
+// latency counts from its scheduled time, so a stalled system is charged
+// for every request it kept waiting.
+func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInFlight int, warmup, d time.Duration, rec *recorder, progress io.Writer) (late int64) {
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interval := time.Duration(float64(time.Second) / rate)
+	seed := uint64(time.Now().UnixNano())
+	slots := make(chan struct{}, maxInFlight)
+	var wg sync.WaitGroup
+	var behind atomic.Int64
+	wg.Go(func() {
+		start := time.Now()
+		for i := int64(0); ; i++ {
+			at := start.Add(time.Duration(i) * interval)
+			if wait := time.Until(at); wait > 0 {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(wait):
+				}
+			} else if runCtx.Err() != nil {
+				return
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-runCtx.Done():
+				return
+			}
+			if time.Since(at) > interval {
+				behind.Add(1)
+			}
+			wg.Go(func() {
+				defer func() { <-slots }()
+				rng := rand.New(rand.NewPCG(uint64(i), seed))
+				s.step(context.WithValue(ctx, intendedKey{}, at), rng, send)
+			})
+		}
+	})
+	pace(ctx, warmup, d, rec, progress)
+	cancel()
+	wg.Wait()
+	return behind.Load()
+}
+
+// pace waits out the warm-up, measures for d, and prints progress.
+func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress io.Writer) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(warmup):
+	}
+	rec.measure(d)
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastOK int64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		elapsed := time.Since(start)
+		ok, errs, p99 := rec.snapshot()
+		fmt.Fprintf(progress, "\r  %3.0fs/%.0fs  ok %-8d %6d/s  errors %-6d p99 %.1fms   ", elapsed.Seconds(), d.Seconds(), ok, ok-lastOK, errs, p99)
+		lastOK = ok
+		if elapsed >= d {
+			fmt.Fprintln(progress)
+			return
+		}
+	}
+}
+
+// newSender sends with x and records each op in rec (latency) and b (what
+// was sent and acknowledged).
+func newSender(x executor, rec *recorder, b *book) sender {
+	return func(ctx context.Context, o op) outcome {
+		start, ok := ctx.Value(intendedKey{}).(time.Time)
+		if !ok {
+			start = time.Now()
+		}
+		b.sending(o)
+		out := x.do(ctx, o)
+		now := time.Now()
+		rec.record(o.kind, out.code, now.Sub(start), now)
+		b.answered(o, out)
+		return out
+	}
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Report is everything one loadtest invocation measured and checked. Its
+// JSON form (-json) is the input of the HTML report (-html) and of anyone
+// comparing runs; fields are only added.
+type Report struct {
+	Date    time.Time `json:"date"`
+	Command string    `json:"command"` // how to reproduce it
+	Target  string    `json:"target"`
+	Machine string    `json:"machine"` // CPUs, Go version
+	Options Options   `json:"options"`
+
+	// Runs: the service run first, then the baselines measured against the
+	// same emulator.
+	Runs       []Run      `json:"runs"`
+	Invariants Invariants `json:"invariants"`
+}
+
+// Options are the flags that shape a run.
+type Options struct {
+	Scenario    string  `json:"scenario"`
+	Concurrency int     `json:"concurrency"`         // closed loop: clients
+	Rate        float64 `json:"rate,omitempty"`      // open loop: requests/s (0: closed loop)
+	DurationS   float64 `json:"duration_s"`          // measured, after the warm-up
+	WarmupS     float64 `json:"warmup_s"`            // run but not measured
+	Users       int     `json:"users"`               // users the scenario spreads over
+	LatencyMS   float64 `json:"latency_ms"`          // the DynamoDB proxy's added latency (0: no proxy)
+	MaxBatch    string  `json:"max_batch,omitempty"` // LEDGER_MAX_BATCH given to the ledgerd it started
+	Mix         string  `json:"mix,omitempty"`       // mixed scenario: the proportions
+
+	// SharedEmulator: every run on one DynamoDB Local. By default each run
+	// gets a fresh one, because the emulator slows every write to a table
+	// with a stream as the records pile up, and a run after another would
+	// pay for it.
+	SharedEmulator bool `json:"shared_emulator"`
+}
+
+// Run is one measured load: the service, or a baseline.
+type Run struct {
+	Name        string  `json:"name"` // "ledgerd", "baseline-direct", "baseline-naive"
+	Description string  `json:"description"`
+	Mode        string  `json:"mode"` // "closed" or "open"
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"`
+	DurationS   float64 `json:"duration_s"`
+
+	Requests   int64            `json:"requests"`   // answered, with any outcome
+	OK         int64            `json:"ok"`         // acknowledged
+	Codes      map[string]int64 `json:"codes"`      // outcome -> count: "ok" or a Connect code
+	Throughput float64          `json:"throughput"` // acknowledged requests/s
+	Purchases  float64          `json:"purchases_per_s"`
+
+	// Latency of every request, whatever its outcome. Open loop: from the
+	// time the schedule meant to send it (coordinated omission corrected).
+	Latency   Percentiles            `json:"latency"`
+	ByOp      map[string]Percentiles `json:"by_op"`     // latency by operation (purchase, grant, ...)
+	Timeline  []Second               `json:"timeline"`  // per second of the measured run
+	Histogram []Bucket               `json:"histogram"` // latency distribution, log-spaced buckets
+
+	ItemWritesPerPurchase float64  `json:"item_writes_per_purchase,omitempty"` // ledger table, counted by the proxy
+	Transactions          int64    `json:"transactions,omitempty"`
+	Conflicts             int64    `json:"transaction_conflicts,omitempty"`
+	Notes                 []string `json:"notes,omitempty"` // findings of the run itself (the naive baseline's damage, ...)
+}
+
+// Percentiles of a latency distribution, in milliseconds.
+type Percentiles struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean_ms"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// Second is one second of a run.
+type Second struct {
+	T      float64 `json:"t"`      // seconds since the measured run began
+	OK     int64   `json:"ok"`     // acknowledged in this second
+	Errors int64   `json:"errors"` // answered with an error in this second
+	P50    float64 `json:"p50_ms"`
+	P99    float64 `json:"p99_ms"`
+}
+
+// Bucket counts the requests whose latency was at most UpperMS (and more
+// than the previous bucket's).
+type Bucket struct {
+	UpperMS float64 `json:"upper_ms"`
+	Count   int64   `json:"count"`
+}
+
+// Invariants are the checks after the run. Any violation fails the run.
+type Invariants struct {
+	Checked    []string `json:"checked"`    // what was checked, in words
+	Violations []string `json:"violations"` // each one found
+	Users      int64    `json:"users"`
+	Entries    int64    `json:"entries"`
+	Acked      int64    `json:"acknowledged_requests"`
+	Unacked    int64    `json:"unacknowledged_requests"` // errors and timeouts: applied at most once
+	Granted    string   `json:"granted"`
+	Spent      string   `json:"spent"`
+	Refunded   string   `json:"refunded"`
+	Balances   string   `json:"sum_of_balances"`
+}
+
+// add merges the checks after one ledgerd run into i.
+func (i *Invariants) add(run string, o Invariants) {
+	if len(i.Checked) == 0 {
+		i.Checked = o.Checked
+	}
+	for _, v := range o.Violations {
+		i.Violations = append(i.Violations, run+": "+v)
+	}
+	i.Users += o.Users
+	i.Entries += o.Entries
+	i.Acked += o.Acked
+	i.Unacked += o.Unacked
+	sum := func(a, b string) string {
+		x, _ := decimal.NewFromString(a)
+		y, _ := decimal.NewFromString(b)
+		return x.Add(y).String()
+	}
+	i.Granted, i.Spent, i.Refunded, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Balances, o.Balances)
+}
+
+// OK says whether every invariant held.
+func (i Invariants) OK() bool { return len(i.Violations) == 0 }
+
+func (r *Report) writeJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func (r *Report) writeHTMLFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeHTML(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// printSummary writes the summary table.
+func (r *Report) printSummary(w io.Writer) {
+	fmt.Fprintf(w, "\n%s  %s\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Machine)
+	fmt.Fprintf(w, "%s\n\n", r.Command)
+	fmt.Fprintf(w, "%-17s %-6s %6s %9s %9s %9s %9s %9s %9s %9s  %s\n",
+		"run", "mode", "load", "ok/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "p99/p50", "outcomes")
+	for _, run := range r.Runs {
+		load := fmt.Sprint(run.Concurrency)
+		if run.Mode == "open" {
+			load = fmt.Sprintf("%.0f/s", run.Rate)
+		}
+		ratio := 0.0
+		if run.Latency.P50 > 0 {
+			ratio = run.Latency.P99 / run.Latency.P50
+		}
+		fmt.Fprintf(w, "%-17s %-6s %6s %9.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n",
+			run.Name, run.Mode, load, run.Throughput, run.Latency.P50, run.Latency.P90, run.Latency.P99,
+			run.Latency.P999, run.Latency.Max, ratio, codeList(run.Codes))
+	}
+	for _, run := range r.Runs {
+		if len(run.ByOp) > 1 {
+			fmt.Fprintf(w, "\n%s by operation:\n", run.Name)
+			for _, op := range sortedKeys(run.ByOp) {
+				p := run.ByOp[op]
+				fmt.Fprintf(w, "  %-10s %8d requests  p50 %7.1f  p99 %7.1f  max %7.1f ms\n", op, p.Count, p.P50, p.P99, p.Max)
+			}
+		}
+		if run.ItemWritesPerPurchase > 0 {
+			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged purchase (%d transactions, %d cancelled for conflict)\n",
+				run.Name, run.ItemWritesPerPurchase, run.Transactions, run.Conflicts)
+		}
+		for _, n := range run.Notes {
+			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
+		}
+	}
+	if i := slices.IndexFunc(r.Runs, func(run Run) bool { return run.Name == "ledgerd" }); i >= 0 && r.Runs[i].Purchases > 0 {
+		for _, b := range r.Runs {
+			if strings.HasPrefix(b.Name, "baseline") && b.Purchases > 0 {
+				fmt.Fprintf(w, "ledgerd / %s: %.2f x purchases/s\n", b.Name, r.Runs[i].Purchases/b.Purchases)
+			}
+		}
+	}
+	inv := r.Invariants
+	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
+		inv.Users, inv.Entries, inv.Acked, inv.Unacked)
+	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Balances)
+	for _, c := range inv.Checked {
+		fmt.Fprintf(w, "  checked: %s\n", c)
+	}
+	if inv.OK() {
+		fmt.Fprintf(w, "  0 violations\n")
+	}
+	for i, v := range inv.Violations {
+		if i == 20 {
+			fmt.Fprintf(w, "  ... and %d more violations (all in the JSON report)\n", len(inv.Violations)-i)
+			break
+		}
+		fmt.Fprintf(w, "  VIOLATION %s\n", v)
+	}
+}
+
+func codeList(codes map[string]int64) string {
+	var out []string
+	for _, c := range sortedKeys(codes) {
+		out = append(out, fmt.Sprintf("%s=%d", c, codes[c]))
+	}
+	return strings.Join(out, " ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

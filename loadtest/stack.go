@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/pointledger/pointledger/internal/ddbproxy"
+	"github.com/pointledger/pointledger/internal/dynamolocal"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+)
+
+// env is a DynamoDB the load test started: DynamoDB Local, and with
+// -latency the proxy in front of it.
+type env struct {
+	emulator string           // DynamoDB Local, for the checks
+	endpoint string           // what the clients under test use: the proxy or the emulator
+	db       *dynamodb.Client // on the emulator
+	proxy    *ddbproxy.Proxy
+	stop     func()
+}
+
+// startEnv starts a fresh, in-memory DynamoDB Local, and the proxy if
+// latency > 0.
+func startEnv(ctx context.Context, latency time.Duration) (*env, error) {
+	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
+	if err != nil {
+		return nil, err
+	}
+	e := &env{emulator: emu.Endpoint, endpoint: emu.Endpoint, db: dynamolocal.NewClient(emu.Endpoint), stop: emu.Stop}
+	if latency > 0 {
+		if e.proxy, err = ddbproxy.Start(ddbproxy.Options{Target: emu.Endpoint, Latency: latency}); err != nil {
+			emu.Stop()
+			return nil, err
+		}
+		e.endpoint = e.proxy.URL
+		e.stop = func() { e.proxy.Close(); emu.Stop() }
+	}
+	return e, nil
+}
+
+func (e *env) proxyStats() ddbproxy.Stats {
+	if e == nil || e.proxy == nil {
+		return ddbproxy.Stats{}
+	}
+	return e.proxy.Stats()
+}
+
+// startLedgerd migrates e's tables and starts ledgerd on them, on a free
+// port; it returns ledgerd's URL and how to stop it.
+func startLedgerd(ctx context.Context, bin string, e *env) (string, func(), error) {
+	environ := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+e.endpoint, "LEDGER_LOG_LEVEL=warn")
+	migrate := exec.CommandContext(ctx, bin, "migrate")
+	migrate.Env = environ
+	if out, err := migrate.CombinedOutput(); err != nil {
+		return "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
+	}
+	port, err := dynamolocal.FreePort()
+	if err != nil {
+		return "", nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	serve := exec.Command(bin, "serve", "-listen", addr)
+	serve.Env, serve.Stderr = environ, os.Stderr
+	if err := serve.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+	}
+	url := "http://" + addr
+	if err := waitHealthy(ctx, url, 30*time.Second); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return url, stop, nil
+}
+
+// waitHealthy waits for GET /healthz to answer 200.
+func waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		res, err := http.Get(url + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", res.Status)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("ledgerd at %s did not become healthy: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// projectionStatus is ledgerd's GET /projection/status.
+type projectionStatus struct {
+	Running bool  `json:"running"`
+	Lag     int64 `json:"lag_ns"`
+}
+
+func getProjectionStatus(c *http.Client, url string) (projectionStatus, error) {
+	var st projectionStatus
+	res, err := c.Get(url + "/projection/status")
+	if err != nil {
+		return st, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET /projection/status: %s", res.Status)
+	}
+	return st, json.NewDecoder(res.Body).Decode(&st)
+}
+
+// sampleLag reads the projector's lag every 500ms until ctx ends, and then
+// sends the samples. A target without a projector gives none.
+func sampleLag(ctx context.Context, c *http.Client, url string) <-chan []time.Duration {
+	out := make(chan []time.Duration, 1)
+	go func() {
+		var lags []time.Duration
+		defer func() { out <- lags }()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if st, err := getProjectionStatus(c, url); err == nil && st.Running {
+				lags = append(lags, time.Duration(st.Lag))
+			}
+		}
+	}()
+	return out
+}
+
+// historyDelay waits for e to show in its user's history and returns how
+// long after e's commit that was (at most 30 s).
+func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, e *pb.Entry) (time.Duration, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		res, err := client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: e.UserId, PageSize: 1}))
+		if err != nil {
+			return 0, err
+		}
+		if len(res.Msg.Items) > 0 && res.Msg.Items[0].Version >= e.Version {
+			return time.Since(e.CreateTime.AsTime()), nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
+}
