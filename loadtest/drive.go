@@ -28,6 +28,8 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(hdrMin, hdrMax,
 type recorder struct {
 	mu         sync.Mutex
 	begin, end time.Time
+	onBegin    func() // called when measuring begins, and ends
+	onEnd      func()
 	all        *hdrhistogram.Histogram
 	byOp       map[string]*hdrhistogram.Histogram
 	seconds    []*second
@@ -239,6 +241,9 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress 
 		return
 	case <-time.After(warmup):
 	}
+	if rec.onBegin != nil {
+		rec.onBegin()
+	}
 	rec.measure(d)
 	start := time.Now()
 	tick := time.NewTicker(time.Second)
@@ -255,6 +260,9 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress 
 		fmt.Fprintf(progress, "\r  %3.0fs/%.0fs  ok %-8d %6d/s  errors %-6d p99 %.1fms   ", elapsed.Seconds(), d.Seconds(), ok, ok-lastOK, errs, p99)
 		lastOK = ok
 		if elapsed >= d {
+			if rec.onEnd != nil {
+				rec.onEnd()
+			}
 			fmt.Fprintln(progress)
 			return
 		}

@@ -75,7 +75,7 @@ type flags struct {
 	concurrency, users, spends, covers           int
 	maxInFlight                                  int
 	duration, warmup, latency                    time.Duration
-	baselines, sharedEmulator                    bool
+	baselines, sharedEmulator, proxy             bool
 }
 
 func run(ctx context.Context, args []string) (ok bool, err error) {
@@ -98,6 +98,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	fs.IntVar(&f.covers, "covers", 4, "double-spend: how many of them the balance covers")
 	fs.StringVar(&f.mix, "mix", "purchase=55,grant=5,refund=10,balance=20,history=10", "mixed: the proportions of each operation")
 	fs.DurationVar(&f.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
+	fs.BoolVar(&f.proxy, "proxy", false, "put the DynamoDB proxy in even without -latency (to count item writes and DynamoDB's time by operation)")
 	fs.BoolVar(&f.baselines, "baselines", true, "also measure the direct and the naive baselines (not with -target)")
 	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
 	fs.StringVar(&f.out, "out", "loadtest-results", "folder for the JSON and HTML reports")
@@ -167,7 +168,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		}
 	}
 	if f.sharedEmulator && f.target == "" {
-		if r.shared, err = startEnv(ctx, f.latency); err != nil {
+		if r.shared, err = startEnv(ctx, f.latency, f.proxy); err != nil {
 			return false, err
 		}
 		defer r.shared.stop()
@@ -241,7 +242,7 @@ func (r *runner) env(ctx context.Context) (*env, func(), error) {
 	if r.shared != nil {
 		return r.shared, func() {}, nil
 	}
-	e, err := startEnv(ctx, r.f.latency)
+	e, err := startEnv(ctx, r.f.latency, r.f.proxy)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,19 +272,40 @@ func (r *runner) measure(ctx context.Context, name string, s scenario, send send
 	return measured, ctx.Err()
 }
 
-// withProxy adds what the proxy counted between before and now.
-func withProxy(run *Run, e *env, table string, before ddbproxy.Stats) {
+// countProxy has rec take the proxy's counts when it begins and ends
+// measuring; withProxy adds their difference to the run.
+func countProxy(rec *recorder, e *env) (before, after *ddbproxy.Stats) {
+	before, after = new(ddbproxy.Stats), new(ddbproxy.Stats)
+	rec.onBegin = func() { *before = e.proxyStats() }
+	rec.onEnd = func() { *after = e.proxyStats() }
+	return before, after
+}
+
+// withProxy adds what the proxy counted while the run was measured.
+func withProxy(run *Run, e *env, table string, before, after *ddbproxy.Stats) {
 	if e == nil || e.proxy == nil || run.Purchases == 0 {
 		return
 	}
-	after := e.proxy.Stats()
 	writes := after.ItemWrites[table] - before.ItemWrites[table]
 	run.ItemWritesPerPurchase = float64(writes) / (run.Purchases * run.DurationS)
 	run.Transactions, run.Conflicts = after.Transactions-before.Transactions, after.Conflicts-before.Conflicts
+	// Where DynamoDB's time went, by operation.
+	var parts []string
+	var total time.Duration
+	for _, op := range sortedKeys(after.Ops) {
+		st := after.Ops[op]
+		st.Calls -= before.Ops[op].Calls
+		st.Time -= before.Ops[op].Time
+		if st.Calls > 0 {
+			total += st.Time
+			parts = append(parts, fmt.Sprintf("%s %d calls, %.1fms each", op, st.Calls, float64(st.Time.Microseconds())/1000/float64(st.Calls)))
+		}
+	}
+	run.Notes = append(run.Notes, fmt.Sprintf("DynamoDB (all tables) answered in %s summed over calls: %s", total.Round(time.Millisecond), strings.Join(parts, "; ")))
 }
 
 // baseline measures a baseline on its own table.
-func (r *runner) baseline(ctx context.Context, name, description string, mk func(*dynamodb.Client, string) executor, after func(context.Context, *Run) error) error {
+func (r *runner) baseline(ctx context.Context, name, description string, mk func(*dynamodb.Client, string) executor, finish func(context.Context, *Run) error) error {
 	e, stop, err := r.env(ctx)
 	if err != nil {
 		return err
@@ -297,15 +319,15 @@ func (r *runner) baseline(ctx context.Context, name, description string, mk func
 	bp := *r.p
 	bp.userTag = name
 	rec := newRecorder()
-	before := e.proxyStats()
+	before, after := countProxy(rec, e)
 	run, err := r.measure(ctx, name, newScenario(r.f.scenario, &bp, true), newSender(x, rec, nil), 0, rec)
 	if err != nil {
 		return err
 	}
 	run.Description = description
-	withProxy(&run, e, prefix+migrations.LedgerTable, before)
-	if after != nil {
-		if err := after(ctx, &run); err != nil {
+	withProxy(&run, e, prefix+migrations.LedgerTable, before, after)
+	if finish != nil {
+		if err := finish(ctx, &run); err != nil {
 			return err
 		}
 	}
@@ -337,7 +359,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	p.userTag = name
 	s := newScenario(r.f.scenario, &p, false)
 	rec, b := newRecorder(), newBook()
-	before := e.proxyStats()
+	before, after := countProxy(rec, e)
 	lagCtx, stopLag := context.WithCancel(ctx)
 	lags := sampleLag(lagCtx, r.http, url)
 	run, err := r.measure(ctx, name, s, newSender(x, rec, b), rate, rec)
@@ -349,7 +371,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	if rate > 0 {
 		run.Description = "ledgerd, open loop (latency from when each step was due)"
 	}
-	withProxy(&run, e, prefix+migrations.LedgerTable, before)
+	withProxy(&run, e, prefix+migrations.LedgerTable, before, after)
 	run.Notes = append(run.Notes, projectionNotes(ctx, x, <-lags)...)
 	r.rep.Runs = append(r.rep.Runs, run)
 

@@ -31,14 +31,14 @@ type env struct {
 }
 
 // startEnv starts a fresh, in-memory DynamoDB Local, and the proxy if
-// latency > 0.
-func startEnv(ctx context.Context, latency time.Duration) (*env, error) {
+// latency > 0 or proxy.
+func startEnv(ctx context.Context, latency time.Duration, proxy bool) (*env, error) {
 	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
 	if err != nil {
 		return nil, err
 	}
 	e := &env{emulator: emu.Endpoint, endpoint: emu.Endpoint, db: dynamolocal.NewClient(emu.Endpoint), stop: emu.Stop}
-	if latency > 0 {
+	if latency > 0 || proxy {
 		if e.proxy, err = ddbproxy.Start(ddbproxy.Options{Target: emu.Endpoint, Latency: latency}); err != nil {
 			emu.Stop()
 			return nil, err

@@ -40,7 +40,15 @@ type Proxy struct {
 	inflight map[string]int // item key -> transactions in flight on it
 
 	calls, transactions, conflicts atomic.Int64
-	itemWrites                     map[string]int64 // by table, under mu
+	itemWrites                     map[string]int64   // by table, under mu
+	ops                            map[string]OpStats // by operation, under mu
+}
+
+// OpStats count the calls of one DynamoDB operation and the time DynamoDB
+// took to answer them (the latency the proxy adds is not in it).
+type OpStats struct {
+	Calls int64         `json:"calls"`
+	Time  time.Duration `json:"time_ns"`
 }
 
 // Start listens on a free port of 127.0.0.1 and proxies to o.Target.
@@ -55,6 +63,7 @@ func Start(o Options) (*Proxy, error) {
 		client:     &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}},
 		inflight:   map[string]int{},
 		itemWrites: map[string]int64{},
+		ops:        map[string]OpStats{},
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
@@ -66,10 +75,11 @@ func (p *Proxy) Close() error { return p.srv.Close() }
 
 // Stats counts what the proxy saw.
 type Stats struct {
-	Calls        int64            `json:"calls"`
-	Transactions int64            `json:"transactions"`
-	Conflicts    int64            `json:"transaction_conflicts"` // cancelled by the proxy
-	ItemWrites   map[string]int64 `json:"item_writes"`           // by table: items of the transactions that went through
+	Calls        int64              `json:"calls"`
+	Transactions int64              `json:"transactions"`
+	Conflicts    int64              `json:"transaction_conflicts"` // cancelled by the proxy
+	ItemWrites   map[string]int64   `json:"item_writes"`           // by table: items of the transactions that went through
+	Ops          map[string]OpStats `json:"ops"`                   // by operation (GetItem, TransactWriteItems, ...)
 }
 
 // Stats returns the counts so far.
@@ -80,7 +90,11 @@ func (p *Proxy) Stats() Stats {
 	for t, n := range p.itemWrites {
 		writes[t] = n
 	}
-	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes}
+	ops := make(map[string]OpStats, len(p.ops))
+	for o, st := range p.ops {
+		ops[o] = st
+	}
+	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops}
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -144,11 +158,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	req.Header = r.Header.Clone()
+	start := time.Now()
 	res, err := p.client.Do(req)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
+	defer p.count(r.Header.Get("X-Amz-Target"), start)
 	defer res.Body.Close()
 	for k, vs := range res.Header {
 		for _, v := range vs {
@@ -157,6 +173,19 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	w.WriteHeader(res.StatusCode)
 	_, _ = io.Copy(w, res.Body)
+}
+
+// count adds a call of target (e.g. DynamoDB_20120810.GetItem) that was
+// sent at start and whose answer has been read.
+func (p *Proxy) count(target string, start time.Time) {
+	d := time.Since(start)
+	_, op, _ := strings.Cut(target, ".")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.ops[op]
+	st.Calls++
+	st.Time += d
+	p.ops[op] = st
 }
 
 // transactionKeys lists "table|key" of every item of a TransactWriteItems
