@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ type recorder struct {
 	seconds    []*second
 	codes      map[string]int64
 	purchases  int64 // acknowledged
+	steps      int64 // scenario steps completed
 }
 
 type second struct {
@@ -85,6 +87,15 @@ func (r *recorder) record(kind, code string, latency time.Duration, at time.Time
 	}
 }
 
+// stepDone counts a step of the scenario completed at at.
+func (r *recorder) stepDone(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.begin.IsZero() && !at.Before(r.begin) && at.Before(r.end) {
+		r.steps++
+	}
+}
+
 // snapshot is for the progress line: requests, errors and the p99 so far.
 func (r *recorder) snapshot() (ok, errs int64, p99 float64) {
 	r.mu.Lock()
@@ -114,6 +125,7 @@ func (r *recorder) run(name, description string) Run {
 	if d > 0 {
 		run.Throughput = float64(run.OK) / d
 		run.Purchases = float64(r.purchases) / d
+		run.Steps = float64(r.steps) / d
 	}
 	for k, h := range r.byOp {
 		run.ByOp[k] = percentiles(h)
@@ -180,6 +192,7 @@ func closedLoop(ctx context.Context, s scenario, send sender, workers int, warmu
 			rng := rand.New(rand.NewPCG(uint64(w), seed))
 			for runCtx.Err() == nil {
 				s.step(ctx, rng, send)
+				rec.stepDone(time.Now())
 			}
 		})
 	}
@@ -225,6 +238,7 @@ func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInF
 				defer func() { <-slots }()
 				rng := rand.New(rand.NewPCG(uint64(i), seed))
 				s.step(context.WithValue(ctx, intendedKey{}, at), rng, send)
+				rec.stepDone(time.Now())
 			})
 		}
 	})
@@ -233,6 +247,12 @@ func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInF
 	wg.Wait()
 	return behind.Load()
 }
+
+// terminal: progress goes to a terminal (else to a log).
+var terminal = func() bool {
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}()
 
 // pace waits out the warm-up, measures for d, and prints progress.
 func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress io.Writer) {
@@ -257,13 +277,20 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress 
 		}
 		elapsed := time.Since(start)
 		ok, errs, p99 := rec.snapshot()
-		fmt.Fprintf(progress, "\r  %3.0fs/%.0fs  ok %-8d %6d/s  errors %-6d p99 %.1fms   ", elapsed.Seconds(), d.Seconds(), ok, ok-lastOK, errs, p99)
+		line := fmt.Sprintf("  %3.0fs/%.0fs  ok %-8d %6d/s  errors %-6d p99 %.1fms", elapsed.Seconds(), d.Seconds(), ok, ok-lastOK, errs, p99)
 		lastOK = ok
+		if terminal {
+			fmt.Fprintf(progress, "\r%s   ", line) // one line, rewritten
+		} else if s := int(elapsed.Round(time.Second) / time.Second); s%5 == 0 {
+			fmt.Fprintln(progress, line) // a log: a line every 5 s
+		}
 		if elapsed >= d {
 			if rec.onEnd != nil {
 				rec.onEnd()
 			}
-			fmt.Fprintln(progress)
+			if terminal {
+				fmt.Fprintln(progress)
+			}
 			return
 		}
 	}

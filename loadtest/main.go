@@ -188,7 +188,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 			return false, err
 		}
 		if f.rate == "half" {
-			rate = run.Throughput / 2 * stepsPerRequest(run)
+			rate = run.Steps / 2
 		}
 	}
 	if rate > 0 {
@@ -420,19 +420,6 @@ func addCovers(covers map[string]int, s scenario) {
 			covers[u] = k
 		}
 	}
-}
-
-// stepsPerRequest: a step of the closed loop was this many requests (1 but
-// for bursts and rounds), to turn its request rate into a step rate.
-func stepsPerRequest(run Run) float64 {
-	steps := float64(run.Requests)
-	if g := run.ByOp["grant"].Count; g > 0 && run.ByOp["purchase"].Count > 0 && run.Requests > 0 {
-		steps = float64(g) // double-spend: one grant a round
-	}
-	if steps == 0 || run.Requests == 0 {
-		return 1
-	}
-	return steps / float64(run.Requests)
 }
 
 // projectionNotes: how far the projection lagged during the runs, and how

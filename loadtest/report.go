@@ -56,11 +56,12 @@ type Run struct {
 	Rate        float64 `json:"rate,omitempty"`
 	DurationS   float64 `json:"duration_s"`
 
-	Requests   int64            `json:"requests"`   // answered, with any outcome
-	OK         int64            `json:"ok"`         // acknowledged
-	Codes      map[string]int64 `json:"codes"`      // outcome -> count: "ok" or a Connect code
-	Throughput float64          `json:"throughput"` // acknowledged requests/s
-	Purchases  float64          `json:"purchases_per_s"`
+	Requests   int64            `json:"requests"`        // answered, with any outcome
+	OK         int64            `json:"ok"`              // acknowledged
+	Codes      map[string]int64 `json:"codes"`           // outcome -> count: "ok" or a Connect code
+	Throughput float64          `json:"throughput"`      // acknowledged requests/s
+	Purchases  float64          `json:"purchases_per_s"` // acknowledged
+	Steps      float64          `json:"steps_per_s"`     // scenario steps completed (a retry burst, a double-spend round: one)
 
 	// Latency of every request, whatever its outcome. Open loop: from the
 	// time the schedule meant to send it (coordinated omission corrected).
