@@ -84,7 +84,7 @@ loadtest: dynamodb-local build ## scenario SCENARIO (uniform) closed loop, open 
 
 .PHONY: loadtest-quick
 loadtest-quick: dynamodb-local build ## 16 clients purchasing through ledgerd for 20 s (see README)
-	$(GO) run ./loadtest -concurrency 16 -duration 20s
+	$(GO) run ./loadtest -concurrency 16 -duration 20s -baselines=false
 
 .PHONY: clean
 clean: ## remove build output (keeps the .cache downloads)

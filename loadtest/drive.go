@@ -201,11 +201,29 @@ func closedLoop(ctx context.Context, s scenario, send sender, workers int, warmu
 	wg.Wait()
 }
 
-// openLoop starts a step every 1/rate seconds, whether or not the earlier
-// ones were answered (at most maxInFlight at once), for warmup + d. A step's
-// latency counts from its scheduled time, so a stalled system is charged
-// for every request it kept waiting.
-func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInFlight int, warmup, d time.Duration, rec *recorder, progress io.Writer) (late int64) {
+// openLoop warms the system up with a closed loop of warmers for warmup
+// (a cold emulator is slow at first, and a schedule started on it would
+// carry that backlog into the measurement), then starts a step every 1/rate
+// seconds, whether or not the earlier ones were answered (at most
+// maxInFlight at once), and measures for d after a second to settle. A
+// step's latency counts from its scheduled time, so a stalled system is
+// charged for every request it kept waiting.
+func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInFlight, warmers int, warmup, d time.Duration, rec *recorder, progress io.Writer) (late int64) {
+	if warmup > 0 {
+		warmCtx, stop := context.WithTimeout(ctx, warmup)
+		var wg sync.WaitGroup
+		for w := range warmers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+				for warmCtx.Err() == nil {
+					s.step(ctx, rng, send) // not measured: rec has not begun
+				}
+			})
+		}
+		wg.Wait()
+		stop()
+		warmup = time.Second
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interval := time.Duration(float64(time.Second) / rate)

@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 
 	rep := &Report{
 		Date:    time.Now().UTC(),
-		Command: "go run ./loadtest " + strings.Join(args, " "),
+		Command: command(args),
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Options: Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
 			Users: p.users, LatencyMS: float64(f.latency) / float64(time.Millisecond), MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
@@ -259,8 +259,8 @@ func (r *runner) measure(ctx context.Context, name string, s scenario, send send
 	run := Run{Name: name, Mode: "closed", Concurrency: f.concurrency}
 	if rate > 0 {
 		run = Run{Name: name, Mode: "open", Rate: rate}
-		fmt.Printf("%s: %s, open loop at %.0f steps/s, %s warm-up + %s\n", name, f.scenario, rate, f.warmup, f.duration)
-		if late := openLoop(ctx, s, send, rate, f.maxInFlight, f.warmup, f.duration, rec, progressOut()); late > 0 {
+		fmt.Printf("%s: %s, open loop at %.0f steps/s, %s warm-up (closed loop) + 1s + %s\n", name, f.scenario, rate, f.warmup, f.duration)
+		if late := openLoop(ctx, s, send, rate, f.maxInFlight, f.concurrency, f.warmup, f.duration, rec, progressOut()); late > 0 {
 			fmt.Printf("  %d steps started late (the load tool fell behind its schedule; their latency counts from when they were due)\n", late)
 		}
 	} else {
@@ -396,6 +396,19 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 }
 
 func progressOut() io.Writer { return os.Stderr }
+
+// command is how to run this again: the environment that shapes ledgerd and
+// the emulator, then the flags.
+func command(args []string) string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "LEDGER_") || strings.HasPrefix(kv, "JAVA_TOOL_OPTIONS=") {
+			env = append(env, kv)
+		}
+	}
+	slices.Sort(env)
+	return strings.TrimSpace(strings.Join(env, " ") + " go run ./loadtest " + strings.Join(args, " "))
+}
 
 // baselineExec creates a baseline's own tables (same definitions as
 // ledgerd's) and returns its executor on a client through endpoint (the

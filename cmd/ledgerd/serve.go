@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/api"
@@ -52,6 +53,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := c.projectorFlags(fs, getenv); err != nil {
 		return err
 	}
+	debugAddr := fs.String("debug-listen", getenv("LEDGER_DEBUG_LISTEN"),
+		"serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; empty: off. Never on a public address (LEDGER_DEBUG_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -93,6 +96,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	)
 	mux.Handle(path, handler)
 	mux.Handle("GET /projection/status", projectionStatus(projector))
+	if *debugAddr != "" {
+		stop, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -257,4 +267,25 @@ func envOr(getenv func(string) string, name, def string) string {
 		return v
 	}
 	return def
+}
+
+// serveDebug serves Go's profiler on addr, apart from the API, so that where
+// ledgerd's time goes can be measured under load:
+//
+//	go tool pprof http://127.0.0.1:6060/debug/pprof/profile?seconds=10
+func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-debug-listen: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Warn("serving the profiler: keep this address private", "debug_listen", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }

@@ -72,6 +72,11 @@ func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
 	if err := put("E#2"); err != nil {
 		t.Errorf("a transaction after the others ended: %v", err)
 	}
+	// Of the three transactions, two reached the emulator (the conflicting
+	// one did not), and each took it some time to answer.
+	if ops := p.Stats().Ops["TransactWriteItems"]; ops.Calls != 2 || ops.Time <= 0 {
+		t.Errorf("TransactWriteItems answered by DynamoDB: %+v, want 2 calls that took time", ops)
+	}
 }
 
 // Two ledgers ("processes") without group commit race on one user through
