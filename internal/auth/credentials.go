@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Credentials is the credentials file (JSON): the keys that sign user tokens
@@ -157,4 +159,49 @@ func GenerateDev() DevCredentials {
 func (c *Credentials) JSON() []byte {
 	b, _ := json.MarshalIndent(c, "", "  ")
 	return append(b, '\n')
+}
+
+// Files of a development credentials folder (WriteDir, ReadDevDir).
+const (
+	DevCredentialsFile  = "credentials.json"
+	DevServiceTokenFile = "service.token"
+	DevAdminTokenFile   = "admin.token"
+)
+
+// WriteDir writes d into dir (created, private): the credentials file and
+// the service and admin tokens, one file each. It returns the credentials
+// file's path.
+func (d DevCredentials) WriteDir(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	files := map[string][]byte{
+		DevCredentialsFile:  d.Credentials.JSON(),
+		DevServiceTokenFile: []byte(d.ServiceToken + "\n"),
+		DevAdminTokenFile:   []byte(d.AdminToken + "\n"),
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(dir, DevCredentialsFile), nil
+}
+
+// ReadDevDir reads what WriteDir wrote.
+func ReadDevDir(dir string) (DevCredentials, error) {
+	var d DevCredentials
+	c, err := LoadCredentials(filepath.Join(dir, DevCredentialsFile))
+	if err != nil {
+		return d, err
+	}
+	d.Credentials = c
+	for name, to := range map[string]*string{DevServiceTokenFile: &d.ServiceToken, DevAdminTokenFile: &d.AdminToken} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return d, err
+		}
+		*to = strings.TrimSpace(string(b))
+	}
+	return d, nil
 }
