@@ -50,7 +50,11 @@ func (p *ledgerdProcess) ledgerClient(opts ...connect.ClientOption) pointledgerv
 	return pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr, opts...)
 }
 
-func startLedgerd(t *testing.T) *ledgerdProcess {
+func startLedgerd(t *testing.T) *ledgerdProcess { t.Helper(); return startLedgerdAuth(t, false) }
+
+// startLedgerdAuth starts ledgerd with fresh credentials, or with none and
+// -insecure-dev.
+func startLedgerdAuth(t *testing.T, insecure bool) *ledgerdProcess {
 	t.Helper()
 	emu := dynamotest.Emulator(t)
 	bin := filepath.Join(t.TempDir(), "ledgerd")
@@ -62,6 +66,11 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 	authFile := filepath.Join(t.TempDir(), "credentials.json")
 	if err := os.WriteFile(authFile, creds.Credentials.JSON(), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	serveArgs := []string{"serve", "-listen"}
+	if insecure {
+		authFile = ""
+		serveArgs = []string{"serve", "-insecure-dev", "-listen"}
 	}
 	env := append(os.Environ(),
 		"LEDGER_AUTH_FILE="+authFile,
@@ -81,7 +90,7 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 		t.Fatal(err)
 	}
 	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &bytes.Buffer{}, creds: creds}
-	p.cmd = exec.Command(bin, "serve", "-listen", p.addr)
+	p.cmd = exec.Command(bin, append(serveArgs, p.addr)...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
