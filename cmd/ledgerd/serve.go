@@ -86,7 +86,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	// body is read; the interceptor then checks the user id it acts for.
 	limiter := auth.NewLimiter(ac.rateLimit, ac.rateBurst, nil)
 	handlerOptions := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
-	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, h, handlerOptions...) }
+	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, handlerOptions...) }
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err

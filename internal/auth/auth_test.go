@@ -50,11 +50,11 @@ func newServer(tb testing.TB, a *auth.Authenticator, creds auth.DevCredentials, 
 	opts := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
 	mux := http.NewServeMux()
 	path, h := pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), opts...)
-	mux.Handle(path, auth.Middleware(a, limiter, h, opts...))
+	mux.Handle(path, auth.Middleware(a, limiter, log, h, opts...))
 	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
 	path, h = pointledgerv1connect.NewAdminServiceHandler(api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log), opts...)
-	mux.Handle(path, auth.Middleware(a, limiter, h, opts...))
+	mux.Handle(path, auth.Middleware(a, limiter, log, h, opts...))
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

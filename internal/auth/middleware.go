@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -17,8 +18,9 @@ const errorDomain = "pointledger.v1"
 // before the request body is read, then passes the identity on in the
 // context. It answers refusals in the caller's protocol (Connect, gRPC or
 // gRPC-Web). opts are the handlers' options (their codecs tell the protocols
-// apart). limiter may be nil (no limit).
-func Middleware(a *Authenticator, limiter *Limiter, next http.Handler, opts ...connect.HandlerOption) http.Handler {
+// apart). limiter may be nil (no limit). Refusals are logged at info, like
+// other failed calls, without the token.
+func Middleware(a *Authenticator, limiter *Limiter, log *slog.Logger, next http.Handler, opts ...connect.HandlerOption) http.Handler {
 	errw := connect.NewErrorWriter(opts...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := a.Authenticate(r.Header.Get("Authorization"))
@@ -33,7 +35,10 @@ func Middleware(a *Authenticator, limiter *Limiter, next http.Handler, opts ...c
 			if connect.CodeOf(toConnect(err)) == connect.CodeUnauthenticated {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="pointledger"`)
 			}
-			_ = errw.Write(w, r, toConnect(err))
+			ce := toConnect(err)
+			log.InfoContext(r.Context(), "rpc refused", "procedure", r.URL.Path, "code", ce.Code().String(),
+				"reason", reasonOf(err), "role", string(id.Role), "subject", id.Subject, "remote_addr", r.RemoteAddr)
+			_ = errw.Write(w, r, ce)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
@@ -113,4 +118,12 @@ func (c *checkedConn) Receive(msg any) error {
 		return toConnect(err)
 	}
 	return nil
+}
+
+func reasonOf(err error) string {
+	var e *authError
+	if errors.As(err, &e) {
+		return e.reason
+	}
+	return ""
 }

@@ -136,4 +136,3 @@ func TestLimiter(t *testing.T) {
 		t.Error("rate 0 is not off")
 	}
 }
-
