@@ -5,7 +5,8 @@
 // stream records pile up, so every run gets a new one), with -latency the
 // DynamoDB proxy in front of it, and the ledgerd binary at -ledgerd;
 // -target URL drives a running ledgerd instead (its tables are read for the
-// checks through -dynamodb-endpoint and -table-prefix).
+// checks through -dynamodb-endpoint and -table-prefix; -token is its service
+// token; the ledgerd started here gets fresh credentials).
 //
 // One invocation measures, each for -warmup then -duration:
 //
@@ -42,10 +43,12 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
@@ -70,6 +73,7 @@ func main() {
 
 type flags struct {
 	target, ledgerd, dynamoEndpoint, tablePrefix string
+	token                                        string // -target: a service token
 	scenario, rate, mix, out                     string
 	amount, grant                                string
 	concurrency, users, spends, covers           int
@@ -82,6 +86,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	var f flags
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.StringVar(&f.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
+	fs.StringVar(&f.token, "token", os.Getenv("LEDGER_TOKEN"), "with -target: a service token to send (LEDGER_TOKEN)")
 	fs.StringVar(&f.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "with -target: the DynamoDB endpoint of its tables, read for the checks (empty: AWS's, from the environment)")
 	fs.StringVar(&f.tablePrefix, "table-prefix", "", "with -target: the prefix of its table names")
@@ -338,7 +343,7 @@ func (r *runner) baseline(ctx context.Context, name, description string, mk func
 // ledgerd measures ledgerd (started on a fresh emulator, or -target), then
 // checks the invariants over everything the run sent.
 func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, error) {
-	url, db, prefix := r.f.target, r.checkDB, r.f.tablePrefix
+	url, db, prefix, token := r.f.target, r.checkDB, r.f.tablePrefix, r.f.token
 	var e *env
 	if url == "" {
 		var stop func()
@@ -348,13 +353,17 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 		}
 		defer stop()
 		var stopLedgerd func()
-		if url, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e); err != nil {
+		if url, token, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e); err != nil {
 			return Run{}, err
 		}
 		defer stopLedgerd()
 		db, prefix = e.db, ""
 	}
-	x := &connectExec{c: pointledgerv1connect.NewLedgerServiceClient(r.http, url)}
+	var opts []connect.ClientOption
+	if token != "" {
+		opts = append(opts, connect.WithInterceptors(auth.Bearer(token)))
+	}
+	x := &connectExec{c: pointledgerv1connect.NewLedgerServiceClient(r.http, url, opts...)}
 	p := *r.p
 	p.userTag = name
 	s := newScenario(r.f.scenario, &p, false)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
@@ -57,23 +58,26 @@ func (e *env) proxyStats() ddbproxy.Stats {
 }
 
 // startLedgerd migrates e's tables and starts ledgerd on them, on a free
-// port; it returns ledgerd's URL and how to stop it.
-func startLedgerd(ctx context.Context, bin string, e *env) (string, func(), error) {
-	environ := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+e.endpoint, "LEDGER_LOG_LEVEL=warn")
+// port, with fresh credentials; it returns ledgerd's URL, a service token
+// and how to stop it.
+func startLedgerd(ctx context.Context, bin string, e *env) (string, string, func(), error) {
+	creds := auth.GenerateDev()
+	environ := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+e.endpoint, "LEDGER_LOG_LEVEL=warn",
+		"LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()))
 	migrate := exec.CommandContext(ctx, bin, "migrate")
 	migrate.Env = environ
 	if out, err := migrate.CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
+		return "", "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
 	}
 	port, err := dynamolocal.FreePort()
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	serve := exec.Command(bin, "serve", "-listen", addr)
 	serve.Env, serve.Stderr = environ, os.Stderr
 	if err := serve.Start(); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	stop := func() {
 		_ = serve.Process.Signal(syscall.SIGTERM)
@@ -82,9 +86,9 @@ func startLedgerd(ctx context.Context, bin string, e *env) (string, func(), erro
 	url := "http://" + addr
 	if err := waitHealthy(ctx, url, 30*time.Second); err != nil {
 		stop()
-		return "", nil, err
+		return "", "", nil, err
 	}
-	return url, stop, nil
+	return url, creds.ServiceToken, stop, nil
 }
 
 // waitHealthy waits for GET /healthz to answer 200.

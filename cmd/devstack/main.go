@@ -5,7 +5,9 @@
 //
 // Settings: DYNAMODB_PORT (default: a free port), DYNAMODB_DB_PATH (default:
 // in memory; a folder keeps the data across runs), and every LEDGER_*
-// variable of ledgerd (LEDGER_LISTEN_ADDR defaults to :8080).
+// variable of ledgerd (LEDGER_LISTEN_ADDR defaults to :8080). Without
+// LEDGER_AUTH_FILE or LEDGER_AUTH_JSON it makes local dev credentials in
+// .local/dev-credentials/ on the first run and serves with them.
 package main
 
 import (
@@ -13,13 +15,17 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 )
 
@@ -34,6 +40,7 @@ func main() {
 
 func run(ctx context.Context) error {
 	ledgerd := flag.String("ledgerd", "bin/ledgerd", "the ledgerd binary")
+	credsDir := flag.String("credentials", ".local/dev-credentials", "folder of the local dev credentials, made on first run")
 	flag.Parse()
 
 	port := 0
@@ -62,6 +69,13 @@ func run(ctx context.Context) error {
 	fmt.Fprintf(os.Stderr, "devstack: DynamoDB Local on %s (%s)\n", emu.Endpoint, where)
 
 	env := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint)
+	if os.Getenv("LEDGER_AUTH_FILE") == "" && os.Getenv("LEDGER_AUTH_JSON") == "" {
+		file, err := devCredentials(*credsDir, os.Getenv("LEDGER_LISTEN_ADDR"))
+		if err != nil {
+			return err
+		}
+		env = append(env, "LEDGER_AUTH_FILE="+file)
+	}
 	if os.Getenv("LEDGER_LOG_FORMAT") == "" {
 		env = append(env, "LEDGER_LOG_FORMAT=text")
 	}
@@ -96,4 +110,32 @@ func run(ctx context.Context) error {
 	}
 	fmt.Fprintln(os.Stderr, "devstack: stopped ledgerd and DynamoDB Local")
 	return nil
+}
+
+// devCredentials makes local credentials in dir on the first run (and keeps
+// them after), and says how to call with them.
+func devCredentials(dir, listen string) (string, error) {
+	d, err := auth.ReadDevDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		d = auth.GenerateDev()
+		if _, err = d.WriteDir(dir); err == nil {
+			fmt.Fprintf(os.Stderr, "devstack: made local dev credentials in %s/ (keep them out of git; /.local/ is ignored)\n", dir)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("dev credentials in %s: %w", dir, err)
+	}
+	host := "localhost:8080"
+	if listen != "" && !strings.HasPrefix(listen, ":") {
+		host = listen
+	} else if listen != "" {
+		host = "localhost" + listen
+	}
+	fmt.Fprintf(os.Stderr, `devstack: every call needs a token; as a trusted service:
+  export TOKEN=$(cat %[1]s/%[2]s)
+  curl -s %[5]s/pointledger.v1.LedgerService/GetBalance -H 'Content-Type: application/json' -H "Authorization: Bearer $TOKEN" -d '{"user_id":"alice"}'
+admin token: %[1]s/%[3]s; a user token for alice (1 h):
+  bin/ledgerd token -auth-file %[1]s/%[4]s -user alice
+`, dir, auth.DevServiceTokenFile, auth.DevAdminTokenFile, auth.DevCredentialsFile, host)
+	return filepath.Join(dir, auth.DevCredentialsFile), nil
 }

@@ -39,6 +39,8 @@ commands:
             or rebuild history from the ledger with -rebuild [-user U]
   reconcile prove that balances, entries and history agree; exit 0 when
             clean, 1 on findings, 2 when it could not finish
+  token     mint a user token (-user U), or make a new service/admin
+            token or signing key (-new service|admin|key)
   version   print the version
 
 Run 'ledgerd <command> -h' for the flags; every flag can also be set by its
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return project(ctx, rest, getenv, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		return token(rest, getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "ledgerd", version)
 		return nil

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
@@ -40,9 +41,20 @@ type ledgerdProcess struct {
 	prefix string // of the tables
 	cmd    *exec.Cmd
 	out    *bytes.Buffer
+	creds  auth.DevCredentials // its auth file: LEDGER_AUTH_FILE in env
 }
 
-func startLedgerd(t *testing.T) *ledgerdProcess {
+// ledgerClient calls p's LedgerService as a trusted service.
+func (p *ledgerdProcess) ledgerClient(opts ...connect.ClientOption) pointledgerv1connect.LedgerServiceClient {
+	opts = append(opts, connect.WithInterceptors(auth.Bearer(p.creds.ServiceToken)))
+	return pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr, opts...)
+}
+
+func startLedgerd(t *testing.T) *ledgerdProcess { t.Helper(); return startLedgerdAuth(t, false) }
+
+// startLedgerdAuth starts ledgerd with fresh credentials, or with none and
+// -insecure-dev.
+func startLedgerdAuth(t *testing.T, insecure bool) *ledgerdProcess {
 	t.Helper()
 	emu := dynamotest.Emulator(t)
 	bin := filepath.Join(t.TempDir(), "ledgerd")
@@ -50,7 +62,18 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "_"
+	creds := auth.GenerateDev()
+	authFile := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(authFile, creds.Credentials.JSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serveArgs := []string{"serve", "-listen"}
+	if insecure {
+		authFile = ""
+		serveArgs = []string{"serve", "-insecure-dev", "-listen"}
+	}
 	env := append(os.Environ(),
+		"LEDGER_AUTH_FILE="+authFile,
 		"LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint,
 		"LEDGER_TABLE_PREFIX="+prefix,
 		"LEDGER_LOG_FORMAT=text",
@@ -66,8 +89,8 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &bytes.Buffer{}}
-	p.cmd = exec.Command(bin, "serve", "-listen", p.addr)
+	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &bytes.Buffer{}, creds: creds}
+	p.cmd = exec.Command(bin, append(serveArgs, p.addr)...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -179,7 +202,9 @@ func TestReadmeQuickstart(t *testing.T) {
 		var out []byte
 		for tries := 0; ; tries++ {
 			var err error
-			out, err = exec.Command("bash", "-c", cmd).Output()
+			c := exec.Command("bash", "-c", cmd)
+			c.Env = append(os.Environ(), "TOKEN="+p.creds.ServiceToken)
+			out, err = c.Output()
 			if err != nil {
 				t.Fatalf("%s: %v", cmd, err)
 			}
@@ -207,11 +232,11 @@ func TestServeSpeaksGRPCAndGRPCWebAndStopsGracefully(t *testing.T) {
 		DialContext: (&net.Dialer{}).DialContext,
 	}}
 	ctx := context.Background()
-	grpcClient := pointledgerv1connect.NewLedgerServiceClient(h2c, "http://"+p.addr, connect.WithGRPC())
+	grpcClient := pointledgerv1connect.NewLedgerServiceClient(h2c, "http://"+p.addr, connect.WithGRPC(), connect.WithInterceptors(auth.Bearer(p.creds.ServiceToken)))
 	if _, err := grpcClient.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "bob", Amount: "5", RequestId: "g"})); err != nil {
 		t.Fatalf("gRPC grant: %v", err)
 	}
-	webClient := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr, connect.WithGRPCWeb())
+	webClient := p.ledgerClient(connect.WithGRPCWeb())
 	res, err := webClient.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "bob", Amount: "2", RequestId: "p"}))
 	if err != nil {
 		t.Fatalf("gRPC-Web purchase: %v", err)
@@ -273,7 +298,7 @@ func TestProjectRebuildsOneUser(t *testing.T) {
 	t.Parallel()
 	p := startLedgerd(t)
 	ctx := context.Background()
-	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	client := p.ledgerClient()
 	if _, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "carol", Amount: "5", RequestId: "g"})); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +330,7 @@ func TestReconcileCommandExitsByFindings(t *testing.T) {
 	t.Parallel()
 	p := startLedgerd(t)
 	ctx := context.Background()
-	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	client := p.ledgerClient()
 	for _, u := range []string{"dora", "emil"} {
 		if _, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: u, Amount: "5", RequestId: "g"})); err != nil {
 			t.Fatal(err)

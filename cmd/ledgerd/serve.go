@@ -13,7 +13,10 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -53,6 +56,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := c.projectorFlags(fs, getenv); err != nil {
 		return err
 	}
+	var ac authConfig
+	if err := ac.flags(fs, getenv); err != nil {
+		return err
+	}
 	debugAddr := fs.String("debug-listen", getenv("LEDGER_DEBUG_LISTEN"),
 		"serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; empty: off. Never on a public address (LEDGER_DEBUG_LISTEN)")
 	if err := fs.Parse(args); err != nil {
@@ -68,6 +75,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	authn, err := ac.authenticator(getenv)
+	if err != nil {
+		return err
+	}
+	if authn.Insecure() {
+		warnInsecure(ctx, log, time.Minute)
+	}
+	// Every RPC is authenticated (and rate limited per caller) before its
+	// body is read; the interceptor then checks the user id it acts for.
+	limiter := auth.NewLimiter(ac.rateLimit, ac.rateBurst, nil)
+	handlerOptions := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
+	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, handlerOptions...) }
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
@@ -80,9 +99,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
 		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
-		api.HandlerOptions(log)...,
+		handlerOptions...,
 	)
-	mux.Handle(path, handler)
+	mux.Handle(path, protect(handler))
 	projectorStatus := func() (projection.Status, bool) {
 		if projector == nil {
 			return projection.Status{}, false
@@ -92,9 +111,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(
 		api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
 			projectorStatus, int32(c.AmountScale), log),
-		api.HandlerOptions(log)...,
+		handlerOptions...,
 	)
-	mux.Handle(path, handler)
+	mux.Handle(path, protect(handler))
 	mux.Handle("GET /projection/status", projectionStatus(projector))
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log)
@@ -132,7 +151,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ln.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
-		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger)
+		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", ac.rateLimit)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

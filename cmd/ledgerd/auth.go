@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/auth"
+)
+
+// authConfig is who may call ledgerd serve, and how often.
+type authConfig struct {
+	file      string
+	insecure  bool
+	rateLimit float64
+	rateBurst int
+}
+
+func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
+	fs.StringVar(&a.file, "auth-file", getenv("LEDGER_AUTH_FILE"),
+		"credentials file (JSON: user token keys, service and admin token hashes); see README, Security (LEDGER_AUTH_FILE)")
+	// Deliberately a flag only: no environment variable turns security off.
+	fs.BoolVar(&a.insecure, "insecure-dev", false,
+		"serve WITHOUT authentication, every caller being service and admin; local development only")
+	rate := 0.0
+	if v := getenv("LEDGER_RATE_LIMIT"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 {
+			return fmt.Errorf("LEDGER_RATE_LIMIT=%q: want requests a second, 0 for no limit", v)
+		}
+		rate = r
+	}
+	fs.Float64Var(&a.rateLimit, "rate-limit", rate, "requests a second each caller (token) may make; 0: no limit (LEDGER_RATE_LIMIT)")
+	burst, err := intFromEnv(getenv, "LEDGER_RATE_BURST", 0)
+	if err != nil {
+		return err
+	}
+	fs.IntVar(&a.rateBurst, "rate-burst", burst, "requests a caller may make at once above -rate-limit; 0: the rate, at least 1 (LEDGER_RATE_BURST)")
+	return nil
+}
+
+// authenticator builds the authenticator from the credentials file or, for
+// the credentials JSON itself, LEDGER_AUTH_JSON; without either ledgerd
+// refuses to serve unless -insecure-dev.
+func (a *authConfig) authenticator(getenv func(string) string) (*auth.Authenticator, error) {
+	if a.rateLimit < 0 || a.rateBurst < 0 {
+		return nil, errors.New("-rate-limit and -rate-burst must not be negative")
+	}
+	inline := getenv("LEDGER_AUTH_JSON")
+	if a.insecure {
+		if a.file != "" || inline != "" {
+			return nil, errors.New("-insecure-dev and credentials (-auth-file, LEDGER_AUTH_FILE, LEDGER_AUTH_JSON) exclude each other")
+		}
+		return auth.InsecureDev(), nil
+	}
+	var creds *auth.Credentials
+	var err error
+	switch {
+	case a.file != "" && inline != "":
+		return nil, errors.New("credentials come from -auth-file (LEDGER_AUTH_FILE) or LEDGER_AUTH_JSON, not both")
+	case a.file != "":
+		creds, err = auth.LoadCredentials(a.file)
+	case inline != "":
+		creds, err = auth.ParseCredentials([]byte(inline))
+		if err != nil {
+			err = fmt.Errorf("LEDGER_AUTH_JSON: %w", err)
+		}
+	default:
+		return nil, errors.New("no credentials configured: set -auth-file (LEDGER_AUTH_FILE) or LEDGER_AUTH_JSON " +
+			"(see README, Security), or start with -insecure-dev for local development")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return auth.NewAuthenticator(creds)
+}
+
+// warnInsecure says loudly, at start and then every interval until ctx
+// ends, that anyone may call.
+func warnInsecure(ctx context.Context, log *slog.Logger, interval time.Duration) {
+	say := func() {
+		log.Warn("INSECURE: -insecure-dev is set: no authentication, every caller may move any user's points and use the admin API; never do this outside local development")
+	}
+	say()
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				say()
+			}
+		}
+	}()
+}
+
+// token mints a user token, or makes new secrets for a credentials file.
+func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("auth-file", getenv("LEDGER_AUTH_FILE"), "credentials file whose first user token key signs (LEDGER_AUTH_FILE)")
+	user := fs.String("user", "", "mint a user token for this user id")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the user token")
+	newToken := fs.String("new", "", "instead: print a new random service or admin token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
+	name := fs.String("name", "", "with -new service|admin: the token's name in the credentials file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch *newToken {
+	case "":
+	case "key":
+		fmt.Fprintln(stdout, auth.NewKey())
+		return nil
+	case string(auth.RoleService), string(auth.RoleAdmin):
+		if *name == "" {
+			return errors.New("-new " + *newToken + " needs -name")
+		}
+		secret := auth.NewSecret()
+		fmt.Fprintln(stdout, secret)
+		fmt.Fprintf(stderr, "add to \"tokens\" of the credentials file: {\"name\": %q, \"role\": %q, \"sha256\": %q}\n",
+			*name, *newToken, auth.HashToken(secret))
+		return nil
+	default:
+		return fmt.Errorf("-new %q: want service, admin or key", *newToken)
+	}
+	if *user == "" {
+		return errors.New("give -user (or -new)")
+	}
+	if *file == "" {
+		return errors.New("give -auth-file (LEDGER_AUTH_FILE)")
+	}
+	creds, err := auth.LoadCredentials(*file)
+	if err != nil {
+		return err
+	}
+	tok, err := auth.MintUserToken(creds, *user, *ttl, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/pointledger/pointledger/internal/auth"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+)
+
+// Secure by default: no credentials, no serving.
+func TestServeRefusesToStartWithoutCredentials(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	none := func(string) string { return "" }
+	err := run(context.Background(), []string{"serve"}, none, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "no credentials configured") || !strings.Contains(err.Error(), "-insecure-dev") {
+		t.Errorf("serve without credentials: %v, want a refusal naming -auth-file and -insecure-dev", err)
+	}
+	bad := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(bad, []byte(`{"issuer":"i","audience":"a"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"unusable file":             {"serve", "-auth-file", bad},
+		"missing file":              {"serve", "-auth-file", bad + ".missing"},
+		"insecure with credentials": {"serve", "-insecure-dev", "-auth-file", bad},
+		"negative rate":             {"serve", "-insecure-dev", "-rate-limit", "-1"},
+	} {
+		if err := run(context.Background(), args, none, &out, &errOut); err == nil {
+			t.Errorf("%s: serve started", name)
+		}
+	}
+	insecureEnv := func(k string) string {
+		if k == "LEDGER_INSECURE_DEV" {
+			return "true"
+		}
+		return ""
+	}
+	if err := run(context.Background(), []string{"serve"}, insecureEnv, &out, &errOut); err == nil || !strings.Contains(err.Error(), "no credentials") {
+		t.Errorf("serve with only an environment variable asking for insecurity: %v, want a refusal", err)
+	}
+}
+
+// -insecure-dev serves without tokens, and says so loudly.
+func TestServeInsecureDev(t *testing.T) {
+	t.Parallel()
+	p := startLedgerdAuth(t, true)
+	c := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	if _, err := c.Grant(context.Background(), connect.NewRequest(&pb.GrantRequest{UserId: "dev", Amount: "1", RequestId: "g"})); err != nil {
+		t.Errorf("grant without a token under -insecure-dev: %v", err)
+	}
+	if !strings.Contains(p.out.String(), "level=WARN") || !strings.Contains(p.out.String(), "INSECURE") {
+		t.Errorf("ledgerd -insecure-dev did not warn:\n%s", p.out)
+	}
+}
+
+// The served binary wants tokens; `ledgerd token` mints user tokens that it
+// accepts for their own user only.
+func TestServeWithTokens(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	ctx := context.Background()
+	anon := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	if _, err := anon.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("GetBalance without a token: %v, want unauthenticated", err)
+	}
+	if res, err := http.Get("http://" + p.addr + "/healthz"); err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("/healthz without a token: %v %v, want 200", res, err)
+	}
+	if _, err := p.ledgerClient().Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "3", RequestId: "g"})); err != nil {
+		t.Fatal(err)
+	}
+	authFile := ""
+	for _, kv := range p.env {
+		if v, ok := strings.CutPrefix(kv, "LEDGER_AUTH_FILE="); ok {
+			authFile = v
+		}
+	}
+	mint := exec.Command(p.bin, "token", "-auth-file", authFile, "-user", "alice", "-ttl", "5m")
+	tok, err := mint.Output()
+	if err != nil {
+		t.Fatalf("ledgerd token: %v", err)
+	}
+	alice := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr,
+		connect.WithInterceptors(auth.Bearer(strings.TrimSpace(string(tok)))))
+	res, err := alice.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "alice", Amount: "1", RequestId: "p"}))
+	if err != nil || res.Msg.Balance != "2" {
+		t.Errorf("alice purchases with her token: %v, %v", res, err)
+	}
+	if _, err := alice.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "100", RequestId: "g2"})); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("alice grants herself points: %v, want permission_denied", err)
+	}
+	if _, err := alice.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "bob"})); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("alice reads bob's balance: %v, want permission_denied", err)
+	}
+}
+
+func TestTokenCommand(t *testing.T) {
+	t.Parallel()
+	none := func(string) string { return "" }
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"token", "-new", "service", "-name", "checkout"}, none, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimSpace(out.String())
+	if !strings.Contains(errOut.String(), auth.HashToken(secret)) || !strings.Contains(errOut.String(), `"role": "service"`) {
+		t.Errorf("-new service printed %q and %q: want the token and its credentials entry", secret, errOut.String())
+	}
+	for _, args := range [][]string{{"token"}, {"token", "-user", "alice"}, {"token", "-new", "user"}, {"token", "-new", "admin"}} {
+		if err := run(context.Background(), args, none, &out, &errOut); err == nil {
+			t.Errorf("ledgerd %v succeeded", args)
+		}
+	}
+}

@@ -1,0 +1,407 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/reconcile"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// server is ledgerd's API behind auth, as `ledgerd serve` wires it, on a
+// fresh ledger in DynamoDB Local.
+type server struct {
+	url   string
+	env   *dynamotest.Env
+	creds auth.DevCredentials
+	h2c   *http.Client
+}
+
+func newServer(tb testing.TB, a *auth.Authenticator, creds auth.DevCredentials, limiter *auth.Limiter) *server {
+	tb.Helper()
+	env := dynamotest.New(tb)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log})
+	history := projection.NewHistory(env.Client, env.History, store)
+	opts := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
+	mux := http.NewServeMux()
+	path, h := pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), opts...)
+	mux.Handle(path, auth.Middleware(a, limiter, log, h, opts...))
+	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
+	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
+	path, h = pointledgerv1connect.NewAdminServiceHandler(api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log), opts...)
+	mux.Handle(path, auth.Middleware(a, limiter, log, h, opts...))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	h2c := &http.Client{Transport: &http.Transport{
+		Protocols:   func() *http.Protocols { var p http.Protocols; p.SetUnencryptedHTTP2(true); return &p }(),
+		DialContext: (&net.Dialer{}).DialContext,
+	}}
+	tb.Cleanup(h2c.CloseIdleConnections)
+	return &server{url: srv.URL, env: env, creds: creds, h2c: h2c}
+}
+
+func newSecureServer(tb testing.TB) *server {
+	tb.Helper()
+	creds := auth.GenerateDev()
+	a, err := auth.NewAuthenticator(creds.Credentials)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newServer(tb, a, creds, nil)
+}
+
+func (s *server) userToken(tb testing.TB, user string, ttl time.Duration) string {
+	tb.Helper()
+	tok, err := auth.MintUserToken(s.creds.Credentials, user, ttl, time.Now())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
+}
+
+// clients send token ("" for none) over protocol.
+func (s *server) clients(token string, protocol ...connect.ClientOption) (pointledgerv1connect.LedgerServiceClient, pointledgerv1connect.AdminServiceClient) {
+	opts := append([]connect.ClientOption{}, protocol...)
+	if token != "" {
+		opts = append(opts, connect.WithInterceptors(auth.Bearer(token)))
+	}
+	return pointledgerv1connect.NewLedgerServiceClient(s.h2c, s.url, opts...), pointledgerv1connect.NewAdminServiceClient(s.h2c, s.url, opts...)
+}
+
+// itemCount is how many items the ledger and history tables hold.
+func (s *server) itemCount(tb testing.TB) int32 {
+	tb.Helper()
+	var n int32
+	for _, table := range []string{s.env.Ledger, s.env.History} {
+		p := dynamodb.NewScanPaginator(s.env.Client, &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true)})
+		for p.HasMorePages() {
+			out, err := p.NextPage(context.Background())
+			if err != nil {
+				tb.Fatal(err)
+			}
+			n += out.Count
+		}
+	}
+	return n
+}
+
+func reason(err error) string {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if info, ok := v.(*errdetails.ErrorInfo); ok {
+				return info.Reason
+			}
+		}
+	}
+	return ""
+}
+
+// setup gives alice 100 points and a purchase of 50 ("setup-p") to refund.
+func (s *server) setup(tb testing.TB, token string) {
+	tb.Helper()
+	ctx := context.Background()
+	svc, _ := s.clients(token)
+	if _, err := svc.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "100", RequestId: "setup-g"})); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := svc.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "alice", Amount: "50", RequestId: "setup-p"})); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// call makes one valid call of a procedure for user alice; id makes its
+// request id unique.
+type call func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, id string) error
+
+var calls = []struct {
+	name string
+	call call
+}{
+	{"Grant", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "5", RequestId: "g-" + id}))
+		return err
+	}},
+	{"Purchase", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "alice", Amount: "1", RequestId: "p-" + id}))
+		return err
+	}},
+	{"Refund", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "alice", Amount: "1", RequestId: "r-" + id, PurchaseRequestId: "setup-p"}))
+		return err
+	}},
+	{"GetBalance", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := l.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"}))
+		return err
+	}},
+	{"ListEntries", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := l.ListEntries(ctx, connect.NewRequest(&pb.ListEntriesRequest{UserId: "alice"}))
+		return err
+	}},
+	{"ListHistory", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := l.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: "alice"}))
+		return err
+	}},
+	{"Reconcile", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
+		// A user with no entries: quick, and the role is what is tested.
+		stream, err := a.Reconcile(ctx, connect.NewRequest(&pb.ReconcileRequest{UserId: "nobody"}))
+		if err != nil {
+			return err
+		}
+		for stream.Receive() {
+		}
+		return stream.Err()
+	}},
+	{"Adjust", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := a.Adjust(ctx, connect.NewRequest(&pb.AdjustRequest{UserId: "alice", Amount: "1", RequestId: "a-" + id, Reason: "test"}))
+		return err
+	}},
+	{"SetAccountStatus", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := a.SetAccountStatus(ctx, connect.NewRequest(&pb.SetAccountStatusRequest{UserId: "alice", Status: pb.AccountStatus_ACCOUNT_STATUS_ACTIVE, Reason: "test"}))
+		return err
+	}},
+	{"RebuildProjection", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := a.RebuildProjection(ctx, connect.NewRequest(&pb.RebuildProjectionRequest{UserId: "alice"}))
+		return err
+	}},
+	{"GetProjectionStatus", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := a.GetProjectionStatus(ctx, connect.NewRequest(&pb.GetProjectionStatusRequest{UserId: "alice"}))
+		return err
+	}},
+}
+
+const (
+	ok     = connect.Code(0)
+	denied = connect.CodePermissionDenied
+	unauth = connect.CodeUnauthenticated
+)
+
+// Each caller against each procedure, acting for alice: the access table of
+// the README, answered the same over Connect, gRPC and gRPC-Web. A refused
+// call writes nothing.
+func TestRolesPerProcedure(t *testing.T) {
+	t.Parallel()
+	s := newSecureServer(t)
+	ctx := context.Background()
+	s.setup(t, s.creds.ServiceToken)
+	expired, err := auth.MintUserToken(s.creds.Credentials, "alice", time.Minute, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	callers := []struct {
+		name  string
+		token string
+		want  map[string]connect.Code // missing: denied
+	}{
+		{"service", s.creds.ServiceToken, map[string]connect.Code{
+			"Grant": ok, "Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+		}},
+		{"admin", s.creds.AdminToken, map[string]connect.Code{
+			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "RebuildProjection": ok, "GetProjectionStatus": ok,
+		}},
+		{"user alice", s.userToken(t, "alice", time.Hour), map[string]connect.Code{
+			"Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+		}},
+		{"user bob, for alice", s.userToken(t, "bob", time.Hour), map[string]connect.Code{}},
+		{"no token", "", allCodes(unauth)},
+		{"expired user token", expired, allCodes(unauth)},
+		{"unknown opaque token", auth.NewSecret(), allCodes(unauth)},
+	}
+	protocols := []struct {
+		name string
+		opts []connect.ClientOption
+	}{{"connect", nil}, {"grpc", []connect.ClientOption{connect.WithGRPC()}}, {"grpcweb", []connect.ClientOption{connect.WithGRPCWeb()}}}
+	for _, p := range protocols {
+		for _, c := range callers {
+			l, a := s.clients(c.token, p.opts...)
+			for _, proc := range calls {
+				want, listed := c.want[proc.name]
+				if !listed {
+					want = denied
+				}
+				before := s.itemCount(t)
+				err := proc.call(ctx, l, a, p.name+"-"+strings.ReplaceAll(c.name, " ", "_"))
+				if got := connect.CodeOf(err); err == nil && want != ok || err != nil && got != want {
+					t.Errorf("%s: %s calls %s: %v, want %v", p.name, c.name, proc.name, err, want)
+				}
+				if want != ok {
+					if reason(err) == "" {
+						t.Errorf("%s: %s calls %s: %v has no reason", p.name, c.name, proc.name, err)
+					}
+					if after := s.itemCount(t); after != before {
+						t.Errorf("%s: %s calls %s: refused, yet the tables went from %d to %d items", p.name, c.name, proc.name, before, after)
+					}
+				}
+			}
+		}
+	}
+}
+
+func allCodes(c connect.Code) map[string]connect.Code {
+	m := map[string]connect.Code{}
+	for _, call := range calls {
+		m[call.name] = c
+	}
+	return m
+}
+
+// A user token for another user's id is refused with its own reason, also
+// for a purchase that would otherwise succeed, and spends nothing.
+func TestUserTokenForAnotherUser(t *testing.T) {
+	t.Parallel()
+	s := newSecureServer(t)
+	ctx := context.Background()
+	svc, _ := s.clients(s.creds.ServiceToken)
+	if _, err := svc.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "10", RequestId: "g"})); err != nil {
+		t.Fatal(err)
+	}
+	bob, _ := s.clients(s.userToken(t, "bob", time.Hour))
+	_, err := bob.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "alice", Amount: "10", RequestId: "steal"}))
+	if connect.CodeOf(err) != connect.CodePermissionDenied || reason(err) != auth.ReasonOtherUser {
+		t.Errorf("bob purchases for alice: %v (%s), want permission_denied OTHER_USER", err, reason(err))
+	}
+	res, err := svc.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"}))
+	if err != nil || res.Msg.Balance != "10" || res.Msg.Version != 1 {
+		t.Errorf("alice after bob's attempt: %v, %v; want balance 10, version 1", res, err)
+	}
+}
+
+// Garbled, forged and misaddressed tokens are unauthenticated.
+func TestBadTokens(t *testing.T) {
+	t.Parallel()
+	s := newSecureServer(t)
+	good := s.userToken(t, "alice", time.Hour)
+	other := auth.GenerateDev() // another deployment's keys
+	forged, err := auth.MintUserToken(other.Credentials, "alice", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongAudience := *s.creds.Credentials
+	wrongAudience.Audience = "someone-else"
+	misaddressed, err := auth.MintUserToken(&wrongAudience, "alice", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(good, ".")
+	for _, tc := range []struct{ name, header, reason string }{
+		{"no header", "", auth.ReasonMissingToken},
+		{"garbled", "Bearer not.a.jwt", auth.ReasonInvalidToken},
+		{"wrong scheme", "Basic " + s.creds.ServiceToken, auth.ReasonInvalidToken},
+		{"no token", "Bearer ", auth.ReasonInvalidToken},
+		{"signed with another key", "Bearer " + forged, auth.ReasonInvalidToken},
+		{"another audience", "Bearer " + misaddressed, auth.ReasonInvalidToken},
+		{"alg none", "Bearer eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0." + parts[1] + ".", auth.ReasonInvalidToken},
+		{"tampered claims", "Bearer " + parts[0] + "." + parts[1] + "x." + parts[2], auth.ReasonInvalidToken},
+		{"admin token hash", "Bearer " + auth.HashToken(s.creds.AdminToken), auth.ReasonInvalidToken},
+		{"huge", "Bearer " + strings.Repeat("a", auth.MaxTokenBytes), auth.ReasonInvalidToken},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, s.url+pointledgerv1connect.LedgerServiceGetBalanceProcedure, strings.NewReader(`{"user_id":"alice"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if tc.header != "" {
+			req.Header.Set("Authorization", tc.header)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"code":"unauthenticated"`) || !strings.Contains(string(body), tc.reason) {
+			t.Errorf("%s: HTTP %d %s, want 401 unauthenticated %s", tc.name, res.StatusCode, body, tc.reason)
+		}
+	}
+}
+
+// Without the middleware in front, the interceptor refuses: no identity.
+func TestInterceptorAloneRefuses(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
+	mux := http.NewServeMux()
+	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(nil, nil, ledger.DefaultScale, log), opts...))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, srv.URL, connect.WithInterceptors(auth.Bearer("anything")))
+	if _, err := c.GetBalance(context.Background(), connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"})); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("GetBalance without the middleware: %v, want unauthenticated", err)
+	}
+}
+
+// -insecure-dev: no token needed, and the caller may do what service and
+// admin may.
+func TestInsecureDevLetsEveryoneIn(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, auth.InsecureDev(), auth.DevCredentials{}, nil)
+	s.setup(t, "")
+	l, a := s.clients("")
+	for _, proc := range calls {
+		if err := proc.call(context.Background(), l, a, "dev"); err != nil {
+			t.Errorf("insecure dev: %s: %v", proc.name, err)
+		}
+	}
+}
+
+// Each caller has its own bucket; an empty one answers resource_exhausted
+// before anything is read or written.
+func TestRateLimitPerCaller(t *testing.T) {
+	t.Parallel()
+	creds := auth.GenerateDev()
+	a, err := auth.NewAuthenticator(creds.Credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1e9, 0) // frozen: no refill during the test
+	s := newServer(t, a, creds, auth.NewLimiter(1, 3, func() time.Time { return now }))
+	ctx := context.Background()
+	svc, _ := s.clients(creds.ServiceToken)
+	for i := range 3 {
+		if _, err := svc.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: fmt.Sprint("g", i)})); err != nil {
+			t.Fatalf("grant %d of a burst of 3: %v", i, err)
+		}
+	}
+	before := s.itemCount(t)
+	_, err = svc.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: "g3"}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || reason(err) != auth.ReasonRateLimited {
+		t.Errorf("4th grant in a burst of 3: %v, want resource_exhausted RATE_LIMITED", err)
+	}
+	if after := s.itemCount(t); after != before {
+		t.Errorf("a rate-limited grant changed the tables from %d to %d items", before, after)
+	}
+	alice, _ := s.clients(s.userToken(t, "alice", time.Hour))
+	if _, err := alice.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"})); err != nil {
+		t.Errorf("another caller, with a full bucket: %v", err)
+	}
+}

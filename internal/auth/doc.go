@@ -1,0 +1,23 @@
+// Package auth decides who may call ledgerd, and for whom.
+//
+// Every RPC carries `Authorization: Bearer <token>`. A token resolves to an
+// Identity {Role, Subject}:
+//
+//   - service: a trusted backend; an opaque random secret whose SHA-256 is in
+//     the credentials file. May call every LedgerService RPC for any user.
+//   - admin: an opaque secret like a service token. The only role allowed on
+//     AdminService; on LedgerService it may read (GetBalance, ListEntries,
+//     ListHistory) but not move points: an admin moves points with Adjust,
+//     which demands a reason.
+//   - user: an HS256 JWT signed with a key of the credentials file, with a
+//     required `exp`, issuer and audience; its `sub` is the user id. May read
+//     its own balance, entries and history, and purchase and refund for
+//     itself; nothing else.
+//
+// Invariants: no secret is compiled in; opaque tokens are compared by hash
+// in constant time; a procedure missing from the policy is refused; the
+// identity is checked twice, before the body is read (HTTP middleware:
+// authentication, role per procedure, rate limit) and on the decoded message
+// (Connect interceptor: the user id a user token may act for), and the
+// interceptor refuses a request that did not pass the middleware.
+package auth

@@ -1,0 +1,129 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+)
+
+// errorDomain is the domain of every ErrorInfo, the same as api.ErrorDomain.
+const errorDomain = "pointledger.v1"
+
+// Middleware authenticates, checks the role and applies the rate limit
+// before the request body is read, then passes the identity on in the
+// context. It answers refusals in the caller's protocol (Connect, gRPC or
+// gRPC-Web). opts are the handlers' options (their codecs tell the protocols
+// apart). limiter may be nil (no limit). Refusals are logged at info, like
+// other failed calls, without the token.
+func Middleware(a *Authenticator, limiter *Limiter, log *slog.Logger, next http.Handler, opts ...connect.HandlerOption) http.Handler {
+	errw := connect.NewErrorWriter(opts...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := a.Authenticate(r.Header.Get("Authorization"))
+		if err == nil {
+			// The path of an RPC is /package.Service/Method: the procedure.
+			err = allowProcedure(id, "/"+strings.TrimPrefix(r.URL.Path, "/"))
+		}
+		if err == nil && !limiter.Allow(id) {
+			err = rateLimited
+		}
+		if err != nil {
+			if connect.CodeOf(toConnect(err)) == connect.CodeUnauthenticated {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="pointledger"`)
+			}
+			ce := toConnect(err)
+			log.InfoContext(r.Context(), "rpc refused", "procedure", r.URL.Path, "code", ce.Code().String(),
+				"reason", reasonOf(err), "role", string(id.Role), "subject", id.Subject, "remote_addr", r.RemoteAddr)
+			_ = errw.Write(w, r, ce)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
+	})
+}
+
+var rateLimited = &authError{reason: ReasonRateLimited, msg: "rate limit exceeded; retry later"}
+
+// toConnect turns a refusal into its Connect error with its reason.
+func toConnect(err error) *connect.Error {
+	var e *authError
+	if !errors.As(err, &e) {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	code := connect.CodeUnauthenticated
+	switch {
+	case e == rateLimited:
+		code = connect.CodeResourceExhausted
+	case e.denied:
+		code = connect.CodePermissionDenied
+	}
+	ce := connect.NewError(code, errors.New(e.msg))
+	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: e.reason, Domain: errorDomain}); derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
+}
+
+// Interceptor checks the decoded request against the caller's identity: a
+// user token acts only for its own user_id. A request that did not come
+// through Middleware has no identity and is refused.
+func Interceptor() connect.Interceptor { return interceptor{} }
+
+type interceptor struct{}
+
+func (interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		id, ok := IdentityFrom(ctx)
+		if !ok {
+			return nil, toConnect(unauthenticated(ReasonMissingToken, "not authenticated"))
+		}
+		if err := allowMessage(id, req.Spec().Procedure, req.Any()); err != nil {
+			return nil, toConnect(err)
+		}
+		return next(ctx, req)
+	}
+}
+
+func (interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		id, ok := IdentityFrom(ctx)
+		if !ok {
+			return toConnect(unauthenticated(ReasonMissingToken, "not authenticated"))
+		}
+		if err := allowProcedure(id, conn.Spec().Procedure); err != nil {
+			return toConnect(err)
+		}
+		return next(ctx, &checkedConn{StreamingHandlerConn: conn, id: id})
+	}
+}
+
+// checkedConn checks every message a stream receives.
+type checkedConn struct {
+	connect.StreamingHandlerConn
+	id Identity
+}
+
+func (c *checkedConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	if err := allowMessage(c.id, c.Spec().Procedure, msg); err != nil {
+		return toConnect(err)
+	}
+	return nil
+}
+
+func reasonOf(err error) string {
+	var e *authError
+	if errors.As(err, &e) {
+		return e.reason
+	}
+	return ""
+}

@@ -1,0 +1,58 @@
+package auth
+
+import (
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+)
+
+// rule is who may call one procedure.
+type rule struct {
+	service bool // any user
+	admin   bool // any user
+	user    bool // only for the user id of the token
+}
+
+// policy is the access table. A procedure not in it is refused to everyone.
+var policy = map[string]rule{
+	pointledgerv1connect.LedgerServiceGrantProcedure:       {service: true},
+	pointledgerv1connect.LedgerServicePurchaseProcedure:    {service: true, user: true},
+	pointledgerv1connect.LedgerServiceRefundProcedure:      {service: true, user: true},
+	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true},
+	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true},
+	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true},
+
+	pointledgerv1connect.AdminServiceReconcileProcedure:           {admin: true},
+	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true},
+	pointledgerv1connect.AdminServiceSetAccountStatusProcedure:    {admin: true},
+	pointledgerv1connect.AdminServiceRebuildProjectionProcedure:   {admin: true},
+	pointledgerv1connect.AdminServiceGetProjectionStatusProcedure: {admin: true},
+}
+
+// allowProcedure decides by role alone, before the request is read.
+func allowProcedure(id Identity, procedure string) error {
+	r, ok := policy[procedure]
+	if !ok {
+		return denied(ReasonRoleDenied, "no role may call "+procedure)
+	}
+	if id.Role == roleInsecureDev || (r.service && id.is(RoleService)) || (r.admin && id.is(RoleAdmin)) || (r.user && id.Role == RoleUser) {
+		return nil
+	}
+	return denied(ReasonRoleDenied, "role "+string(id.Role)+" may not call "+procedure)
+}
+
+// userIDMessage is a request naming the user it acts for.
+type userIDMessage interface{ GetUserId() string }
+
+// allowMessage decides on the decoded request: a user acts for itself only.
+func allowMessage(id Identity, procedure string, msg any) error {
+	if err := allowProcedure(id, procedure); err != nil {
+		return err
+	}
+	if id.Role != RoleUser {
+		return nil
+	}
+	m, ok := msg.(userIDMessage)
+	if !ok || m.GetUserId() != id.Subject {
+		return denied(ReasonOtherUser, "a user token may only act for its own user_id")
+	}
+	return nil
+}

@@ -1,0 +1,211 @@
+package auth
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Role is what a caller may do.
+type Role string
+
+const (
+	RoleService Role = "service"
+	RoleUser    Role = "user"
+	RoleAdmin   Role = "admin"
+	// roleInsecureDev is every caller of a server started with
+	// -insecure-dev: it may do what service and admin may.
+	roleInsecureDev Role = "insecure-dev"
+)
+
+// Identity is who is calling: a role, and the user id (role user) or the
+// token's name (service, admin).
+type Identity struct {
+	Role    Role
+	Subject string
+}
+
+func (id Identity) is(r Role) bool { return id.Role == r || id.Role == roleInsecureDev }
+
+// key names the caller's rate limit bucket.
+func (id Identity) key() string { return string(id.Role) + ":" + id.Subject }
+
+type identityKey struct{}
+
+// WithIdentity returns ctx carrying id.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// IdentityFrom returns the caller's identity, if it was authenticated.
+func IdentityFrom(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// MaxTokenBytes bounds the bearer token read from a request.
+const MaxTokenBytes = 4096
+
+// Reasons of the errors this package returns (google.rpc.ErrorInfo).
+const (
+	ReasonMissingToken = "MISSING_TOKEN"
+	ReasonInvalidToken = "INVALID_TOKEN"
+	ReasonTokenExpired = "TOKEN_EXPIRED"
+	ReasonRoleDenied   = "ROLE_NOT_ALLOWED"
+	ReasonOtherUser    = "OTHER_USER"
+	ReasonRateLimited  = "RATE_LIMITED"
+)
+
+// authError is a refusal with its reason; the middleware and the
+// interceptor turn it into a Connect error.
+type authError struct {
+	denied bool // permission_denied, else unauthenticated
+	reason string
+	msg    string
+}
+
+func (e *authError) Error() string { return e.msg }
+
+func unauthenticated(reason, msg string) error {
+	return &authError{reason: reason, msg: msg}
+}
+
+func denied(reason, msg string) error {
+	return &authError{denied: true, reason: reason, msg: msg}
+}
+
+// Authenticator resolves bearer tokens to identities.
+type Authenticator struct {
+	creds    *Credentials
+	keys     []any // HMAC keys, as jwt wants them
+	hashes   [][]byte
+	insecure bool
+	// Now is the clock that judges token expiry.
+	Now func() time.Time
+}
+
+// NewAuthenticator checks tokens against creds.
+func NewAuthenticator(creds *Credentials) (*Authenticator, error) {
+	if err := creds.check(); err != nil {
+		return nil, err
+	}
+	a := &Authenticator{creds: creds, Now: time.Now}
+	for i := range creds.UserTokenKeys {
+		k, _ := creds.key(i) // checked
+		a.keys = append(a.keys, k)
+	}
+	for _, t := range creds.Tokens {
+		h, _ := hex.DecodeString(t.SHA256) // checked
+		a.hashes = append(a.hashes, h)
+	}
+	return a, nil
+}
+
+// InsecureDev is an Authenticator that asks for no token and treats every
+// caller as service and admin. For local development only.
+func InsecureDev() *Authenticator { return &Authenticator{insecure: true, Now: time.Now} }
+
+// Insecure reports whether a is InsecureDev.
+func (a *Authenticator) Insecure() bool { return a.insecure }
+
+// Authenticate resolves the Authorization header's value to an identity.
+func (a *Authenticator) Authenticate(header string) (Identity, error) {
+	if a.insecure {
+		return Identity{Role: roleInsecureDev, Subject: "insecure-dev"}, nil
+	}
+	if header == "" {
+		return Identity{}, unauthenticated(ReasonMissingToken, "missing Authorization: Bearer token")
+	}
+	if len(header) > MaxTokenBytes {
+		return Identity{}, unauthenticated(ReasonInvalidToken, "token too long")
+	}
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" || strings.ContainsAny(token, " \t") {
+		return Identity{}, unauthenticated(ReasonInvalidToken, "Authorization must be \"Bearer <token>\"")
+	}
+	if strings.Count(token, ".") == 2 {
+		return a.userToken(token)
+	}
+	got := HashToken(token)
+	gotBytes, _ := hex.DecodeString(got)
+	match := -1
+	for i, h := range a.hashes { // every hash, so the time does not tell which matched
+		if subtle.ConstantTimeCompare(h, gotBytes) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return Identity{}, unauthenticated(ReasonInvalidToken, "unknown token")
+	}
+	t := a.creds.Tokens[match]
+	return Identity{Role: t.Role, Subject: t.Name}, nil
+}
+
+// clockSkew is how far past its expiry a user token is still accepted.
+const clockSkew = 30 * time.Second
+
+func (a *Authenticator) userToken(token string) (Identity, error) {
+	if len(a.keys) == 0 {
+		return Identity{}, unauthenticated(ReasonInvalidToken, "user tokens are not configured")
+	}
+	p := jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuer(a.creds.Issuer),
+		jwt.WithAudience(a.creds.Audience),
+		jwt.WithLeeway(clockSkew),
+		jwt.WithTimeFunc(a.Now),
+	)
+	var claims jwt.RegisteredClaims
+	_, err := p.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) {
+		keys := make([]jwt.VerificationKey, len(a.keys))
+		for i, k := range a.keys {
+			keys[i] = k
+		}
+		return jwt.VerificationKeySet{Keys: keys}, nil
+	})
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return Identity{}, unauthenticated(ReasonTokenExpired, "token expired")
+	case err != nil:
+		return Identity{}, unauthenticated(ReasonInvalidToken, "invalid token")
+	}
+	if ledger.ValidateUserID(claims.Subject) != nil {
+		return Identity{}, unauthenticated(ReasonInvalidToken, "token subject is not a valid user id")
+	}
+	return Identity{Role: RoleUser, Subject: claims.Subject}, nil
+}
+
+// MintUserToken signs a user token for user, valid for ttl, with the first
+// user token key of creds.
+func MintUserToken(creds *Credentials, user string, ttl time.Duration, now time.Time) (string, error) {
+	if err := ledger.ValidateUserID(user); err != nil {
+		return "", err
+	}
+	if ttl <= 0 {
+		return "", fmt.Errorf("token lifetime %v: want more than 0", ttl)
+	}
+	if len(creds.UserTokenKeys) == 0 {
+		return "", errors.New("the credentials have no user_token_keys")
+	}
+	key, err := creds.key(0)
+	if err != nil {
+		return "", err
+	}
+	claims := jwt.RegisteredClaims{
+		Issuer:    creds.Issuer,
+		Audience:  jwt.ClaimStrings{creds.Audience},
+		Subject:   user,
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(key)
+}
