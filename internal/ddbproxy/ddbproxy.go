@@ -4,10 +4,14 @@
 //   - every call takes Latency longer (the network and the service's own
 //     time, which the in-process emulator does not have);
 //   - a TransactWriteItems is cancelled with TransactionConflict when another
-//     transaction on one of its items is still in flight, as DynamoDB does.
+//     transaction on one of its items is still in flight, as DynamoDB does;
+//   - with Faults, a share of the calls meets a latency spike or a closed
+//     connection, and a share of the transactions is carried out while its
+//     answer is lost or comes late: the unknown outcomes a ledger must
+//     survive without losing or repeating a point.
 //
 // ledgerd talks to it through its ordinary endpoint setting. Calls other
-// than TransactWriteItems (reads, streams) are only delayed.
+// than TransactWriteItems (reads, streams) are only delayed (and faulted).
 package ddbproxy
 
 import (
@@ -15,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -27,7 +32,36 @@ import (
 type Options struct {
 	Target  string        // the emulator's URL, e.g. http://127.0.0.1:8000
 	Latency time.Duration // added to every call
+	Faults  Faults
 }
+
+// Faults are injected into a share of the calls, picked at random: what a
+// network and a service under stress do to a client.
+type Faults struct {
+	Seed uint64 // of the random choices
+
+	Spike    float64       // share of calls delayed by up to SpikeMax more
+	SpikeMax time.Duration // (a latency spike)
+	Reset    float64       // share of calls whose connection is closed before they reach DynamoDB
+	// Share of TransactWriteItems that DynamoDB carries out but whose answer
+	// never arrives: the connection is closed instead (an unknown outcome).
+	LoseAnswer float64
+	// Share of TransactWriteItems answered LateBy after DynamoDB carried them
+	// out: past the deadline of a caller waiting on them.
+	LateAnswer float64
+	LateBy     time.Duration
+}
+
+// FaultStats count the faults injected.
+type FaultStats struct {
+	Spikes      int64 `json:"spikes"`
+	Resets      int64 `json:"resets"`
+	LostAnswers int64 `json:"lost_answers"`
+	LateAnswers int64 `json:"late_answers"`
+}
+
+// Total is the number of faults injected.
+func (f FaultStats) Total() int64 { return f.Spikes + f.Resets + f.LostAnswers + f.LateAnswers }
 
 // Proxy is a running proxy.
 type Proxy struct {
@@ -39,6 +73,8 @@ type Proxy struct {
 	mu       sync.Mutex
 	inflight map[string]int // item key -> transactions in flight on it
 
+	rng                            *rand.Rand // under mu
+	faults                         FaultStats // under mu
 	calls, transactions, conflicts atomic.Int64
 	itemWrites                     map[string]int64   // by table, under mu
 	ops                            map[string]OpStats // by operation, under mu
@@ -64,6 +100,7 @@ func Start(o Options) (*Proxy, error) {
 		inflight:   map[string]int{},
 		itemWrites: map[string]int64{},
 		ops:        map[string]OpStats{},
+		rng:        rand.New(rand.NewPCG(o.Faults.Seed, o.Faults.Seed^0x5eed)),
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.srv.Serve(ln) }()
@@ -80,6 +117,7 @@ type Stats struct {
 	Conflicts    int64              `json:"transaction_conflicts"` // cancelled by the proxy
 	ItemWrites   map[string]int64   `json:"item_writes"`           // by table: items of the transactions that went through
 	Ops          map[string]OpStats `json:"ops"`                   // by operation (GetItem, TransactWriteItems, ...)
+	Faults       FaultStats         `json:"faults"`
 }
 
 // Stats returns the counts so far.
@@ -94,7 +132,7 @@ func (p *Proxy) Stats() Stats {
 	for o, st := range p.ops {
 		ops[o] = st
 	}
-	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops}
+	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops, Faults: p.faults}
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -104,9 +142,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	time.Sleep(p.o.Latency)
+	f := p.o.Faults
+	delay := p.o.Latency
+	if p.roll(f.Spike, &p.faults.Spikes) {
+		delay += time.Duration(p.float() * float64(f.SpikeMax))
+	}
+	time.Sleep(delay)
+	if p.roll(f.Reset, &p.faults.Resets) {
+		hangUp(w)
+		return
+	}
 	if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
-		p.forward(w, r, body)
+		p.forward(w, r, body, fate{})
 		return
 	}
 	p.transactions.Add(1)
@@ -121,7 +168,51 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.leave(keys)
-	p.forward(w, r, body)
+	var end fate
+	switch {
+	case p.roll(f.LoseAnswer, &p.faults.LostAnswers):
+		end.lose = true
+	case p.roll(f.LateAnswer, &p.faults.LateAnswers):
+		end.late = f.LateBy
+	}
+	p.forward(w, r, body, end)
+}
+
+// fate is what happens to an answer on its way back.
+type fate struct {
+	lose bool          // never delivered: the connection is closed
+	late time.Duration // delivered this much later
+}
+
+// roll says whether to inject a fault of probability prob, and counts it.
+func (p *Proxy) roll(prob float64, n *int64) bool {
+	if prob <= 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rng.Float64() >= prob {
+		return false
+	}
+	*n++
+	return true
+}
+
+func (p *Proxy) float() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rng.Float64()
+}
+
+// hangUp closes the client's connection without an answer.
+func hangUp(w http.ResponseWriter) {
+	if h, ok := w.(http.Hijacker); ok {
+		if conn, _, err := h.Hijack(); err == nil {
+			conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler) // the server closes the connection
 }
 
 // enter marks keys in flight, or returns the index of one already in flight.
@@ -151,7 +242,7 @@ func (p *Proxy) leave(keys []string) {
 	}
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, end fate) {
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.o.Target+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -166,6 +257,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	defer p.count(r.Header.Get("X-Amz-Target"), start)
 	defer res.Body.Close()
+	if end.lose || end.late > 0 {
+		answer, err := io.ReadAll(res.Body) // DynamoDB has carried it out
+		if err != nil || end.lose {
+			hangUp(w)
+			return
+		}
+		time.Sleep(end.late)
+		res.Body = io.NopCloser(bytes.NewReader(answer))
+	}
 	for k, vs := range res.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)

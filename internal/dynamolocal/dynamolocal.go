@@ -169,6 +169,21 @@ func (e *Emulator) Stop() {
 	<-e.done
 }
 
+// Shutdown stops the emulator as an operator would, with SIGTERM, so that
+// it closes its database (killed with SIGKILL, DynamoDB Local with -dbPath
+// loses its last acknowledged write: measured, 299 of 300 transactions
+// left). After 30 s it is killed all the same.
+func (e *Emulator) Shutdown() {
+	if e.cmd.Process != nil {
+		_ = syscall.Kill(-e.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	select {
+	case <-e.done:
+	case <-time.After(30 * time.Second):
+		e.Stop()
+	}
+}
+
 // Output is what the emulator printed so far.
 func (e *Emulator) Output() string { return e.out.String() }
 
