@@ -42,7 +42,9 @@ type ledgerdProcess struct {
 	out    *bytes.Buffer
 }
 
-func startLedgerd(t *testing.T) *ledgerdProcess {
+// startLedgerd builds and starts ledgerd; extraEnv (NAME=value) overrides
+// its environment.
+func startLedgerd(t *testing.T, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
 	emu := dynamotest.Emulator(t)
 	bin := filepath.Join(t.TempDir(), "ledgerd")
@@ -55,6 +57,7 @@ func startLedgerd(t *testing.T) *ledgerdProcess {
 		"LEDGER_TABLE_PREFIX="+prefix,
 		"LEDGER_LOG_FORMAT=text",
 	)
+	env = append(env, extraEnv...)
 	for range 2 { // migrate is idempotent
 		migrate := exec.Command(bin, "migrate")
 		migrate.Env = env

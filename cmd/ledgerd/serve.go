@@ -17,6 +17,7 @@ import (
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
 	"github.com/pointledger/pointledger/migrations"
@@ -68,6 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	c.metrics = metrics.New()
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
@@ -80,7 +82,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
 		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
-		api.HandlerOptions(log)...,
+		handlerOptions(c.metrics, log)...,
 	)
 	mux.Handle(path, handler)
 	projectorStatus := func() (projection.Status, bool) {
@@ -92,10 +94,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(
 		api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
 			projectorStatus, int32(c.AmountScale), log),
-		api.HandlerOptions(log)...,
+		handlerOptions(c.metrics, log)...,
 	)
 	mux.Handle(path, handler)
 	mux.Handle("GET /projection/status", projectionStatus(projector))
+	opsHandlers(mux, c.metrics, parts.store, projector, log)
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log)
 		if err != nil {
