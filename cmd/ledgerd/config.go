@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/migrations"
 )
@@ -38,6 +39,8 @@ type Config struct {
 	LeaseTTL        time.Duration
 	MaxBatch        int
 	BatchLinger     time.Duration
+
+	metrics *metrics.Metrics // nil: not measured
 }
 
 // flags registers the options shared by the commands that talk to DynamoDB.
@@ -92,6 +95,9 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
+	if c.metrics != nil {
+		cfg.APIOptions = append(cfg.APIOptions, c.metrics.DynamoDBMiddleware)
+	}
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
@@ -131,7 +137,11 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	store := dynamo.New(db, dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger})
+	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger}
+	if c.metrics != nil {
+		o.Observer = c.metrics
+	}
+	store := dynamo.New(db, o)
 	return &ledgerParts{
 		store:   store,
 		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store),

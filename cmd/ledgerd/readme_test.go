@@ -50,11 +50,16 @@ func (p *ledgerdProcess) ledgerClient(opts ...connect.ClientOption) pointledgerv
 	return pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr, opts...)
 }
 
-func startLedgerd(t *testing.T) *ledgerdProcess { t.Helper(); return startLedgerdAuth(t, false) }
+// startLedgerd builds and starts ledgerd with fresh credentials; extraEnv
+// (NAME=value) overrides its environment.
+func startLedgerd(t *testing.T, extraEnv ...string) *ledgerdProcess {
+	t.Helper()
+	return startLedgerdAuth(t, false, extraEnv...)
+}
 
 // startLedgerdAuth starts ledgerd with fresh credentials, or with none and
 // -insecure-dev.
-func startLedgerdAuth(t *testing.T, insecure bool) *ledgerdProcess {
+func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
 	emu := dynamotest.Emulator(t)
 	bin := filepath.Join(t.TempDir(), "ledgerd")
@@ -78,6 +83,7 @@ func startLedgerdAuth(t *testing.T, insecure bool) *ledgerdProcess {
 		"LEDGER_TABLE_PREFIX="+prefix,
 		"LEDGER_LOG_FORMAT=text",
 	)
+	env = append(env, extraEnv...)
 	for range 2 { // migrate is idempotent
 		migrate := exec.Command(bin, "migrate")
 		migrate.Env = env

@@ -20,6 +20,7 @@ import (
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
 	"github.com/pointledger/pointledger/migrations"
@@ -75,6 +76,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	c.metrics = metrics.New()
 	authn, err := ac.authenticator(getenv)
 	if err != nil {
 		return err
@@ -85,8 +87,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	// Every RPC is authenticated (and rate limited per caller) before its
 	// body is read; the interceptor then checks the user id it acts for.
 	limiter := auth.NewLimiter(ac.rateLimit, ac.rateBurst, nil)
-	handlerOptions := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
-	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, handlerOptions...) }
+	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
+	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
@@ -99,7 +101,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
 		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
-		handlerOptions...,
+		options...,
 	)
 	mux.Handle(path, protect(handler))
 	projectorStatus := func() (projection.Status, bool) {
@@ -111,10 +113,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(
 		api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
 			projectorStatus, int32(c.AmountScale), log),
-		handlerOptions...,
+		options...,
 	)
 	mux.Handle(path, protect(handler))
 	mux.Handle("GET /projection/status", projectionStatus(projector))
+	opsHandlers(mux, c.metrics, parts.store, projector, log)
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log)
 		if err != nil {

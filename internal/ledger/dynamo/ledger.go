@@ -44,7 +44,37 @@ type Options struct {
 	// one committed).
 	MaxBatch int
 	Linger   time.Duration
+
+	// Observer is told what the write path does (groups committed, attempts
+	// retried), for metrics; nil: no one is told.
+	Observer Observer
 }
+
+// Observer watches the write path. Its methods are called on the write
+// path's goroutines and must return quickly.
+type Observer interface {
+	// GroupCommitted: one transaction committed the entries of mutations
+	// mutations (1 without group commit).
+	GroupCommitted(mutations int)
+	// Retried: an attempt lost a race and is tried again, for reason
+	// RetryTransactionConflict, RetryVersionMoved, RetryThrottled or
+	// RetryStaleCache.
+	Retried(reason string)
+}
+
+// Why the write path tries a group again.
+const (
+	RetryTransactionConflict = "transaction_conflict" // DynamoDB cancelled it for a concurrent transaction
+	RetryVersionMoved        = "version_moved"        // another writer moved the account's version
+	RetryThrottled           = "throttled"            // DynamoDB refused it for capacity
+	RetryStaleCache          = "stale_cache"          // a refusal planned on the cache met a changed account
+)
+
+// noObserver is the Observer of a Ledger given none.
+type noObserver struct{}
+
+func (noObserver) GroupCommitted(int) {}
+func (noObserver) Retried(string)     {}
 
 // DefaultMaxBatch fills the 100 items of a transaction: an account update
 // and two items a mutation. A refund takes three, and planning closes a
@@ -67,6 +97,7 @@ type Ledger struct {
 	maxBatch int
 	linger   time.Duration
 	queues   queues
+	observe  Observer
 
 	accountsMu sync.Mutex
 	accounts   map[string]ledger.Account // cached aggregates of recently busy users
@@ -92,6 +123,9 @@ func New(db API, o Options) *Ledger {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
+	if o.Observer == nil {
+		o.Observer = noObserver{}
+	}
 	return &Ledger{
 		db:       db,
 		table:    o.Table,
@@ -101,6 +135,7 @@ func New(db API, o Options) *Ledger {
 		maxBatch: min(o.MaxBatch, (maxTxItems-1)/2),
 		linger:   o.Linger,
 		queues:   queues{m: map[string]*userQueue{}},
+		observe:  o.Observer,
 		accounts: map[string]ledger.Account{},
 		entropy:  ulid.Monotonic(o.Entropy, 0),
 	}

@@ -148,6 +148,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			}
 			if !sameAccount(fresh, g.before) {
 				l.cache(user, fresh)
+				l.observe.Retried(RetryStaleCache)
 				if conflicts++; conflicts >= l.retry.MaxAttempts {
 					finishAll(current, fmt.Errorf("account of user %q keeps changing under its cache", user))
 					return later
@@ -168,6 +169,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 		})
 		if err == nil {
 			l.cache(user, g.after)
+			l.observe.GroupCommitted(len(g.members))
 			for _, p := range g.members {
 				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.entry.BalanceAfter}, nil)
 			}
@@ -202,6 +204,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			continue
 		}
 		lastConflict = retry
+		l.observe.Retried(retryReason(retry))
 		if conflicts++; conflicts >= l.retry.MaxAttempts {
 			l.log.Warn("retries exhausted", "user_id", user, "attempts", conflicts, "cause", lastConflict)
 			for _, c := range calls {
@@ -386,7 +389,7 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 	for i := range reasons {
 		switch code(i) {
 		case "TransactionConflict":
-			return 0, fmt.Errorf("%w: item %d: %s", errRetry, i, code(i)), nil
+			return 0, fmt.Errorf("%w: item %d: %s", errConflict, i, code(i)), nil
 		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
 			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i)), nil
 		}
@@ -413,11 +416,24 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 }
 
 // errRetry marks an attempt that lost a race and may simply be tried again;
-// errThrottled one that DynamoDB refused for capacity.
+// errThrottled one that DynamoDB refused for capacity;
+// errConflict one that DynamoDB cancelled for a concurrent transaction.
 var (
 	errRetry     = errors.New("retry")
 	errThrottled = fmt.Errorf("%w: throttled", errRetry)
+	errConflict  = fmt.Errorf("%w: conflict", errRetry)
 )
+
+// retryReason names the race that retry lost, for the Observer.
+func retryReason(retry error) string {
+	switch {
+	case errors.Is(retry, errConflict):
+		return RetryTransactionConflict
+	case errors.Is(retry, errThrottled):
+		return RetryThrottled
+	}
+	return RetryVersionMoved
+}
 
 func giveUp(cause error, attempts int) error {
 	if errors.Is(cause, errThrottled) {

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+)
+
+// h2cClient speaks HTTP/2 without TLS, as gRPC clients do with -plaintext.
+func h2cClient() *http.Client {
+	var ps http.Protocols
+	ps.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &ps, DialContext: (&net.Dialer{}).DialContext}}
+}
+
+// scrape reads ledgerd's /metrics as Prometheus would.
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", res.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(res.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return families
+}
+
+// sample returns the metric of family name whose labels include labels
+// (name=value pairs), or nil.
+func sample(families map[string]*dto.MetricFamily, name string, labels ...string) *dto.Metric {
+	f := families[name]
+	if f == nil {
+		return nil
+	}
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, l := range m.Label {
+			have[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			match = match && have[labels[i]] == labels[i+1]
+		}
+		if match {
+			return m
+		}
+	}
+	return nil
+}
+
+func TestMetricsCountRequestsGroupsAndDynamoDBCalls(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	ctx := context.Background()
+	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	for _, id := range []string{"g1", "g2", "g3"} {
+		if _, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "carol", Amount: "10", RequestId: id})); err != nil {
+			t.Fatalf("grant %s: %v", id, err)
+		}
+	}
+	_, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "carol", Amount: "500", RequestId: "p1"}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Fatalf("purchase beyond the balance: %v, want failed_precondition", err)
+	}
+
+	families := scrape(t, p.addr)
+	const grant, purchase = pointledgerv1connect.LedgerServiceGrantProcedure, pointledgerv1connect.LedgerServicePurchaseProcedure
+	for _, tt := range []struct {
+		procedure, code string
+		want            float64
+	}{{grant, "ok", 3}, {purchase, "failed_precondition", 1}} {
+		m := sample(families, "pointledger_requests_total", "procedure", tt.procedure, "code", tt.code)
+		if got := m.GetCounter().GetValue(); got != tt.want {
+			t.Errorf("pointledger_requests_total{procedure=%q,code=%q} = %v, want %v", tt.procedure, tt.code, got, tt.want)
+		}
+	}
+	if got := sample(families, "pointledger_request_duration_seconds", "procedure", grant).GetHistogram().GetSampleCount(); got != 3 {
+		t.Errorf("grant latencies observed = %d, want 3", got)
+	}
+	// The refused purchase commits nothing: the groups hold the three grants.
+	groups := sample(families, "pointledger_group_commit_size").GetHistogram()
+	if groups.GetSampleCount() < 1 || groups.GetSampleSum() != 3 {
+		t.Errorf("pointledger_group_commit_size: %d groups of %v mutations in all, want at least 1 group and 3 mutations",
+			groups.GetSampleCount(), groups.GetSampleSum())
+	}
+	// The projector writes history with transactions too.
+	transactions := sample(families, "pointledger_dynamodb_calls_total", "operation", "TransactWriteItems", "outcome", "ok")
+	if got := transactions.GetCounter().GetValue(); got < float64(groups.GetSampleCount()) {
+		t.Errorf("TransactWriteItems calls ok = %v, want at least one per group (%d)", got, groups.GetSampleCount())
+	}
+	if got := sample(families, "pointledger_dynamodb_calls_total", "operation", "GetItem", "outcome", "ok").GetCounter().GetValue(); got < 1 {
+		t.Errorf("GetItem calls ok = %v, want the health check's at least", got)
+	}
+	// (pointledger_write_retries_total has no series before a retry.)
+	for _, name := range []string{
+		"pointledger_transaction_conflicts_total",
+		"pointledger_projection_lag_seconds",
+		"pointledger_projection_entries_applied_total",
+		"pointledger_dynamodb_call_duration_seconds",
+		"go_goroutines",
+	} {
+		if families[name] == nil {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+}
+
+// tcpSwitch forwards TCP connections to target while up; down closes the
+// listener and every connection, as a network partition would.
+type tcpSwitch struct {
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns []net.Conn
+}
+
+func (s *tcpSwitch) up(t *testing.T) {
+	t.Helper()
+	addr := s.addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.ln, s.addr = ln, ln.Addr().String()
+	s.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", s.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c, u)
+			s.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+}
+
+func (s *tcpSwitch) down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln != nil {
+		s.ln.Close()
+		s.ln = nil
+	}
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
+}
+
+// grpcHealthCheck returns a gRPC client of grpc.health.v1.Health/Check. Its
+// messages are built from the descriptors reflection serves, as grpcurl's
+// would be.
+func grpcHealthCheck(t *testing.T, baseURL string) func(service string) (grpchealth.Status, error) {
+	t.Helper()
+	files, err := healthFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	method, err := files.FindDescriptorByName(grpchealth.HealthV1ServiceName + ".Check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := method.(protoreflect.MethodDescriptor)
+	client := connect.NewClient[dynamicpb.Message, dynamicpb.Message](h2cClient(), baseURL+"/"+grpchealth.HealthV1ServiceName+"/Check",
+		connect.WithGRPC(), connect.WithSchema(md),
+		connect.WithResponseInitializer(func(_ connect.Spec, msg any) error {
+			*msg.(*dynamicpb.Message) = *dynamicpb.NewMessage(md.Output())
+			return nil
+		}))
+	return func(service string) (grpchealth.Status, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req := dynamicpb.NewMessage(md.Input())
+		req.Set(md.Input().Fields().ByName("service"), protoreflect.ValueOfString(service))
+		res, err := client.CallUnary(ctx, connect.NewRequest(req))
+		if err != nil {
+			return 0, err
+		}
+		return grpchealth.Status(res.Msg.Get(md.Output().Fields().ByName("status")).Enum()), nil
+	}
+}
+
+func TestHealthFollowsDynamoDB(t *testing.T) {
+	t.Parallel()
+	emu := dynamotest.Emulator(t)
+	sw := &tcpSwitch{target: strings.TrimPrefix(emu.Endpoint, "http://")}
+	sw.up(t)
+	t.Cleanup(sw.down)
+	p := startLedgerd(t, "LEDGER_DYNAMODB_ENDPOINT=http://"+sw.addr, "LEDGER_PROJECTOR=false")
+	check := grpcHealthCheck(t, "http://"+p.addr)
+	services := []string{"", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName}
+	expect := func(want grpchealth.Status) {
+		t.Helper()
+		for _, svc := range services {
+			got, err := check(svc)
+			if err != nil {
+				t.Fatalf("health check of %q: %v", svc, err)
+			}
+			if got != want {
+				t.Errorf("health of %q = %v, want %v", svc, got, want)
+			}
+		}
+	}
+
+	expect(grpchealth.StatusServing)
+	if _, err := check("no.such.Service"); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("health of an unknown service: %v, want not_found", err)
+	}
+	sw.down()
+	expect(grpchealth.StatusNotServing)
+	sw.up(t)
+	expect(grpchealth.StatusServing)
+}
+
+func TestReflectionListsTheServices(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	client := grpcreflect.NewClient(h2cClient(), "http://"+p.addr, connect.WithGRPC())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := client.NewStream(ctx)
+	defer stream.Close()
+	names, err := stream.ListServices()
+	if err != nil {
+		t.Fatalf("list services: %v", err)
+	}
+	for _, want := range []protoreflect.FullName{
+		pointledgerv1connect.LedgerServiceName,
+		pointledgerv1connect.AdminServiceName,
+		grpchealth.HealthV1ServiceName,
+	} {
+		if !slices.Contains(names, want) {
+			t.Errorf("reflection lists %v, without %s", names, want)
+		}
+	}
+	// A client can learn a method's messages from the server alone.
+	files, err := stream.FileContainingSymbol(pointledgerv1connect.LedgerServiceName + ".Purchase")
+	if err != nil {
+		t.Fatalf("file containing Purchase: %v", err)
+	}
+	if len(files) == 0 || !strings.HasPrefix(files[0].GetName(), "pointledger/v1/") {
+		t.Fatalf("file containing Purchase: %d files", len(files))
+	}
+	// grpcurl ... grpc.health.v1.Health/Check needs the health service's.
+	files, err = stream.FileContainingSymbol(grpchealth.HealthV1ServiceName)
+	if err != nil {
+		t.Fatalf("file containing %s: %v", grpchealth.HealthV1ServiceName, err)
+	}
+	if len(files) == 0 || files[0].GetPackage() != "grpc.health.v1" || len(files[0].GetService()) != 1 {
+		t.Fatalf("file containing %s: %v", grpchealth.HealthV1ServiceName, files)
+	}
+	var statuses []string // as gRPC's health.proto names them
+	for _, m := range files[0].GetMessageType() {
+		for _, e := range m.GetEnumType() {
+			for _, v := range e.GetValue() {
+				statuses = append(statuses, v.GetName())
+			}
+		}
+	}
+	if want := []string{"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"}; !slices.Equal(statuses, want) {
+		t.Errorf("health statuses = %q, want %q", statuses, want)
+	}
+}

@@ -1,0 +1,202 @@
+// Package metrics measures ledgerd for Prometheus, in a registry of its own:
+// the API's requests (by procedure and Connect code, and their latency), the
+// write path (group sizes, retries, TransactionConflicts, through the
+// dynamo.Observer hook), every DynamoDB call (by operation and outcome,
+// through an AWS SDK middleware) and the projection (lag, entries applied).
+//
+// Every name starts with pointledger_; the domain packages know nothing of
+// Prometheus.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
+)
+
+// Metrics are ledgerd's metrics and the registry that holds them.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	requests        *prometheus.CounterVec
+	requestDuration *prometheus.HistogramVec
+	groupSize       prometheus.Histogram
+	retries         *prometheus.CounterVec
+	conflicts       prometheus.Counter
+	dynamoCalls     *prometheus.CounterVec
+	dynamoDuration  *prometheus.HistogramVec
+}
+
+var _ dynamo.Observer = (*Metrics)(nil)
+
+// New returns the metrics, registered with a new registry that also holds
+// the Go runtime's and the process's.
+func New() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pointledger_requests_total",
+			Help: "RPCs handled, by procedure and Connect code (ok for success).",
+		}, []string{"procedure", "code"}),
+		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pointledger_request_duration_seconds",
+			Help:    "Time to handle an RPC, by procedure.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"procedure"}),
+		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pointledger_group_commit_size",
+			Help:    "Mutations committed per ledger transaction (group commit; 1 when off).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 49},
+		}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pointledger_write_retries_total",
+			Help: "Write-path attempts tried again, by reason: transaction_conflict, version_moved, throttled, stale_cache.",
+		}, []string{"reason"}),
+		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pointledger_transaction_conflicts_total",
+			Help: "Ledger transactions DynamoDB cancelled with TransactionConflict.",
+		}),
+		dynamoCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pointledger_dynamodb_calls_total",
+			Help: "DynamoDB and DynamoDB Streams calls (with the SDK's own retries), by operation and outcome: ok, the AWS error code, canceled or error.",
+		}, []string{"operation", "outcome"}),
+		dynamoDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pointledger_dynamodb_call_duration_seconds",
+			Help:    "Time of a DynamoDB call (with the SDK's own retries), by operation.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"operation"}),
+	}
+	m.registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.dynamoCalls, m.dynamoDuration,
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+// Registry is where the metrics are registered.
+func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
+
+// GroupCommitted implements dynamo.Observer.
+func (m *Metrics) GroupCommitted(mutations int) { m.groupSize.Observe(float64(mutations)) }
+
+// Retried implements dynamo.Observer.
+func (m *Metrics) Retried(reason string) {
+	m.retries.WithLabelValues(reason).Inc()
+	if reason == dynamo.RetryTransactionConflict {
+		m.conflicts.Inc()
+	}
+}
+
+// WatchProjector exports the status of the projector running in this
+// process: its lag (newest applied entry: applied time minus create time),
+// the entries it applied, and whether it is caught up.
+func (m *Metrics) WatchProjector(status func() projection.Status) {
+	m.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pointledger_projection_lag_seconds",
+			Help: "Projection lag: for the newest entry applied to history, the time from its commit to its application.",
+		}, func() float64 { return status().Lag.Seconds() }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "pointledger_projection_entries_applied_total",
+			Help: "Ledger entries the projector in this process applied to history.",
+		}, func() float64 { return float64(status().Applied) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "pointledger_projection_caught_up",
+			Help: "1 when every shard this projector holds had nothing new at its last read, else 0.",
+		}, func() float64 {
+			if status().CaughtUp {
+				return 1
+			}
+			return 0
+		}),
+	)
+}
+
+// Interceptor counts and times every RPC, unary or streamed. Put it first
+// among the handler's interceptors, so that it sees the code of every
+// answer, refusals by later interceptors included.
+func (m *Metrics) Interceptor() connect.Interceptor { return interceptor{m} }
+
+type interceptor struct{ m *Metrics }
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		start := time.Now()
+		res, err := next(ctx, req)
+		i.m.observeRequest(req.Spec().Procedure, start, err)
+		return res, err
+	}
+}
+
+func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
+		err := next(ctx, conn)
+		i.m.observeRequest(conn.Spec().Procedure, start, err)
+		return err
+	}
+}
+
+func (m *Metrics) observeRequest(procedure string, start time.Time, err error) {
+	m.requestDuration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	m.requests.WithLabelValues(procedure, code).Inc()
+}
+
+// DynamoDBMiddleware counts and times every call of an AWS SDK client it is
+// added to (aws.Config.APIOptions, or a client's Options.APIOptions). It
+// sits at the end of the initialize step, so that it sees the operation's
+// name and one call however often the SDK retries it.
+func (m *Metrics) DynamoDBMiddleware(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("pointledgerMetrics",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			start := time.Now()
+			out, md, err := next.HandleInitialize(ctx, in)
+			op := awsmiddleware.GetOperationName(ctx)
+			m.dynamoDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+			m.dynamoCalls.WithLabelValues(op, outcome(err)).Inc()
+			return out, md, err
+		}), middleware.After)
+}
+
+// outcome names how a call ended, with few enough values to be a label.
+func outcome(err error) string {
+	var apiErr smithy.APIError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &apiErr):
+		return apiErr.ErrorCode()
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	}
+	return "error"
+}
