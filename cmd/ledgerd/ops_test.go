@@ -78,7 +78,7 @@ func TestMetricsCountRequestsGroupsAndDynamoDBCalls(t *testing.T) {
 	t.Parallel()
 	p := startLedgerd(t)
 	ctx := context.Background()
-	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, "http://"+p.addr)
+	client := p.ledgerClient()
 	for _, id := range []string{"g1", "g2", "g3"} {
 		if _, err := client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "carol", Amount: "10", RequestId: id})); err != nil {
 			t.Fatalf("grant %s: %v", id, err)

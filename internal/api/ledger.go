@@ -6,6 +6,7 @@ package api
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -123,7 +124,11 @@ func (s *LedgerService) ListHistory(ctx context.Context, req *connect.Request[pb
 		if !ok {
 			return nil, s.toConnect(ctx, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "types: %v is not an entry type", t))
 		}
-		o.Types = append(o.Types, et)
+		// A type named twice filters the same; kept, each would cost an
+		// operand of DynamoDB's IN (at most 100), and a long list failed.
+		if !slices.Contains(o.Types, et) {
+			o.Types = append(o.Types, et)
+		}
 	}
 	for _, t := range []struct {
 		ts   *timestamppb.Timestamp

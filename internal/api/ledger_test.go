@@ -38,18 +38,33 @@ type testServer struct {
 	admin  pointledgerv1connect.AdminServiceClient
 	store  *dynamo.Ledger
 	env    *dynamotest.Env
+	url    string       // for raw HTTP requests (hostile_test.go)
+	http   *http.Client // the clients' own
+}
+
+// serverOptions say how a test server is built; the zero value is ledgerd's
+// defaults.
+type serverOptions struct {
+	// maxBatch bounds a group commit (0: the default; 1: no group commit).
+	maxBatch int
 }
 
 // newServer serves the API over HTTP on a fresh ledger table in DynamoDB Local.
-func newServer(tb testing.TB) *testServer { return newServerGrouping(tb, 0) }
+func newServer(tb testing.TB) *testServer { return newServerWith(tb, serverOptions{}) }
 
 // newServerGrouping is newServer with groups of at most maxBatch mutations
 // per transaction (0: the default; 1: no group commit).
 func newServerGrouping(tb testing.TB, maxBatch int) *testServer {
+	return newServerWith(tb, serverOptions{maxBatch: maxBatch})
+}
+
+// newServerWith is the one place test servers are built: ledgerd's handlers
+// with ledgerd's handler options, as cmd/ledgerd serves them.
+func newServerWith(tb testing.TB, o serverOptions) *testServer {
 	tb.Helper()
 	env := dynamotest.New(tb)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: maxBatch})
+	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: o.maxBatch})
 	mux := http.NewServeMux()
 	history := projection.NewHistory(env.Client, env.History, store)
 	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
@@ -65,6 +80,8 @@ func newServerGrouping(tb testing.TB, maxBatch int) *testServer {
 		admin:  pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		store:  store,
 		env:    env,
+		url:    srv.URL,
+		http:   httpClient,
 	}
 }
 

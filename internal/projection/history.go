@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -446,7 +447,11 @@ func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) 
 		if err == nil {
 			err = json.Unmarshal(b, &t)
 		}
-		if err != nil || t.User != user || t.Filter != filter || t.Version < 1 {
+		// The service never gives a token after the largest version, nor
+		// one before version 1 (newest first, that page is the last one):
+		// the query's bounds would overflow or cross.
+		if err != nil || t.User != user || t.Filter != filter || t.Version < 1 || t.Version == math.MaxInt64 ||
+			(!o.OldestFirst && t.Version == 1) {
 			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken,
 				"page_token is not one this service gave for user %q with these filters", user)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -101,7 +102,8 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 	var after int64
 	if token != "" {
 		t, err := decodePageToken(token)
-		if err != nil || t.User != user || t.After < 0 {
+		// After the largest version, after+1 would overflow and start over.
+		if err != nil || t.User != user || t.After < 0 || t.After == math.MaxInt64 {
 			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this service gave for user %q", user)
 		}
 		after = t.After

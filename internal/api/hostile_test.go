@@ -1,0 +1,676 @@
+package api_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/pointledger/pointledger/internal/api"
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/projection"
+)
+
+// A hostile request is a raw HTTP request, built by hand so that it can be
+// anything a client could send, not only what a generated client would.
+type hostileRequest struct {
+	name   string
+	method string // default POST
+	path   string // default /pointledger.v1.LedgerService/Purchase
+	header http.Header
+	body   []byte
+
+	code   connect.Code // the Connect code it must get; codeOK: it must succeed
+	reason string       // the ErrorInfo reason it must carry, if not ""
+	status int          // the HTTP status it must get, if not 0 (for answers outside the protocol)
+	answer string       // with codeOK: "field=value" or "field" the JSON answer must hold
+}
+
+// codeOK: the request must succeed (a replay, a read of a look-alike user);
+// it still must not write.
+const codeOK connect.Code = 0
+
+const (
+	purchasePath = "/pointledger.v1.LedgerService/Purchase"
+	grantPath    = "/pointledger.v1.LedgerService/Grant"
+	refundPath   = "/pointledger.v1.LedgerService/Refund"
+	balancePath  = "/pointledger.v1.LedgerService/GetBalance"
+	entriesPath  = "/pointledger.v1.LedgerService/ListEntries"
+	historyPath  = "/pointledger.v1.LedgerService/ListHistory"
+)
+
+// The seed: what the ledger holds before the corpus runs.
+const (
+	seedUser     = "alice"
+	seedOther    = "bob"
+	seedPurchase = "purchase-1"
+	seedGrant    = "grant-1"
+	seedRefund   = "refund-1"
+)
+
+// purchaseJSON is a Purchase body for alice that would be refused only for
+// the given field, set raw (a JSON value as written, not a Go value).
+func purchaseJSON(field, raw string) []byte {
+	fields := map[string]string{"user_id": `"alice"`, "amount": `"1"`, "request_id": `"hostile"`}
+	fields[field] = raw
+	return rawObject(fields)
+}
+
+// rawObject writes fields as a JSON object, values as written; a field with
+// the value "" is left out.
+func rawObject(fields map[string]string) []byte {
+	keys := slices.Sorted(maps.Keys(fields))
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, k := range keys {
+		if fields[k] == "" {
+			continue
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:%s", k, fields[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// q quotes s as a JSON string, escaping what JSON must (so "\u202e" stays
+// the character itself).
+func q(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// hostileCorpus is every malformed or hostile request without credentials
+// problems; each must get its code and write nothing. Cases about
+// credentials and roles belong in a corpus of the same form, run by the same
+// test. historyToken forges a ListHistory page token of alice's, as the
+// service would give for that order, pointing after version v.
+func hostileCorpus(historyToken func(oldestFirst bool, v int64) string) []hostileRequest {
+	amount := func(name, raw, reason string) hostileRequest {
+		return hostileRequest{name: "amount " + name, body: purchaseJSON("amount", raw), code: connect.CodeInvalidArgument, reason: reason}
+	}
+	user := func(name, id string) hostileRequest {
+		return hostileRequest{name: "user_id " + name, body: purchaseJSON("user_id", q(id)), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID}
+	}
+	requestID := func(name, id string) hostileRequest {
+		return hostileRequest{name: "request_id " + name, body: purchaseJSON("request_id", q(id)), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidRequestID}
+	}
+	invalidJSON := func(name string, body string) hostileRequest {
+		return hostileRequest{name: name, body: []byte(body), code: connect.CodeInvalidArgument}
+	}
+	refund := func(name string, fields map[string]string, code connect.Code, reason string) hostileRequest {
+		all := map[string]string{"user_id": `"alice"`, "amount": `"1"`, "request_id": `"hostile-refund"`, "purchase_request_id": q(seedPurchase)}
+		for k, v := range fields {
+			all[k] = v
+		}
+		return hostileRequest{name: "refund " + name, path: refundPath, body: rawObject(all), code: code, reason: reason}
+	}
+	over := strings.Repeat("x", api.MaxRequestBytes)
+
+	corpus := []hostileRequest{
+		// Wrong JSON types.
+		invalidJSON("amount as a number", `{"user_id":"alice","amount":10,"request_id":"hostile"}`),
+		invalidJSON("amount as a bool", `{"user_id":"alice","amount":true,"request_id":"hostile"}`),
+		invalidJSON("amount as an object", `{"user_id":"alice","amount":{"value":"1"},"request_id":"hostile"}`),
+		invalidJSON("user_id as a number", `{"user_id":123,"amount":"1","request_id":"hostile"}`),
+		invalidJSON("user_id as an array", `{"user_id":["alice"],"amount":"1","request_id":"hostile"}`),
+		invalidJSON("metadata as a string", `{"user_id":"alice","amount":"1","request_id":"hostile","metadata":"shop"}`),
+		invalidJSON("metadata value as a number", `{"user_id":"alice","amount":"1","request_id":"hostile","metadata":{"shop":1}}`),
+		invalidJSON("body is an array", `[{"user_id":"alice","amount":"1","request_id":"hostile"}]`),
+		invalidJSON("body is a string", `"alice"`),
+		{name: "page_size as a string of letters", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":"many"}`), code: connect.CodeInvalidArgument},
+		{name: "page_size as a fraction", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":1.5}`), code: connect.CodeInvalidArgument},
+		{name: "page_size beyond int32", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":4294967296}`), code: connect.CodeInvalidArgument},
+		{name: "page_size at int32 max is capped", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":2147483647}`), code: codeOK, answer: "entries"},
+		{name: "history page_size negative", path: historyPath, body: []byte(`{"user_id":"alice","page_size":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageSize},
+		{name: "page_size negative", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageSize},
+		{name: "types an unknown name", path: historyPath, body: []byte(`{"user_id":"alice","types":["ENTRY_TYPE_THEFT"]}`), code: connect.CodeInvalidArgument},
+		{name: "start_time in year 10000", path: historyPath, body: []byte(`{"user_id":"alice","start_time":"10000-01-01T00:00:00Z"}`), code: connect.CodeInvalidArgument},
+		{name: "start_time not a time", path: historyPath, body: []byte(`{"user_id":"alice","start_time":"yesterday"}`), code: connect.CodeInvalidArgument},
+		{name: "types an unknown number", path: historyPath, body: []byte(`{"user_id":"alice","types":[99]}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidFilter},
+
+		// Unknown fields, duplicate keys, broken JSON.
+		invalidJSON("unknown field", `{"user_id":"alice","amount":"1","request_id":"hostile","admin":true}`),
+		invalidJSON("unknown field balance", `{"user_id":"alice","amount":"1","request_id":"hostile","balance":"1000000"}`),
+		invalidJSON("duplicate user_id", `{"user_id":"bob","amount":"1","request_id":"hostile","user_id":"alice"}`),
+		invalidJSON("duplicate amount", `{"user_id":"alice","amount":"1","request_id":"hostile","amount":"-1000"}`),
+		invalidJSON("same field by both names", `{"user_id":"alice","userId":"bob","amount":"1","request_id":"hostile"}`),
+		invalidJSON("truncated", `{"user_id":"alice","amount":"1","request_id":"host`),
+		invalidJSON("trailing garbage", `{"user_id":"alice","amount":"1","request_id":"hostile"}{}`),
+		invalidJSON("empty body", ``),
+		invalidJSON("null body", `null`),
+		invalidJSON("single quotes", `{'user_id':'alice','amount':'1','request_id':'hostile'}`),
+		invalidJSON("invalid UTF-8 in a string", "{\"user_id\":\"al\xffice\",\"amount\":\"1\",\"request_id\":\"hostile\"}"),
+		invalidJSON("byte order mark", "\ufeff"+`{"user_id":"alice","amount":"1","request_id":"hostile"}`),
+		invalidJSON("deeply nested", `{"user_id":"alice","amount":"1","request_id":"hostile","metadata":{"k":`+strings.Repeat("[", 50000)+`}}`),
+		invalidJSON("lone surrogate escape", `{"user_id":"alice\ud800","amount":"1","request_id":"hostile"}`),
+
+		// Missing fields.
+		{name: "empty object", body: []byte(`{}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "no user_id", body: purchaseJSON("user_id", ""), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "user_id null", body: purchaseJSON("user_id", "null"), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "no request_id", body: purchaseJSON("request_id", ""), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidRequestID},
+		{name: "no amount", body: purchaseJSON("amount", ""), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
+		refund("without purchase_request_id", map[string]string{"purchase_request_id": ""}, connect.CodeInvalidArgument, ledger.ReasonInvalidRequestID),
+		{name: "balance without user_id", path: balancePath, body: []byte(`{}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "entries without user_id", path: entriesPath, body: []byte(`{}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "history without user_id", path: historyPath, body: []byte(`{}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+
+		// Huge strings, within and beyond the size limit.
+		user("of 60000 characters", strings.Repeat("a", 60000)),
+		{name: "order_id of 257 bytes", body: purchaseJSON("order_id", q(strings.Repeat("o", ledger.MaxOrderIDBytes+1))), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidOrderID},
+		{name: "metadata over 2048 bytes in all", body: purchaseJSON("metadata", string(must(json.Marshal(bigMetadata())))), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMetadata},
+		{name: "metadata key of 65 bytes", body: purchaseJSON("metadata", `{`+q(strings.Repeat("k", ledger.MaxMetadataKey+1))+`:"v"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMetadata},
+		{name: "metadata of 17 keys", body: purchaseJSON("metadata", string(must(json.Marshal(manyKeys(ledger.MaxMetadataKeys+1))))), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMetadata},
+		{name: "metadata value of 10000 bytes", body: purchaseJSON("metadata", `{"shop":`+q(strings.Repeat("v", 10000))+`}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMetadata},
+		{name: "body over 64 KiB", body: purchaseJSON("order_id", q(over)), code: connect.CodeResourceExhausted},
+		{name: "gzip body inflating over 64 KiB", header: http.Header{"Content-Encoding": {"gzip"}}, body: gzipped(purchaseJSON("order_id", q(over+over))), code: connect.CodeResourceExhausted},
+		{name: "gzip announced, not gzip", header: http.Header{"Content-Encoding": {"gzip"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
+		{name: "header of 2 MiB", header: http.Header{"X-Filler": {strings.Repeat("h", 2<<20)}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusRequestHeaderFieldsTooLarge},
+		{name: "unsupported content encoding", header: http.Header{"Content-Encoding": {"br"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented},
+
+		// Unicode tricks.
+		user("with an RTL override", "\u202eecila"),
+		user("with a zero-width joiner", "ali\u200dce"),
+		user("with a NUL", "alice\u0000"),
+		user("with a Cyrillic a", "аlice"),
+		user("in full-width letters", "ａｌｉｃｅ"),
+		user("with a combining accent", "alice\u0301"),
+		amount("in full-width digits", q("１０"), ledger.ReasonInvalidAmount),
+		amount("in Arabic-Indic digits", q("١٠"), ledger.ReasonInvalidAmount),
+		amount("with a zero-width space", q("1\u200b"), ledger.ReasonInvalidAmount),
+		{name: "order_id with an RTL override", body: purchaseJSON("order_id", q("order-\u202e24")), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidOrderID},
+		{name: "metadata value with a NUL", body: purchaseJSON("metadata", `{"shop":"ber\u0000lin"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMetadata},
+
+		// Ids that would alter DynamoDB keys.
+		user("#", "#"),
+		user("ACCT#alice", "ACCT#alice"),
+		user("alice#E#00000000000000000001", "alice#E#00000000000000000001"),
+		user("with a newline", "alice\nbob"),
+		user("with a tab", "alice\t"),
+		user("with a space", "alice bob"),
+		user("of 129 characters", strings.Repeat("a", ledger.MaxIDLength+1)),
+		requestID("E#00000000000000000001", "E#00000000000000000001"),
+		requestID("R#purchase-1", "R#purchase-1"),
+		requestID("with a newline", "hostile\n"),
+		requestID("of 129 characters", strings.Repeat("r", ledger.MaxIDLength+1)),
+		{name: "metadata key #", body: purchaseJSON("metadata", `{"#":"x"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMetadata},
+		refund("of purchase R#purchase-1", map[string]string{"purchase_request_id": q("R#" + seedPurchase)}, connect.CodeInvalidArgument, ledger.ReasonInvalidRequestID),
+		{name: "balance of ACCT#alice", path: balancePath, body: []byte(`{"user_id":"ACCT#alice"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "entries of alice#", path: entriesPath, body: []byte(`{"user_id":"alice#"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		// "A" is the aggregate's sort key, but as a user id it is just a user
+		// without points: the purchase is refused, the read shows nothing.
+		{name: "user_id A", body: purchaseJSON("user_id", `"A"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
+		{name: "balance of A", path: balancePath, body: []byte(`{"user_id":"A"}`), code: codeOK, answer: "balance=0"},
+		{name: "balance of ALICE is not alice's", path: balancePath, body: []byte(`{"user_id":"ALICE"}`), code: codeOK, answer: "balance=0"},
+		{name: "user_id with an escaped #", body: []byte(`{"user_id":"alice\u0023E","amount":"1","request_id":"hostile"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "request_id an escaped NUL", body: []byte(`{"user_id":"alice","amount":"1","request_id":"\u0000"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidRequestID},
+
+		// Amounts at every boundary.
+		amount("0", `"0"`, ledger.ReasonInvalidAmount),
+		amount("0.00", `"0.00"`, ledger.ReasonInvalidAmount),
+		amount("-1", `"-1"`, ledger.ReasonInvalidAmount),
+		amount("0.001 at scale 2", `"0.001"`, ledger.ReasonInvalidAmount),
+		amount("just above the maximum", `"1000000000000000000"`, ledger.ReasonInvalidAmount),
+		amount("1e3", `"1e3"`, ledger.ReasonInvalidAmount),
+		amount("1E-2", `"1E-2"`, ledger.ReasonInvalidAmount),
+		amount("NaN", `"NaN"`, ledger.ReasonInvalidAmount),
+		amount("Infinity", `"Infinity"`, ledger.ReasonInvalidAmount),
+		amount("empty", `""`, ledger.ReasonInvalidAmount),
+		amount("leading space", `" 1"`, ledger.ReasonInvalidAmount),
+		amount("trailing space", `"1 "`, ledger.ReasonInvalidAmount),
+		amount("+1", `"+1"`, ledger.ReasonInvalidAmount),
+		amount("0x10", `"0x10"`, ledger.ReasonInvalidAmount),
+		amount("of 1000 digits", q(strings.Repeat("9", 1000)), ledger.ReasonInvalidAmount),
+		amount("1,5", `"1,5"`, ledger.ReasonInvalidAmount),
+		amount("1.000 at scale 2", `"1.000"`, ledger.ReasonInvalidAmount),
+		amount("with a Unicode minus", q("−1"), ledger.ReasonInvalidAmount),
+		amount("19 integer digits after leading zeros", `"0001000000000000000000"`, ledger.ReasonInvalidAmount),
+		{name: "amount at the maximum, not covered", body: purchaseJSON("amount", `"999999999999999999.99"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
+		{name: "amount just above the balance", body: purchaseJSON("amount", `"75.01"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
+		{name: "grant of 0.001", path: grantPath, body: purchaseJSON("amount", `"0.001"`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
+		{name: "grant of -100", path: grantPath, body: purchaseJSON("amount", `"-100"`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
+
+		// Refunds that must not pay out.
+		refund("of a purchase that does not exist", map[string]string{"purchase_request_id": `"no-such-purchase"`}, connect.CodeNotFound, ledger.ReasonPurchaseNotFound),
+		refund("of another user's purchase", map[string]string{"user_id": q(seedOther)}, connect.CodeNotFound, ledger.ReasonPurchaseNotFound),
+		refund("of a grant", map[string]string{"purchase_request_id": q(seedGrant)}, connect.CodeNotFound, ledger.ReasonPurchaseNotFound),
+		refund("of more than the purchase", map[string]string{"amount": `"30.01"`}, connect.CodeFailedPrecondition, ledger.ReasonRefundExceedsPurchase),
+		refund("of 0.001", map[string]string{"amount": `"0.001"`}, connect.CodeInvalidArgument, ledger.ReasonInvalidAmount),
+		refund("of a refund", map[string]string{"purchase_request_id": q(seedRefund)}, connect.CodeNotFound, ledger.ReasonPurchaseNotFound),
+		refund("of the rest and a bit", map[string]string{"amount": `"25.01"`}, connect.CodeFailedPrecondition, ledger.ReasonRefundExceedsPurchase),
+		refund("request_id reused with another amount", map[string]string{"request_id": q(seedRefund), "amount": `"4"`}, connect.CodeAlreadyExists, ledger.ReasonRequestIDReused),
+		refund("of a negative amount", map[string]string{"amount": `"-30"`}, connect.CodeInvalidArgument, ledger.ReasonInvalidAmount),
+		{name: "purchase naming a purchase to refund", body: purchaseJSON("purchase_request_id", q(seedPurchase)), code: connect.CodeInvalidArgument},
+
+		// Request ids used before.
+		{name: "request_id reused with another amount", body: rawObject(map[string]string{"user_id": `"alice"`, "amount": `"31"`, "request_id": q(seedPurchase), "order_id": `"order-42"`}), code: connect.CodeAlreadyExists, reason: ledger.ReasonRequestIDReused},
+		{name: "request_id reused with another order", body: rawObject(map[string]string{"user_id": `"alice"`, "amount": `"30"`, "request_id": q(seedPurchase), "order_id": `"order-43"`}), code: connect.CodeAlreadyExists, reason: ledger.ReasonRequestIDReused},
+		{name: "purchase request_id reused by a grant", path: grantPath, body: rawObject(map[string]string{"user_id": `"alice"`, "amount": `"30"`, "request_id": q(seedPurchase), "order_id": `"order-42"`}), code: connect.CodeAlreadyExists, reason: ledger.ReasonRequestIDReused},
+		{name: "grant request_id reused by a purchase", body: rawObject(map[string]string{"user_id": `"alice"`, "amount": `"100"`, "request_id": q(seedGrant)}), code: connect.CodeAlreadyExists, reason: ledger.ReasonRequestIDReused},
+		{name: "replay of the seed purchase", body: rawObject(map[string]string{"user_id": `"alice"`, "amount": `"30"`, "request_id": q(seedPurchase), "order_id": `"order-42"`}), code: codeOK, answer: "replayed=true"},
+		{name: "replay written with another amount notation", body: rawObject(map[string]string{"user_id": `"alice"`, "amount": `"30.00"`, "request_id": q(seedPurchase), "order_id": `"order-42"`}), code: codeOK, answer: "replayed=true"},
+
+		// Page tokens that are not this service's, or another user's.
+		{name: "page_token garbage", path: entriesPath, body: []byte(`{"user_id":"alice","page_token":"%%%"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+		{name: "page_token of another user", path: entriesPath, body: []byte(`{"user_id":"alice","page_token":` + q(base64.RawURLEncoding.EncodeToString([]byte(`{"u":"bob","v":0}`))) + `}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+		{name: "page_token at the largest version", path: entriesPath, body: []byte(`{"user_id":"alice","page_token":` + q(base64.RawURLEncoding.EncodeToString([]byte(`{"u":"alice","v":9223372036854775807}`))) + `}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+		{name: "history page_token before version 1, newest first", path: historyPath, body: []byte(`{"user_id":"alice","page_token":` + q(historyToken(false, 1)) + `}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+		{name: "history page_token at the largest version, oldest first", path: historyPath, body: []byte(`{"user_id":"alice","oldest_first":true,"page_token":` + q(historyToken(true, math.MaxInt64)) + `}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+		{name: "history page_token of another filter", path: historyPath, body: []byte(`{"user_id":"alice","oldest_first":true,"page_token":` + q(historyToken(false, 3)) + `}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+		{name: "history page_token forged, still the service's", path: historyPath, body: []byte(`{"user_id":"alice","page_token":` + q(historyToken(false, 3)) + `}`), code: codeOK, answer: "items"},
+		{name: "history types repeated 200 times", path: historyPath, body: []byte(`{"user_id":"alice","types":[` + strings.TrimSuffix(strings.Repeat(`"ENTRY_TYPE_GRANT",`, 200), ",") + `]}`), code: codeOK, answer: "items"},
+		{name: "page_token negative", path: entriesPath, body: []byte(`{"user_id":"alice","page_token":` + q(base64.RawURLEncoding.EncodeToString([]byte(`{"u":"alice","v":-5}`))) + `}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageToken},
+
+		// The protocol itself.
+		{name: "GET", method: http.MethodGet, body: nil, code: connect.CodeUnknown, status: http.StatusMethodNotAllowed},
+		{name: "PUT", method: http.MethodPut, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusMethodNotAllowed},
+		{name: "content type text/plain", header: http.Header{"Content-Type": {"text/plain"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
+		{name: "content type form", header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, body: []byte("user_id=alice&amount=1&request_id=hostile"), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
+		{name: "content type json in UTF-16", header: http.Header{"Content-Type": {"application/json; charset=utf-16"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
+		{name: "no content type", header: http.Header{"Content-Type": {""}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
+		{name: "unknown procedure", path: "/pointledger.v1.LedgerService/Transfer", body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented, status: http.StatusNotFound},
+		{name: "path traversal", path: "/pointledger.v1.LedgerService/../AdminService/Adjust", body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented, status: http.StatusNotFound},
+		{name: "protocol version 2", header: http.Header{"Connect-Protocol-Version": {"2"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
+		{name: "timeout of 11 digits", header: http.Header{"Connect-Timeout-Ms": {"99999999999"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
+		{name: "GET of a procedure with side effects", method: http.MethodGet, path: purchasePath + "?encoding=json&message=" + url.QueryEscape(string(purchaseJSON("amount", `"1"`))), code: connect.CodeUnknown, status: http.StatusMethodNotAllowed},
+		{name: "GET balance of ACCT#alice", method: http.MethodGet, path: balancePath + "?encoding=json&message=" + url.QueryEscape(`{"user_id":"ACCT#alice"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "GET balance, message not JSON", method: http.MethodGet, path: balancePath + "?encoding=json&message=%7Buser", code: connect.CodeInvalidArgument},
+		{name: "GET balance, unknown encoding", method: http.MethodGet, path: balancePath + "?encoding=xml&message=%3Cuser%2F%3E", code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
+		{name: "timeout not a number", header: http.Header{"Connect-Timeout-Ms": {"soon"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
+
+		// Binary proto (Connect) and gRPC-Web.
+		{name: "proto: garbage", header: protoHeader, body: []byte{0xff, 0xff, 0xff, 0xff}, code: connect.CodeInvalidArgument},
+		{name: "proto: invalid UTF-8 in user_id", header: protoHeader, body: purchaseWire("al\xffice", "1"), code: connect.CodeInvalidArgument},
+		{name: "proto: amount 1e3", header: protoHeader, body: purchaseWire("alice", "1e3"), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
+		{name: "proto: user_id ACCT#alice", header: protoHeader, body: purchaseWire("ACCT#alice", "1"), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "proto: user_id field as varint", header: protoHeader, body: protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 7), code: connect.CodeInvalidArgument},
+		{name: "grpc-web: key-injection user", header: grpcWebHeader, body: grpcWebFrame(0, purchaseWire("alice#A", "1")), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
+		{name: "grpc-web: amount NaN", header: grpcWebHeader, body: grpcWebFrame(0, purchaseWire("alice", "NaN")), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
+		{name: "grpc-web: frame claims 1 GiB", header: grpcWebHeader, body: append(binary.BigEndian.AppendUint32([]byte{0}, 1<<30), purchaseWire("alice", "1")...), code: connect.CodeResourceExhausted},
+		// connect-go calls a frame shorter than its prefix promised a
+		// protocol error, INTERNAL, as gRPC does; nothing reaches the ledger.
+		{name: "grpc-web: truncated frame", header: grpcWebHeader, body: append(binary.BigEndian.AppendUint32([]byte{0}, 100), purchaseWire("alice", "1")...), code: connect.CodeInternal},
+		{name: "grpc-web: compressed flag without an encoding", header: grpcWebHeader, body: grpcWebFrame(1, purchaseWire("alice", "1")), code: connect.CodeInternal},
+	}
+	return corpus
+}
+
+var (
+	protoHeader   = http.Header{"Content-Type": {"application/proto"}}
+	grpcWebHeader = http.Header{"Content-Type": {"application/grpc-web+proto"}, "X-Grpc-Web": {"1"}}
+)
+
+// purchaseWire is a PurchaseRequest in the proto wire format, written field
+// by field so that it may hold what proto.Marshal refuses (invalid UTF-8).
+func purchaseWire(user, amount string) []byte {
+	var b []byte
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendString(b, user)
+	b = protowire.AppendTag(b, 2, protowire.BytesType)
+	b = protowire.AppendString(b, amount)
+	b = protowire.AppendTag(b, 3, protowire.BytesType)
+	b = protowire.AppendString(b, "hostile")
+	return b
+}
+
+func grpcWebFrame(flags byte, msg []byte) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{flags}, uint32(len(msg))), msg...)
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, _ = w.Write(b)
+	_ = w.Close()
+	return buf.Bytes()
+}
+
+// bigMetadata is 16 keys of 64 bytes with values of 256: each within its
+// bound, together beyond the total.
+func bigMetadata() map[string]string {
+	m := map[string]string{}
+	for i := range ledger.MaxMetadataKeys {
+		m[fmt.Sprintf("%064d", i)] = strings.Repeat("v", ledger.MaxMetadataValue)
+	}
+	return m
+}
+
+func manyKeys(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprint("k", i)] = "v"
+	}
+	return m
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestHostileRequestsWriteNothing seeds a ledger, sends every request of the
+// corpus, and checks each got its code, and that the ledger, history and
+// lease tables hold exactly the seed afterwards.
+func TestHostileRequestsWriteNothing(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	s.grant(t, seedUser, seedGrant, "100")
+	if _, err := s.client.Purchase(context.Background(), connect.NewRequest(&pb.PurchaseRequest{
+		UserId: seedUser, RequestId: seedPurchase, Amount: "30", OrderId: "order-42",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.refund(seedUser, seedRefund, seedPurchase, "5"); err != nil {
+		t.Fatal(err)
+	}
+	s.grant(t, seedOther, "bob-grant", "50")
+	// The history, as the projector would have it, for ListHistory's cases.
+	ctx := context.Background()
+	for _, u := range []string{seedUser, seedOther} {
+		if err := projection.NewHistory(s.env.Client, s.env.History, s.store).Rebuild(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	historyToken := func(oldestFirst bool, v int64) string {
+		res, err := s.client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: seedUser, PageSize: 1, OldestFirst: oldestFirst}))
+		if err != nil || res.Msg.NextPageToken == "" {
+			t.Fatalf("a history page token: %v, %v", res, err)
+		}
+		var token map[string]any
+		if err := json.Unmarshal(must(base64.RawURLEncoding.DecodeString(res.Msg.NextPageToken)), &token); err != nil {
+			t.Fatal(err)
+		}
+		token["v"] = v
+		return base64.RawURLEncoding.EncodeToString(must(json.Marshal(token)))
+	}
+	before := s.snapshot(t)
+
+	corpus := hostileCorpus(historyToken)
+	if len(corpus) < 50 {
+		t.Errorf("the corpus has %d cases, want at least 50", len(corpus))
+	}
+	names := map[string]bool{}
+	for _, c := range corpus {
+		if names[c.name] {
+			t.Errorf("two cases are named %q", c.name)
+		}
+		names[c.name] = true
+		t.Run(c.name, func(t *testing.T) {
+			code, why, httpStatus, answer := s.send(t, c)
+			if code != c.code {
+				t.Errorf("code = %v (HTTP %d, reason %q), want %v", codeName(code), httpStatus, why, codeName(c.code))
+			}
+			if c.reason != "" && why != c.reason {
+				t.Errorf("reason = %q, want %q", why, c.reason)
+			}
+			if c.answer != "" && !holds(answer, c.answer) {
+				t.Errorf("answer %s does not hold %s", answer, c.answer)
+			}
+			if c.status != 0 && httpStatus != c.status {
+				t.Errorf("HTTP status = %d, want %d", httpStatus, c.status)
+			}
+			if httpStatus == http.StatusInternalServerError || code == connect.CodeInternal && c.code != connect.CodeInternal {
+				t.Errorf("the server failed on it: HTTP %d, %v", httpStatus, code)
+			}
+		})
+	}
+	after := s.snapshot(t)
+	for key, item := range after {
+		if was, ok := before[key]; !ok {
+			t.Errorf("written: %s = %s", key, item)
+		} else if was != item {
+			t.Errorf("changed: %s\n was %s\n now %s", key, was, item)
+		}
+	}
+	for key := range before {
+		if _, ok := after[key]; !ok {
+			t.Errorf("deleted: %s", key)
+		}
+	}
+	if len(before) < 14 { // 4 entries, 4 request records, 2 aggregates, 4 history items
+		t.Errorf("the seed is %d items; the scan does not see the tables", len(before))
+	}
+	s.assertSound(t, seedUser)
+	s.assertSound(t, seedOther)
+}
+
+// holds says whether the JSON object answer has the top-level field
+// "field=value" (the value as fmt prints it) or, without "=", the field.
+func holds(answer, want string) bool {
+	var m map[string]any
+	if json.Unmarshal([]byte(answer), &m) != nil {
+		return false
+	}
+	field, value, hasValue := strings.Cut(want, "=")
+	got, ok := m[field]
+	return ok && (!hasValue || fmt.Sprint(got) == value)
+}
+
+func codeName(c connect.Code) string {
+	if c == codeOK {
+		return "ok"
+	}
+	return c.String()
+}
+
+// send sends c and returns the Connect code of the answer (codeOK for a
+// success), its ErrorInfo reason, the HTTP status and the answer's body.
+// The server's credentials, once it wants some, go here too; a case's own
+// header replaces them.
+func (s *testServer) send(tb testing.TB, c hostileRequest) (code connect.Code, reason string, httpStatus int, answer string) {
+	tb.Helper()
+	method, path := c.method, c.path
+	if method == "" {
+		method = http.MethodPost
+	}
+	if path == "" {
+		path = purchasePath
+	}
+	req, err := http.NewRequest(method, s.url+path, bytes.NewReader(c.body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	res, err := s.http.Do(req)
+	if err != nil {
+		tb.Fatalf("send: %v", err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		tb.Fatalf("read the answer: %v", err)
+	}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "application/grpc-web") {
+		code, why := grpcWebStatus(tb, res, body)
+		return code, why, res.StatusCode, string(body)
+	}
+	if res.StatusCode == http.StatusOK {
+		return codeOK, "", res.StatusCode, string(body)
+	}
+	// A Connect unary error: a JSON body with the code and the details.
+	var wire struct {
+		Code    string `json:"code"`
+		Details []struct {
+			Type  string `json:"type"`
+			Value string `json:"value"`
+		} `json:"details"`
+	}
+	if err := json.Unmarshal(body, &wire); err != nil || wire.Code == "" {
+		// No Connect error body: the protocol's mapping of the HTTP status.
+		return httpToCode(res.StatusCode), "", res.StatusCode, string(body)
+	}
+	if err := code.UnmarshalText([]byte(wire.Code)); err != nil {
+		tb.Fatalf("answer %s: %v", body, err)
+	}
+	for _, d := range wire.Details {
+		if d.Type != "google.rpc.ErrorInfo" {
+			continue
+		}
+		var info errdetails.ErrorInfo
+		raw, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(d.Value, "="))
+		if err != nil || proto.Unmarshal(raw, &info) != nil {
+			tb.Fatalf("detail %q does not decode", d.Value)
+		}
+		return code, info.Reason, res.StatusCode, string(body)
+	}
+	return code, "", res.StatusCode, string(body)
+}
+
+// httpToCode is the Connect protocol's code for an HTTP status without a
+// Connect error body.
+func httpToCode(status int) connect.Code {
+	switch status {
+	case http.StatusBadRequest:
+		return connect.CodeInternal
+	case http.StatusUnauthorized:
+		return connect.CodeUnauthenticated
+	case http.StatusForbidden:
+		return connect.CodePermissionDenied
+	case http.StatusNotFound:
+		return connect.CodeUnimplemented
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return connect.CodeUnavailable
+	}
+	return connect.CodeUnknown
+}
+
+// grpcWebStatus reads grpc-status and its details from the headers (a
+// trailers-only answer) or from the trailer frame of the body.
+func grpcWebStatus(tb testing.TB, res *http.Response, body []byte) (connect.Code, string) {
+	tb.Helper()
+	trailer := res.Header
+	if trailer.Get("Grpc-Status") == "" {
+		trailer = http.Header{}
+		for len(body) >= 5 {
+			flags, n := body[0], binary.BigEndian.Uint32(body[1:5])
+			if uint32(len(body)-5) < n {
+				tb.Fatalf("grpc-web answer: truncated frame")
+			}
+			frame := body[5 : 5+n]
+			body = body[5+n:]
+			if flags&0x80 == 0 {
+				continue
+			}
+			for line := range strings.SplitSeq(string(frame), "\r\n") {
+				if k, v, ok := strings.Cut(line, ":"); ok {
+					trailer.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+				}
+			}
+		}
+	}
+	n, err := strconv.Atoi(trailer.Get("Grpc-Status"))
+	if err != nil {
+		tb.Fatalf("grpc-web answer without grpc-status: %v", err)
+	}
+	raw := trailer.Get("Grpc-Status-Details-Bin")
+	if raw == "" {
+		return connect.Code(n), ""
+	}
+	b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(raw, "="))
+	var st status.Status
+	if err != nil || proto.Unmarshal(b, &st) != nil {
+		tb.Fatalf("grpc-status-details-bin %q does not decode", raw)
+	}
+	for _, d := range st.Details {
+		var info errdetails.ErrorInfo
+		if anypb.UnmarshalTo(d, &info, proto.UnmarshalOptions{}) == nil {
+			return connect.Code(n), info.Reason
+		}
+	}
+	return connect.Code(n), ""
+}
+
+// snapshot reads every item of the test's ledger, history and lease tables,
+// consistently, as "table PK SK" -> the item written out.
+func (s *testServer) snapshot(tb testing.TB) map[string]string {
+	tb.Helper()
+	items := map[string]string{}
+	for _, table := range []string{s.env.Ledger, s.env.History, s.env.Leases} {
+		p := dynamodb.NewScanPaginator(s.env.Client, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		for p.HasMorePages() {
+			out, err := p.NextPage(context.Background())
+			if err != nil {
+				tb.Fatalf("scan %s: %v", table, err)
+			}
+			for _, item := range out.Items {
+				text := render(&types.AttributeValueMemberM{Value: item})
+				key := table
+				for _, k := range []string{"PK", "SK"} {
+					if v, ok := item[k]; ok {
+						key += " " + render(v)
+					}
+				}
+				if _, dup := items[key]; dup {
+					key += " " + text
+				}
+				items[key] = text
+			}
+		}
+	}
+	return items
+}
+
+// render writes an attribute value out deterministically (maps sorted).
+func render(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return strconv.Quote(v.Value)
+	case *types.AttributeValueMemberN:
+		return "N" + v.Value
+	case *types.AttributeValueMemberBOOL:
+		return strconv.FormatBool(v.Value)
+	case *types.AttributeValueMemberNULL:
+		return "null"
+	case *types.AttributeValueMemberB:
+		return "B" + base64.StdEncoding.EncodeToString(v.Value)
+	case *types.AttributeValueMemberSS:
+		return fmt.Sprint("SS", slices.Sorted(slices.Values(v.Value)))
+	case *types.AttributeValueMemberNS:
+		return fmt.Sprint("NS", slices.Sorted(slices.Values(v.Value)))
+	case *types.AttributeValueMemberL:
+		parts := make([]string, len(v.Value))
+		for i, e := range v.Value {
+			parts[i] = render(e)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case *types.AttributeValueMemberM:
+		keys := slices.Sorted(maps.Keys(v.Value))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = k + ":" + render(v.Value[k])
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	return fmt.Sprintf("%T", v)
+}
