@@ -79,7 +79,7 @@ type flags struct {
 	concurrency, users, spends, covers           int
 	maxInFlight                                  int
 	duration, warmup, latency                    time.Duration
-	baselines, sharedEmulator, proxy             bool
+	baselines, sharedEmulator, proxy, h2c        bool
 }
 
 func run(ctx context.Context, args []string) (ok bool, err error) {
@@ -104,6 +104,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	fs.StringVar(&f.mix, "mix", "purchase=55,grant=5,refund=10,balance=20,history=10", "mixed: the proportions of each operation")
 	fs.DurationVar(&f.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
 	fs.BoolVar(&f.proxy, "proxy", false, "put the DynamoDB proxy in even without -latency (to count item writes and DynamoDB's time by operation)")
+	fs.BoolVar(&f.h2c, "h2c", false, "talk to ledgerd over HTTP/2 without TLS (one connection) instead of HTTP/1.1")
 	fs.BoolVar(&f.baselines, "baselines", true, "also measure the direct and the naive baselines (not with -target)")
 	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
 	fs.StringVar(&f.out, "out", "loadtest-results", "folder for the JSON and HTML reports")
@@ -153,7 +154,12 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	if f.scenario == "mixed" {
 		rep.Options.Mix = f.mix
 	}
-	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: max(f.concurrency*4, 256)}}}
+	transport := &http.Transport{MaxIdleConnsPerHost: max(f.concurrency*4, 256)}
+	if f.h2c {
+		transport.Protocols = new(http.Protocols)
+		transport.Protocols.SetUnencryptedHTTP2(true) // ledgerd serves h2c
+	}
+	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: transport}}
 	if f.target != "" {
 		r.f.baselines = false
 		rep.Target = f.target
