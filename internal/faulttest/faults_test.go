@@ -44,8 +44,9 @@ type sent struct {
 // TestNoPointLostOrRepeatedThroughFaults: clients buy and grant on a few
 // users through ledgerd, which talks to DynamoDB Local through a proxy that
 // injects latency spikes, closed connections, and transactions carried out
-// whose answers are lost or late. Meanwhile ledgerd (and the projector in
-// it, mid-batch) is killed with SIGKILL and restarted three times, and the
+// whose answers are lost or late. Meanwhile ledgerd and the projector (its
+// own process, `ledgerd project`, killed while it applies the load's
+// records) are each killed with SIGKILL and restarted three times, and the
 // emulator, persisting with -dbPath, is stopped under load and restarted. Clients retry whatever has no
 // definite answer with the same request id, as a client of a ledger must.
 // After quiescence: reconciliation is clean (aggregate = fold, no negative
@@ -95,26 +96,16 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	logs := &syncBuffer{}
-	var serveMu sync.Mutex
-	var serve *exec.Cmd
-	start := func() {
-		serveMu.Lock()
-		defer serveMu.Unlock()
-		serve = exec.Command(bin, "serve", "-listen", fmt.Sprintf("127.0.0.1:%d", port))
-		serve.Env = append(base, "LEDGER_DYNAMODB_ENDPOINT="+proxy.URL)
-		serve.Stdout, serve.Stderr = logs, logs
-		if err := serve.Start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kill := func() {
-		serveMu.Lock()
-		defer serveMu.Unlock()
-		_ = serve.Process.Signal(syscall.SIGKILL)
-		_ = serve.Wait()
-	}
-	start()
-	defer kill()
+	env := append(base, "LEDGER_DYNAMODB_ENDPOINT="+proxy.URL)
+	// ledgerd serves without its projector; the projector runs as its own
+	// process (`ledgerd project`), so that each can be killed on its own.
+	ledgerd := &process{bin: bin, env: append(env, "LEDGER_PROJECTOR=false"), out: logs,
+		args: []string{"serve", "-listen", fmt.Sprintf("127.0.0.1:%d", port)}}
+	projector := &process{bin: bin, env: env, out: logs, args: []string{"project"}}
+	ledgerd.start(t)
+	defer ledgerd.kill()
+	projector.start(t)
+	defer projector.kill()
 
 	// The clients.
 	client := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, url, connect.WithInterceptors(auth.Bearer(creds.ServiceToken)))
@@ -181,10 +172,12 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 		t.Logf("%s", what)
 		f()
 	}
-	kills, emulatorRestarts := 0, 0
+	kills, projectorKills, emulatorRestarts := 0, 0, 0
 	for i := range 3 {
-		step(6*time.Second, "SIGKILL ledgerd", func() { kill(); kills++ })
-		step(time.Second, "restart ledgerd", start)
+		step(3*time.Second, "SIGKILL the projector (mid-batch: the load goes on)", func() { projector.kill(); projectorKills++ })
+		step(500*time.Millisecond, "restart the projector", func() { projector.start(t) })
+		step(3*time.Second, "SIGKILL ledgerd", func() { ledgerd.kill(); kills++ })
+		step(time.Second, "restart ledgerd", func() { ledgerd.start(t) })
 		if i == 1 {
 			// SIGTERM: killed with SIGKILL, DynamoDB Local loses its last
 			// acknowledged write (see dynamolocal.Shutdown), which the real
@@ -270,21 +263,49 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 		violate("entry of request %s, which no client sent", k)
 	}
 	st := proxy.Stats()
-	if st.Faults.Total() == 0 || st.Faults.LostAnswers == 0 || kills != 3 || emulatorRestarts != 1 {
-		t.Errorf("the faults did not happen: %+v, %d kills, %d emulator restarts", st.Faults, kills, emulatorRestarts)
+	if st.Faults.Total() == 0 || st.Faults.LostAnswers == 0 || kills != 3 || projectorKills != 3 || emulatorRestarts != 1 {
+		t.Errorf("the faults did not happen: %+v, %d kills of ledgerd, %d of the projector, %d emulator restarts", st.Faults, kills, projectorKills, emulatorRestarts)
 	}
 	if acked < 100 {
 		t.Errorf("only %d requests acknowledged: the test proves little", acked)
 	}
 	t.Logf("%d requests (%d attempts, %d retries): %d acknowledged, %d refused or unanswered (%d without a definite answer); "+
-		"faults: %d spikes, %d resets, %d lost answers, %d late answers; %d SIGKILLs of ledgerd, %d emulator restarts; "+
+		"faults: %d spikes, %d resets, %d lost answers, %d late answers; %d SIGKILLs of ledgerd, %d of the projector, %d emulator restarts; "+
 		"%d entries reconciled; %d violations",
 		len(book), attempts.Load(), retries.Load(), acked, unacked, unknown,
-		st.Faults.Spikes, st.Faults.Resets, st.Faults.LostAnswers, st.Faults.LateAnswers, kills, emulatorRestarts,
+		st.Faults.Spikes, st.Faults.Resets, st.Faults.LostAnswers, st.Faults.LateAnswers, kills, projectorKills, emulatorRestarts,
 		report.Entries, violations)
 	if t.Failed() {
 		t.Logf("ledgerd's logs:\n%s", logs.String())
 	}
+}
+
+// process is a ledgerd command that the test kills and starts again.
+type process struct {
+	bin  string
+	args []string
+	env  []string
+	out  *syncBuffer
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+}
+
+func (p *process) start(t *testing.T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = p.env, p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kill kills it with SIGKILL: no shutdown, no last checkpoint.
+func (p *process) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
 }
 
 // syncBuffer collects the logs of the ledgerd processes.
