@@ -14,7 +14,6 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,7 +40,7 @@ type ledgerdProcess struct {
 	env    []string
 	prefix string // of the tables
 	cmd    *exec.Cmd
-	out    *syncBuffer // its stdout and stderr
+	out    *dynamolocal.Output // its stdout and stderr
 	creds  auth.DevCredentials // its auth file: LEDGER_AUTH_FILE in env
 }
 
@@ -96,7 +95,7 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &syncBuffer{}, creds: creds}
+	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &dynamolocal.Output{}, creds: creds}
 	p.cmd = exec.Command(bin, append(serveArgs, p.addr)...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
@@ -387,23 +386,4 @@ func TestReconcileCommandExitsByFindings(t *testing.T) {
 	if len(findings) != 2 { // emil's balance, and the sum over all users
 		t.Errorf("findings = %v, want emil's balance_mismatch and the sum_mismatch", findings)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that the process's output copier and the
-// test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

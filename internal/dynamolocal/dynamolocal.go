@@ -45,7 +45,7 @@ type Emulator struct {
 	Port     int
 
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *Output
 	done chan struct{}
 	err  error // how the process ended, valid after done
 }
@@ -121,7 +121,7 @@ func start(ctx context.Context, o Options, port int) (*Emulator, error) {
 	}
 	cmd := exec.Command("java", args...)
 	cmd.Dir = o.Dir
-	out := &lockedBuffer{}
+	out := &Output{}
 	cmd.Stdout, cmd.Stderr = out, out
 	// The emulator dies with its parent, even when the parent is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
@@ -218,18 +218,21 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-type lockedBuffer struct {
+// Output collects a process's output (the emulator's, a ledgerd's in a
+// test) while it runs and may be read meanwhile: os/exec copies into it on
+// a goroutine of its own.
+type Output struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *Output) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *Output) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()

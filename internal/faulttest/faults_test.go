@@ -95,7 +95,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	logs := &syncBuffer{}
+	logs := &dynamolocal.Output{}
 	env := append(base, "LEDGER_DYNAMODB_ENDPOINT="+proxy.URL)
 	// ledgerd serves without its projector; the projector runs as its own
 	// process (`ledgerd project`), so that each can be killed on its own.
@@ -285,7 +285,7 @@ type process struct {
 	bin  string
 	args []string
 	env  []string
-	out  *syncBuffer
+	out  *dynamolocal.Output
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 }
@@ -306,22 +306,4 @@ func (p *process) kill() {
 	defer p.mu.Unlock()
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.cmd.Wait()
-}
-
-// syncBuffer collects the logs of the ledgerd processes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
