@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -106,7 +107,7 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 	var granted, spent, refunded, balances decimal.Decimal
 	users := sortedKeys(byUser)
 	for _, user := range users {
-		entries, err := c.entries(ctx, user)
+		entries, err := c.store.EntriesAfter(ctx, user, 0, math.MaxInt) // all of them
 		if err != nil {
 			return inv, err
 		}
@@ -172,20 +173,4 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 	}
 	slices.Sort(inv.Violations)
 	return inv, nil
-}
-
-func (c *checker) entries(ctx context.Context, user string) ([]ledger.Entry, error) {
-	var all []ledger.Entry
-	token := ""
-	for {
-		page, next, err := c.store.Entries(ctx, user, 1000, token)
-		if err != nil {
-			return nil, fmt.Errorf("entries of %s: %w", user, err)
-		}
-		all = append(all, page...)
-		if next == "" {
-			return all, nil
-		}
-		token = next
-	}
 }

@@ -122,7 +122,7 @@ func TestRecorderMeasuresOnlyTheWindow(t *testing.T) {
 	rec.record("purchase", "failed_precondition", 40*time.Millisecond, now)
 	rec.record("balance", "ok", 3*time.Millisecond, now.Add(2*time.Second))
 	rec.record("purchase", "ok", time.Millisecond, now.Add(2*time.Hour)) // after the end
-	run := rec.run("x", "")
+	run := rec.run()
 	if run.Requests != 3 || run.OK != 2 || run.Codes["failed_precondition"] != 1 {
 		t.Errorf("requests %d ok %d codes %v, want 3, 2 and one failed_precondition", run.Requests, run.OK, run.Codes)
 	}

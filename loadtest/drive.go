@@ -111,11 +111,11 @@ func (r *recorder) snapshot() (ok, errs int64, p99 float64) {
 }
 
 // run summarises the recorder as a Run.
-func (r *recorder) run(name, description string) Run {
+func (r *recorder) run() Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	d := r.end.Sub(r.begin).Seconds()
-	run := Run{Name: name, Description: description, DurationS: d, Codes: map[string]int64{}, ByOp: map[string]Percentiles{},
+	run := Run{DurationS: d, Codes: map[string]int64{}, ByOp: map[string]Percentiles{},
 		Latency: percentiles(r.all)}
 	for c, n := range r.codes {
 		run.Codes[c] = n
@@ -185,20 +185,28 @@ type intendedKey struct{}
 func closedLoop(ctx context.Context, s scenario, send sender, workers int, warmup, d time.Duration, rec *recorder, progress io.Writer) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	done := stepUntil(ctx, runCtx, s, send, workers, rec)
+	pace(ctx, warmup, d, rec, progress)
+	cancel()
+	done()
+}
+
+// stepUntil starts workers clients that step the scenario (their requests
+// under ctx) until until ends, each again as soon as its last step is
+// answered; done waits for them.
+func stepUntil(ctx, until context.Context, s scenario, send sender, workers int, rec *recorder) (done func()) {
 	seed := uint64(time.Now().UnixNano())
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), seed))
-			for runCtx.Err() == nil {
+			for until.Err() == nil {
 				s.step(ctx, rng, send)
-				rec.stepDone(time.Now())
+				rec.stepDone(time.Now()) // counted only while rec measures
 			}
 		})
 	}
-	pace(ctx, warmup, d, rec, progress)
-	cancel()
-	wg.Wait()
+	return wg.Wait
 }
 
 // openLoop warms the system up with a closed loop of warmers for warmup
@@ -211,16 +219,7 @@ func closedLoop(ctx context.Context, s scenario, send sender, workers int, warmu
 func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInFlight, warmers int, warmup, d time.Duration, rec *recorder, progress io.Writer) (late int64) {
 	if warmup > 0 {
 		warmCtx, stop := context.WithTimeout(ctx, warmup)
-		var wg sync.WaitGroup
-		for w := range warmers {
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
-				for warmCtx.Err() == nil {
-					s.step(ctx, rng, send) // not measured: rec has not begun
-				}
-			})
-		}
-		wg.Wait()
+		stepUntil(ctx, warmCtx, s, send, warmers, rec)() // not measured: rec has not begun
 		stop()
 		warmup = time.Second
 	}

@@ -278,7 +278,7 @@ func (r *runner) measure(ctx context.Context, name string, s scenario, send send
 		fmt.Printf("%s: %s, closed loop of %d clients, %s warm-up + %s\n", name, f.scenario, f.concurrency, f.warmup, f.duration)
 		closedLoop(ctx, s, send, f.concurrency, f.warmup, f.duration, rec, progressOut())
 	}
-	measured := rec.run(name, "")
+	measured := rec.run()
 	measured.Name, measured.Mode, measured.Concurrency, measured.Rate = run.Name, run.Mode, run.Concurrency, run.Rate
 	return measured, ctx.Err()
 }

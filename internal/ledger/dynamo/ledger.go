@@ -132,7 +132,7 @@ func New(db API, o Options) *Ledger {
 		retry:    o.Retry,
 		now:      o.Now,
 		log:      o.Logger,
-		maxBatch: min(o.MaxBatch, (maxTxItems-1)/2),
+		maxBatch: min(o.MaxBatch, DefaultMaxBatch), // no group holds more
 		linger:   o.Linger,
 		queues:   queues{m: map[string]*userQueue{}},
 		observe:  o.Observer,
