@@ -6,18 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
+	"github.com/pointledger/pointledger/internal/ddbhttp"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
@@ -76,12 +75,7 @@ func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
 // emulator needs no real credentials, so with an endpoint and none in the
 // environment they get fixed local ones.
 func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dynamodb.Client, *dynamodbstreams.Client, error) {
-	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-		// Many concurrent requests go to one host: keep their connections.
-		t.MaxIdleConns = 1024
-		t.MaxIdleConnsPerHost = 1024
-	})
-	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(httpClient)}
+	opts := []func(*config.LoadOptions) error{config.WithHTTPClient(ddbhttp.Client())}
 	if c.Region != "" {
 		opts = append(opts, config.WithRegion(c.Region))
 	}

@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/pointledger/pointledger/internal/ddbhttp"
 )
 
 // RelDir is where `make dynamodb-local` unpacks the emulator, from the
@@ -187,10 +189,12 @@ func (e *Emulator) Shutdown() {
 // Output is what the emulator printed so far.
 func (e *Emulator) Output() string { return e.out.String() }
 
-// NewClient returns a DynamoDB client for an emulator endpoint. The emulator
-// accepts any credentials; these are fixed so that nothing looks for real ones.
+// NewClient returns a DynamoDB client for an emulator endpoint, with the HTTP
+// client ledgerd uses. The emulator accepts any credentials; these are fixed so
+// that nothing looks for real ones.
 func NewClient(endpoint string) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
+		HTTPClient:   ddbhttp.Client(),
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
