@@ -98,8 +98,8 @@ loadtest: dynamodb-local build ## scenario SCENARIO (uniform) closed loop, open 
 	$(GO) run ./loadtest -scenario $(SCENARIO) -rate half $(ARGS)
 
 .PHONY: loadtest-quick
-loadtest-quick: dynamodb-local build ## 16 clients purchasing through ledgerd for 20 s (see README)
-	$(GO) run ./loadtest -concurrency 16 -duration 20s -baselines=false
+loadtest-quick: dynamodb-local build ## smoke run: 16 clients purchasing through ledgerd, 5 s warm-up, 20 s (see README)
+	$(GO) run ./loadtest -concurrency 16 -warmup 5s -duration 20s -baselines=false
 
 .PHONY: clean
 clean: ## remove build output (keeps the .cache downloads)

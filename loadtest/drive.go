@@ -135,7 +135,34 @@ func (r *recorder) run() Run {
 			P50: msOf(s.hist.ValueAtQuantile(50)), P99: msOf(s.hist.ValueAtQuantile(99))})
 	}
 	run.Histogram = buckets(r.all)
+	if note := unsteady(run.Timeline); note != "" {
+		run.Notes = append(run.Notes, note)
+	}
 	return run
+}
+
+// unsteady says so when the acknowledged requests per second of the last
+// quarter of a run differ from the first quarter's by more than 15%: the run
+// then measured a transition, most often DynamoDB Local still warming up (its
+// JIT compiler takes tens of seconds, longer with one CPU), and its figure
+// depends on the run's length. A longer -warmup measures the steady state.
+func unsteady(tl []Second) string {
+	q := len(tl) / 4
+	if q < 2 {
+		return ""
+	}
+	mean := func(ss []Second) float64 {
+		var n int64
+		for _, s := range ss {
+			n += s.OK
+		}
+		return float64(n) / float64(len(ss))
+	}
+	first, last := mean(tl[:q]), mean(tl[len(tl)-q:])
+	if first == last || first > 0 && math.Abs(last-first)/first <= 0.15 {
+		return ""
+	}
+	return fmt.Sprintf("NOT STEADY: %.0f/s in the first quarter of the measurement, %.0f/s in the last (a longer -warmup measures the steady state)", first, last)
 }
 
 func msOf(us int64) float64 { return float64(us) / 1000 }

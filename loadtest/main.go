@@ -19,6 +19,8 @@
 //   - baseline-naive: read-then-write without conditions, and the
 //     overdrafts and lost updates it causes.
 //
+// -pin-emulator gives DynamoDB Local a CPU of its own (see pinEmulator).
+//
 // Then it checks the invariants over everything sent to ledgerd, prints a
 // summary table, and writes the report as JSON and HTML into -out. A
 // violation, or a run with nothing acknowledged, exits 1.
@@ -80,6 +82,7 @@ type flags struct {
 	maxInFlight                                  int
 	duration, warmup, latency                    time.Duration
 	baselines, sharedEmulator, proxy, h2c        bool
+	pinEmulator                                  bool
 }
 
 func run(ctx context.Context, args []string) (ok bool, err error) {
@@ -95,7 +98,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	fs.StringVar(&f.rate, "rate", "", `open loop: steps per second (a retry burst or a double-spend round is one step); "half": half of the closed loop's; empty: closed loop only`)
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 4096, "open loop: at most this many steps at once (the rest wait, and their latency counts)")
 	fs.DurationVar(&f.duration, "duration", 20*time.Second, "how long each run is measured")
-	fs.DurationVar(&f.warmup, "warmup", 3*time.Second, "how long each run goes before it is measured")
+	fs.DurationVar(&f.warmup, "warmup", 40*time.Second, "how long each run goes before it is measured (DynamoDB Local takes tens of seconds to reach its steady speed)")
 	fs.IntVar(&f.users, "users", 1000, "users the load spreads over (hot: 1)")
 	fs.StringVar(&f.amount, "amount", "1", "amount of each purchase")
 	fs.StringVar(&f.grant, "grant", "1000000", "points granted to each user first")
@@ -108,8 +111,19 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	fs.BoolVar(&f.baselines, "baselines", true, "also measure the direct and the naive baselines (not with -target)")
 	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
 	fs.StringVar(&f.out, "out", "loadtest-results", "folder for the JSON and HTML reports")
+	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	if err := fs.Parse(args); err != nil {
 		return false, err
+	}
+	machine := fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	var emulatorCPUs string
+	if f.pinEmulator {
+		if f.target != "" {
+			return false, errors.New("-pin-emulator pins the DynamoDB Local it starts: not with -target")
+		}
+		if emulatorCPUs, machine, err = pinEmulator(args); err != nil {
+			return false, err
+		}
 	}
 
 	p := &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
@@ -146,10 +160,10 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	rep := &Report{
 		Date:    time.Now().UTC(),
 		Command: command(args),
-		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version()),
+		Machine: machine,
 		Options: Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
 			Users: p.users, LatencyMS: float64(f.latency) / float64(time.Millisecond), MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
-			SharedEmulator: f.sharedEmulator},
+			SharedEmulator: f.sharedEmulator, PinEmulator: f.pinEmulator},
 	}
 	if f.scenario == "mixed" {
 		rep.Options.Mix = f.mix
@@ -159,7 +173,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true) // ledgerd serves h2c
 	}
-	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: transport}}
+	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: transport}, emulatorCPUs: emulatorCPUs}
 	if f.target != "" {
 		r.f.baselines = false
 		rep.Target = f.target
@@ -179,7 +193,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		}
 	}
 	if f.sharedEmulator && f.target == "" {
-		if r.shared, err = startEnv(ctx, f.latency, f.proxy); err != nil {
+		if r.shared, err = startEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
 			return false, err
 		}
 		defer r.shared.stop()
@@ -212,8 +226,9 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		var naive *naiveExec
 		if err := r.baseline(ctx, "baseline-naive", "read the balance, then write the entry and the balance without conditions",
 			func(db *dynamodb.Client, table string) executor { naive = newNaiveExec(db, table); return naive },
-			func(ctx context.Context, run *Run) (err error) {
-				run.Notes, err = naive.damage(ctx, p.amount)
+			func(ctx context.Context, run *Run) error {
+				notes, err := naive.damage(ctx, p.amount)
+				run.Notes = append(run.Notes, notes...)
 				return err
 			}); err != nil {
 			return false, err
@@ -244,6 +259,8 @@ type runner struct {
 	http    *http.Client
 	shared  *env             // -shared-emulator: every run's
 	checkDB *dynamodb.Client // -target: its DynamoDB
+
+	emulatorCPUs string // -pin-emulator: the CPU DynamoDB Local gets alone
 }
 
 // env returns the DynamoDB of the next run: the shared one, or a fresh one
@@ -253,7 +270,7 @@ func (r *runner) env(ctx context.Context) (*env, func(), error) {
 	if r.shared != nil {
 		return r.shared, func() {}, nil
 	}
-	e, err := startEnv(ctx, r.f.latency, r.f.proxy)
+	e, err := startEnv(ctx, r.f.latency, r.f.proxy, r.emulatorCPUs)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -45,6 +45,9 @@ type Options struct {
 	// with a stream as the records pile up, and a run after another would
 	// pay for it.
 	SharedEmulator bool `json:"shared_emulator"`
+	// PinEmulator: DynamoDB Local ran alone on one CPU, everything else on
+	// the others (-pin-emulator; Machine says which).
+	PinEmulator bool `json:"pin_emulator,omitempty"`
 }
 
 // Run is one measured load: the service, or a baseline.

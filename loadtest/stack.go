@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -31,10 +33,10 @@ type env struct {
 	stop     func()
 }
 
-// startEnv starts a fresh, in-memory DynamoDB Local, and the proxy if
-// latency > 0 or proxy.
-func startEnv(ctx context.Context, latency time.Duration, proxy bool) (*env, error) {
-	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{})
+// startEnv starts a fresh, in-memory DynamoDB Local (on cpus, if not ""),
+// and the proxy if latency > 0 or proxy.
+func startEnv(ctx context.Context, latency time.Duration, proxy bool, cpus string) (*env, error) {
+	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{CPUs: cpus})
 	if err != nil {
 		return nil, err
 	}
@@ -167,4 +169,48 @@ func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerService
 		time.Sleep(5 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
+}
+
+// pinnedEnv marks the load tool re-executed by pinEmulator; it holds the
+// number of CPUs the machine had before.
+const pinnedEnv = "LOADTEST_PINNED_CPUS"
+
+// pinEmulator gives DynamoDB Local a CPU of its own: the last one goes to the
+// emulator, the others to the load tool and what it starts (ledgerd, the
+// proxy). On a small machine the emulator is CPU-bound, so every millisecond
+// ledgerd spends is otherwise taken from it, which measures the machine more
+// than the service; real DynamoDB runs on other machines.
+//
+// The first call re-executes the load tool under taskset on CPUs 0..n-2 and
+// does not return; the re-executed one returns the emulator's CPU and a
+// description of the machine for the report.
+func pinEmulator(args []string) (emulatorCPU, machine string, err error) {
+	if v := os.Getenv(pinnedEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			return "", "", fmt.Errorf("%s=%q: want the machine's CPU count", pinnedEnv, v)
+		}
+		others := "CPU 0"
+		if n > 2 {
+			others = fmt.Sprintf("CPUs 0-%d", n-2)
+		}
+		machine = fmt.Sprintf("%d CPUs: DynamoDB Local alone on CPU %d, the load tool, ledgerd and the proxy on %s; %s/%s, %s",
+			n, n-1, others, runtime.GOOS, runtime.GOARCH, runtime.Version())
+		return strconv.Itoa(n - 1), machine, nil
+	}
+	n := runtime.NumCPU()
+	if n < 2 {
+		return "", "", fmt.Errorf("-pin-emulator needs 2 CPUs or more; this process may use %d", n)
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return "", "", fmt.Errorf("-pin-emulator needs taskset (Debian package util-linux): %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", "", err
+	}
+	argv := append([]string{"taskset", "-c", fmt.Sprintf("0-%d", n-2), self}, args...)
+	env := append(os.Environ(), fmt.Sprintf("%s=%d", pinnedEnv, n))
+	return "", "", syscall.Exec(taskset, argv, env) // returns only on failure
 }

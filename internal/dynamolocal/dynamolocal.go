@@ -39,6 +39,7 @@ type Options struct {
 	Dir    string // folder with DynamoDBLocal.jar; "" = FindDir()
 	Port   int    // 0 = a free port on this machine
 	DBPath string // "" = -inMemory; else persist in this folder
+	CPUs   string // "" = any CPU; else the CPUs it may run on, as taskset -c takes them (Linux)
 }
 
 // Emulator is a running DynamoDB Local.
@@ -122,6 +123,9 @@ func start(ctx context.Context, o Options, port int) (*Emulator, error) {
 		args = append(args, "-inMemory")
 	}
 	cmd := exec.Command("java", args...)
+	if o.CPUs != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", o.CPUs, "java"}, args...)...) // taskset execs java: same process
+	}
 	cmd.Dir = o.Dir
 	out := &Output{}
 	cmd.Stdout, cmd.Stderr = out, out
