@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/dynamotest"
@@ -89,4 +92,115 @@ func BenchmarkGetItem(b *testing.B) {
 			b.Error(err)
 		}
 	})
+}
+
+// BenchmarkGroupLayout shows what bounds group commit on one hot user in
+// DynamoDB Local: a transaction's time grows with its items, so the items a
+// purchase needs decide how many purchases one transaction can carry, and so
+// a hot user's purchases per second. Each iteration is one transaction for
+// one user, one after another, as ledgerd's committer sends them, on a fresh
+// emulator per layout (warmed up for 20 s on another user) and without
+// latency. Run:
+//
+//		go test -run '^$' -bench GroupLayout -benchtime 400x ./internal/ledger/dynamo/
+//
+//	  - alone: one purchase, grouping off: account, entry, request record (3 items);
+//	  - grouped: 49 purchases in this package's layout: the account and 49 entries
+//	    and request records (99 items, the most a transaction allows);
+//	  - grouped-lsi: a layout this project does not use, measured for comparison:
+//	    the entry, keyed by its request id, is its own idempotency record, and a
+//	    local secondary index orders the entries by version, so one transaction
+//	    carries 99 purchases (100 items). On DynamoDB an LSI also costs a write
+//	    per entry and caps a user's items at 10 GB.
+func BenchmarkGroupLayout(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		purchases int  // per transaction
+		lsi       bool // entries keyed by request id, ordered by an index
+	}{{"alone", 1, false}, {"grouped", DefaultMaxBatch, false}, {"grouped-lsi", 99, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			env := dynamotest.NewFresh(b)
+			ctx := context.Background()
+			table := env.Ledger
+			if c.lsi {
+				table = env.Prefix + "ledger_lsi"
+				if err := createLSITable(ctx, env.Client, table); err != nil {
+					b.Fatal(err)
+				}
+			}
+			now := time.Now().UTC()
+			versions := map[string]int64{}
+			send := func(user string, i int) {
+				version := versions[user]
+				items := []types.TransactWriteItem{{Put: &types.Put{TableName: &table, Item: accountItemForBench(user, version+int64(c.purchases))}}}
+				for j := range c.purchases {
+					version++
+					m := mutation(b, ledger.EntryPurchase, user, fmt.Sprintf("p%d-%d", i, j), "1")
+					e := ledger.Entry{ID: "01JBENCH0000000000000000000", UserID: user, Version: version, Type: m.Type,
+						Amount: m.Delta(), BalanceAfter: decimal.NewFromInt(1e9 - version), RequestID: m.RequestID, CreateTime: now}
+					cond := aws.String("attribute_not_exists(PK)")
+					if c.lsi {
+						item := entryItem(e)
+						item["V"] = item["SK"]
+						item["SK"] = str(requestPrefix + m.RequestID)
+						item["request_hash"] = str(m.Hash())
+						items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: item, ConditionExpression: cond}})
+						continue
+					}
+					items = append(items,
+						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: entryItem(e), ConditionExpression: cond}},
+						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: requestItem(m, e), ConditionExpression: cond}})
+				}
+				if _, err := env.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+					b.Fatal(err)
+				}
+				versions[user] = version
+			}
+			// The emulator's JIT compiler takes tens of seconds to reach its
+			// steady speed (see the README's Load test section).
+			for i, warm := 0, time.Now(); time.Since(warm) < benchWarmup; i++ {
+				send("warm", i)
+			}
+			b.ResetTimer()
+			start := time.Now()
+			for i := range b.N {
+				send("hot", i)
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(b.N*c.purchases)/elapsed.Seconds(), "purchases/s")
+			b.ReportMetric(float64(elapsed.Microseconds())/1000/float64(b.N), "ms/txn")
+		})
+	}
+}
+
+// benchWarmup is how long BenchmarkGroupLayout warms each emulator up.
+const benchWarmup = 20 * time.Second
+
+func accountItemForBench(user string, version int64) map[string]types.AttributeValue {
+	item := accountKey(user)
+	item["balance"] = numInt(1e9 - version)
+	item["version"] = numInt(version)
+	return item
+}
+
+// createLSITable creates a ledger table whose items also carry V, the entry's
+// sort key by version, indexed by a local secondary index.
+func createLSITable(ctx context.Context, db *dynamodb.Client, table string) error {
+	s := func(v string) *string { return &v }
+	key := func(sort string) []types.KeySchemaElement {
+		return []types.KeySchemaElement{{AttributeName: s("PK"), KeyType: types.KeyTypeHash}, {AttributeName: s(sort), KeyType: types.KeyTypeRange}}
+	}
+	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: &table,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: s("PK"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: s("SK"), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: s("V"), AttributeType: types.ScalarAttributeTypeS},
+		},
+		KeySchema:             key("SK"),
+		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: s("by_version"), KeySchema: key("V"), Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
+		BillingMode:           types.BillingModePayPerRequest,
+		StreamSpecification:   &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	})
+	return err
 }
