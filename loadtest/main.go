@@ -115,13 +115,13 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
-	machine := fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	cpus := fmt.Sprintf("%d CPUs", runtime.NumCPU())
 	var emulatorCPUs string
 	if f.pinEmulator {
 		if f.target != "" {
 			return false, errors.New("-pin-emulator pins the DynamoDB Local it starts: not with -target")
 		}
-		if emulatorCPUs, machine, err = pinEmulator(args); err != nil {
+		if emulatorCPUs, cpus, err = pinEmulator(args); err != nil {
 			return false, err
 		}
 	}
@@ -160,7 +160,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	rep := &Report{
 		Date:    time.Now().UTC(),
 		Command: command(args),
-		Machine: machine,
+		Machine: fmt.Sprintf("%s, %s/%s, %s", cpus, runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Options: Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
 			Users: p.users, LatencyMS: float64(f.latency) / float64(time.Millisecond), MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
 			SharedEmulator: f.sharedEmulator, PinEmulator: f.pinEmulator},

@@ -182,9 +182,9 @@ const pinnedEnv = "LOADTEST_PINNED_CPUS"
 // than the service; real DynamoDB runs on other machines.
 //
 // The first call re-executes the load tool under taskset on CPUs 0..n-2 and
-// does not return; the re-executed one returns the emulator's CPU and a
-// description of the machine for the report.
-func pinEmulator(args []string) (emulatorCPU, machine string, err error) {
+// does not return; the re-executed one returns the emulator's CPU and, for
+// the report, which CPUs went where.
+func pinEmulator(args []string) (emulatorCPU, cpus string, err error) {
 	if v := os.Getenv(pinnedEnv); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 2 {
@@ -194,9 +194,8 @@ func pinEmulator(args []string) (emulatorCPU, machine string, err error) {
 		if n > 2 {
 			others = fmt.Sprintf("CPUs 0-%d", n-2)
 		}
-		machine = fmt.Sprintf("%d CPUs: DynamoDB Local alone on CPU %d, the load tool, ledgerd and the proxy on %s; %s/%s, %s",
-			n, n-1, others, runtime.GOOS, runtime.GOARCH, runtime.Version())
-		return strconv.Itoa(n - 1), machine, nil
+		cpus = fmt.Sprintf("%d CPUs (DynamoDB Local alone on CPU %d; the load tool, ledgerd and the proxy on %s)", n, n-1, others)
+		return strconv.Itoa(n - 1), cpus, nil
 	}
 	n := runtime.NumCPU()
 	if n < 2 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/migrations"
 )
 
 // Where a purchase's time goes, against DynamoDB Local, with 16 callers
@@ -183,24 +185,23 @@ func accountItemForBench(user string, version int64) map[string]types.AttributeV
 	return item
 }
 
-// createLSITable creates a ledger table whose items also carry V, the entry's
-// sort key by version, indexed by a local secondary index.
+// createLSITable creates a copy of the ledger table (migrations/) whose items
+// also carry V, the entry's sort key by version, indexed by a local secondary
+// index.
 func createLSITable(ctx context.Context, db *dynamodb.Client, table string) error {
-	s := func(v string) *string { return &v }
-	key := func(sort string) []types.KeySchemaElement {
-		return []types.KeySchemaElement{{AttributeName: s("PK"), KeyType: types.KeyTypeHash}, {AttributeName: s(sort), KeyType: types.KeyTypeRange}}
+	all, err := migrations.All("")
+	if err != nil {
+		return err
 	}
-	_, err := db.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: &table,
-		AttributeDefinitions: []types.AttributeDefinition{
-			{AttributeName: s("PK"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: s("SK"), AttributeType: types.ScalarAttributeTypeS},
-			{AttributeName: s("V"), AttributeType: types.ScalarAttributeTypeS},
-		},
-		KeySchema:             key("SK"),
-		LocalSecondaryIndexes: []types.LocalSecondaryIndex{{IndexName: s("by_version"), KeySchema: key("V"), Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}},
-		BillingMode:           types.BillingModePayPerRequest,
-		StreamSpecification:   &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
-	})
+	i := slices.IndexFunc(all, func(m migrations.Migration) bool { return *m.Input.TableName == migrations.LedgerTable })
+	in := all[i].Input
+	in.TableName = &table
+	in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: aws.String("V"), AttributeType: types.ScalarAttributeTypeS})
+	in.LocalSecondaryIndexes = []types.LocalSecondaryIndex{{
+		IndexName:  aws.String("by_version"),
+		KeySchema:  []types.KeySchemaElement{in.KeySchema[0], {AttributeName: aws.String("V"), KeyType: types.KeyTypeRange}},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+	}}
+	_, err = db.CreateTable(ctx, &in)
 	return err
 }
