@@ -2,6 +2,7 @@ package dynamo
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbproxy"
+	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/migrations"
@@ -101,28 +104,47 @@ func BenchmarkGetItem(b *testing.B) {
 // purchase needs decide how many purchases one transaction can carry, and so
 // a hot user's purchases per second. Each iteration is one transaction for
 // one user, one after another, as ledgerd's committer sends them, on a fresh
-// emulator per layout (warmed up for 20 s on another user) and without
-// latency. Run:
+// emulator per layout (warmed up for 20 s on another user). Run:
 //
-//		go test -run '^$' -bench GroupLayout -benchtime 400x ./internal/ledger/dynamo/
+//	go test -run '^$' -bench GroupLayout -benchtime 400x ./internal/ledger/dynamo/
 //
-//	  - alone: one purchase, grouping off: account, entry, request record (3 items);
-//	  - grouped: 49 purchases in this package's layout: the account and 49 entries
-//	    and request records (99 items, the most a transaction allows);
-//	  - grouped-lsi: a layout this project does not use, measured for comparison:
-//	    the entry, keyed by its request id, is its own idempotency record, and a
-//	    local secondary index orders the entries by version, so one transaction
-//	    carries 99 purchases (100 items). On DynamoDB an LSI also costs a write
-//	    per entry and caps a user's items at 10 GB.
+// and, to send the measured transactions through the proxy with the load
+// test's hot-user latency (the warm-up goes straight to the emulator):
+//
+//	go test -run '^$' -bench GroupLayout -benchtime 400x ./internal/ledger/dynamo/ -args -bench-latency 10ms
+//
+// The layouts:
+//
+//   - alone: one purchase, grouping off: account, entry, request record (3 items);
+//   - grouped: 49 purchases in this package's layout: the account and 49 entries
+//     and request records (99 items, the most a transaction allows);
+//   - alone-lsi, grouped-lsi: a layout this project does not use, measured for
+//     comparison: the entry, keyed by its request id, is its own idempotency
+//     record, and a local secondary index orders the entries by version, so a
+//     purchase is one item (2 items alone) and one transaction carries 99
+//     purchases (100 items). On DynamoDB an LSI also costs a write per entry
+//     and caps a user's items at 10 GB.
+//
+// grouped ÷ alone is then the most group commit can gain over batching off in
+// each layout, with no time spent in ledgerd.
 func BenchmarkGroupLayout(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		purchases int  // per transaction
 		lsi       bool // entries keyed by request id, ordered by an index
-	}{{"alone", 1, false}, {"grouped", DefaultMaxBatch, false}, {"grouped-lsi", 99, true}} {
+	}{{"alone", 1, false}, {"grouped", DefaultMaxBatch, false}, {"alone-lsi", 1, true}, {"grouped-lsi", 99, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			env := dynamotest.NewFresh(b)
 			ctx := context.Background()
+			db := env.Client // where the measured transactions go
+			if *benchLatency > 0 {
+				p, err := ddbproxy.Start(ddbproxy.Options{Target: env.Endpoint, Latency: *benchLatency})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				db = dynamolocal.NewClient(p.URL)
+			}
 			table := env.Ledger
 			if c.lsi {
 				table = env.Prefix + "ledger_lsi"
@@ -132,7 +154,7 @@ func BenchmarkGroupLayout(b *testing.B) {
 			}
 			now := time.Now().UTC()
 			versions := map[string]int64{}
-			send := func(user string, i int) {
+			send := func(db *dynamodb.Client, user string, i int) {
 				version := versions[user]
 				items := []types.TransactWriteItem{{Put: &types.Put{TableName: &table, Item: accountItemForBench(user, version+int64(c.purchases))}}}
 				for j := range c.purchases {
@@ -153,7 +175,7 @@ func BenchmarkGroupLayout(b *testing.B) {
 						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: entryItem(e), ConditionExpression: cond}},
 						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: requestItem(m, e), ConditionExpression: cond}})
 				}
-				if _, err := env.Client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
+				if _, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
 					b.Fatal(err)
 				}
 				versions[user] = version
@@ -161,12 +183,12 @@ func BenchmarkGroupLayout(b *testing.B) {
 			// The emulator's JIT compiler takes tens of seconds to reach its
 			// steady speed (see the README's Load test section).
 			for i, warm := 0, time.Now(); time.Since(warm) < benchWarmup; i++ {
-				send("warm", i)
+				send(env.Client, "warm", i)
 			}
 			b.ResetTimer()
 			start := time.Now()
 			for i := range b.N {
-				send("hot", i)
+				send(db, "hot", i)
 			}
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(b.N*c.purchases)/elapsed.Seconds(), "purchases/s")
@@ -174,6 +196,8 @@ func BenchmarkGroupLayout(b *testing.B) {
 		})
 	}
 }
+
+var benchLatency = flag.Duration("bench-latency", 0, "BenchmarkGroupLayout: send the measured transactions through the DynamoDB proxy with this much latency per call")
 
 // benchWarmup is how long BenchmarkGroupLayout warms each emulator up.
 const benchWarmup = 20 * time.Second
