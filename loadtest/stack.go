@@ -7,12 +7,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -172,34 +173,40 @@ func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerService
 }
 
 // pinnedEnv marks the load tool re-executed by pinEmulator; it holds the
-// number of CPUs the machine had before.
+// CPUs the process was allowed before, as taskset -c lists them ("0,1").
 const pinnedEnv = "LOADTEST_PINNED_CPUS"
 
-// pinEmulator gives DynamoDB Local a CPU of its own: the last one goes to the
-// emulator, the others to the load tool and what it starts (ledgerd, the
-// proxy). On a small machine the emulator is CPU-bound, so every millisecond
-// ledgerd spends is otherwise taken from it, which measures the machine more
-// than the service; real DynamoDB runs on other machines.
+// pinEmulator gives DynamoDB Local a CPU of its own: the last CPU this process
+// may use goes to the emulator, the others to the load tool and what it
+// starts (ledgerd, the proxy). On a small machine the emulator is CPU-bound,
+// so every millisecond ledgerd spends is otherwise taken from it, which
+// measures the machine more than the service; real DynamoDB runs on other
+// machines.
 //
-// The first call re-executes the load tool under taskset on CPUs 0..n-2 and
-// does not return; the re-executed one returns the emulator's CPU and, for
-// the report, which CPUs went where.
+// The first call re-executes the load tool under taskset on the other CPUs
+// and does not return; the re-executed one returns the emulator's CPU and,
+// for the report, which CPUs went where.
 func pinEmulator(args []string) (emulatorCPU, cpus string, err error) {
 	if v := os.Getenv(pinnedEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 {
-			return "", "", fmt.Errorf("%s=%q: want the machine's CPU count", pinnedEnv, v)
+		allowed, err := parseCPUList(v)
+		if err != nil || len(allowed) < 2 {
+			return "", "", fmt.Errorf("%s=%q: want the CPUs the load tool was allowed, two or more", pinnedEnv, v)
 		}
-		others := "CPU 0"
-		if n > 2 {
-			others = fmt.Sprintf("CPUs 0-%d", n-2)
-		}
-		cpus = fmt.Sprintf("%d CPUs (DynamoDB Local alone on CPU %d; the load tool, ledgerd and the proxy on %s)", n, n-1, others)
-		return strconv.Itoa(n - 1), cpus, nil
+		emulator, others := splitCPUs(allowed)
+		return emulator, cpuReport(emulator, others, len(allowed)), nil
 	}
-	n := runtime.NumCPU()
-	if n < 2 {
-		return "", "", fmt.Errorf("-pin-emulator needs 2 CPUs or more; this process may use %d", n)
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return "", "", fmt.Errorf("-pin-emulator: the CPUs this process may use: %w", err)
+	}
+	var allowed []int
+	for c := 0; len(allowed) < set.Count(); c++ {
+		if set.IsSet(c) {
+			allowed = append(allowed, c)
+		}
+	}
+	if len(allowed) < 2 {
+		return "", "", fmt.Errorf("-pin-emulator needs 2 CPUs or more; this process may use %d", len(allowed))
 	}
 	taskset, err := exec.LookPath("taskset")
 	if err != nil {
@@ -209,7 +216,43 @@ func pinEmulator(args []string) (emulatorCPU, cpus string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	argv := append([]string{"taskset", "-c", fmt.Sprintf("0-%d", n-2), self}, args...)
-	env := append(os.Environ(), fmt.Sprintf("%s=%d", pinnedEnv, n))
+	_, others := splitCPUs(allowed)
+	argv := append([]string{"taskset", "-c", others, self}, args...)
+	env := append(os.Environ(), pinnedEnv+"="+cpuList(allowed))
 	return "", "", syscall.Exec(taskset, argv, env) // returns only on failure
+}
+
+// splitCPUs gives the last of the allowed CPUs to the emulator and the rest
+// to everything else, each as taskset -c lists them.
+func splitCPUs(allowed []int) (emulator, others string) {
+	return strconv.Itoa(allowed[len(allowed)-1]), cpuList(allowed[:len(allowed)-1])
+}
+
+// cpuReport says which CPUs went where, for the report's machine line.
+func cpuReport(emulator, others string, n int) string {
+	noun := "CPU"
+	if strings.Contains(others, ",") {
+		noun = "CPUs"
+	}
+	return fmt.Sprintf("%d CPUs (DynamoDB Local alone on CPU %s; the load tool, ledgerd and the proxy on %s %s)", n, emulator, noun, others)
+}
+
+func cpuList(cpus []int) string {
+	s := make([]string, len(cpus))
+	for i, c := range cpus {
+		s[i] = strconv.Itoa(c)
+	}
+	return strings.Join(s, ",")
+}
+
+func parseCPUList(v string) ([]int, error) {
+	var cpus []int
+	for f := range strings.SplitSeq(v, ",") {
+		c, err := strconv.Atoi(f)
+		if err != nil || c < 0 {
+			return nil, fmt.Errorf("not a CPU list: %q", v)
+		}
+		cpus = append(cpus, c)
+	}
+	return cpus, nil
 }
