@@ -5,6 +5,8 @@
 //     time, which the in-process emulator does not have);
 //   - a TransactWriteItems is cancelled with TransactionConflict when another
 //     transaction on one of its items is still in flight, as DynamoDB does;
+//   - a TransactWriteItems with two actions on one item is refused with a
+//     ValidationException, as DynamoDB does (the emulator carries it out);
 //   - with Faults, a share of the calls meets a latency spike or a closed
 //     connection, and a share of the transactions is carried out while its
 //     answer is lost or comes late: the unknown outcomes a ledger must
@@ -160,6 +162,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	keys, err := transactionKeys(body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if twice(keys) {
+		writeValidation(w, "Transaction request cannot include multiple operations on one item")
 		return
 	}
 	if i, ok := p.enter(keys); !ok {
@@ -322,6 +328,28 @@ func transactionKeys(body []byte) ([]string, error) {
 		keys = append(keys, o.TableName+"|"+string(key["PK"])+"|"+string(key["SK"]))
 	}
 	return keys, nil
+}
+
+// twice says whether a key appears more than once.
+func twice(keys []string) bool {
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] {
+			return true
+		}
+		seen[k] = true
+	}
+	return false
+}
+
+// writeValidation answers as DynamoDB does to a request it refuses to run.
+func writeValidation(w http.ResponseWriter, msg string) {
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"__type":  "com.amazon.coral.validate#ValidationException",
+		"message": msg,
+	})
 }
 
 // writeConflict answers as DynamoDB does when a transaction meets another on

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
@@ -76,6 +77,42 @@ func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
 	// one did not), and each took it some time to answer.
 	if ops := p.Stats().Ops["TransactWriteItems"]; ops.Calls != 2 || ops.Time <= 0 {
 		t.Errorf("TransactWriteItems answered by DynamoDB: %+v, want 2 calls that took time", ops)
+	}
+}
+
+// DynamoDB refuses a transaction with two actions on one item with a
+// ValidationException. When a condition of such a transaction fails, the
+// emulator answers with a cancellation instead (a retry may then carry it
+// out); the proxy refuses it the way DynamoDB does.
+func TestTwoActionsOnOneItemAreRefused(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	ctx := context.Background()
+	key := func() map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ACCT#x"}, "SK": &types.AttributeValueMemberS{Value: "E#1"}}
+	}
+	if _, err := env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &env.Ledger, Item: key()}); err != nil {
+		t.Fatal(err)
+	}
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: &env.Ledger, Item: key(), ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+		{Update: &types.Update{TableName: &env.Ledger, Key: key(), UpdateExpression: aws.String("SET n = :one"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": &types.AttributeValueMemberN{Value: "1"}}}},
+	}}
+	var apiErr smithy.APIError
+	if _, err := env.Client.TransactWriteItems(ctx, in); !errors.As(err, &apiErr) || apiErr.ErrorCode() == "ValidationException" {
+		t.Logf("the emulator itself answered %v: this test no longer shows what the proxy adds", err)
+	}
+	_, err := dynamolocal.NewClient(start(t, env, 0).URL).TransactWriteItems(ctx, in)
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationException" {
+		t.Fatalf("two actions on one item through the proxy: %v, want a ValidationException", err)
+	}
+	out, err := env.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &env.Ledger, Key: key(), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Item["n"]; ok {
+		t.Errorf("the refused transaction wrote: %v", out.Item)
 	}
 }
 

@@ -67,7 +67,7 @@ const (
 	RetryTransactionConflict = "transaction_conflict" // DynamoDB cancelled it for a concurrent transaction
 	RetryVersionMoved        = "version_moved"        // another writer moved the account's version
 	RetryThrottled           = "throttled"            // DynamoDB refused it for capacity
-	RetryStaleCache          = "stale_cache"          // a refusal planned on the cache met a changed account
+	RetryStaleCache          = "stale_cache"          // a refusal or a refund planned on the cache met a changed account
 )
 
 // noObserver is the Observer of a Ledger given none.

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbproxy"
+	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -536,6 +538,73 @@ func TestACachedAggregateDoesNotOverwriteADriftedBalance(t *testing.T) {
 	res := mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g2", "5"))
 	if res.Balance.String() != "20" {
 		t.Errorf("grant after the drift: balance %s, want 20 (the drifted 15 + 5, not the cached 10 + 5)", res.Balance)
+	}
+}
+
+// Process a caches the account; process b then commits a purchase; a is
+// asked to refund it. Planned on a's cache, the refund's entry would take the
+// purchase's own key (both E#2), and DynamoDB refuses two actions on one item
+// outright, failing the whole group. a goes through the proxy, which refuses
+// such a transaction as DynamoDB does: the emulator, when a condition fails
+// too, just cancels it and a retry would hide the bug.
+func TestARefundOfAnotherProcesssPurchase(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	p, err := ddbproxy.Start(ddbproxy.Options{Target: env.Endpoint})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	a := New(dynamolocal.NewClient(p.URL), Options{Table: env.Ledger})
+	b := New(env.Client, Options{Table: env.Ledger})
+	mustApply(t, a, mutation(t, ledger.EntryGrant, "u1", "g", "100")) // a caches version 1
+	mustApply(t, b, mutation(t, ledger.EntryPurchase, "u1", "p1", "20"))
+	r, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := mustApply(t, a, r)
+	if res.Entry.Version != 3 || res.Balance.String() != "85" {
+		t.Errorf("refund through a: version %d, balance %s; want 3 and 85", res.Entry.Version, res.Balance)
+	}
+	assertAuditClean(t, a, "u1")
+}
+
+// bumpBeforeAccountReads is another writer that moves the balance (a drift,
+// without a new version) just before each account read of the ledger, so
+// that every read finds the account changed since the last.
+type bumpBeforeAccountReads struct {
+	API
+	table string
+	on    atomic.Bool
+}
+
+func (w *bumpBeforeAccountReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if sk, ok := in.Key["SK"].(*types.AttributeValueMemberS); ok && sk.Value == accountSK && w.on.Load() {
+		_, err := w.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &w.table, Key: in.Key,
+			UpdateExpression:          aws.String("SET balance = balance + :one"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(decimal.NewFromInt(1))}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return w.API.GetItem(ctx, in, opts...)
+}
+
+// A refusal planned on the cache is checked with a read; when the read shows
+// the cache was stale, the refusal planned again on that read stands, even
+// if the account keeps changing: the caller gets INSUFFICIENT_BALANCE, not
+// an internal error after the retries run out.
+func TestARefusalStandsWhileAnotherWriterMovesTheAccount(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	w := &bumpBeforeAccountReads{API: env.Client, table: env.Ledger}
+	l := New(w, Options{Table: env.Ledger, Retry: fastRetry})
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10")) // caches balance 10
+	w.on.Store(true)
+	_, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p", "1000"))
+	if ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
+		t.Errorf("a purchase of 1000 on a balance of about 10: %v, want %s", err, ledger.ReasonInsufficientBalance)
 	}
 }
 

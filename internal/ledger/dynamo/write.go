@@ -35,8 +35,11 @@ import (
 // does not cover, a purchase on a frozen account, ...) is refused alone, and
 // only once the group before it has committed, since its refusal depends on
 // that group. The aggregate is cached per user between groups; a refusal
-// decided on the cache is confirmed by a consistent read, and a stale cache
-// otherwise just fails the version condition.
+// decided on the cache is confirmed by a consistent read (and planned again
+// on that read if the cache was stale), a refund of a purchase newer than
+// the cache has the account read again first (its entry would otherwise take
+// the purchase's key, and DynamoDB refuses two actions on one item), and a
+// stale cache otherwise just fails the version condition.
 //
 // A cancelled group is decoded item by item: a taken request record makes
 // that mutation a replay (its original result) or ALREADY_EXISTS, a failed
@@ -119,6 +122,10 @@ type group struct {
 	before  ledger.Account
 	after   ledger.Account
 	cached  bool // before came from the cache
+	// A refund's purchase is past before: the account was read before
+	// another writer's purchase, and the refund's entry would take the
+	// purchase's own key. Nothing is sent: the account is read again.
+	behind bool
 }
 
 // commit commits calls as one group (or several tries of it) and returns the
@@ -130,27 +137,38 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	conflicts := 0
 	var lastConflict error
 	purchases := map[string]requestRecord{} // refunds' purchases: records never change
+	var fresh *ledger.Account               // just read: the next try plans on it as read, not cached
 	for len(calls) > 0 {
-		acct, cached, err := l.cachedAccount(ctx, user)
-		if err != nil {
+		var acct ledger.Account
+		var err error
+		cached := false
+		if fresh != nil {
+			acct, fresh = *fresh, nil
+		} else if acct, cached, err = l.cachedAccount(ctx, user); err != nil {
 			finishAll(calls, err)
 			return later
 		}
 		g := l.plan(ctx, acct, cached, calls, purchases)
 		later = g.later
 		current := calls[:len(calls)-len(g.later)] // g.later is what follows the group in calls
-		if len(g.refused) > 0 && g.cached {
-			// A refusal must not rest on a stale cache: check the account.
-			fresh, err := l.account(ctx, user)
+		if g.behind || (len(g.refused) > 0 && g.cached) {
+			// A refusal must not rest on a stale cache, and a refund of a
+			// purchase past the account shows the account is behind
+			// another writer's: read it and plan again.
+			read, err := l.account(ctx, user)
 			if err != nil {
 				finishAll(current, err)
 				return later
 			}
-			if !sameAccount(fresh, g.before) {
-				l.cache(user, fresh)
+			if g.behind || !sameAccount(read, g.before) {
+				l.cache(user, read)
+				fresh = &read
 				l.observe.Retried(RetryStaleCache)
 				if conflicts++; conflicts >= l.retry.MaxAttempts {
-					finishAll(current, fmt.Errorf("account of user %q keeps changing under its cache", user))
+					l.log.Warn("retries exhausted", "user_id", user, "attempts", conflicts, "cause", "the account kept changing under its cache")
+					for _, c := range withoutFinished(current) {
+						c.finish(l.refuse(ctx, c.m, giveUp(errRetry, conflicts)))
+					}
 					return later
 				}
 				calls, later = withoutFinished(calls), nil
@@ -265,6 +283,10 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			}
 			if touched[rec.Version] {
 				g.later = calls[i:]
+				break
+			}
+			if rec.Version > acct.Version {
+				g.behind = true
 				break
 			}
 			purchase = rec
