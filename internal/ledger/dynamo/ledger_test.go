@@ -521,6 +521,39 @@ func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
 	}
 }
 
+// When a group runs out of attempts, only its own calls are given up on; a
+// call that waited for the next group (a refund behind its purchase) is
+// tried there, and answered for itself.
+func TestGivingUpOnAGroupLeavesTheNextOneItsTurn(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	mustApply(t, New(env.Client, Options{Table: env.Ledger}), mutation(t, ledger.EntryGrant, "u1", "g", "50"))
+	inj := &conflictInjector{API: env.Client, conflicts: fastRetry.MaxAttempts} // every attempt of the first group
+	l := New(inj, Options{Table: env.Ledger, Retry: fastRetry, Linger: 300 * time.Millisecond})
+	refund, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var purchaseErr, refundErr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20"))
+	})
+	time.Sleep(20 * time.Millisecond)
+	wg.Go(func() { _, refundErr = l.Apply(context.Background(), refund) })
+	wg.Wait()
+	if ledger.ReasonOf(purchaseErr) != ledger.ReasonTooManyConflicts {
+		t.Errorf("purchase through %d conflicts: %v, want %s", fastRetry.MaxAttempts, purchaseErr, ledger.ReasonTooManyConflicts)
+	}
+	// The purchase never committed, so its refund, tried on its own, finds none.
+	if ledger.ReasonOf(refundErr) != ledger.ReasonPurchaseNotFound {
+		t.Errorf("refund behind it: %v, want %s", refundErr, ledger.ReasonPurchaseNotFound)
+	}
+	if acct := assertAuditClean(t, l, "u1"); acct.Balance.String() != "50" || acct.Version != 1 {
+		t.Errorf("account = %s at version %d, want 50 at version 1", acct.Balance, acct.Version)
+	}
+}
+
 // A balance changed behind the ledger's back without a new version (the
 // drift reconciliation reports) is not overwritten from the cached aggregate.
 func TestACachedAggregateDoesNotOverwriteADriftedBalance(t *testing.T) {

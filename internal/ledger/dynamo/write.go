@@ -225,11 +225,11 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 		l.observe.Retried(retryReason(retry))
 		if conflicts++; conflicts >= l.retry.MaxAttempts {
 			l.log.Warn("retries exhausted", "user_id", user, "attempts", conflicts, "cause", lastConflict)
-			for _, c := range calls {
+			for _, c := range withoutFinished(current) {
 				// An earlier attempt may have committed with its answer lost.
 				c.finish(l.refuse(ctx, c.m, giveUp(lastConflict, conflicts)))
 			}
-			return later
+			return g.later // never tried: the next group tries them, with attempts of its own
 		}
 		if err := sleep(ctx, l.retry.backoff(conflicts)); err != nil {
 			finishAll(calls, err)
