@@ -692,3 +692,111 @@ func TestARefundOfAPurchaseMissingFromHistory(t *testing.T) {
 	}
 	f.assertHistoryEqualsLedger(t, []string{"u1"})
 }
+
+// afterRebuildRead runs hook once, right after a rebuild has read the ledger.
+type afterRebuildRead struct {
+	Ledger
+	once sync.Once
+	hook func()
+}
+
+func (l *afterRebuildRead) EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error) {
+	es, err := l.Ledger.EntriesAfter(ctx, user, after, limit)
+	if after == 0 {
+		l.once.Do(l.hook)
+	}
+	return es, err
+}
+
+// afterWriting runs hook once, right after a write (a put or a transaction)
+// of the history item with sort key sk.
+type afterWriting struct {
+	HistoryAPI
+	sk   string
+	once sync.Once
+	hook func()
+}
+
+func (d *afterWriting) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := d.HistoryAPI.PutItem(ctx, in, o...)
+	if sk, _ := in.Item["SK"].(*ddbtypes.AttributeValueMemberS); err == nil && sk != nil && sk.Value == d.sk {
+		d.once.Do(d.hook)
+	}
+	return out, err
+}
+
+func (d *afterWriting) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := d.HistoryAPI.TransactWriteItems(ctx, in, o...)
+	for _, it := range in.TransactItems {
+		if it.Put == nil {
+			continue
+		}
+		if sk, _ := it.Put.Item["SK"].(*ddbtypes.AttributeValueMemberS); err == nil && sk != nil && sk.Value == d.sk {
+			d.once.Do(d.hook)
+		}
+	}
+	return out, err
+}
+
+// The projector applies an entry between a rebuild's read of the ledger and
+// its writes: the entry's history item stays (it is not "extra"), and the
+// state stays with it.
+func TestRebuildWhileTheProjectorAppliesANewEntry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.apply(t, ledger.EntryGrant, "u1", "g1", "10", "")
+	f.apply(t, ledger.EntryPurchase, "u1", "p", "4", "")
+	all, err := f.store.EntriesAfter(ctx, "u1", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, all); err != nil { // the projector is at version 2
+		t.Fatal(err)
+	}
+	l := &afterRebuildRead{Ledger: f.store, hook: func() {
+		f.apply(t, ledger.EntryRefund, "u1", "r", "3", "p") // version 3, during the rebuild
+		es, err := f.store.EntriesAfter(ctx, "u1", 2, 10)
+		if err == nil {
+			err = f.history.Apply(ctx, es) // ...applied by the projector
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := NewHistory(f.env.Client, f.env.History, l).Rebuild(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+}
+
+// The projector applies a refund after a rebuild rewrote the refunded
+// purchase, in the middle of the rebuild: the refund counts once.
+func TestRebuildWhileTheProjectorAppliesARefund(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.apply(t, ledger.EntryGrant, "u1", "g1", "10", "")
+	f.apply(t, ledger.EntryPurchase, "u1", "p", "4", "")
+	for i := range 120 { // the rebuild takes more than one transaction
+		f.apply(t, ledger.EntryGrant, "u1", fmt.Sprint("g", i+2), "1", "")
+	}
+	f.apply(t, ledger.EntryRefund, "u1", "r", "3", "p")
+	all, err := f.store.EntriesAfter(ctx, "u1", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := len(all) - 1
+	if err := f.history.Apply(ctx, all[:refund]); err != nil { // the projector is just before the refund
+		t.Fatal(err)
+	}
+	db := &afterWriting{HistoryAPI: f.env.Client, sk: historySK(2), hook: func() {
+		if err := f.history.Apply(ctx, all[refund:]); err != nil { // the projector applies the refund
+			t.Error(err)
+		}
+	}}
+	if err := NewHistory(db, f.env.History, f.store).Rebuild(ctx, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+}
