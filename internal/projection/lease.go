@@ -187,6 +187,66 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, bool, error) {
 	return l, true, nil
 }
 
+// A catch-up request is recorded in the lease table, under its own key, by
+// a projector that finds stream records lost before it reads on past them,
+// and it is cleared only once a catch-up from the ledger has finished. Kept
+// in memory only, it would die with a projector that stops in between,
+// while the checkpoint had already moved past the loss.
+
+// RequestCatchUp records a request for a catch-up under key.
+func (t *LeaseTable) RequestCatchUp(ctx context.Context, key string) error {
+	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &t.table,
+		Key:              map[string]types.AttributeValue{"PK": s(key)},
+		UpdateExpression: aws.String("ADD requests :one SET requested_at = :now"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one": n(1), ":now": s(t.now().UTC().Format(time.RFC3339Nano)),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("record a catch-up request: %w", err)
+	}
+	return nil
+}
+
+// CatchUpRequests returns how many catch-up requests under key wait.
+func (t *LeaseTable) CatchUpRequests(ctx context.Context, key string) (int64, error) {
+	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &t.table,
+		Key:            map[string]types.AttributeValue{"PK": s(key)},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read catch-up requests: %w", err)
+	}
+	v, ok := out.Item["requests"].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, nil
+	}
+	return strconv.ParseInt(v.Value, 10, 64)
+}
+
+// ClearCatchUp clears the catch-up requests under key if they are still
+// seen, the requests a catch-up that has just finished answered. It returns
+// false if more came meanwhile: they need another catch-up.
+func (t *LeaseTable) ClearCatchUp(ctx context.Context, key string, seen int64) (bool, error) {
+	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &t.table,
+		Key:                       map[string]types.AttributeValue{"PK": s(key)},
+		UpdateExpression:          aws.String("SET requests = :zero"),
+		ConditionExpression:       aws.String("requests = :n"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": n(0), ":n": n(seen)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("clear catch-up requests: %w", err)
+	}
+	return true, nil
+}
+
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 
 func n(v int64) types.AttributeValue {

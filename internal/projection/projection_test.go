@@ -800,3 +800,72 @@ func TestRebuildWhileTheProjectorAppliesARefund(t *testing.T) {
 	}
 	f.assertHistoryEqualsLedger(t, []string{"u1"})
 }
+
+// endlessScan makes a catch-up's scan of the accounts last until the
+// projector stops, as on a big ledger.
+type endlessScan struct{ Ledger }
+
+func (endlessScan) Accounts(ctx context.Context, _ int, _ func(ledger.Account) error) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// waitCheckpoint waits until the lease of p's one shard has a checkpoint at
+// or past seq. It fails the test after a minute.
+func (f *fixture) waitCheckpoint(t *testing.T, p *Projector, seq string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if sh := p.Status().Shards; len(sh) == 1 {
+			l, _, err := f.leases.Get(context.Background(), leaseKey(sh[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Checkpoint >= seq {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint at %s after a minute", seq)
+		}
+	}
+}
+
+// A projector finds its checkpoint trimmed, asks for a catch-up from the
+// ledger, reads on and checkpoints past the loss, and stops before the
+// catch-up has finished. The next projector's checkpoint is valid, so only
+// the request the first one recorded tells it to catch up.
+func TestACatchUpRequestOutlivesTheProjector(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	early, lost, late := ledgertest.Users("early", 3), ledgertest.Users("lost", 3), ledgertest.Users("late", 3)
+	f.storm(t, early, 4, 30, 1)
+	earlyEnd := f.lastSequenceNumber(t)
+	p := f.projector("p", Options{})
+	stop := run(p)
+	f.waitCheckpoint(t, p, earlyEnd)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	f.storm(t, lost, 4, 30, 2) // the stream loses these
+	f.streams = &lossyStream{StreamsAPI: f.streams, lostUpTo: f.lastSequenceNumber(t)}
+	f.storm(t, late, 4, 30, 3)
+	lateEnd := f.lastSequenceNumber(t)
+
+	p = NewProjector(f.env.Ledger, f.env.Client, f.streams, f.leases, NewHistory(f.env.Client, f.env.History, endlessScan{f.store}),
+		Options{Owner: "p", LeaseTTL: time.Second, PollInterval: 20 * time.Millisecond, DiscoverInterval: 100 * time.Millisecond, Logger: quiet})
+	stop = run(p)
+	f.waitCheckpoint(t, p, lateEnd)
+	if err := stop(); err != nil { // while its catch-up still scans
+		t.Fatal(err)
+	}
+	p.Release(context.Background())
+
+	stop = run(f.projector("p", Options{}))
+	defer stop()
+	f.waitCaughtUp(t, lost)
+	f.assertHistoryEqualsLedger(t, slices.Concat(early, lost, late))
+	if n, err := f.leases.CatchUpRequests(context.Background(), catchUpKey(f.env.Ledger)); err != nil || n != 0 {
+		t.Errorf("catch-up requests left after the catch-up: %d, %v", n, err)
+	}
+}

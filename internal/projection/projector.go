@@ -225,7 +225,9 @@ func (p *Projector) discover(ctx context.Context, wg *sync.WaitGroup) error {
 		p.log.InfoContext(ctx, "shard lease taken", "shard", id, "checkpoint", lease.Checkpoint)
 		if parentLost && lease.Checkpoint == "" {
 			p.log.ErrorContext(ctx, "parent shard was trimmed before it was finished; catching up from the ledger", "shard", id, "parent", aws.ToString(sh.ParentShardId))
-			p.requestCatchUp()
+			if err := p.requestCatchUp(ctx); err != nil {
+				return err
+			}
 		}
 		st := &shardState{}
 		p.mu.Lock()
@@ -314,7 +316,9 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			// of a shard that was polled empty for a while.)
 			if trims++; trims > 3 {
 				p.log.ErrorContext(ctx, "stream keeps answering trimmed; catching up from the ledger", "shard", shardID, "error", err)
-				p.requestCatchUp()
+				if err := p.requestCatchUp(ctx); err != nil {
+					return err
+				}
 				trims = 0
 			} else {
 				p.log.InfoContext(ctx, "stream answered trimmed; resuming from the checkpoint", "shard", shardID, "error", err)
@@ -378,7 +382,9 @@ func (p *Projector) iterator(ctx context.Context, arn, shardID, checkpoint strin
 		// read on from the oldest kept, and bring every user that is behind
 		// up to date from the ledger.
 		p.log.ErrorContext(ctx, "checkpoint is older than the stream keeps; catching up from the ledger", "shard", shardID, "checkpoint", checkpoint)
-		p.requestCatchUp()
+		if err := p.requestCatchUp(ctx); err != nil {
+			return nil, err
+		}
 		return p.iterator(ctx, arn, shardID, "")
 	}
 	if err != nil {
@@ -432,27 +438,62 @@ func (p *Projector) apply(ctx context.Context, records []types.Record) error {
 	return nil
 }
 
-func (p *Projector) requestCatchUp() {
+// requestCatchUp records a catch-up request in the lease table (see
+// LeaseTable.RequestCatchUp) before the caller reads on past a loss, and
+// wakes the catch-up loop.
+func (p *Projector) requestCatchUp(ctx context.Context) error {
+	if err := p.leases.RequestCatchUp(ctx, catchUpKey(p.table)); err != nil {
+		return err
+	}
+	p.wakeCatchUp()
+	return nil
+}
+
+func (p *Projector) wakeCatchUp() {
 	select {
 	case p.catchUp <- struct{}{}:
 	default: // one is pending already
 	}
 }
 
+// catchUpKey is the lease-table key of the catch-up requests of table's
+// projection.
+func catchUpKey(table string) string { return "CATCHUP#" + table }
+
+// catchUpLoop answers catch-up requests: its own projector's at once, and
+// any left by a projector that stopped before answering them, found when it
+// starts and every DiscoverInterval.
 func (p *Projector) catchUpLoop(ctx context.Context) {
+	tick := time.NewTicker(p.o.DiscoverInterval)
+	defer tick.Stop()
+	key := catchUpKey(p.table)
 	for {
+		requests, err := p.leases.CatchUpRequests(ctx, key)
+		if err != nil && ctx.Err() == nil {
+			p.log.WarnContext(ctx, "reading catch-up requests failed; will retry", "error", err)
+		}
+		if requests > 0 {
+			users, err := p.history.CatchUp(ctx)
+			if err != nil && ctx.Err() == nil {
+				p.log.ErrorContext(ctx, "catch-up from the ledger failed; will retry", "error", err)
+			}
+			if err == nil {
+				p.log.InfoContext(ctx, "caught up from the ledger", "users_behind", users)
+				cleared, err := p.leases.ClearCatchUp(ctx, key, requests)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					p.log.WarnContext(ctx, "clearing catch-up requests failed; will catch up again", "error", err)
+				case err == nil && !cleared:
+					p.wakeCatchUp() // more came meanwhile
+				}
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.catchUp:
+		case <-tick.C:
 		}
-		users, err := p.history.CatchUp(ctx)
-		if err != nil && ctx.Err() == nil {
-			p.log.ErrorContext(ctx, "catch-up from the ledger failed; will retry", "error", err)
-			time.AfterFunc(p.o.DiscoverInterval, p.requestCatchUp)
-			continue
-		}
-		p.log.InfoContext(ctx, "caught up from the ledger", "users_behind", users)
 	}
 }
 
