@@ -255,7 +255,10 @@ func (p *pass) user(ctx context.Context, user string) error {
 			ExplainBalance:  true,
 			ExpectedBalance: a.Account.Balance.String(),
 			Reason:          fmt.Sprintf("reconciliation %s: balance %s is not the sum of the entries (%s)", p.start.UTC().Format(time.RFC3339), a.Account.Balance, fold),
-			RequestID:       fmt.Sprintf("reconcile-%d-v%d", p.start.Unix(), a.Account.Version),
+			// One request id per account version, whichever run proposes it:
+			// once one run's proposal is applied, another's is ALREADY_EXISTS
+			// (their reasons differ) instead of explaining the balance twice.
+			RequestID: fmt.Sprintf("reconcile-v%d", a.Account.Version),
 		})
 	}
 	return nil

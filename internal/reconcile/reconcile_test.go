@@ -306,3 +306,45 @@ func TestOnlyOneReconciliationRunsAtATime(t *testing.T) {
 	// A finished run releases its lease: the next need not wait.
 	f.run(t, Options{})
 }
+
+// Two runs propose the same fix before anyone applies it; applying both
+// must not explain the balance twice (the entries would then over-explain it
+// for good: entries are never edited).
+func TestAProposalFromTwoRunsAppliesOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: "g", Amount: "100"})
+	f.set(t, f.env.Ledger, "u", "A", "balance", num("107"))
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	first := f.run(t, Options{User: "u"})
+	later := time.Now().Add(time.Minute)
+	f.rec.now = func() time.Time { return later }
+	second := f.run(t, Options{User: "u"})
+	var errs []error
+	for _, rep := range []Report{first, second} {
+		if len(rep.Proposed) != 1 {
+			t.Fatalf("proposals: %+v, want one", rep.Proposed)
+		}
+		p := rep.Proposed[0]
+		m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{UserID: p.UserID, RequestID: p.RequestID, Amount: p.Amount,
+			Debit: p.Debit, Reason: p.Reason, ExplainBalance: true, ExpectedBalance: p.ExpectedBalance}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.store.Apply(ctx, m)
+		errs = append(errs, err)
+	}
+	if errs[0] != nil || ledger.ReasonOf(errs[1]) != ledger.ReasonRequestIDReused {
+		t.Errorf("applying the first run's proposal: %v; the second's: %v, want ALREADY_EXISTS", errs[0], errs[1])
+	}
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.now = time.Now
+	if rep := f.run(t, Options{User: "u"}); !rep.Clean {
+		t.Errorf("after applying both proposals: %v", rep.Findings)
+	}
+}
