@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -30,7 +31,7 @@ func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
 	rate := 0.0
 	if v := getenv("LEDGER_RATE_LIMIT"); v != "" {
 		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || r < 0 {
+		if err != nil || !(r >= 0) || math.IsInf(r, 0) { // !(r >= 0) refuses NaN too
 			return fmt.Errorf("LEDGER_RATE_LIMIT=%q: want requests a second, 0 for no limit", v)
 		}
 		rate = r
@@ -48,8 +49,8 @@ func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
 // the credentials JSON itself, LEDGER_AUTH_JSON; without either ledgerd
 // refuses to serve unless -insecure-dev.
 func (a *authConfig) authenticator(getenv func(string) string) (*auth.Authenticator, error) {
-	if a.rateLimit < 0 || a.rateBurst < 0 {
-		return nil, errors.New("-rate-limit and -rate-burst must not be negative")
+	if !(a.rateLimit >= 0) || math.IsInf(a.rateLimit, 0) || a.rateBurst < 0 { // !(x >= 0) refuses NaN too
+		return nil, errors.New("-rate-limit must be a finite number of requests a second and -rate-burst not negative")
 	}
 	inline := getenv("LEDGER_AUTH_JSON")
 	if a.insecure {

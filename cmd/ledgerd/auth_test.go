@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -35,10 +36,27 @@ func TestServeRefusesToStartWithoutCredentials(t *testing.T) {
 		"missing file":              {"serve", "-auth-file", bad + ".missing"},
 		"insecure with credentials": {"serve", "-insecure-dev", "-auth-file", bad},
 		"negative rate":             {"serve", "-insecure-dev", "-rate-limit", "-1"},
+		"NaN rate":                  {"serve", "-insecure-dev", "-rate-limit", "NaN"},
+		"infinite rate":             {"serve", "-insecure-dev", "-rate-limit", "+Inf"},
 	} {
-		if err := run(context.Background(), args, none, &out, &errOut); err == nil {
+		// Should serve start all the same, it stops at the deadline and the
+		// test fails instead of hanging.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := run(ctx, args, none, &out, &errOut); err == nil {
 			t.Errorf("%s: serve started", name)
 		}
+		cancel()
+	}
+	nanRate := func(k string) string {
+		if k == "LEDGER_RATE_LIMIT" {
+			return "NaN" // would pass a < 0 check, and turn the limit off
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := run(ctx, []string{"serve", "-insecure-dev"}, nanRate, &out, &errOut); err == nil {
+		t.Error("LEDGER_RATE_LIMIT=NaN: serve started")
 	}
 	insecureEnv := func(k string) string {
 		if k == "LEDGER_INSECURE_DEV" {

@@ -249,6 +249,17 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	}
 	sw.down()
 	expect(grpchealth.StatusNotServing)
+	// /healthz answers anyone: it says unhealthy, and keeps the cause (table
+	// names, the SDK's error, on AWS account and role) for the log.
+	res, err := http.Get("http://" + p.addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), p.prefix) || strings.Contains(string(body), "operation error") {
+		t.Errorf("/healthz with DynamoDB down: %d %q, want 503 without the cause", res.StatusCode, body)
+	}
 	sw.up(t)
 	expect(grpchealth.StatusServing)
 }

@@ -129,8 +129,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := parts.store.Ping(ctx); err != nil {
+			// The cause goes to the log only: this answer is for anyone.
 			log.WarnContext(ctx, "health check failed", "error", err)
-			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			http.Error(w, "unhealthy: DynamoDB did not answer (see the log)", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
