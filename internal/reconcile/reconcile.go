@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -34,6 +35,7 @@ import (
 // Store is what reconciliation reads of the ledger.
 type Store interface {
 	Audit(ctx context.Context, user string) (dynamo.Audit, error)
+	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
 	Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error
 	CountAccounts(ctx context.Context, scanned func(int)) (int64, error)
 }
@@ -265,7 +267,10 @@ func (p *pass) user(ctx context.Context, user string) error {
 }
 
 // projection compares the user's history with the ledger entries the audit
-// read. A history behind the ledger gets ProjectionGrace to catch up.
+// read. A history behind the ledger gets ProjectionGrace to catch up. A
+// history ahead of the audit (the ledger moved on while reconciliation ran,
+// and the projector followed) is compared with the entries since, read from
+// the ledger.
 func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]ledger.Finding, error) {
 	deadline := time.Now().Add(p.o.ProjectionGrace)
 	for {
@@ -277,7 +282,15 @@ func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]l
 		if err != nil {
 			return nil, err
 		}
-		findings := compareProjection(user, a, st, items)
+		entries := a.Entries
+		if st.Version > a.Account.Version {
+			newer, err := p.r.store.EntriesAfter(ctx, user, a.Account.Version, int(min(st.Version-a.Account.Version, math.MaxInt32)))
+			if err != nil {
+				return nil, err
+			}
+			entries = append(slices.Clip(entries), newer...)
+		}
+		findings := compareProjection(user, entries, st, items)
 		behind := st.Version < a.Account.Version
 		if len(findings) == 0 || !behind || time.Now().After(deadline) {
 			return findings, nil
@@ -290,27 +303,48 @@ func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]l
 	}
 }
 
-func compareProjection(user string, a dynamo.Audit, st projection.State, items []ledger.Entry) []ledger.Finding {
+// compareProjection compares a user's history (state st, items) with the
+// ledger's entries, in version order. The history has what the stream path
+// writes: entries up to st.Version, a purchase's refunded amount being the
+// sum of its refunds up to st.Version.
+func compareProjection(user string, entries []ledger.Entry, st projection.State, items []ledger.Entry) []ledger.Finding {
 	var out []ledger.Finding
 	add := func(kind string, expected, found any, versions ...int64) {
 		out = append(out, ledger.Finding{UserID: user, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
+	}
+	latest := int64(0)
+	if len(entries) > 0 {
+		latest = entries[len(entries)-1].Version
+	}
+	refunded := map[int64]decimal.Decimal{} // by purchase version, as of st.Version
+	fold := projection.State{UserID: user}
+	for _, e := range entries {
+		if e.Version > st.Version {
+			break
+		}
+		if e.Type == ledger.EntryRefund {
+			refunded[e.PurchaseVersion] = refunded[e.PurchaseVersion].Add(e.Amount)
+		}
+		fold = fold.Add(e)
 	}
 	byVersion := map[int64]ledger.Entry{}
 	for _, h := range items {
 		byVersion[h.Version] = h
 	}
 	var missing []int64
-	for _, e := range a.Entries {
+	for _, e := range entries {
 		h, ok := byVersion[e.Version]
 		if !ok {
 			missing = append(missing, e.Version)
 			continue
 		}
 		delete(byVersion, e.Version)
-		// A history behind the ledger lacks the latest refunds: a purchase's
-		// refunded amount may be lower then, and only then.
-		if h.Type == ledger.EntryPurchase && st.Version < a.Account.Version && h.RefundedAmount.LessThan(e.RefundedAmount) {
-			h.RefundedAmount = e.RefundedAmount
+		if e.Type == ledger.EntryPurchase {
+			if want := refunded[e.Version]; want.Equal(h.RefundedAmount) {
+				h.RefundedAmount = e.RefundedAmount // equal, whatever the decimal's form
+			} else {
+				e.RefundedAmount = want
+			}
 		}
 		if !reflect.DeepEqual(h, e) {
 			add(ledger.FindingProjectionMismatch, describe(e), describe(h), e.Version)
@@ -319,22 +353,18 @@ func compareProjection(user string, a dynamo.Audit, st projection.State, items [
 	if len(missing) > 0 {
 		add(ledger.FindingProjectionMissing, fmt.Sprintf("%d entries", len(missing)), "none", missing...)
 	}
-	// What is left has no entry. Below the account's version that is the
+	// What is left has no entry. Below the ledger's last version that is the
 	// ledger's own finding (a missing entry), reported by the audit.
 	for _, v := range slices.Sorted(maps.Keys(byVersion)) {
-		if v > a.Account.Version {
+		if v > latest {
 			add(ledger.FindingProjectionExtra, "no entry", describe(byVersion[v]), v)
 		}
-	}
-	fold := projection.State{UserID: user}
-	for _, e := range a.Entries {
-		fold = fold.Add(e)
 	}
 	if st.Version != 0 && st.Version == fold.Version && !sameTotals(st, fold) {
 		add(ledger.FindingProjectionState, totals(fold), totals(st), st.Version)
 	}
-	if st.Version > a.Account.Version {
-		add(ledger.FindingProjectionState, fmt.Sprintf("version <= %d", a.Account.Version), fmt.Sprintf("version %d", st.Version), st.Version)
+	if st.Version > latest {
+		add(ledger.FindingProjectionState, fmt.Sprintf("version <= %d", latest), fmt.Sprintf("version %d", st.Version), st.Version)
 	}
 	return out
 }

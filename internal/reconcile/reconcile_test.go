@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,5 +347,65 @@ func TestAProposalFromTwoRunsAppliesOnce(t *testing.T) {
 	f.rec.now = time.Now
 	if rep := f.run(t, Options{User: "u"}); !rep.Clean {
 		t.Errorf("after applying both proposals: %v", rep.Findings)
+	}
+}
+
+// writeAfterAudit is another client of the ledger: it commits once, right
+// after the first audit, as purchases and refunds commit while a
+// reconciliation runs.
+type writeAfterAudit struct {
+	*dynamo.Ledger
+	after func(user string)
+	once  atomic.Bool
+}
+
+func (w *writeAfterAudit) Audit(ctx context.Context, user string) (dynamo.Audit, error) {
+	a, err := w.Ledger.Audit(ctx, user)
+	if err == nil && w.once.CompareAndSwap(false, true) {
+		w.after(user)
+	}
+	return a, err
+}
+
+// A refund commits after the user's audit, and the projector applies it
+// before the projection is compared: the history is ahead of the audit, and
+// a healthy ledger still reconciles clean.
+func TestAProjectionAheadOfTheAuditIsNoFinding(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: "g", Amount: "100"})
+	f.apply(t, ledger.EntryPurchase, ledger.Request{UserID: "u", RequestID: "p", Amount: "10"})
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	store := &writeAfterAudit{Ledger: f.store, after: func(user string) {
+		res := f.apply(t, ledger.EntryRefund, ledger.Request{UserID: user, RequestID: "r", Amount: "4", PurchaseRequestID: "p"})
+		if err := f.history.Apply(ctx, []ledger.Entry{res.Entry}); err != nil { // as the projector does
+			t.Error(err)
+		}
+	}}
+	rep, err := New(store, f.history, f.leases).Run(ctx, Options{User: "u", ProjectionGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean {
+		t.Errorf("a healthy ledger under a concurrent refund: %v", rep.Findings)
+	}
+	// The history still must be right: one ahead with a wrong refund is found.
+	f.set(t, f.env.History, "u", fmt.Sprintf("H#%020d", 2), "refunded_amount", num("9"))
+	store.once.Store(false)
+	store.after = func(user string) {
+		res := f.apply(t, ledger.EntryGrant, ledger.Request{UserID: user, RequestID: "g2", Amount: "1"})
+		if err := f.history.Apply(ctx, []ledger.Entry{res.Entry}); err != nil {
+			t.Error(err)
+		}
+	}
+	rep, err = New(store, f.history, f.leases).Run(ctx, Options{User: "u", ProjectionGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != ledger.FindingProjectionMismatch {
+		t.Errorf("a history ahead of the audit with a refunded amount of 9 for 4: %v, want one projection_mismatch", rep.Findings)
 	}
 }
