@@ -3,6 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -25,7 +26,9 @@ type Audit struct {
 // Audit reads a user's whole partition with consistent reads and checks the
 // invariants of package ledger: the aggregate is the fold of the entries,
 // versions run 1..N, no balance goes negative, request records and entries
-// match one to one, and refunds stay within their purchases.
+// match one to one, and refunds stay within their purchases. It may run
+// while mutations commit: what commits after it has read the account is left
+// for the next audit.
 func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	var items []map[string]types.AttributeValue
 	p := dynamodb.NewQueryPaginator(l.db, &dynamodb.QueryInput{
@@ -66,6 +69,37 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 				return Audit{}, err
 			}
 			requests[strings.TrimPrefix(sk, requestPrefix)] = r
+		}
+	}
+
+	// The query is many reads (a page is at most 1 MB), and purchases may
+	// commit while it runs. The account comes first (A sorts before E# and
+	// R#), so entries and request records past its version were committed
+	// after it was read: if a second read of the account shows versions up
+	// to theirs, they are left out of the audit (the next one has them).
+	// Past what the account ever showed, they are the ledger's to explain,
+	// and are audited.
+	refundsRead := map[int64]decimal.Decimal{} // purchase version -> its refunds read, left out or not
+	for _, e := range entries {
+		if e.Type == ledger.EntryRefund {
+			refundsRead[e.PurchaseVersion] = refundsRead[e.PurchaseVersion].Add(e.Amount)
+		}
+	}
+	newest := int64(0)
+	for _, e := range entries {
+		newest = max(newest, e.Version)
+	}
+	for _, r := range requests {
+		newest = max(newest, r.Version)
+	}
+	if newest > acct.Version {
+		now, err := l.account(ctx, user)
+		if err != nil {
+			return Audit{}, fmt.Errorf("audit %q: %w", user, err)
+		}
+		if now.Version >= newest {
+			entries = slices.DeleteFunc(entries, func(e ledger.Entry) bool { return e.Version > acct.Version })
+			maps.DeleteFunc(requests, func(_ string, r requestRecord) bool { return r.Version > acct.Version })
 		}
 	}
 
@@ -156,12 +190,17 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		if e.Type != ledger.EntryPurchase {
 			continue
 		}
-		sum := refunds[e.Version]
-		if sum.GreaterThan(e.Amount.Neg()) {
-			add(ledger.FindingRefundOverCap, "<= "+e.Amount.Neg().String(), sum, e.Version)
+		// Refunds committed while the query ran may be in the purchase's
+		// refunded amount, and are among the refunds read.
+		sum, read := refunds[e.Version], refundsRead[e.Version]
+		if read.GreaterThan(e.Amount.Neg()) {
+			add(ledger.FindingRefundOverCap, "<= "+e.Amount.Neg().String(), read, e.Version)
 		}
-		if !sum.Equal(e.RefundedAmount) {
+		switch {
+		case sum.Equal(read) && !sum.Equal(e.RefundedAmount):
 			add(ledger.FindingRefundedAmount, sum, e.RefundedAmount, e.Version)
+		case e.RefundedAmount.LessThan(sum) || e.RefundedAmount.GreaterThan(read):
+			add(ledger.FindingRefundedAmount, fmt.Sprintf("%s to %s", sum, read), e.RefundedAmount, e.Version)
 		}
 	}
 	return Audit{Findings: findings, Account: acct, Entries: entries, Items: len(items)}, nil
