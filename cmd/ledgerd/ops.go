@@ -63,6 +63,32 @@ type pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// cachedPing answers Ping from the last answer for ttl: the health checks
+// need no token, and each would otherwise be a DynamoDB read anyone could
+// multiply. Callers that come while a ping is out wait for its answer.
+type cachedPing struct {
+	store pinger
+	ttl   time.Duration
+
+	mu  sync.Mutex
+	at  time.Time
+	err error
+}
+
+func (c *cachedPing) Ping(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.at.IsZero() && time.Since(c.at) < c.ttl {
+		return c.err
+	}
+	err := c.store.Ping(ctx)
+	if ctx.Err() != nil {
+		return err // this caller's deadline, not an answer for the others
+	}
+	c.err, c.at = err, time.Now()
+	return err
+}
+
 // storeHealth answers health checks by asking DynamoDB: ledgerd can do
 // nothing useful without it, for any of its services.
 type storeHealth struct {

@@ -230,15 +230,22 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	p := startLedgerd(t, "LEDGER_DYNAMODB_ENDPOINT=http://"+sw.addr, "LEDGER_PROJECTOR=false")
 	check := grpcHealthCheck(t, "http://"+p.addr)
 	services := []string{"", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName}
+	// Health answers are cached for a second: wait for the new one (the
+	// deadline bounds a hang, it says nothing about speed).
 	expect := func(want grpchealth.Status) {
 		t.Helper()
 		for _, svc := range services {
-			got, err := check(svc)
-			if err != nil {
-				t.Fatalf("health check of %q: %v", svc, err)
-			}
-			if got != want {
-				t.Errorf("health of %q = %v, want %v", svc, got, want)
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				got, err := check(svc)
+				if err != nil {
+					t.Fatalf("health check of %q: %v", svc, err)
+				}
+				if got == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("health of %q = %v after 30 s, want %v", svc, got, want)
+				}
 			}
 		}
 	}
@@ -262,6 +269,24 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	}
 	sw.up(t)
 	expect(grpchealth.StatusServing)
+
+	// Anyone may ask, as often as they like: DynamoDB is asked at most once
+	// a second, whatever the number of probes.
+	reads := func() float64 {
+		return sample(scrape(t, p.addr), "pointledger_dynamodb_calls_total", "operation", "GetItem", "outcome", "ok").GetCounter().GetValue()
+	}
+	before, start := reads(), time.Now()
+	const probes = 200
+	for range probes {
+		res, err := http.Get("http://" + p.addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	if got, most := reads()-before, time.Since(start).Seconds()+2; got > most {
+		t.Errorf("%d health probes in %.1f s made %v DynamoDB reads, want at most %.0f (one a second)", probes, time.Since(start).Seconds(), got, most)
+	}
 }
 
 func TestReflectionListsTheServices(t *testing.T) {

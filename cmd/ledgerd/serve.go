@@ -117,7 +117,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	)
 	mux.Handle(path, protect(handler))
 	mux.Handle("GET /projection/status", projectionStatus(projector))
-	opsHandlers(mux, c.metrics, parts.store, projector, log)
+	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
+	opsHandlers(mux, c.metrics, health, projector, log)
 	if *debugAddr != "" {
 		stop, err := serveDebug(*debugAddr, log)
 		if err != nil {
@@ -128,7 +129,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := parts.store.Ping(ctx); err != nil {
+		if err := health.Ping(ctx); err != nil {
 			// The cause goes to the log only: this answer is for anyone.
 			log.WarnContext(ctx, "health check failed", "error", err)
 			http.Error(w, "unhealthy: DynamoDB did not answer (see the log)", http.StatusServiceUnavailable)
