@@ -68,6 +68,13 @@ func TestFrozenAccountsRefusePurchasesUntilUnfrozen(t *testing.T) {
 	if code, _ := reason(err); code != connect.CodeInvalidArgument {
 		t.Errorf("status unspecified: %v, want invalid_argument", err)
 	}
+	_, err = s.admin.SetAccountStatus(ctx, connect.NewRequest(&pb.SetAccountStatusRequest{UserId: "u1", Status: pb.AccountStatus_ACCOUNT_STATUS_FROZEN, Reason: "fraud\x1b[2J"}))
+	if code, _ := reason(err); code != connect.CodeInvalidArgument {
+		t.Errorf("a reason with control characters: %v, want invalid_argument", err)
+	}
+	if acct := s.assertSound(t, "u1"); acct.String() != "101" {
+		t.Errorf("balance = %s after refused status changes, want 101", acct)
+	}
 }
 
 // Two admins freezing and unfreezing at once: every transition is
@@ -154,6 +161,12 @@ func TestAdjust(t *testing.T) {
 		"expected balance alone":     {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r", ExpectedBalance: "5"},
 		"signed amount":              {UserId: "u1", RequestId: "a3", Amount: "-1", Reason: "r"},
 		"explain with a bad balance": {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r", ExplainBalance: true, ExpectedBalance: "x"},
+		// Balances are written as amounts are: no exponent, sign or extra digits.
+		"balance with an exponent":   {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r", ExplainBalance: true, ExpectedBalance: "1e2"},
+		"balance with a sign":        {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r", ExplainBalance: true, ExpectedBalance: "+12.5"},
+		"balance without a unit":     {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r", ExplainBalance: true, ExpectedBalance: ".5"},
+		"balance past the scale":     {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r", ExplainBalance: true, ExpectedBalance: "12.500"},
+		"reason with a control char": {UserId: "u1", RequestId: "a3", Amount: "1", Reason: "r\x00"},
 	} {
 		if _, err := adjust(r); connect.CodeOf(err) != connect.CodeInvalidArgument {
 			t.Errorf("%s: %v, want invalid_argument", name, err)

@@ -19,8 +19,22 @@ const (
 // rejects signs, exponents, spaces, NaN and Inf, zero, a bare point, and more
 // than MaxIntegerDigits digits before the point. Leading zeros are allowed.
 func ParseAmount(s string, scale int32) (decimal.Decimal, error) {
+	d, err := parseDigits("amount", s, scale)
+	if err == nil && !d.IsPositive() {
+		err = Errorf(KindInvalid, ReasonInvalidAmount, "amount %q: must be greater than zero", truncate(s, 40))
+	}
+	return d, err
+}
+
+// ParseBalance parses a balance as ParseAmount parses an amount, but zero is
+// a balance too.
+func ParseBalance(s string, scale int32) (decimal.Decimal, error) {
+	return parseDigits("balance", s, scale)
+}
+
+func parseDigits(what, s string, scale int32) (decimal.Decimal, error) {
 	fail := func(why string) (decimal.Decimal, error) {
-		return decimal.Decimal{}, Errorf(KindInvalid, ReasonInvalidAmount, "amount %q: %s", truncate(s, 40), why)
+		return decimal.Decimal{}, Errorf(KindInvalid, ReasonInvalidAmount, "%s %q: %s", what, truncate(s, 40), why)
 	}
 	if s == "" {
 		return fail("is empty")
@@ -41,9 +55,6 @@ func ParseAmount(s string, scale int32) (decimal.Decimal, error) {
 	d, err := decimal.NewFromString(s)
 	if err != nil {
 		return fail("is not a decimal number")
-	}
-	if !d.IsPositive() {
-		return fail("must be greater than zero")
 	}
 	return d, nil
 }

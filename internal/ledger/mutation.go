@@ -112,9 +112,9 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		}
 		m.Debit, m.Reason, m.ExplainBalance = r.Debit, r.Reason, r.ExplainBalance
 		if r.ExplainBalance {
-			b, err := decimal.NewFromString(r.ExpectedBalance)
-			if err != nil || b.IsNegative() || r.ExpectedBalance == "" {
-				return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "explain_balance needs expected_balance, the account's balance now")
+			b, err := ParseBalance(r.ExpectedBalance, scale)
+			if e, ok := AsError(err); ok {
+				return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "explain_balance needs expected_balance, the account's balance now: %s", e.Message)
 			}
 			m.ExpectedBalance = b
 		} else if r.ExpectedBalance != "" {
@@ -248,6 +248,10 @@ func validateMetadata(md map[string]string) error {
 	}
 	return nil
 }
+
+// Printable says whether s is valid UTF-8 of printable characters, as the
+// reasons, order ids and metadata the ledger stores must be.
+func Printable(s string) bool { return printable(s) }
 
 func printable(s string) bool {
 	if !utf8.ValidString(s) {

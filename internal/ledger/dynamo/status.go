@@ -24,8 +24,8 @@ func (l *Ledger) SetStatus(ctx context.Context, user string, status ledger.Statu
 	if status != ledger.StatusActive && status != ledger.StatusFrozen {
 		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "status must be ACTIVE or FROZEN")
 	}
-	if len(reason) > ledger.MaxReasonBytes {
-		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "reason is longer than %d bytes", ledger.MaxReasonBytes)
+	if len(reason) > ledger.MaxReasonBytes || !ledger.Printable(reason) {
+		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "reason must be printable text of at most %d bytes", ledger.MaxReasonBytes)
 	}
 	for range 10 {
 		acct, err := l.account(ctx, user)
