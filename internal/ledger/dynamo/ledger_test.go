@@ -557,16 +557,15 @@ func TestGroupCommitOnAHotUser(t *testing.T) {
 
 // A refund queued right behind its purchase waits for the purchase's group
 // to commit instead of being refused for a purchase not found.
-func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
-	t.Parallel()
-	env := dynamotest.New(t)
-	l := New(env.Client, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
-	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "50"))
+// purchaseThenRefund sends purchase p1 of 20 by u1 and, while it waits for
+// its group (l lingers), a refund of 5 of it, so that the refund queues right
+// behind its purchase.
+func purchaseThenRefund(t *testing.T, l *Ledger) (purchaseErr, refundErr error) {
+	t.Helper()
 	refund, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var purchaseErr, refundErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		_, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20"))
@@ -574,6 +573,15 @@ func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	wg.Go(func() { _, refundErr = l.Apply(context.Background(), refund) })
 	wg.Wait()
+	return purchaseErr, refundErr
+}
+
+func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	l := New(env.Client, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "50"))
+	purchaseErr, refundErr := purchaseThenRefund(t, l)
 	if purchaseErr != nil || refundErr != nil {
 		t.Fatalf("purchase: %v; refund right behind it: %v", purchaseErr, refundErr)
 	}
@@ -591,18 +599,7 @@ func TestGivingUpOnAGroupLeavesTheNextOneItsTurn(t *testing.T) {
 	mustApply(t, New(env.Client, Options{Table: env.Ledger}), mutation(t, ledger.EntryGrant, "u1", "g", "50"))
 	inj := &conflictInjector{API: env.Client, conflicts: fastRetry.MaxAttempts} // every attempt of the first group
 	l := New(inj, Options{Table: env.Ledger, Retry: fastRetry, Linger: 300 * time.Millisecond})
-	refund, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var purchaseErr, refundErr error
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20"))
-	})
-	time.Sleep(20 * time.Millisecond)
-	wg.Go(func() { _, refundErr = l.Apply(context.Background(), refund) })
-	wg.Wait()
+	purchaseErr, refundErr := purchaseThenRefund(t, l)
 	if ledger.ReasonOf(purchaseErr) != ledger.ReasonTooManyConflicts {
 		t.Errorf("purchase through %d conflicts: %v, want %s", fastRetry.MaxAttempts, purchaseErr, ledger.ReasonTooManyConflicts)
 	}
