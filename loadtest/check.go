@@ -52,19 +52,34 @@ func (b *book) answered(o op, out outcome) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	s := b.sent[o.requestID]
 	if o.expect != "" {
-		if out.code != o.expect {
+		switch {
+		case out.code == o.expect:
+		case out.code == "ok" && s != nil && s.acks == 0:
+			// The request it re-uses was never acknowledged (it failed, or
+			// is still in flight): the probe may be the one applied, and is
+			// the request the ledger must now hold exactly once.
+			s.op, s.op.expect = o, ""
+			s.codes[out.code]++
+			s.acks++
+			s.entries[out.entryID] = true
+		case transient[out.code]:
+			// Not an answer about the request id: the ledger was busy.
+		default:
 			b.probes = append(b.probes, fmt.Sprintf("request %s re-sent with amount %s: answered %s, want %s", o.requestID, o.amount, out.code, o.expect))
 		}
 		return
 	}
-	s := b.sent[o.requestID]
 	s.codes[out.code]++
 	if out.code == "ok" {
 		s.acks++
 		s.entries[out.entryID] = true
 	}
 }
+
+// transient are the codes a busy ledger may answer any request with.
+var transient = map[string]bool{"aborted": true, "unavailable": true, "deadline_exceeded": true, "canceled": true, "resource_exhausted": true}
 
 // checker checks the invariants of the ledger tables after a run.
 type checker struct {

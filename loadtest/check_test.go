@@ -47,6 +47,8 @@ func TestCheckFindsWhatTheBookAndTheLedgerDisagreeOn(t *testing.T) {
 	p1 := apply(ledger.EntryPurchase, "alice", "p1", "10")
 	p2 := apply(ledger.EntryPurchase, "alice", "p2", "5") // applied, but its answer was lost
 	apply(ledger.EntryPurchase, "alice", "p3", "1")       // applied, never sent by the load test
+	gc := apply(ledger.EntryGrant, "carol", "g-carol", "10")
+	pc := apply(ledger.EntryPurchase, "carol", "pc", "3") // a retry-storm probe, applied: its original was not
 	gb := apply(ledger.EntryGrant, "bob", "g-bob", "2")   // a double-spend round covering 2 of 1
 	pb1 := apply(ledger.EntryPurchase, "bob", "pb1", "1") // ...
 	pb2 := apply(ledger.EntryPurchase, "bob", "pb2", "1") // ... two committed
@@ -104,6 +106,10 @@ func TestCheckFindsWhatTheBookAndTheLedgerDisagreeOn(t *testing.T) {
 	send(b, "grant", "bob", "g-bob", "2", "ok", gb)
 	send(b, "purchase", "bob", "pb1", "1", "ok", pb1)
 	send(b, "purchase", "bob", "pb2", "1", "ok", pb2)
+	send(b, "grant", "carol", "g-carol", "10", "ok", gc)
+	send(b, "purchase", "carol", "pc", "2", "aborted", ledger.Entry{}) // not applied...
+	probe = op{kind: "purchase", user: "carol", requestID: "pc", amount: decimal.NewFromInt(3), expect: "already_exists"}
+	b.answered(probe, outcome{code: "ok", entryID: pc.ID, version: pc.Version}) // ...so the probe was
 	if inv, err = c.check(ctx, b, map[string]int{"bob": 2}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +121,13 @@ func TestCheckFindsWhatTheBookAndTheLedgerDisagreeOn(t *testing.T) {
 func TestRecorderMeasuresOnlyTheWindow(t *testing.T) {
 	rec := newRecorder()
 	before := time.Now()
-	rec.record("purchase", "ok", time.Millisecond, before) // warm-up: not measured
-	rec.measure(time.Hour)
+	rec.record("purchase", outcome{code: "ok"}, time.Millisecond, before) // warm-up: not measured
+	rec.measure(3 * time.Second)
 	now := time.Now()
-	rec.record("purchase", "ok", 2*time.Millisecond, now)
-	rec.record("purchase", "failed_precondition", 40*time.Millisecond, now)
-	rec.record("balance", "ok", 3*time.Millisecond, now.Add(2*time.Second))
-	rec.record("purchase", "ok", time.Millisecond, now.Add(2*time.Hour)) // after the end
+	rec.record("purchase", outcome{code: "ok"}, 2*time.Millisecond, now)
+	rec.record("purchase", outcome{code: "failed_precondition"}, 40*time.Millisecond, now)
+	rec.record("balance", outcome{code: "ok"}, 3*time.Millisecond, now.Add(2*time.Second))
+	rec.record("purchase", outcome{code: "ok"}, time.Millisecond, now.Add(2*time.Hour)) // after the end
 	run := rec.run()
 	if run.Requests != 3 || run.OK != 2 || run.Codes["failed_precondition"] != 1 {
 		t.Errorf("requests %d ok %d codes %v, want 3, 2 and one failed_precondition", run.Requests, run.OK, run.Codes)

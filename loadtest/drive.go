@@ -35,7 +35,8 @@ type recorder struct {
 	byOp       map[string]*hdrhistogram.Histogram
 	seconds    []*second
 	codes      map[string]int64
-	purchases  int64 // acknowledged
+	purchases  int64 // acknowledged, replays left out
+	mutations  int64 // acknowledged grants, purchases and refunds, replays left out
 	steps      int64 // scenario steps completed
 }
 
@@ -56,7 +57,9 @@ func (r *recorder) measure(d time.Duration) {
 	r.end = r.begin.Add(d)
 }
 
-func (r *recorder) record(kind, code string, latency time.Duration, at time.Time) {
+// record counts one request. at places it in the measurement: when it was
+// answered (closed loop) or when it was due (open loop).
+func (r *recorder) record(kind string, out outcome, latency time.Duration, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.begin.IsZero() || at.Before(r.begin) || !at.Before(r.end) {
@@ -70,21 +73,35 @@ func (r *recorder) record(kind, code string, latency time.Duration, at time.Time
 		r.byOp[kind] = h
 	}
 	_ = h.RecordValue(us)
-	r.codes[code]++
+	r.codes[out.code]++
 	i := int(at.Sub(r.begin) / time.Second)
 	for len(r.seconds) <= i {
 		r.seconds = append(r.seconds, &second{hist: newHist()})
 	}
 	s := r.seconds[i]
 	_ = s.hist.RecordValue(us)
-	if code == "ok" {
-		s.ok++
-		if kind == "purchase" {
-			r.purchases++
-		}
-	} else {
+	if out.code != "ok" {
 		s.errors++
+		return
 	}
+	s.ok++
+	if out.replayed {
+		return // a retry's answer: the purchase was counted when it was made
+	}
+	switch kind {
+	case "purchase":
+		r.purchases++
+		r.mutations++
+	case "grant", "refund":
+		r.mutations++
+	}
+}
+
+// endsAt is when the measurement ends (zero before it begins).
+func (r *recorder) endsAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.end
 }
 
 // stepDone counts a step of the scenario completed at at.
@@ -122,6 +139,7 @@ func (r *recorder) run() Run {
 		run.Requests += n
 	}
 	run.OK = r.codes["ok"]
+	run.Mutations = r.mutations
 	if d > 0 {
 		run.Throughput = float64(run.OK) / d
 		run.Purchases = float64(r.purchases) / d
@@ -130,12 +148,17 @@ func (r *recorder) run() Run {
 	for k, h := range r.byOp {
 		run.ByOp[k] = percentiles(h)
 	}
+	// Every second of the measurement, those in which nothing was answered
+	// too (a stall at the end must show).
+	for len(r.seconds) < int(math.Ceil(d)) {
+		r.seconds = append(r.seconds, &second{hist: newHist()})
+	}
 	for i, s := range r.seconds {
 		run.Timeline = append(run.Timeline, Second{T: float64(i), OK: s.ok, Errors: s.errors,
 			P50: msOf(s.hist.ValueAtQuantile(50)), P99: msOf(s.hist.ValueAtQuantile(99))})
 	}
 	run.Histogram = buckets(r.all)
-	if note := unsteady(run.Timeline); note != "" {
+	if note := unsteady(run.Timeline[:int(d)]); note != "" { // whole seconds only
 		run.Notes = append(run.Notes, note)
 	}
 	return run
@@ -241,8 +264,11 @@ func stepUntil(ctx, until context.Context, s scenario, send sender, workers int,
 // carry that backlog into the measurement), then starts a step every 1/rate
 // seconds, whether or not the earlier ones were answered (at most
 // maxInFlight at once), and measures for d after a second to settle. A
-// step's latency counts from its scheduled time, so a stalled system is
-// charged for every request it kept waiting.
+// step's latency counts from its scheduled time, and every step due in the
+// measurement is measured, however late it is answered: a stalled system is
+// charged for every request it kept waiting. Steps still unanswered drainMax
+// after the measurement are cut off and counted as errors (not_answered, or
+// not_sent for those still waiting for a slot).
 func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInFlight, warmers int, warmup, d time.Duration, rec *recorder, progress io.Writer) (late int64) {
 	if warmup > 0 {
 		warmCtx, stop := context.WithTimeout(ctx, warmup)
@@ -250,47 +276,72 @@ func openLoop(ctx context.Context, s scenario, send sender, rate float64, maxInF
 		stop()
 		warmup = time.Second
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	reqCtx, cutOff := context.WithCancel(ctx) // the steps' requests
+	defer cutOff()
 	interval := time.Duration(float64(time.Second) / rate)
 	seed := uint64(time.Now().UnixNano())
 	slots := make(chan struct{}, maxInFlight)
-	var wg sync.WaitGroup
+	var steps sync.WaitGroup
 	var behind atomic.Int64
-	wg.Go(func() {
+	scheduled := make(chan struct{})
+	go func() {
+		defer close(scheduled)
 		start := time.Now()
 		for i := int64(0); ; i++ {
 			at := start.Add(time.Duration(i) * interval)
+			if end := rec.endsAt(); !end.IsZero() && !at.Before(end) {
+				return // the steps due in the measurement are all started
+			}
 			if wait := time.Until(at); wait > 0 {
 				select {
-				case <-runCtx.Done():
+				case <-reqCtx.Done():
 					return
 				case <-time.After(wait):
 				}
-			} else if runCtx.Err() != nil {
-				return
 			}
 			select {
 			case slots <- struct{}{}:
-			case <-runCtx.Done():
+			case <-reqCtx.Done():
+				// Cut off: this step and the rest due in the measurement
+				// were never sent.
+				for end := rec.endsAt(); at.Before(end); i++ {
+					rec.record("step", outcome{code: "not_sent"}, time.Since(at), at)
+					at = start.Add(time.Duration(i+1) * interval)
+				}
 				return
 			}
 			if time.Since(at) > interval {
 				behind.Add(1)
 			}
-			wg.Go(func() {
+			steps.Go(func() {
 				defer func() { <-slots }()
 				rng := rand.New(rand.NewPCG(uint64(i), seed))
-				s.step(context.WithValue(ctx, intendedKey{}, at), rng, send)
-				rec.stepDone(time.Now())
+				s.step(context.WithValue(reqCtx, intendedKey{}, at), rng, send)
+				rec.stepDone(at)
 			})
 		}
-	})
+	}()
 	pace(ctx, warmup, d, rec, progress)
-	cancel()
-	wg.Wait()
+	select {
+	case <-scheduled:
+	case <-time.After(drainMax):
+		cutOff()
+		<-scheduled
+	}
+	answered := make(chan struct{})
+	go func() { steps.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(drainMax):
+		cutOff() // their requests end with an error, and are counted
+		<-answered
+	}
 	return behind.Load()
 }
+
+// drainMax is how long an open loop waits, after its measurement, for the
+// steps that were due in it.
+const drainMax = time.Minute
 
 // terminal: progress goes to a terminal (else to a log).
 var terminal = func() bool {
@@ -341,18 +392,31 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress 
 }
 
 // newSender sends with x and records each op in rec (latency) and b (what
-// was sent and acknowledged).
+// was sent and acknowledged). In an open loop, an op is measured from when
+// its step was due, and placed in the measurement by that time; an op that
+// a step sends after another's answer (sentAfterKey) is measured from when
+// it was sent, its wait for the first one belonging to that one.
 func newSender(x executor, rec *recorder, b *book) sender {
 	return func(ctx context.Context, o op) outcome {
-		start, ok := ctx.Value(intendedKey{}).(time.Time)
-		if !ok {
-			start = time.Now()
+		sent := time.Now()
+		due, open := ctx.Value(intendedKey{}).(time.Time)
+		start := sent
+		if open && ctx.Value(sentAfterKey{}) == nil {
+			start = due
 		}
 		b.sending(o)
 		out := x.do(ctx, o)
 		now := time.Now()
-		rec.record(o.kind, out.code, now.Sub(start), now)
+		at := now
+		if open {
+			at = due
+		}
+		rec.record(o.kind, out, now.Sub(start), at)
 		b.answered(o, out)
 		return out
 	}
 }
+
+// sentAfterKey marks the ops a step sends once an earlier op of it was
+// answered (double-spend's purchases, after their grant).
+type sentAfterKey struct{}

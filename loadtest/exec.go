@@ -37,21 +37,22 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 	defer cancel()
 	var e *pb.Entry
 	var err error
+	replayed := false
 	switch o.kind {
 	case "grant":
 		var res *connect.Response[pb.GrantResponse]
 		if res, err = x.c.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID})); err == nil {
-			e = res.Msg.Entry
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "purchase":
 		var res *connect.Response[pb.PurchaseResponse]
 		if res, err = x.c.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID})); err == nil {
-			e = res.Msg.Entry
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "refund":
 		var res *connect.Response[pb.RefundResponse]
 		if res, err = x.c.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, PurchaseRequestId: o.purchase})); err == nil {
-			e = res.Msg.Entry
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "balance":
 		_, err = x.c.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: o.user}))
@@ -63,7 +64,7 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 	if err != nil {
 		return outcome{code: codeOf(err)}
 	}
-	out := outcome{code: "ok"}
+	out := outcome{code: "ok", replayed: replayed}
 	if e != nil {
 		out.entryID, out.version = e.EntryId, e.Version
 	}
@@ -138,6 +139,9 @@ func (x *directExec) do(ctx context.Context, o op) outcome {
 		// time): reload the aggregate and report the failure.
 		if acct, rerr := x.read.Balance(ctx, o.user); rerr == nil {
 			a.acct = acct
+		}
+		if ctx.Err() != nil {
+			return outcome{code: codeOf(ctx.Err())} // a timeout, as ledgerd's would be counted
 		}
 		return outcome{code: connect.CodeAborted.String()}
 	}

@@ -33,7 +33,6 @@ var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
 		return lineChart("latency", xs, []chartSeries{{"p50", "#1f5fbf", p50}, {"p99", "#e07b00", p99}}, "ms")
 	},
 	"histogramChart": histogramChart,
-	"speedup":        func(a, b Run) float64 { return safeRatio(a.Purchases, b.Purchases) },
 }).Parse(reportTemplate))
 
 func runLoad(run Run) string {
@@ -251,8 +250,8 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 <tr><th>run</th><th>mode</th><th>load</th><th>ok/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>p99/p50</th><th>outcomes</th></tr>
 {{range $i, $run := .Runs}}{{with .Latency}}<tr><td><a href="#run-{{$i}}">{{$run.Name}}</a></td><td>{{$run.Mode}}</td><td>{{load $run}}</td><td>{{printf "%.0f" $run.Throughput}}</td><td>{{printf "%.1f" .P50}}</td><td>{{printf "%.1f" .P90}}</td><td>{{printf "%.1f" .P99}}</td><td>{{printf "%.1f" .P999}}</td><td>{{printf "%.1f" .Max}}</td><td>{{printf "%.1f" (ratio .)}}</td><td class="text">{{codes $run.Codes}}</td></tr>
 {{end}}{{end}}</table>
-{{$first := index .Runs 0}}{{if gt $first.Purchases 0.0}}{{range slice .Runs 1}}{{if gt .Purchases 0.0}}<p>{{$first.Name}} / {{.Name}}: {{printf "%.2f" (speedup $first .)}} × purchases/s</p>
-{{end}}{{end}}{{end}}{{else}}<p class="nodata">no runs</p>{{end}}
+{{range .Comparisons}}<p>ledgerd / {{.Baseline}}: {{printf "%.2f" .Ratio}} × purchases/s</p>
+{{end}}{{else}}<p class="nodata">no runs</p>{{end}}
 
 {{range $i, $run := .Runs}}<h2 id="run-{{$i}}">{{.Name}}</h2>
 {{with .Description}}<p>{{.}}</p>{{end}}

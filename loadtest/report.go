@@ -22,8 +22,8 @@ type Report struct {
 	Machine string    `json:"machine"` // CPUs, Go version
 	Options Options   `json:"options"`
 
-	// Runs: the service run first, then the baselines measured against the
-	// same emulator.
+	// Runs: ledgerd's and the baselines', measured against the same
+	// emulator, in the order they ran.
 	Runs       []Run      `json:"runs"`
 	Invariants Invariants `json:"invariants"`
 }
@@ -59,12 +59,13 @@ type Run struct {
 	Rate        float64 `json:"rate,omitempty"`
 	DurationS   float64 `json:"duration_s"`
 
-	Requests   int64            `json:"requests"`        // answered, with any outcome
-	OK         int64            `json:"ok"`              // acknowledged
-	Codes      map[string]int64 `json:"codes"`           // outcome -> count: "ok" or a Connect code
-	Throughput float64          `json:"throughput"`      // acknowledged requests/s
-	Purchases  float64          `json:"purchases_per_s"` // acknowledged
-	Steps      float64          `json:"steps_per_s"`     // scenario steps completed (a retry burst, a double-spend round: one)
+	Requests   int64            `json:"requests"`               // answered, with any outcome
+	OK         int64            `json:"ok"`                     // acknowledged
+	Codes      map[string]int64 `json:"codes"`                  // outcome -> count: "ok" or a Connect code
+	Throughput float64          `json:"throughput"`             // acknowledged requests/s
+	Purchases  float64          `json:"purchases_per_s"`        // acknowledged, replays left out
+	Mutations  int64            `json:"mutations_acknowledged"` // grants, purchases and refunds, replays left out
+	Steps      float64          `json:"steps_per_s"`            // scenario steps completed (a retry burst, a double-spend round: one)
 
 	// Latency of every request, whatever its outcome. Open loop: from the
 	// time the schedule meant to send it (coordinated omission corrected).
@@ -198,12 +199,8 @@ func (r *Report) printSummary(w io.Writer) {
 			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
 		}
 	}
-	if i := slices.IndexFunc(r.Runs, func(run Run) bool { return run.Name == "ledgerd" }); i >= 0 && r.Runs[i].Purchases > 0 {
-		for _, b := range r.Runs {
-			if strings.HasPrefix(b.Name, "baseline") && b.Purchases > 0 {
-				fmt.Fprintf(w, "ledgerd / %s: %.2f x purchases/s\n", b.Name, r.Runs[i].Purchases/b.Purchases)
-			}
-		}
+	for _, c := range r.Comparisons() {
+		fmt.Fprintf(w, "ledgerd / %s: %.2f x purchases/s\n", c.Baseline, c.Ratio)
 	}
 	inv := r.Invariants
 	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
@@ -239,4 +236,25 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// Comparison is ledgerd's purchases/s over a baseline's, in the same run.
+type Comparison struct {
+	Baseline string
+	Ratio    float64
+}
+
+// Comparisons compares ledgerd's closed loop with each baseline.
+func (r Report) Comparisons() []Comparison {
+	i := slices.IndexFunc(r.Runs, func(run Run) bool { return run.Name == "ledgerd" })
+	if i < 0 || r.Runs[i].Purchases <= 0 {
+		return nil
+	}
+	var out []Comparison
+	for _, b := range r.Runs {
+		if strings.HasPrefix(b.Name, "baseline") && b.Purchases > 0 {
+			out = append(out, Comparison{Baseline: b.Name, Ratio: r.Runs[i].Purchases / b.Purchases})
+		}
+	}
+	return out
 }

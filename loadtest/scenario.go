@@ -28,9 +28,10 @@ func (o op) mutates() bool { return o.kind == "grant" || o.kind == "purchase" ||
 
 // An outcome is what the system answered.
 type outcome struct {
-	code    string // "ok" or a Connect code ("failed_precondition", ...)
-	entryID string // mutations: the entry written (or replayed)
-	version int64
+	code     string // "ok" or a Connect code ("failed_precondition", ...)
+	entryID  string // mutations: the entry written (or replayed)
+	version  int64
+	replayed bool // the answer to a request id seen before
 }
 
 // An executor sends ops: ledgerd over Connect, or a baseline straight to
@@ -121,6 +122,7 @@ func (d *doubleSpend) step(ctx context.Context, _ *rand.Rand, send sender) {
 	d.mu.Lock()
 	d.covers[user] = d.p.covers
 	d.mu.Unlock()
+	ctx = context.WithValue(ctx, sentAfterKey{}, true) // the purchases' latency leaves the grant out
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for range d.p.spends {
