@@ -55,21 +55,17 @@ func (b *book) answered(o op, out outcome) {
 	s := b.sent[o.requestID]
 	if o.expect != "" {
 		switch {
-		case out.code == o.expect:
+		case out.code == o.expect, transient[out.code]: // transient: the ledger was busy, not an answer about the id
+			return
 		case out.code == "ok" && s != nil && s.acks == 0:
 			// The request it re-uses was never acknowledged (it failed, or
 			// is still in flight): the probe may be the one applied, and is
 			// the request the ledger must now hold exactly once.
 			s.op, s.op.expect = o, ""
-			s.codes[out.code]++
-			s.acks++
-			s.entries[out.entryID] = true
-		case transient[out.code]:
-			// Not an answer about the request id: the ledger was busy.
 		default:
 			b.probes = append(b.probes, fmt.Sprintf("request %s re-sent with amount %s: answered %s, want %s", o.requestID, o.amount, out.code, o.expect))
+			return
 		}
-		return
 	}
 	s.codes[out.code]++
 	if out.code == "ok" {

@@ -468,25 +468,8 @@ func (p *Projector) catchUpLoop(ctx context.Context) {
 	defer tick.Stop()
 	key := catchUpKey(p.table)
 	for {
-		requests, err := p.leases.CatchUpRequests(ctx, key)
-		if err != nil && ctx.Err() == nil {
-			p.log.WarnContext(ctx, "reading catch-up requests failed; will retry", "error", err)
-		}
-		if requests > 0 {
-			users, err := p.history.CatchUp(ctx)
-			if err != nil && ctx.Err() == nil {
-				p.log.ErrorContext(ctx, "catch-up from the ledger failed; will retry", "error", err)
-			}
-			if err == nil {
-				p.log.InfoContext(ctx, "caught up from the ledger", "users_behind", users)
-				cleared, err := p.leases.ClearCatchUp(ctx, key, requests)
-				switch {
-				case err != nil && ctx.Err() == nil:
-					p.log.WarnContext(ctx, "clearing catch-up requests failed; will catch up again", "error", err)
-				case err == nil && !cleared:
-					p.wakeCatchUp() // more came meanwhile
-				}
-			}
+		if err := p.answerCatchUps(ctx, key); err != nil && ctx.Err() == nil {
+			p.log.ErrorContext(ctx, "catch-up from the ledger failed; will retry", "error", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -495,6 +478,25 @@ func (p *Projector) catchUpLoop(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// answerCatchUps catches up from the ledger if requests wait under key, and
+// clears the ones it answered.
+func (p *Projector) answerCatchUps(ctx context.Context, key string) error {
+	requests, err := p.leases.CatchUpRequests(ctx, key)
+	if err != nil || requests == 0 {
+		return err
+	}
+	users, err := p.history.CatchUp(ctx)
+	if err != nil {
+		return err
+	}
+	p.log.InfoContext(ctx, "caught up from the ledger", "users_behind", users)
+	cleared, err := p.leases.ClearCatchUp(ctx, key, requests)
+	if err == nil && !cleared {
+		p.wakeCatchUp() // more came meanwhile
+	}
+	return err
 }
 
 // Status is what a projector reports about itself.

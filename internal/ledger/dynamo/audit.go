@@ -80,13 +80,11 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	// Past what the account ever showed, they are the ledger's to explain,
 	// and are audited.
 	refundsRead := map[int64]decimal.Decimal{} // purchase version -> its refunds read, left out or not
+	newest := int64(0)
 	for _, e := range entries {
 		if e.Type == ledger.EntryRefund {
 			refundsRead[e.PurchaseVersion] = refundsRead[e.PurchaseVersion].Add(e.Amount)
 		}
-	}
-	newest := int64(0)
-	for _, e := range entries {
 		newest = max(newest, e.Version)
 	}
 	for _, r := range requests {

@@ -165,10 +165,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 				fresh = &read
 				l.observe.Retried(RetryStaleCache)
 				if conflicts++; conflicts >= l.retry.MaxAttempts {
-					l.log.Warn("retries exhausted", "user_id", user, "attempts", conflicts, "cause", "the account kept changing under its cache")
-					for _, c := range withoutFinished(current) {
-						c.finish(l.refuse(ctx, c.m, giveUp(errRetry, conflicts)))
-					}
+					l.abandon(ctx, user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), conflicts)
 					return later
 				}
 				calls, later = withoutFinished(calls), nil
@@ -224,11 +221,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 		lastConflict = retry
 		l.observe.Retried(retryReason(retry))
 		if conflicts++; conflicts >= l.retry.MaxAttempts {
-			l.log.Warn("retries exhausted", "user_id", user, "attempts", conflicts, "cause", lastConflict)
-			for _, c := range withoutFinished(current) {
-				// An earlier attempt may have committed with its answer lost.
-				c.finish(l.refuse(ctx, c.m, giveUp(lastConflict, conflicts)))
-			}
+			l.abandon(ctx, user, current, lastConflict, conflicts)
 			return g.later // never tried: the next group tries them, with attempts of its own
 		}
 		if err := sleep(ctx, l.retry.backoff(conflicts)); err != nil {
@@ -464,6 +457,16 @@ func giveUp(cause error, attempts int) error {
 	}
 	return ledger.Errorf(ledger.KindAborted, ledger.ReasonTooManyConflicts,
 		"gave up after %d attempts: concurrent writers kept changing the account; retrying with the same request_id is safe", attempts)
+}
+
+// abandon answers the calls of a group that ran out of attempts (see
+// giveUp), each after checking whether an earlier attempt had committed it
+// with its answer lost.
+func (l *Ledger) abandon(ctx context.Context, user string, calls []*call, cause error, attempts int) {
+	l.log.Warn("retries exhausted", "user_id", user, "attempts", attempts, "cause", cause)
+	for _, c := range withoutFinished(calls) {
+		c.finish(l.refuse(ctx, c.m, giveUp(cause, attempts)))
+	}
 }
 
 func (l *Ledger) finishRefused(ctx context.Context, refused []refusal) {
