@@ -274,11 +274,7 @@ func (p *pass) user(ctx context.Context, user string) error {
 func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]ledger.Finding, error) {
 	deadline := time.Now().Add(p.o.ProjectionGrace)
 	for {
-		st, err := p.r.history.State(ctx, user)
-		if err != nil {
-			return nil, err
-		}
-		items, err := p.r.history.Items(ctx, user)
+		st, items, err := p.snapshot(ctx, user)
 		if err != nil {
 			return nil, err
 		}
@@ -299,6 +295,47 @@ func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]l
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// snapshotTries bounds how often snapshot reads a user's history again
+// while the projector keeps committing to it.
+const snapshotTries = 10
+
+// snapshot reads a user's history state and items as of one moment. They
+// are separate reads, and the projector may commit between them: items
+// newer than the state read, or a purchase's refunded amount moved by a
+// newer refund, would then look like findings. Every projector and rebuild
+// commit moves the state in the same transaction as its items, so items read
+// between two equal reads of the state are the items of that state. Under a
+// projector that never pauses, the last try is compared without the items
+// past its state.
+func (p *pass) snapshot(ctx context.Context, user string) (projection.State, []ledger.Entry, error) {
+	st, err := p.r.history.State(ctx, user)
+	if err != nil {
+		return st, nil, err
+	}
+	for try := 1; ; try++ {
+		items, err := p.r.history.Items(ctx, user)
+		if err != nil {
+			return st, nil, err
+		}
+		again, err := p.r.history.State(ctx, user)
+		if err != nil {
+			return st, nil, err
+		}
+		switch {
+		case again.Version == st.Version && sameTotals(again, st):
+			return st, items, nil
+		case try == snapshotTries:
+			return st, slices.DeleteFunc(items, func(e ledger.Entry) bool { return e.Version > st.Version }), nil
+		}
+		st = again
+		select {
+		case <-ctx.Done():
+			return st, nil, ctx.Err()
+		case <-time.After(time.Duration(try) * 5 * time.Millisecond):
 		}
 	}
 }
