@@ -176,6 +176,12 @@ func TestAdjust(t *testing.T) {
 	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonBalanceMoved {
 		t.Errorf("explaining a balance the account does not have: %v, want failed_precondition/%s", err, ledger.ReasonBalanceMoved)
 	}
+	// The review's reproduction: explaining a balance its entries add up to
+	// would leave an entry no fold agrees with, for good.
+	_, err = adjust(&pb.AdjustRequest{UserId: "u1", RequestId: "a5", Amount: "5", Reason: "explain nothing", ExplainBalance: true, ExpectedBalance: "12.5"})
+	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonNothingToExplain {
+		t.Errorf("explaining a sound balance: %v, want failed_precondition/%s", err, ledger.ReasonNothingToExplain)
+	}
 	if bal := s.assertSound(t, "u1"); bal.String() != "12.5" {
 		t.Errorf("balance = %s, want 12.5", bal)
 	}

@@ -32,6 +32,8 @@ const (
 	ReasonInvalidStatus         = "INVALID_STATUS"
 	ReasonAccountNotFound       = "ACCOUNT_NOT_FOUND"
 	ReasonBalanceMoved          = "BALANCE_MOVED"
+	ReasonNothingToExplain      = "NOTHING_TO_EXPLAIN"
+	ReasonNotTheDifference      = "NOT_THE_DIFFERENCE"
 	ReasonReconcileRunning      = "RECONCILIATION_RUNNING"
 	ReasonInsufficientBalance   = "INSUFFICIENT_BALANCE"
 	ReasonAccountFrozen         = "ACCOUNT_FROZEN"

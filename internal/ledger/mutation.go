@@ -126,6 +126,28 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	return m, nil
 }
 
+// CheckExplains refuses an adjustment that explains the balance (see
+// Mutation) unless it is exactly what the account's balance differs from
+// the sum of its entries: the balance minus entriesSum. Anything else would
+// leave an entry whose balance_after no fold of the entries gives, for good.
+func CheckExplains(m Mutation, acct Account, entriesSum decimal.Decimal) error {
+	off := acct.Balance.Sub(entriesSum)
+	switch {
+	case off.IsZero():
+		return Errorf(KindFailedPrecondition, ReasonNothingToExplain,
+			"the balance %s of user %q is the sum of its entries: there is nothing to explain", acct.Balance, m.UserID)
+	case !m.Delta().Equal(off):
+		direction := "a credit"
+		if off.IsNegative() {
+			direction = "a debit"
+		}
+		return Errorf(KindFailedPrecondition, ReasonNotTheDifference,
+			"the balance %s of user %q differs from the sum of its entries (%s) by %s: an adjustment explaining it must be %s of %s",
+			acct.Balance, m.UserID, entriesSum, off, direction, off.Abs())
+	}
+	return nil
+}
+
 // Result is what a mutation returns: its entry, the balance right after it,
 // and whether it is the original result of an earlier identical request.
 type Result struct {

@@ -134,3 +134,36 @@ func TestFold(t *testing.T) {
 		t.Error("Fold accepted a wrong balance_after")
 	}
 }
+
+func TestCheckExplains(t *testing.T) {
+	t.Parallel()
+	d := decimal.RequireFromString
+	tests := []struct {
+		name          string
+		amount        string
+		debit         bool
+		balance, fold string
+		reason        string // "" = accepted
+	}{
+		{"the difference", "7", false, "107", "100", ""},
+		{"a debit for a balance below its entries", "7", true, "93", "100", ""},
+		{"nothing to explain", "5", false, "100", "100", ReasonNothingToExplain},
+		{"too little", "5", false, "107", "100", ReasonNotTheDifference},
+		{"too much", "8", false, "107", "100", ReasonNotTheDifference},
+		{"the wrong way", "7", true, "107", "100", ReasonNotTheDifference},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := NewMutation(EntryAdjustment, Request{UserID: "u", RequestID: "a", Amount: tc.amount, Debit: tc.debit,
+				Reason: "r", ExplainBalance: true, ExpectedBalance: tc.balance}, DefaultScale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = CheckExplains(m, Account{UserID: "u", Balance: d(tc.balance), Version: 3}, d(tc.fold))
+			if got := ReasonOf(err); got != tc.reason || (tc.reason == "") != (err == nil) {
+				t.Errorf("CheckExplains = %v, want reason %q", err, tc.reason)
+			}
+		})
+	}
+}

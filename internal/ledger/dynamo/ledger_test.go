@@ -741,3 +741,67 @@ func TestEveryCallOfAFailedGroupIsAnswered(t *testing.T) {
 		t.Errorf("version %d, want 1", acct.Version)
 	}
 }
+
+// An adjustment that explains the balance must be exactly what the balance
+// differs from the sum of the entries: any other amount would leave an
+// entry whose balance_after no fold gives, and entries are never edited.
+func TestAnExplainingAdjustmentMustBeTheDifference(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	explain := func(requestID, amount string, debit bool, expected string) (ledger.Result, error) {
+		m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{UserID: "u1", RequestID: requestID, Amount: amount,
+			Debit: debit, Reason: "explain", ExplainBalance: true, ExpectedBalance: expected}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Apply(ctx, m)
+	}
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "100"))
+
+	// Nothing to explain: the balance is the sum of the entries.
+	for range 2 { // a refusal writes nothing, so the same request is refused again
+		if _, err := explain("adj1", "5", false, "100"); ledger.ReasonOf(err) != ledger.ReasonNothingToExplain {
+			t.Errorf("explaining 5 of a sound balance: %v, want %s", err, ledger.ReasonNothingToExplain)
+		}
+	}
+
+	_, err := env.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &env.Ledger, Key: accountKey("u1"),
+		UpdateExpression:          aws.String("SET balance = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(107))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		amount string
+		debit  bool
+	}{
+		{"too-little", "5", false},
+		{"too-much", "8", false},
+		{"the-wrong-way", "7", true},
+	} {
+		if _, err := explain("adj-"+tc.name, tc.amount, tc.debit, "107"); ledger.ReasonOf(err) != ledger.ReasonNotTheDifference {
+			t.Errorf("%s: explaining %s (debit %v) of 107 - 100: %v, want %s", tc.name, tc.amount, tc.debit, err, ledger.ReasonNotTheDifference)
+		}
+	}
+	if a, err := l.Audit(ctx, "u1"); err != nil || a.Account.Version != 1 || len(a.Entries) != 1 {
+		t.Fatalf("after the refusals: %+v, %v; want version 1, one entry (nothing written)", a.Account, err)
+	}
+
+	res, err := explain("adj2", "7", false, "107")
+	if err != nil {
+		t.Fatalf("explaining 7 of 107 - 100: %v", err)
+	}
+	if !res.Entry.Amount.Equal(decimal.NewFromInt(7)) || !res.Balance.Equal(decimal.NewFromInt(107)) {
+		t.Errorf("explaining entry: amount %s balance %s, want 7 and 107", res.Entry.Amount, res.Balance)
+	}
+	if again, err := explain("adj2", "7", false, "107"); err != nil || !again.Replayed {
+		t.Errorf("the same explaining adjustment again: %+v, %v; want its replay", again, err)
+	}
+	if acct := assertAuditClean(t, l, "u1"); !acct.Balance.Equal(decimal.NewFromInt(107)) || acct.Version != 2 {
+		t.Errorf("account = %+v, want balance 107 at version 2", acct)
+	}
+}

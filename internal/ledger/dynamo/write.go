@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -41,6 +42,11 @@ import (
 // the purchase's key, and DynamoDB refuses two actions on one item), and a
 // stale cache otherwise just fails the version condition.
 //
+// An adjustment that explains the balance (see ledger.Mutation) starts a
+// group of its own: it is checked against the sum of the entries up to the
+// account's version (read consistently), and the version condition makes
+// the transaction apply to exactly that account.
+//
 // A cancelled group is decoded item by item: a taken request record makes
 // that mutation a replay (its original result) or ALREADY_EXISTS, a failed
 // refund cap refuses that refund, and the rest are planned again. A moved
@@ -55,6 +61,13 @@ type call struct {
 	res  ledger.Result
 	err  error
 	done chan struct{}
+	fold *fold // adjustments that explain the balance: the entries' sum, once read
+}
+
+// fold is the sum of a user's entries up to a version.
+type fold struct {
+	version int64
+	sum     decimal.Decimal
 }
 
 func (c *call) finish(res ledger.Result, err error) {
@@ -284,6 +297,27 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			}
 			purchase = rec
 		}
+		if m.ExplainBalance && running.Version > 0 {
+			// It explains the balance the group starts from: the entries it
+			// must add up with are those the account counts.
+			if len(g.members) > 0 {
+				g.later = calls[i:]
+				break
+			}
+			if !running.Balance.Equal(m.ExpectedBalance) {
+				refuse(balanceMoved(m, running))
+				continue
+			}
+			sum, err := l.foldTo(ctx, c, running.Version)
+			if err != nil {
+				c.finish(ledger.Result{}, err)
+				continue
+			}
+			if err := ledger.CheckExplains(m, running, sum); err != nil {
+				refuse(err)
+				continue
+			}
+		}
 		size := 2
 		if m.Type == ledger.EntryRefund {
 			size = 3
@@ -303,9 +337,6 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			continue
 		case m.Spends() && running.Balance.LessThan(m.Amount):
 			refuse(insufficient(m, running))
-			continue
-		case m.ExplainBalance && !running.Balance.Equal(m.ExpectedBalance):
-			refuse(balanceMoved(m, running))
 			continue
 		case m.ExplainBalance:
 			balance = running.Balance // the entry explains the balance; it does not move it
@@ -363,6 +394,28 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 	g.after = running
 	g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, hasPurchase, need)}
 	return g
+}
+
+// foldTo returns the sum of c's user's entries up to version, read
+// consistently; a retry of c reads only the entries it has not summed.
+func (l *Ledger) foldTo(ctx context.Context, c *call, version int64) (decimal.Decimal, error) {
+	if c.fold == nil || c.fold.version > version {
+		c.fold = &fold{}
+	}
+	if c.fold.version < version {
+		entries, err := l.EntriesAfter(ctx, c.m.UserID, c.fold.version, int(min(version-c.fold.version, math.MaxInt32)))
+		if err != nil {
+			return decimal.Decimal{}, fmt.Errorf("sum the entries an adjustment explains: %w", err)
+		}
+		for _, e := range entries {
+			c.fold.sum = c.fold.sum.Add(e.Amount)
+			c.fold.version = e.Version
+		}
+		if c.fold.version != version {
+			return decimal.Decimal{}, fmt.Errorf("sum the entries of %q to version %d: the ledger has entries to %d only", c.m.UserID, version, c.fold.version)
+		}
+	}
+	return c.fold.sum, nil
 }
 
 // decodeCancel settles the members of a cancelled group that the reasons
