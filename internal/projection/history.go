@@ -606,12 +606,16 @@ func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.
 		names["#type"] = "type"
 		filters = append(filters, "#type IN ("+strings.Join(in, ", ")+")")
 	}
+	// create_time is stored to the microsecond. For such a time t,
+	// t >= start and t < end hold exactly when they hold for the bounds
+	// rounded up to the microsecond; cut down instead, an end just past an
+	// entry's time would leave the entry out.
 	if !q.start.IsZero() {
-		values[":start"] = s(q.start.UTC().Format(timeLayout))
+		values[":start"] = s(ceilMicrosecond(q.start).Format(timeLayout))
 		filters = append(filters, "create_time >= :start")
 	}
 	if !q.end.IsZero() {
-		values[":end"] = s(q.end.UTC().Format(timeLayout))
+		values[":end"] = s(ceilMicrosecond(q.end).Format(timeLayout))
 		filters = append(filters, "create_time < :end")
 	}
 	in := &dynamodb.QueryInput{
@@ -646,6 +650,15 @@ func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.
 		in.ExclusiveStartKey = res.LastEvaluatedKey
 	}
 	return out, true, nil
+}
+
+// ceilMicrosecond is t in UTC, rounded up to the microsecond.
+func ceilMicrosecond(t time.Time) time.Time {
+	c := t.UTC().Truncate(time.Microsecond)
+	if c.Before(t) {
+		c = c.Add(time.Microsecond)
+	}
+	return c
 }
 
 // forEach runs f on every key with at most k at once; the first error

@@ -450,6 +450,32 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 	if len(window) == 0 || window[0].Version != 11 || window[len(window)-1].Version != 15 {
 		t.Errorf("time window [v11, v16): got %d items from %v", len(window), window)
 	}
+	// Bounds finer than the stored microsecond: an entry is in the window
+	// exactly when start <= create_time < end, compared at full precision.
+	for name, o := range map[string]ledger.HistoryQuery{
+		"end a nanosecond after an entry":    {Start: all[10].CreateTime, End: all[12].CreateTime.Add(time.Nanosecond)},
+		"start a nanosecond after an entry":  {Start: all[10].CreateTime.Add(time.Nanosecond), End: all[15].CreateTime},
+		"start a nanosecond before an entry": {Start: all[10].CreateTime.Add(-time.Nanosecond), End: all[12].CreateTime},
+	} {
+		var want []int64
+		for _, e := range all {
+			if !e.CreateTime.Before(o.Start) && e.CreateTime.Before(o.End) {
+				want = append(want, e.Version)
+			}
+		}
+		o.OldestFirst, o.PageSize = true, MaxPageSize
+		got, _, err := f.history.List(ctx, "u1", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var versions []int64
+		for _, e := range got {
+			versions = append(versions, e.Version)
+		}
+		if len(want) == 0 || !slices.Equal(versions, want) {
+			t.Errorf("%s: versions %v, want %v", name, versions, want)
+		}
+	}
 
 	_, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{PageSize: 2})
 	if err != nil {

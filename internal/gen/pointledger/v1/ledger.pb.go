@@ -1148,6 +1148,8 @@ type ListHistoryRequest struct {
 	// Only these types; empty: every type.
 	Types []EntryType `protobuf:"varint,4,rep,packed,name=types,proto3,enum=pointledger.v1.EntryType" json:"types,omitempty"`
 	// Only items created at or after start_time and before end_time (each optional).
+	// create_time is stored to the microsecond and compared exactly: an end_time
+	// one nanosecond after an item's create_time includes it.
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Oldest first instead of newest first.
