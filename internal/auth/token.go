@@ -91,14 +91,21 @@ type Authenticator struct {
 	insecure bool
 	// Now is the clock that judges token expiry.
 	Now func() time.Time
+	// MaxLifetime is how far ahead of Now a user token's exp may be (plus
+	// clockSkew): a token leaked, or minted by mistake with a far exp, would
+	// otherwise work until its key is retired.
+	MaxLifetime time.Duration
 }
+
+// DefaultUserTokenMaxLifetime is MaxLifetime unless set otherwise.
+const DefaultUserTokenMaxLifetime = 24 * time.Hour
 
 // NewAuthenticator checks tokens against creds.
 func NewAuthenticator(creds *Credentials) (*Authenticator, error) {
 	if err := creds.check(); err != nil {
 		return nil, err
 	}
-	a := &Authenticator{creds: creds, Now: time.Now}
+	a := &Authenticator{creds: creds, Now: time.Now, MaxLifetime: DefaultUserTokenMaxLifetime}
 	for i := range creds.UserTokenKeys {
 		k, _ := creds.key(i) // checked
 		a.keys = append(a.keys, k)
@@ -206,6 +213,10 @@ func (a *Authenticator) userToken(token string) (Identity, error) {
 		if v, ok := claims.raw[name]; ok && !isJSONNumber(v) {
 			return Identity{}, unauthenticated(ReasonInvalidToken, "token "+name+" must be a JSON number")
 		}
+	}
+	if latest := a.Now().Add(a.MaxLifetime + clockSkew); claims.ExpiresAt.After(latest) {
+		return Identity{}, unauthenticated(ReasonInvalidToken,
+			fmt.Sprintf("token lifetime too long: exp is more than %v ahead", a.MaxLifetime))
 	}
 	if ledger.ValidateUserID(claims.Subject) != nil {
 		return Identity{}, unauthenticated(ReasonInvalidToken, "token subject is not a valid user id")

@@ -112,6 +112,7 @@ func TestHostileUserTokens(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	a.Now = func() time.Time { return now }
 	const header = `{"alg":"HS256","typ":"JWT"}`
+	const maxLifetime = 24 * time.Hour // the default, as the README says
 	// claims is a payload for alice; exp, iat and nbf are raw JSON, "" for none.
 	claims := func(exp, iat, nbf string) string {
 		s := fmt.Sprintf(`{"iss":%q,"aud":%q,"sub":"alice"`, creds.Issuer, creds.Audience)
@@ -140,6 +141,7 @@ func TestHostileUserTokens(t *testing.T) {
 		{name: "well formed", token: goodToken},
 		{name: "without typ", token: handMade(t, creds, b64(`{"alg":"HS256"}`), b64(good))},
 		{name: "exp with a fraction", token: handMade(t, creds, b64(header), b64(claims(unix(time.Hour)+".5", "", "")))},
+		{name: "exp at the maximum lifetime", token: handMade(t, creds, b64(header), b64(claims(unix(maxLifetime), "", "")))},
 
 		{name: "signature encoded non-canonically", token: parts[0] + "." + parts[1] + "." + nonCanonical(t, parts[2]), reason: auth.ReasonInvalidToken},
 		{name: "payload encoded non-canonically", token: handMade(t, creds, b64(header), nonCanonical(t, padded)), reason: auth.ReasonInvalidToken},
@@ -151,6 +153,8 @@ func TestHostileUserTokens(t *testing.T) {
 		{name: "a second sub spelt with a long s", token: handMade(t, creds, b64(header), b64(strings.TrimSuffix(good, "}")+`,"ſub":"bob"}`)), reason: auth.ReasonInvalidToken, message: "case-sensitive"},
 		{name: "crit naming an extension", token: handMade(t, creds, b64(`{"alg":"HS256","typ":"JWT","crit":["exp"]}`), b64(good)), reason: auth.ReasonInvalidToken, message: "crit"},
 		{name: "crit empty", token: handMade(t, creds, b64(`{"alg":"HS256","crit":[]}`), b64(good)), reason: auth.ReasonInvalidToken, message: "crit"},
+		{name: "exp 31 years ahead", token: handMade(t, creds, b64(header), b64(claims(unix(31*365*24*time.Hour), unix(0), ""))), reason: auth.ReasonInvalidToken, message: "lifetime too long"},
+		{name: "exp a minute past the maximum lifetime and the skew", token: handMade(t, creds, b64(header), b64(claims(unix(maxLifetime+time.Minute), "", ""))), reason: auth.ReasonInvalidToken, message: "lifetime too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
