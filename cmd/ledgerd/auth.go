@@ -20,6 +20,8 @@ type authConfig struct {
 	insecure  bool
 	rateLimit float64
 	rateBurst int
+	// userTokenMaxLifetime is how far ahead a user token's exp may be.
+	userTokenMaxLifetime time.Duration
 }
 
 func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
@@ -42,6 +44,26 @@ func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
 		return err
 	}
 	fs.IntVar(&a.rateBurst, "rate-burst", burst, "requests a caller may make at once above -rate-limit; 0: the rate, at least 1 (LEDGER_RATE_BURST)")
+	return userTokenMaxLifetimeFlag(fs, getenv, &a.userTokenMaxLifetime)
+}
+
+// userTokenMaxLifetimeFlag registers -user-token-max-lifetime. serve (what it
+// accepts) and token (what it mints) both read it, from the same variable, so
+// that a deployment does not mint tokens its servers refuse.
+func userTokenMaxLifetimeFlag(fs *flag.FlagSet, getenv func(string) string, d *time.Duration) error {
+	def, err := durationFromEnv(getenv, "LEDGER_USER_TOKEN_MAX_LIFETIME", auth.DefaultUserTokenMaxLifetime)
+	if err != nil {
+		return err
+	}
+	fs.DurationVar(d, "user-token-max-lifetime", def,
+		"longest a user token may live: serve refuses a token whose exp is further ahead, token refuses a longer -ttl (LEDGER_USER_TOKEN_MAX_LIFETIME)")
+	return nil
+}
+
+func checkUserTokenMaxLifetime(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("-user-token-max-lifetime (LEDGER_USER_TOKEN_MAX_LIFETIME) must be more than 0, not %v", d)
+	}
 	return nil
 }
 
@@ -51,6 +73,9 @@ func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
 func (a *authConfig) authenticator(getenv func(string) string) (*auth.Authenticator, error) {
 	if !(a.rateLimit >= 0) || math.IsInf(a.rateLimit, 0) || a.rateBurst < 0 { // !(x >= 0) refuses NaN too
 		return nil, errors.New("-rate-limit must be a finite number of requests a second and -rate-burst not negative")
+	}
+	if err := checkUserTokenMaxLifetime(a.userTokenMaxLifetime); err != nil {
+		return nil, err
 	}
 	inline := getenv("LEDGER_AUTH_JSON")
 	if a.insecure {
@@ -78,7 +103,12 @@ func (a *authConfig) authenticator(getenv func(string) string) (*auth.Authentica
 	if err != nil {
 		return nil, err
 	}
-	return auth.NewAuthenticator(creds)
+	authn, err := auth.NewAuthenticator(creds)
+	if err != nil {
+		return nil, err
+	}
+	authn.MaxLifetime = a.userTokenMaxLifetime
+	return authn, nil
 }
 
 // warnInsecure says loudly, at start and then every interval until ctx
@@ -108,9 +138,13 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	file := fs.String("auth-file", getenv("LEDGER_AUTH_FILE"), "credentials file whose first user token key signs (LEDGER_AUTH_FILE)")
 	user := fs.String("user", "", "mint a user token for this user id")
-	ttl := fs.Duration("ttl", time.Hour, "lifetime of the user token")
+	ttl := fs.Duration("ttl", time.Hour, "lifetime of the user token, at most -user-token-max-lifetime")
 	newToken := fs.String("new", "", "instead: print a new random service or admin token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
 	name := fs.String("name", "", "with -new service|admin: the token's name in the credentials file")
+	var maxLifetime time.Duration
+	if err := userTokenMaxLifetimeFlag(fs, getenv, &maxLifetime); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,6 +167,12 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	if *user == "" {
 		return errors.New("give -user (or -new)")
+	}
+	if err := checkUserTokenMaxLifetime(maxLifetime); err != nil {
+		return err
+	}
+	if *ttl > maxLifetime {
+		return fmt.Errorf("-ttl %v is longer than -user-token-max-lifetime %v (LEDGER_USER_TOKEN_MAX_LIFETIME): ledgerd serve would refuse the token", *ttl, maxLifetime)
 	}
 	if *file == "" {
 		return errors.New("give -auth-file (LEDGER_AUTH_FILE)")

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,6 +40,7 @@ func TestServeRefusesToStartWithoutCredentials(t *testing.T) {
 		"negative rate":             {"serve", "-insecure-dev", "-rate-limit", "-1"},
 		"NaN rate":                  {"serve", "-insecure-dev", "-rate-limit", "NaN"},
 		"infinite rate":             {"serve", "-insecure-dev", "-rate-limit", "+Inf"},
+		"no user token lifetime":    {"serve", "-insecure-dev", "-user-token-max-lifetime", "0"},
 	} {
 		// Should serve start all the same, it stops at the deadline and the
 		// test fails instead of hanging.
@@ -138,5 +141,81 @@ func TestTokenCommand(t *testing.T) {
 		if err := run(context.Background(), args, none, &out, &errOut); err == nil {
 			t.Errorf("ledgerd %v succeeded", args)
 		}
+	}
+}
+
+// serve accepts, and `ledgerd token` mints, user tokens up to the same
+// maximum lifetime, from the same flag or variable.
+func TestUserTokenMaxLifetime(t *testing.T) {
+	t.Parallel()
+	creds := auth.GenerateDev().Credentials
+	authFile := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(authFile, creds.JSON(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    time.Duration
+		wantErr string // in the errors of serve's setup and of token
+	}{
+		{name: "default", want: 24 * time.Hour},
+		{name: "flag", args: []string{"-user-token-max-lifetime", "2h"}, want: 2 * time.Hour},
+		{name: "variable", env: map[string]string{"LEDGER_USER_TOKEN_MAX_LIFETIME": "3h"}, want: 3 * time.Hour},
+		{name: "flag wins", args: []string{"-user-token-max-lifetime", "2h"}, env: map[string]string{"LEDGER_USER_TOKEN_MAX_LIFETIME": "3h"}, want: 2 * time.Hour},
+		{name: "zero", args: []string{"-user-token-max-lifetime", "0"}, wantErr: "-user-token-max-lifetime (LEDGER_USER_TOKEN_MAX_LIFETIME) must be more than 0"},
+		{name: "negative", args: []string{"-user-token-max-lifetime", "-1h"}, wantErr: "-user-token-max-lifetime (LEDGER_USER_TOKEN_MAX_LIFETIME) must be more than 0"},
+		{name: "variable not a duration", env: map[string]string{"LEDGER_USER_TOKEN_MAX_LIFETIME": "a day"}, wantErr: "LEDGER_USER_TOKEN_MAX_LIFETIME"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			getenv := func(k string) string { return tc.env[k] }
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			var ac authConfig
+			err := ac.flags(fs, getenv)
+			if err == nil {
+				err = fs.Parse(append([]string{"-auth-file", authFile}, tc.args...))
+			}
+			var a *auth.Authenticator
+			if err == nil {
+				a, err = ac.authenticator(getenv)
+			}
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("serve: %v, want an error with %q", err, tc.wantErr)
+				}
+			} else if err != nil {
+				t.Fatalf("serve: %v", err)
+			} else if a.MaxLifetime != tc.want {
+				t.Errorf("serve: a maximum lifetime of %v, want %v", a.MaxLifetime, tc.want)
+			}
+
+			// token: the maximum mints and passes serve's check, a second more
+			// is refused.
+			mint := func(ttl time.Duration) (string, error) {
+				var out bytes.Buffer
+				args := append([]string{"token", "-auth-file", authFile, "-user", "alice", "-ttl", ttl.String()}, tc.args...)
+				err := run(context.Background(), args, getenv, &out, io.Discard)
+				return strings.TrimSpace(out.String()), err
+			}
+			if tc.wantErr != "" {
+				if _, err := mint(time.Hour); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("token: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			tok, err := mint(tc.want)
+			if err != nil {
+				t.Fatalf("token -ttl %v: %v", tc.want, err)
+			}
+			if _, err := a.Authenticate("Bearer " + tok); err != nil {
+				t.Errorf("serve refuses a token minted for the maximum: %v", err)
+			}
+			if _, err := mint(tc.want + time.Second); err == nil || !strings.Contains(err.Error(), "longer than -user-token-max-lifetime") {
+				t.Errorf("token -ttl %v: %v, want a refusal naming -user-token-max-lifetime", tc.want+time.Second, err)
+			}
+		})
 	}
 }

@@ -233,7 +233,7 @@ func TestRolesPerProcedure(t *testing.T) {
 			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "RebuildProjection": ok, "GetProjectionStatus": ok,
 		}},
 		{"user alice", s.userToken(t, "alice", time.Hour), map[string]connect.Code{
-			"Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"Purchase": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
 		}},
 		{"user bob, for alice", s.userToken(t, "bob", time.Hour), map[string]connect.Code{}},
 		{"no token", "", allCodes(unauth)},
@@ -296,6 +296,29 @@ func TestUserTokenForAnotherUser(t *testing.T) {
 	res, err := svc.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"}))
 	if err != nil || res.Msg.Balance != "10" || res.Msg.Version != 1 {
 		t.Errorf("alice after bob's attempt: %v, %v; want balance 10, version 1", res, err)
+	}
+}
+
+// A refund is the shop's decision: a user token may not refund even its own
+// purchase (it would undo the purchase and keep the goods), and the refusal
+// is by role, before anything is written.
+func TestUserMayNotRefund(t *testing.T) {
+	t.Parallel()
+	s := newSecureServer(t)
+	ctx := context.Background()
+	s.setup(t, s.creds.ServiceToken)
+	alice, _ := s.clients(s.userToken(t, "alice", time.Hour))
+	before := s.itemCount(t)
+	_, err := alice.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "alice", Amount: "50", RequestId: "undo", PurchaseRequestId: "setup-p"}))
+	if connect.CodeOf(err) != connect.CodePermissionDenied || reason(err) != auth.ReasonRoleDenied {
+		t.Errorf("alice refunds her own purchase: %v (%s), want permission_denied %s", err, reason(err), auth.ReasonRoleDenied)
+	}
+	if after := s.itemCount(t); after != before {
+		t.Errorf("a refused refund changed the tables from %d to %d items", before, after)
+	}
+	svc, _ := s.clients(s.creds.ServiceToken)
+	if _, err := svc.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "alice", Amount: "50", RequestId: "shop-refund", PurchaseRequestId: "setup-p"})); err != nil {
+		t.Errorf("the service refunds alice's purchase: %v", err)
 	}
 }
 

@@ -10,9 +10,11 @@
 //     ListHistory) but not move points: an admin moves points with Adjust,
 //     which demands a reason.
 //   - user: an HS256 JWT signed with a key of the credentials file, with a
-//     required `exp`, issuer and audience; its `sub` is the user id. May read
-//     its own balance, entries and history, and purchase and refund for
-//     itself; nothing else.
+//     required `exp` (a number, at most MaxLifetime ahead), issuer and
+//     audience; its `sub` is the user id. May read its own balance, entries
+//     and history, and purchase for itself; nothing else. Not refund: a
+//     refund is the shop's decision (service), else a user could undo a
+//     purchase and keep the goods.
 //
 // Invariants: no secret is compiled in; opaque tokens are compared by hash
 // in constant time; a procedure missing from the policy is refused; the

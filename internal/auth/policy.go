@@ -12,10 +12,13 @@ type rule struct {
 }
 
 // policy is the access table. A procedure not in it is refused to everyone.
+// Refund is the service's alone: a refund is the shop's decision, not the
+// buyer's, or a user could undo any purchase of its own and keep the goods;
+// an admin gives points back through Adjust, with a reason.
 var policy = map[string]rule{
 	pointledgerv1connect.LedgerServiceGrantProcedure:       {service: true},
 	pointledgerv1connect.LedgerServicePurchaseProcedure:    {service: true, user: true},
-	pointledgerv1connect.LedgerServiceRefundProcedure:      {service: true, user: true},
+	pointledgerv1connect.LedgerServiceRefundProcedure:      {service: true},
 	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true},
 	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true},
 	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -90,14 +91,21 @@ type Authenticator struct {
 	insecure bool
 	// Now is the clock that judges token expiry.
 	Now func() time.Time
+	// MaxLifetime is how far ahead of Now a user token's exp may be (plus
+	// clockSkew): a token leaked, or minted by mistake with a far exp, would
+	// otherwise work until its key is retired.
+	MaxLifetime time.Duration
 }
+
+// DefaultUserTokenMaxLifetime is MaxLifetime unless set otherwise.
+const DefaultUserTokenMaxLifetime = 24 * time.Hour
 
 // NewAuthenticator checks tokens against creds.
 func NewAuthenticator(creds *Credentials) (*Authenticator, error) {
 	if err := creds.check(); err != nil {
 		return nil, err
 	}
-	a := &Authenticator{creds: creds, Now: time.Now}
+	a := &Authenticator{creds: creds, Now: time.Now, MaxLifetime: DefaultUserTokenMaxLifetime}
 	for i := range creds.UserTokenKeys {
 		k, _ := creds.key(i) // checked
 		a.keys = append(a.keys, k)
@@ -163,9 +171,12 @@ func (a *Authenticator) userToken(token string) (Identity, error) {
 		jwt.WithAudience(a.creds.Audience),
 		jwt.WithLeeway(clockSkew),
 		jwt.WithTimeFunc(a.Now),
+		// One token, one spelling: lax base64 ignores a segment's unused
+		// low bits, so each token would have other strings that pass too.
+		jwt.WithStrictDecoding(),
 	)
-	var claims jwt.RegisteredClaims
-	_, err := p.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) {
+	var claims userClaims
+	tok, err := p.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) {
 		keys := make([]jwt.VerificationKey, len(a.keys))
 		for i, k := range a.keys {
 			keys[i] = k
@@ -178,10 +189,64 @@ func (a *Authenticator) userToken(token string) (Identity, error) {
 	case err != nil:
 		return Identity{}, unauthenticated(ReasonInvalidToken, "invalid token")
 	}
+	// The signature is good from here on, so the refusals may say why: only
+	// the holder of a key could have made these tokens.
+	if _, ok := tok.Header["crit"]; ok {
+		// RFC 7515 4.1.11: an extension named in crit must be understood or
+		// the token refused; we understand none.
+		return Identity{}, unauthenticated(ReasonInvalidToken, "token header has crit: no extension is understood")
+	}
+	for name := range claims.raw {
+		// encoding/json fills RegisteredClaims ignoring case ("EXP", "ſub"),
+		// so such a member would pass unchecked here, or override the real
+		// claim for us while other verifiers, case-sensitive as RFC 7519
+		// wants, read the real one.
+		for _, r := range registeredClaims {
+			if name != r && strings.EqualFold(name, r) {
+				return Identity{}, unauthenticated(ReasonInvalidToken, fmt.Sprintf("token claim %q: claim names are case-sensitive", name))
+			}
+		}
+	}
+	for _, name := range []string{"exp", "iat", "nbf"} {
+		// jwt's NumericDate also takes a quoted number; RFC 7519 wants a
+		// JSON number, and another verifier may read a string otherwise.
+		if v, ok := claims.raw[name]; ok && !isJSONNumber(v) {
+			return Identity{}, unauthenticated(ReasonInvalidToken, "token "+name+" must be a JSON number")
+		}
+	}
+	if latest := a.Now().Add(a.MaxLifetime + clockSkew); claims.ExpiresAt.After(latest) {
+		return Identity{}, unauthenticated(ReasonInvalidToken,
+			fmt.Sprintf("token lifetime too long: exp is more than %v ahead", a.MaxLifetime))
+	}
 	if ledger.ValidateUserID(claims.Subject) != nil {
 		return Identity{}, unauthenticated(ReasonInvalidToken, "token subject is not a valid user id")
 	}
 	return Identity{Role: RoleUser, Subject: claims.Subject}, nil
+}
+
+// userClaims are the registered claims and the payload's raw members, to
+// check what jwt's types let through.
+type userClaims struct {
+	jwt.RegisteredClaims
+	raw map[string]json.RawMessage
+}
+
+func (c *userClaims) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &c.raw); err != nil {
+		return fmt.Errorf("claims: %w", err)
+	}
+	if err := json.Unmarshal(b, &c.RegisteredClaims); err != nil {
+		return fmt.Errorf("claims: %w", err)
+	}
+	return nil
+}
+
+// registeredClaims are the names jwt.RegisteredClaims reads.
+var registeredClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti"}
+
+// isJSONNumber reports whether v, a valid JSON value, is a number.
+func isJSONNumber(v json.RawMessage) bool {
+	return len(v) > 0 && (v[0] == '-' || '0' <= v[0] && v[0] <= '9')
 }
 
 // MintUserToken signs a user token for user, valid for ttl, with the first

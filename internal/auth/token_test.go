@@ -1,6 +1,10 @@
 package auth_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +68,107 @@ func TestUserTokens(t *testing.T) {
 	}
 	if _, err := auth.MintUserToken(creds, "al#ice", time.Hour, now); err == nil {
 		t.Error("minted a token for user id al#ice")
+	}
+}
+
+// b64 is a JWT segment: base64url without padding.
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// handMade is a user token with header and payload exactly as given, and
+// segments as given, signed by the first user token key of creds: only what
+// a test makes wrong is wrong.
+func handMade(tb testing.TB, creds *auth.Credentials, headerSeg, payloadSeg string) string {
+	tb.Helper()
+	key, err := base64.StdEncoding.DecodeString(creds.UserTokenKeys[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(headerSeg + "." + payloadSeg))
+	return headerSeg + "." + payloadSeg + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// nonCanonical flips the lowest of the unused low bits of seg's last
+// character: another string that a lax decoder reads as the same bytes.
+func nonCanonical(tb testing.TB, seg string) string {
+	tb.Helper()
+	if len(seg)%4 == 0 {
+		tb.Fatalf("segment %q has no unused bits", seg)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, seg[len(seg)-1])
+	return seg[:len(seg)-1] + string(alphabet[i^1])
+}
+
+// Tokens signed with the right key that get one property wrong are refused
+// as INVALID_TOKEN; a well-formed one passes beside them.
+func TestHostileUserTokens(t *testing.T) {
+	t.Parallel()
+	creds := auth.GenerateDev().Credentials
+	a, err := auth.NewAuthenticator(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	a.Now = func() time.Time { return now }
+	const header = `{"alg":"HS256","typ":"JWT"}`
+	const maxLifetime = 24 * time.Hour // the default, as the README says
+	// claims is a payload for alice; exp, iat and nbf are raw JSON, "" for none.
+	claims := func(exp, iat, nbf string) string {
+		s := fmt.Sprintf(`{"iss":%q,"aud":%q,"sub":"alice"`, creds.Issuer, creds.Audience)
+		for _, c := range [][2]string{{"exp", exp}, {"iat", iat}, {"nbf", nbf}} {
+			if c[1] != "" {
+				s += `,"` + c[0] + `":` + c[1]
+			}
+		}
+		return s + "}"
+	}
+	unix := func(d time.Duration) string { return fmt.Sprint(now.Add(d).Unix()) }
+	good := claims(unix(time.Hour), unix(0), unix(0))
+	goodToken := handMade(t, creds, b64(header), b64(good))
+	parts := strings.Split(goodToken, ".")
+	// A payload one byte longer ends its segment in unused bits.
+	padded := b64(good + " ")
+	if len(padded)%4 == 0 {
+		padded = b64(good + "  ")
+	}
+	for _, tc := range []struct {
+		name    string
+		token   string
+		reason  string // "" for accepted
+		message string // in the refusal
+	}{
+		{name: "well formed", token: goodToken},
+		{name: "without typ", token: handMade(t, creds, b64(`{"alg":"HS256"}`), b64(good))},
+		{name: "exp with a fraction", token: handMade(t, creds, b64(header), b64(claims(unix(time.Hour)+".5", "", "")))},
+		{name: "exp at the maximum lifetime", token: handMade(t, creds, b64(header), b64(claims(unix(maxLifetime), "", "")))},
+
+		{name: "signature encoded non-canonically", token: parts[0] + "." + parts[1] + "." + nonCanonical(t, parts[2]), reason: auth.ReasonInvalidToken},
+		{name: "payload encoded non-canonically", token: handMade(t, creds, b64(header), nonCanonical(t, padded)), reason: auth.ReasonInvalidToken},
+		{name: "exp a string", token: handMade(t, creds, b64(header), b64(claims(`"`+unix(time.Hour)+`"`, "", ""))), reason: auth.ReasonInvalidToken, message: "number"},
+		{name: "iat a string", token: handMade(t, creds, b64(header), b64(claims(unix(time.Hour), `"`+unix(0)+`"`, ""))), reason: auth.ReasonInvalidToken, message: "number"},
+		{name: "nbf a string", token: handMade(t, creds, b64(header), b64(claims(unix(time.Hour), "", `"`+unix(0)+`"`))), reason: auth.ReasonInvalidToken, message: "number"},
+		{name: "iat null", token: handMade(t, creds, b64(header), b64(claims(unix(time.Hour), "null", ""))), reason: auth.ReasonInvalidToken, message: "number"},
+		{name: "EXP a string", token: handMade(t, creds, b64(header), b64(strings.TrimSuffix(claims(unix(time.Hour), "", ""), "}")+`,"EXP":"`+unix(time.Hour)+`"}`)), reason: auth.ReasonInvalidToken, message: "case-sensitive"},
+		{name: "a second sub spelt with a long s", token: handMade(t, creds, b64(header), b64(strings.TrimSuffix(good, "}")+`,"ſub":"bob"}`)), reason: auth.ReasonInvalidToken, message: "case-sensitive"},
+		{name: "crit naming an extension", token: handMade(t, creds, b64(`{"alg":"HS256","typ":"JWT","crit":["exp"]}`), b64(good)), reason: auth.ReasonInvalidToken, message: "crit"},
+		{name: "crit empty", token: handMade(t, creds, b64(`{"alg":"HS256","crit":[]}`), b64(good)), reason: auth.ReasonInvalidToken, message: "crit"},
+		{name: "exp 31 years ahead", token: handMade(t, creds, b64(header), b64(claims(unix(31*365*24*time.Hour), unix(0), ""))), reason: auth.ReasonInvalidToken, message: "lifetime too long"},
+		{name: "exp a minute past the maximum lifetime and the skew", token: handMade(t, creds, b64(header), b64(claims(unix(maxLifetime+time.Minute), "", ""))), reason: auth.ReasonInvalidToken, message: "lifetime too long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			id, err := a.Authenticate("Bearer " + tc.token)
+			if tc.reason == "" {
+				if err != nil || id != (auth.Identity{Role: auth.RoleUser, Subject: "alice"}) {
+					t.Errorf("%s: %v, %v; want alice", tc.token, id, err)
+				}
+				return
+			}
+			if got := auth.ReasonOf(err); got != tc.reason || !strings.Contains(fmt.Sprint(err), tc.message) {
+				t.Errorf("%s: %v (%s), want %s with %q", tc.token, err, got, tc.reason, tc.message)
+			}
+		})
 	}
 }
 
