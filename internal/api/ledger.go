@@ -193,6 +193,7 @@ func entryTypeFromProto(t pb.EntryType) (ledger.EntryType, bool) {
 		return ledger.EntryRefund, true
 	case pb.EntryType_ENTRY_TYPE_ADJUSTMENT:
 		return ledger.EntryAdjustment, true
+	case pb.EntryType_ENTRY_TYPE_UNSPECIFIED:
 	}
 	return "", false
 }

@@ -154,7 +154,7 @@ func start(ctx context.Context, o Options, port int) (*Emulator, error) {
 		}
 		select {
 		case <-e.done:
-			return nil, fmt.Errorf("DynamoDB Local exited on port %d: %v\n%s", port, e.err, out.String())
+			return nil, fmt.Errorf("DynamoDB Local exited on port %d: %w\n%s", port, e.err, out.String())
 		case <-ctx.Done():
 			e.Stop()
 			return nil, ctx.Err()
@@ -162,7 +162,7 @@ func start(ctx context.Context, o Options, port int) (*Emulator, error) {
 		}
 		if time.Now().After(deadline) {
 			e.Stop()
-			return nil, fmt.Errorf("DynamoDB Local did not answer on port %d within 60s: %v\n%s", port, err, out.String())
+			return nil, fmt.Errorf("DynamoDB Local did not answer on port %d within 60s: %w\n%s", port, err, out.String())
 		}
 	}
 }

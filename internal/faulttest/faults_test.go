@@ -144,6 +144,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 			switch connect.CodeOf(err) {
 			case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument:
 				return // a definite answer: refused, nothing written
+			default:
 			}
 			// No definite answer (ledgerd down, DynamoDB down, deadline):
 			// the same request again, as long as it takes.

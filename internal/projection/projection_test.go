@@ -528,6 +528,7 @@ func (l *lossyStream) GetShardIterator(ctx context.Context, in *dynamodbstreams.
 		if aws.ToString(in.SequenceNumber) < l.lostUpTo {
 			return nil, &types.TrimmedDataAccessException{Message: aws.String("trimmed")}
 		}
+	default: // LATEST and by time: the projector asks for neither
 	}
 	return l.StreamsAPI.GetShardIterator(ctx, in, opts...)
 }
@@ -888,7 +889,11 @@ func TestACatchUpRequestOutlivesTheProjector(t *testing.T) {
 	p.Release(context.Background())
 
 	stop = run(f.projector("p", Options{}))
-	defer stop()
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
 	f.waitCaughtUp(t, lost)
 	f.assertHistoryEqualsLedger(t, slices.Concat(early, lost, late))
 	if n, err := f.leases.CatchUpRequests(context.Background(), catchUpKey(f.env.Ledger)); err != nil || n != 0 {

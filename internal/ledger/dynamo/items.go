@@ -77,6 +77,7 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 		item["metadata"] = &types.AttributeValueMemberM{Value: md}
 	}
 	switch e.Type {
+	case ledger.EntryGrant:
 	case ledger.EntryPurchase:
 		item["refunded_amount"] = num(e.RefundedAmount)
 	case ledger.EntryRefund:
@@ -157,6 +158,7 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 		Metadata:     d.strMap("metadata"),
 	}
 	switch e.Type {
+	case ledger.EntryGrant:
 	case ledger.EntryPurchase:
 		e.RefundedAmount = d.num("refunded_amount")
 	case ledger.EntryRefund:

@@ -672,7 +672,7 @@ type bumpBeforeAccountReads struct {
 
 func (w *bumpBeforeAccountReads) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	if sk, ok := in.Key["SK"].(*types.AttributeValueMemberS); ok && sk.Value == accountSK && w.on.Load() {
-		_, err := w.API.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &w.table, Key: in.Key,
+		_, err := w.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &w.table, Key: in.Key,
 			UpdateExpression:          aws.String("SET balance = balance + :one"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(decimal.NewFromInt(1))}})
 		if err != nil {
