@@ -6,7 +6,8 @@
 // DynamoDB proxy in front of it, and the ledgerd binary at -ledgerd;
 // -target URL drives a running ledgerd instead (its tables are read for the
 // checks through -dynamodb-endpoint and -table-prefix; -token is its service
-// token; the ledgerd started here gets fresh credentials).
+// token; -target-ops its operations listener, where the projection's status
+// is; the ledgerd started here gets fresh credentials).
 //
 // One invocation measures, each for -warmup then -duration:
 //
@@ -74,21 +75,23 @@ func main() {
 }
 
 type flags struct {
-	target, ledgerd, dynamoEndpoint, tablePrefix string
-	token                                        string // -target: a service token
-	scenario, rate, mix, out                     string
-	amount, grant                                string
-	concurrency, users, spends, covers           int
-	maxInFlight                                  int
-	duration, warmup, latency                    time.Duration
-	baselines, sharedEmulator, proxy, h2c        bool
-	pinEmulator                                  bool
+	target, targetOps, ledgerd            string
+	dynamoEndpoint, tablePrefix           string
+	token                                 string // -target: a service token
+	scenario, rate, mix, out              string
+	amount, grant                         string
+	concurrency, users, spends, covers    int
+	maxInFlight                           int
+	duration, warmup, latency             time.Duration
+	baselines, sharedEmulator, proxy, h2c bool
+	pinEmulator                           bool
 }
 
 func run(ctx context.Context, args []string) (ok bool, err error) {
 	var f flags
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.StringVar(&f.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
+	fs.StringVar(&f.targetOps, "target-ops", "", "with -target: URL of its operations listener (-ops-listen), for the projection's lag and to know whether it projects; empty: no lag, and the history is caught up from the ledger before the checks")
 	fs.StringVar(&f.token, "token", os.Getenv("LEDGER_TOKEN"), "with -target: a service token to send (LEDGER_TOKEN)")
 	fs.StringVar(&f.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "with -target: the DynamoDB endpoint of its tables, read for the checks (empty: AWS's, from the environment)")
@@ -382,7 +385,7 @@ func (r *runner) baseline(ctx context.Context, name, description string, mk func
 // ledgerd measures ledgerd (started on a fresh emulator, or -target), then
 // checks the invariants over everything the run sent.
 func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, error) {
-	url, db, prefix, token := r.f.target, r.checkDB, r.f.tablePrefix, r.f.token
+	url, opsURL, db, prefix, token := r.f.target, r.f.targetOps, r.checkDB, r.f.tablePrefix, r.f.token
 	var e *env
 	if url == "" {
 		var stop func()
@@ -392,7 +395,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 		}
 		defer stop()
 		var stopLedgerd func()
-		if url, token, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e); err != nil {
+		if url, opsURL, token, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e); err != nil {
 			return Run{}, err
 		}
 		defer stopLedgerd()
@@ -409,7 +412,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	rec, b := newRecorder(), newBook()
 	before, after := countProxy(rec, e)
 	lagCtx, stopLag := context.WithCancel(ctx)
-	lags := sampleLag(lagCtx, r.http, url)
+	lags := sampleLag(lagCtx, r.http, opsURL)
 	run, err := r.measure(ctx, name, s, newSender(x, rec, b), rate, rec)
 	stopLag()
 	if err != nil {
@@ -424,7 +427,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	r.rep.Runs = append(r.rep.Runs, run)
 
 	fmt.Printf("%s: checking the invariants...\n", name)
-	if err := catchUp(ctx, r.http, url, db, prefix); err != nil {
+	if err := catchUp(ctx, r.http, opsURL, db, prefix); err != nil {
 		return Run{}, err
 	}
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
@@ -492,7 +495,7 @@ func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) 
 		notes = append(notes, fmt.Sprintf("projection lag p50 %s, max %s (%d samples of /projection/status every 500ms)",
 			lags[len(lags)/2].Round(time.Millisecond), lags[len(lags)-1].Round(time.Millisecond), len(lags)))
 	} else {
-		notes = append(notes, "no projector running in ledgerd")
+		notes = append(notes, "no projector running in ledgerd (or no -target-ops to ask)")
 	}
 	x.mu.Lock()
 	last := x.last
@@ -507,10 +510,11 @@ func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) 
 	return notes
 }
 
-// catchUp: when ledgerd runs no projector, the history is brought up to
-// date from the ledger (as `ledgerd project` would) so it can be checked.
-func catchUp(ctx context.Context, c *http.Client, target string, db *dynamodb.Client, prefix string) error {
-	if st, err := getProjectionStatus(c, target); err == nil && st.Running {
+// catchUp: when ledgerd runs no projector (or its operations listener
+// cannot say), the history is brought up to date from the ledger (as
+// `ledgerd project` would) so it can be checked.
+func catchUp(ctx context.Context, c *http.Client, opsURL string, db *dynamodb.Client, prefix string) error {
+	if st, err := getProjectionStatus(c, opsURL); err == nil && st.Running {
 		return nil
 	}
 	fmt.Println("ledgerd runs no projector: catching the history up from the ledger, as `ledgerd project` would")

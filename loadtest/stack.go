@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -60,38 +61,46 @@ func (e *env) proxyStats() ddbproxy.Stats {
 	return e.proxy.Stats()
 }
 
-// startLedgerd migrates e's tables and starts ledgerd on them, on a free
-// port, with fresh credentials; it returns ledgerd's URL, a service token
-// and how to stop it.
-func startLedgerd(ctx context.Context, bin string, e *env) (string, string, func(), error) {
+// startLedgerd migrates e's tables and starts ledgerd on them, on free
+// ports, with fresh credentials; it returns ledgerd's URL, its operations
+// listener's (for the projection's status), a service token and how to stop
+// it.
+func startLedgerd(ctx context.Context, bin string, e *env) (url, opsURL, token string, stop func(), err error) {
 	creds := auth.GenerateDev()
 	environ := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+e.endpoint, "LEDGER_LOG_LEVEL=warn",
 		"LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()))
 	migrate := exec.CommandContext(ctx, bin, "migrate")
 	migrate.Env = environ
 	if out, err := migrate.CombinedOutput(); err != nil {
-		return "", "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
+		return "", "", "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
 	}
-	port, err := dynamolocal.FreePort()
-	if err != nil {
-		return "", "", nil, err
+	// Ports of our choosing rather than 0: ledgerd logs the bound addresses
+	// at info, and the load test runs it at warn. Not the operations
+	// listener's default either, which another ledgerd on this machine may
+	// hold.
+	var addrs [2]string
+	for i := range addrs {
+		port, err := dynamolocal.FreePort()
+		if err != nil {
+			return "", "", "", nil, err
+		}
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	serve := exec.Command(bin, "serve", "-listen", addr)
+	serve := exec.Command(bin, "serve", "-listen", addrs[0], "-ops-listen", addrs[1])
 	serve.Env, serve.Stderr = environ, os.Stderr
 	if err := serve.Start(); err != nil {
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
-	stop := func() {
+	stop = func() {
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		_ = serve.Wait()
 	}
-	url := "http://" + addr
+	url = "http://" + addrs[0]
 	if err := waitHealthy(ctx, url, 30*time.Second); err != nil {
 		stop()
-		return "", "", nil, err
+		return "", "", "", nil, err
 	}
-	return url, creds.ServiceToken, stop, nil
+	return url, "http://" + addrs[1], creds.ServiceToken, stop, nil
 }
 
 // waitHealthy waits for GET /healthz to answer 200.
@@ -113,15 +122,19 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
 	}
 }
 
-// projectionStatus is ledgerd's GET /projection/status.
+// projectionStatus is ledgerd's GET /projection/status, on its operations
+// listener.
 type projectionStatus struct {
 	Running bool  `json:"running"`
 	Lag     int64 `json:"lag_ns"`
 }
 
-func getProjectionStatus(c *http.Client, url string) (projectionStatus, error) {
+func getProjectionStatus(c *http.Client, opsURL string) (projectionStatus, error) {
 	var st projectionStatus
-	res, err := c.Get(url + "/projection/status")
+	if opsURL == "" {
+		return st, errors.New("no operations listener to ask (-target-ops)")
+	}
+	res, err := c.Get(opsURL + "/projection/status")
 	if err != nil {
 		return st, err
 	}
@@ -133,8 +146,9 @@ func getProjectionStatus(c *http.Client, url string) (projectionStatus, error) {
 }
 
 // sampleLag reads the projector's lag every 500ms until ctx ends, and then
-// sends the samples. A target without a projector gives none.
-func sampleLag(ctx context.Context, c *http.Client, url string) <-chan []time.Duration {
+// sends the samples. A target without a projector, or without an
+// operations listener to ask, gives none.
+func sampleLag(ctx context.Context, c *http.Client, opsURL string) <-chan []time.Duration {
 	out := make(chan []time.Duration, 1)
 	go func() {
 		var lags []time.Duration
@@ -147,7 +161,7 @@ func sampleLag(ctx context.Context, c *http.Client, url string) <-chan []time.Du
 				return
 			case <-t.C:
 			}
-			if st, err := getProjectionStatus(c, url); err == nil && st.Running {
+			if st, err := getProjectionStatus(c, opsURL); err == nil && st.Running {
 				lags = append(lags, time.Duration(st.Lag))
 			}
 		}

@@ -5,12 +5,15 @@
 //
 // Settings: DYNAMODB_PORT (default: a free port), DYNAMODB_DB_PATH (default:
 // in memory; a folder keeps the data across runs), and every LEDGER_*
-// variable of ledgerd (LEDGER_LISTEN_ADDR defaults to :8080). Without
+// variable of ledgerd (LEDGER_LISTEN_ADDR defaults to :8080, and
+// LEDGER_OPS_LISTEN, the operations listener with the metrics, the profiler
+// and the projection's status, to 127.0.0.1:9090). Without
 // LEDGER_AUTH_FILE or LEDGER_AUTH_JSON it makes local dev credentials in
 // .local/dev-credentials/ on the first run and serves with them.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -85,6 +88,9 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("ledgerd migrate: %w", err)
 	}
 
+	if ops := cmp.Or(os.Getenv("LEDGER_OPS_LISTEN"), "127.0.0.1:9090"); ops != "off" { // ledgerd's default
+		fmt.Fprintf(os.Stderr, "devstack: metrics, profiler and projection status on the operations listener: curl -s %s/projection/status\n", ops)
+	}
 	serve := exec.Command(*ledgerd, "serve")
 	serve.Env, serve.Stdout, serve.Stderr = env, os.Stdout, os.Stderr
 	if err := serve.Start(); err != nil {

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -24,32 +29,135 @@ import (
 	"github.com/pointledger/pointledger/internal/projection"
 )
 
-// opsHandlers serves what operators and their tools ask ledgerd, beside the
-// API and on its port:
+// healthHandlers serve, on the API's port and without credentials, what
+// load balancers and orchestrators probe; each says up or down, nothing
+// else (the cause of a failure goes to the log):
 //
-//   - GET /metrics: Prometheus metrics (package metrics);
+//   - GET /healthz: "ok" (200) or "unavailable" (503);
 //   - grpc.health.v1.Health/Check: SERVING while DynamoDB answers, for ""
-//     and for each of ledgerd's services;
-//   - gRPC server reflection (v1 and v1alpha), so that grpcurl and buf curl
-//     need no proto files.
+//     and for each of ledgerd's services.
+func healthHandlers(mux *http.ServeMux, health pinger, log *slog.Logger) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := health.Ping(ctx); err != nil {
+			log.WarnContext(ctx, "health check failed", "error", err)
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	// Open to anyone: bound what they may send.
+	mux.Handle(grpchealth.NewHandler(storeHealth{store: health, log: log, timeout: 2 * time.Second}, connect.WithReadMaxBytes(api.MaxRequestBytes)))
+}
+
+// opsMux is what the operations listener serves: what operators and their
+// tools ask, and what strangers must not see (the Go runtime and the
+// process, request counts by procedure, the projector's owner, which names
+// the host and the pid, the profiler):
 //
-// None of them moves or shows points, so none asks for credentials.
-func opsHandlers(mux *http.ServeMux, m *metrics.Metrics, store pinger, projector *projection.Projector, log *slog.Logger) {
-	if projector != nil {
-		m.WatchProjector(projector.Status)
+//   - GET /metrics: Prometheus metrics (package metrics), if m is not nil;
+//   - /debug/pprof/: Go's profiler;
+//   - GET /projection/status: the projector in this process, as JSON;
+//   - with health (serve): grpc.health.v1 as on the API's port, and gRPC
+//     server reflection (v1 and v1alpha), so that grpcurl and buf curl can
+//     list and describe the services without proto files.
+//
+// None of them asks for credentials: the listener must stay private
+// (loopback by default).
+func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, log *slog.Logger) *http.ServeMux {
+	mux := http.NewServeMux()
+	if m != nil {
+		if projector != nil {
+			m.WatchProjector(projector.Status)
+		}
+		mux.Handle("GET /metrics", m.Handler())
 	}
-	mux.Handle("GET /metrics", m.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("GET /projection/status", projectionStatus(projector))
+	if health == nil {
+		return mux
+	}
+	healthHandlers(mux, health, log)
 	if _, err := healthFiles(); err != nil {
 		log.Warn("reflection will not describe grpc.health.v1.Health", "error", err)
 	}
-	// Open to anyone: bound what they may send.
-	limit := connect.WithReadMaxBytes(api.MaxRequestBytes)
-	mux.Handle(grpchealth.NewHandler(storeHealth{store: store, log: log, timeout: 2 * time.Second}, limit))
+	// The API's services are described here and called on the API's port:
+	// their descriptors are public (proto/), but the list of what a process
+	// serves is for its operators.
 	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string {
 		return []string{pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, grpchealth.HealthV1ServiceName}
 	}), grpcreflect.WithDescriptorResolver(withHealth{}))
+	limit := connect.WithReadMaxBytes(api.MaxRequestBytes)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, limit))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limit))
+	return mux
+}
+
+// projectionStatus serves the projector's status as JSON: its owner, its
+// shards, how many entries it applied, and its lag.
+func projectionStatus(p *projection.Projector) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if p == nil {
+			fmt.Fprintln(w, `{"running":false}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(struct {
+			Running bool `json:"running"`
+			projection.Status
+		}{true, p.Status()})
+	})
+}
+
+// opsFlag registers -ops-listen. Each command has its own default, so that
+// serve and a projector on one host do not take the same port.
+func opsFlag(fs *flag.FlagSet, getenv func(string) string, def string) *string {
+	return fs.String("ops-listen", envOr(getenv, "LEDGER_OPS_LISTEN", def),
+		"the operations listener: /metrics, /debug/pprof/, /projection/status (and with serve gRPC reflection) "+
+			"on this address, without credentials, so never a public one; port 0: any free port (logged); "+
+			`"" or off: none (LEDGER_OPS_LISTEN)`)
+}
+
+// serveOps serves h on addr ("" or "off": nothing) until stop. It binds
+// the address before it returns, so that a busy port stops the command
+// before it serves anything.
+func serveOps(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	if addr == "" || addr == "off" { // off: an empty variable reads as unset
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("operations listener (-ops-listen, LEDGER_OPS_LISTEN): %w", err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true) // gRPC reflection without TLS, as on the API's port
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 5 * time.Second,
+		// No WriteTimeout: the profiler writes for as long as it is asked to
+		// (pprof refuses a profile longer than the WriteTimeout).
+		IdleTimeout: 2 * time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error("operations listener", "error", err)
+		}
+	}()
+	bound := ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsLoopback() {
+		log.Info("operations listener: metrics, profiler, projection status", "ops_listen", bound)
+	} else {
+		log.Warn("operations listener not on loopback: keep its port private, it needs no credentials", "ops_listen", bound)
+	}
+	return func() { _ = srv.Close() }, nil
 }
 
 // handlerOptions are the options of ledgerd's API handlers: the metrics'

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +23,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
@@ -89,7 +93,7 @@ func TestMetricsCountRequestsGroupsAndDynamoDBCalls(t *testing.T) {
 		t.Fatalf("purchase beyond the balance: %v, want failed_precondition", err)
 	}
 
-	families := scrape(t, p.addr)
+	families := scrape(t, p.opsAddr)
 	const grant, purchase = pointledgerv1connect.LedgerServiceGrantProcedure, pointledgerv1connect.LedgerServicePurchaseProcedure
 	for _, tt := range []struct {
 		procedure, code string
@@ -256,16 +260,16 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	}
 	sw.down()
 	expect(grpchealth.StatusNotServing)
-	// /healthz answers anyone: it says unhealthy, and keeps the cause (table
-	// names, the SDK's error, on AWS account and role) for the log.
+	// /healthz answers anyone: it says unavailable, and keeps the cause
+	// (table names, the SDK's error, on AWS account and role) for the log.
 	res, err := http.Get("http://" + p.addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(body), p.prefix) || strings.Contains(string(body), "operation error") {
-		t.Errorf("/healthz with DynamoDB down: %d %q, want 503 without the cause", res.StatusCode, body)
+	if res.StatusCode != http.StatusServiceUnavailable || string(body) != "unavailable\n" {
+		t.Errorf("/healthz with DynamoDB down: %d %q, want 503 %q and nothing of the cause", res.StatusCode, body, "unavailable\n")
 	}
 	sw.up(t)
 	expect(grpchealth.StatusServing)
@@ -273,7 +277,7 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	// Anyone may ask, as often as they like: DynamoDB is asked at most once
 	// a second, whatever the number of probes.
 	reads := func() float64 {
-		return sample(scrape(t, p.addr), "pointledger_dynamodb_calls_total", "operation", "GetItem", "outcome", "ok").GetCounter().GetValue()
+		return sample(scrape(t, p.opsAddr), "pointledger_dynamodb_calls_total", "operation", "GetItem", "outcome", "ok").GetCounter().GetValue()
 	}
 	before, start := reads(), time.Now()
 	const probes = 200
@@ -289,10 +293,12 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	}
 }
 
+// Reflection is on the operations listener: it describes the API's
+// services, which are called on the API's port.
 func TestReflectionListsTheServices(t *testing.T) {
 	t.Parallel()
 	p := startLedgerd(t)
-	client := grpcreflect.NewClient(h2cClient(), "http://"+p.addr, connect.WithGRPC())
+	client := grpcreflect.NewClient(h2cClient(), "http://"+p.opsAddr, connect.WithGRPC())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream := client.NewStream(ctx)
@@ -336,5 +342,169 @@ func TestReflectionListsTheServices(t *testing.T) {
 	}
 	if want := []string{"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"}; !slices.Equal(statuses, want) {
 		t.Errorf("health statuses = %q, want %q", statuses, want)
+	}
+}
+
+// The API's port answers strangers with nothing about the host or the
+// process: what operators need is on the operations listener.
+func TestPublicPortSaysNothing(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	for _, tt := range []struct {
+		name, method, path string
+	}{
+		{"metrics", http.MethodGet, "/metrics"},
+		{"profiler", http.MethodGet, "/debug/pprof/"},
+		{"profiler's command line", http.MethodGet, "/debug/pprof/cmdline"},
+		{"projection status", http.MethodGet, "/projection/status"},
+		{"healthz by POST", http.MethodPost, "/healthz"},
+		{"root", http.MethodGet, "/"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			req, err := http.NewRequest(tt.method, "http://"+p.addr+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound {
+				t.Errorf("%s %s without a token: %s, want 404\n%s", tt.method, tt.path, res.Status, body)
+			}
+		})
+	}
+	t.Run("healthz", func(t *testing.T) {
+		t.Parallel()
+		res, err := http.Get("http://" + p.addr + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(body) != "ok\n" {
+			t.Errorf("GET /healthz: %s %q, want 200 %q", res.Status, body, "ok\n")
+		}
+	})
+	t.Run("reflection", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream := grpcreflect.NewClient(h2cClient(), "http://"+p.addr, connect.WithGRPC()).NewStream(ctx)
+		defer stream.Close()
+		if names, err := stream.ListServices(); connect.CodeOf(err) != connect.CodeUnimplemented {
+			t.Errorf("reflection on the public port: %v, %v, want unimplemented", names, err)
+		}
+	})
+}
+
+// get answers GET url's status and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, string(body)
+}
+
+// What the public port no longer says, the operations listener does.
+func TestOpsListenerServesWhatOperatorsAsk(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	for _, tt := range []struct {
+		name, path string
+		want       string // in the body
+	}{
+		{"metrics", "/metrics", "pointledger_projection_lag_seconds"},
+		{"projection status", "/projection/status", `"owner":"`},
+		{"profiler", "/debug/pprof/", "goroutine"},
+		{"profiler's command line", "/debug/pprof/cmdline", "ops-listen"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, body := get(t, "http://"+p.opsAddr+tt.path)
+			if code != http.StatusOK || !strings.Contains(body, tt.want) {
+				t.Errorf("GET %s on the operations listener: %d, want 200 with %q\n%.500s", tt.path, code, tt.want, body)
+			}
+		})
+	}
+	t.Run("health", func(t *testing.T) {
+		t.Parallel()
+		if got, err := grpcHealthCheck(t, "http://"+p.opsAddr)(""); err != nil || got != grpchealth.StatusServing {
+			t.Errorf("grpc.health.v1 on the operations listener: %v, %v, want SERVING", got, err)
+		}
+	})
+}
+
+// A busy operations address stops serve before it serves: a second ledgerd
+// on a host would otherwise run without its metrics, unnoticed.
+func TestServeStopsWhenTheOpsAddressIsBusy(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	// Should serve start all the same, it stops at the deadline and the
+	// test fails instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errOut strings.Builder
+	err = run(ctx, []string{"serve", "-insecure-dev", "-listen", "127.0.0.1:0", "-ops-listen", busy.Addr().String(),
+		"-dynamodb-endpoint", "http://127.0.0.1:1"}, func(string) string { return "" }, &out, &errOut)
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "-ops-listen") {
+		t.Errorf("serve on a busy -ops-listen: %v, want an error naming -ops-listen and the busy address", err)
+	}
+	if strings.Contains(errOut.String(), "ledgerd serving") {
+		t.Errorf("serve said it was serving:\n%s", errOut.String())
+	}
+}
+
+// `ledgerd project` has its operations listener too: its metrics, profiler
+// and status.
+func TestProjectServesOpsListener(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	out := &dynamolocal.Output{}
+	cmd := exec.Command(p.bin, "project", "-ops-listen", "127.0.0.1:0")
+	cmd.Env, cmd.Stdout, cmd.Stderr = p.env, out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("ledgerd project output:\n%s", out)
+		}
+	})
+	for !strings.Contains(out.String(), "ops_listen=") {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("ledgerd project exited: %v\n%s", err, out)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	addr := opsAddr(t, out.String())
+	for _, tt := range []struct{ path, want string }{
+		{"/metrics", "pointledger_projection_entries_applied_total"},
+		{"/projection/status", `"running":true`},
+		{"/debug/pprof/", "goroutine"},
+	} {
+		if code, body := get(t, "http://"+addr+tt.path); code != http.StatusOK || !strings.Contains(body, tt.want) {
+			t.Errorf("GET %s on project's operations listener: %d, want 200 with %q\n%.500s", tt.path, code, tt.want, body)
+		}
 	}
 }

@@ -35,13 +35,14 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 // ledgerdProcess is the real binary, built from this package and serving
 // against the test binary's DynamoDB Local.
 type ledgerdProcess struct {
-	addr   string
-	bin    string
-	env    []string
-	prefix string // of the tables
-	cmd    *exec.Cmd
-	out    *dynamolocal.Output // its stdout and stderr
-	creds  auth.DevCredentials // its auth file: LEDGER_AUTH_FILE in env
+	addr    string
+	opsAddr string // its operations listener
+	bin     string
+	env     []string
+	prefix  string // of the tables
+	cmd     *exec.Cmd
+	out     *dynamolocal.Output // its stdout and stderr
+	creds   auth.DevCredentials // its auth file: LEDGER_AUTH_FILE in env
 }
 
 // ledgerClient calls p's LedgerService as a trusted service.
@@ -72,10 +73,11 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 	if err := os.WriteFile(authFile, creds.Credentials.JSON(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serveArgs := []string{"serve", "-listen"}
+	// Port 0: tests run side by side, each ledgerd with its own.
+	serveArgs := []string{"serve", "-ops-listen", "127.0.0.1:0", "-listen"}
 	if insecure {
 		authFile = ""
-		serveArgs = []string{"serve", "-insecure-dev", "-listen"}
+		serveArgs = []string{"serve", "-insecure-dev", "-ops-listen", "127.0.0.1:0", "-listen"}
 	}
 	env := append(os.Environ(),
 		"LEDGER_AUTH_FILE="+authFile,
@@ -115,6 +117,8 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
+				// The operations listener is bound before the API's port serves.
+				p.opsAddr = opsAddr(t, p.out.String())
 				return p
 			}
 		}
@@ -123,6 +127,19 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+var opsListenLog = regexp.MustCompile(`ops_listen=(\S+)`)
+
+// opsAddr is the address of the operations listener a ledgerd logged (text
+// format).
+func opsAddr(tb testing.TB, log string) string {
+	tb.Helper()
+	m := opsListenLog.FindStringSubmatch(log)
+	if m == nil {
+		tb.Fatalf("ledgerd did not log its operations listener (ops_listen=):\n%s", log)
+	}
+	return m[1]
 }
 
 // quickstartStep is one command of the README's quick start and the answer

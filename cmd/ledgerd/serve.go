@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"time"
 
 	"connectrpc.com/connect"
@@ -61,8 +59,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := ac.flags(fs, getenv); err != nil {
 		return err
 	}
-	debugAddr := fs.String("debug-listen", getenv("LEDGER_DEBUG_LISTEN"),
-		"serve Go's profiler (/debug/pprof/) on this address, e.g. 127.0.0.1:6060; empty: off. Never on a public address (LEDGER_DEBUG_LISTEN)")
+	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,27 +113,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		options...,
 	)
 	mux.Handle(path, protect(handler))
-	mux.Handle("GET /projection/status", projectionStatus(projector))
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
-	opsHandlers(mux, c.metrics, health, projector, log)
-	if *debugAddr != "" {
-		stop, err := serveDebug(*debugAddr, log)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := health.Ping(ctx); err != nil {
-			// The cause goes to the log only: this answer is for anyone.
-			log.WarnContext(ctx, "health check failed", "error", err)
-			http.Error(w, "unhealthy: DynamoDB did not answer (see the log)", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	healthHandlers(mux, health, log)
+	// Nothing else on this port: whoever reaches it learns nothing about
+	// the host or the process (404 even for another method on /healthz).
+	mux.Handle("/", http.NotFoundHandler())
 
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -154,6 +135,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	defer ln.Close() // when the operations listener fails; Shutdown closes it otherwise
+	stopOps, err := serveOps(*opsAddr, opsMux(c.metrics, health, projector, log), log)
+	if err != nil {
+		return err
+	}
+	defer stopOps()
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ln.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", ac.rateLimit)
@@ -193,22 +180,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	return nil
 }
 
-// projectionStatus serves the projector's status as JSON: its shards, how
-// many entries it applied, and its lag.
-func projectionStatus(p *projection.Projector) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if p == nil {
-			fmt.Fprintln(w, `{"running":false}`)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(struct {
-			Running bool `json:"running"`
-			projection.Status
-		}{true, p.Status()})
-	})
-}
-
 func project(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	var c Config
 	fs := flag.NewFlagSet("project", flag.ContinueOnError)
@@ -219,7 +190,7 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	rebuild := fs.Bool("rebuild", false, "rebuild history from the ledger itself and exit, instead of following the stream")
 	user := fs.String("user", "", "with -rebuild: only this user")
-	statusAddr := fs.String("status-listen", "", "serve GET /projection/status on this address (e.g. :8081)")
+	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9091")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -229,6 +200,9 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 	log, err := c.logger(stderr)
 	if err != nil {
 		return err
+	}
+	if !*rebuild {
+		c.metrics = metrics.New()
 	}
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
@@ -254,15 +228,11 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	}
 	projector := c.projector(parts, log)
-	if *statusAddr != "" {
-		srv := &http.Server{Addr: *statusAddr, Handler: projectionStatus(projector), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				log.Error("status server", "error", err)
-			}
-		}()
-		defer srv.Close()
+	stopOps, err := serveOps(*opsAddr, opsMux(c.metrics, nil, projector, log), log)
+	if err != nil {
+		return err
 	}
+	defer stopOps()
 	log.Info("projecting", "version", version, "owner", projector.Owner(), "table_prefix", c.TablePrefix)
 	return runProjector(ctx, projector, log, 30*time.Second)
 }
@@ -291,25 +261,4 @@ func envOr(getenv func(string) string, name, def string) string {
 		return v
 	}
 	return def
-}
-
-// serveDebug serves Go's profiler on addr, apart from the API, so that where
-// ledgerd's time goes can be measured under load:
-//
-//	go tool pprof http://127.0.0.1:6060/debug/pprof/profile?seconds=10
-func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-debug-listen: %w", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	log.Warn("serving the profiler: keep this address private", "debug_listen", ln.Addr().String())
-	return func() { _ = srv.Close() }, nil
 }

@@ -83,7 +83,9 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	}
 	defer proxy.Close()
 	creds := auth.GenerateDev()
-	base := append(os.Environ(), "LEDGER_LOG_LEVEL=warn", "LEDGER_LEASE_TTL=3s",
+	// Operations listeners on any free port: the defaults may be held by
+	// another ledgerd on this machine.
+	base := append(os.Environ(), "LEDGER_LOG_LEVEL=warn", "LEDGER_LEASE_TTL=3s", "LEDGER_OPS_LISTEN=127.0.0.1:0",
 		"LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()))
 	migrate := exec.Command(bin, "migrate")
 	migrate.Env = append(base, "LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint)
