@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -203,7 +204,7 @@ func (x *naiveExec) do(ctx context.Context, o op) outcome {
 		balance, _ = decimal.NewFromString(b.Value)
 	}
 	if v, ok := res.Item["version"].(*types.AttributeValueMemberN); ok {
-		fmt.Sscan(v.Value, &version)
+		version, _ = strconv.ParseInt(v.Value, 10, 64) // DynamoDB wrote it: an integer
 	}
 	if m.Spends() && balance.LessThan(m.Amount) {
 		return outcome{code: connect.CodeFailedPrecondition.String()}

@@ -116,7 +116,7 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
 			err = fmt.Errorf("status %s", res.Status)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("ledgerd at %s did not become healthy: %v", url, err)
+			return fmt.Errorf("ledgerd at %s did not become healthy: %w", url, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

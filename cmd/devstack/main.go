@@ -121,9 +121,9 @@ func run(ctx context.Context) error {
 // devCredentials makes local credentials in dir on the first run (and keeps
 // them after), and says how to call with them.
 func devCredentials(dir, listen string) (string, error) {
-	d, err := auth.ReadDevDir(dir)
+	_, err := auth.ReadDevDir(dir) // it checks them; the files are what the commands below read
 	if errors.Is(err, fs.ErrNotExist) {
-		d = auth.GenerateDev()
+		d := auth.GenerateDev()
 		if _, err = d.WriteDir(dir); err == nil {
 			fmt.Fprintf(os.Stderr, "devstack: made local dev credentials in %s/ (keep them out of git; /.local/ is ignored)\n", dir)
 		}

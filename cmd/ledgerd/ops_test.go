@@ -484,9 +484,9 @@ func TestProjectServesOpsListener(t *testing.T) {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
+		err := <-exited
 		if t.Failed() {
-			t.Logf("ledgerd project output:\n%s", out)
+			t.Logf("ledgerd project exited (%v); its output:\n%s", err, out)
 		}
 	})
 	for !strings.Contains(out.String(), "ops_listen=") {

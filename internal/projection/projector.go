@@ -413,8 +413,11 @@ func (p *Projector) apply(ctx context.Context, records []types.Record) error {
 			continue
 		}
 		e, ok, err := dynamo.DecodeEntry(fromStream(r.Dynamodb.NewImage))
-		if err != nil || !ok {
-			return fmt.Errorf("decode stream record %s: %v", aws.ToString(r.Dynamodb.SequenceNumber), err)
+		if err == nil && !ok {
+			err = errors.New("not an entry")
+		}
+		if err != nil {
+			return fmt.Errorf("decode stream record %s: %w", aws.ToString(r.Dynamodb.SequenceNumber), err)
 		}
 		inserts = append(inserts, e)
 	}
