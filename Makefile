@@ -11,11 +11,23 @@ TOOLS := $(CACHE)/bin
 export PATH := $(TOOLS):$(PATH)
 
 # Code generation: buf with local plugins (the Buf registry is not used).
-BUF_VERSION := v1.75.0
-# The plugins' versions are those of google.golang.org/protobuf and
+# buf comes prebuilt from npm (its tarball's SHA-256 pinned per platform);
+# the plugins' versions are those of google.golang.org/protobuf and
 # connectrpc.com/connect in go.mod.
+BUF_VERSION := 1.75.0
+BUF_SHA256_linux-x64 := 98b19d4b2b46130e083157490c54dfdcb8ea771e53204d3c6a06a2b12edd0503
+BUF_SHA256_linux-aarch64 := ea5b4981ad7199a482609c3f1f7230767e095c4a5a7e96ae74a21225a1fc75dc
+BUF_PLATFORM := linux-$(subst x86_64,x64,$(subst arm64,aarch64,$(shell uname -m)))
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
+# The protos of the last release: `make breaking` refuses wire and JSON
+# changes that would break its clients. Move it when a release is cut.
+PROTO_RELEASED := d50f5f28c366f90f24e315363393c8e36c280d37
+
+# Test output and lint, built from source at pinned versions (neither has a
+# prebuilt package on the registries this project reaches).
+GOTESTSUM_VERSION := v1.13.0
+GOLANGCI_LINT_VERSION := v2.15.0
 
 # DynamoDB Local ships inside this npm package; its tarball's SHA-256 is pinned.
 DYNAMODB_LOCAL_NPM := amplify-dynamodb-simulator@2.9.30
@@ -41,9 +53,8 @@ build: ## build bin/ledgerd
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ledgerd ./cmd/ledgerd
 
 .PHONY: test
-test: dynamodb-local generate-check ## vet, check generated code, run all tests against DynamoDB Local
-	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+test: dynamodb-local generate-check lint $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION) ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)
+	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
 .PHONY: test-faults
 test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see README, Reliability)
@@ -73,13 +84,42 @@ $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar:
 	rm -rf $(CACHE)/dynamodb-local/npm $(CACHE)/dynamodb-local/package
 
 .PHONY: tools
-tools: $(TOOLS)/buf-$(BUF_VERSION) ## install buf and the protoc plugins at pinned versions
+tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION) ## install buf and the protoc plugins at pinned versions
 
 $(TOOLS)/buf-$(BUF_VERSION):
-	GOBIN=$(TOOLS) $(GO) install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+	@test -n "$(BUF_SHA256_$(BUF_PLATFORM))" || { echo "no pinned buf for $(BUF_PLATFORM)"; exit 1; }
+	rm -rf $(CACHE)/buf && mkdir -p $(CACHE)/buf $(TOOLS)
+	cd $(CACHE)/buf && npm pack --silent @bufbuild/buf-$(BUF_PLATFORM)@$(BUF_VERSION) >/dev/null
+	cd $(CACHE)/buf && echo "$(BUF_SHA256_$(BUF_PLATFORM))  $$(ls *.tgz)" | sha256sum -c --quiet -
+	tar -xzf $(CACHE)/buf/*.tgz -C $(CACHE)/buf package/bin/buf
+	mv $(CACHE)/buf/package/bin/buf $(TOOLS)/buf && rm -rf $(CACHE)/buf
+	touch $@
+
+$(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+	touch $@
+
+$(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION):
 	GOBIN=$(TOOLS) $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
 	touch $@
+
+$(TOOLS)/gotestsum-$(GOTESTSUM_VERSION):
+	GOBIN=$(TOOLS) $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
+	touch $@
+
+$(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION):
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	touch $@
+
+.PHONY: lint
+lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
+	golangci-lint run ./...
+	cd proto && buf lint
+	$(MAKE) --no-print-directory breaking
+
+.PHONY: breaking
+breaking: tools ## refuse proto changes that break clients of the last release (PROTO_RELEASED)
+	buf breaking proto --against '.git#ref=$(PROTO_RELEASED),subdir=proto'
 
 .PHONY: generate
 generate: tools ## lint the protos and regenerate internal/gen
