@@ -45,12 +45,27 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: dynamodb-local build ## start DynamoDB Local, apply migrations, serve ledgerd on :8080
-	$(GO) run ./cmd/devstack -ledgerd bin/ledgerd
+run: dynamodb-local build ## start DynamoDB Local (:8000), apply migrations, serve ledgerd on :8080; writes .local/dev.env
+	bin/devstack -ledgerd bin/ledgerd
 
 .PHONY: build
-build: ## build bin/ledgerd
+build: ## build bin/ledgerd (and bin/devstack, which make run runs)
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ledgerd ./cmd/ledgerd
+	$(GO) build -o bin/devstack ./cmd/devstack
+
+# The commands beside a running `make run` read where it is from its dev.env.
+DEV_ENV := .local/dev.env
+USER_ID ?= alice
+
+.PHONY: reconcile
+reconcile: ## reconcile make run's ledger (ARGS adds flags, e.g. ARGS=-repair-projection)
+	@test -f $(DEV_ENV) || { echo "no $(DEV_ENV): start 'make run' first"; exit 1; }
+	. ./$(DEV_ENV) && bin/ledgerd reconcile $(ARGS)
+
+.PHONY: user-token
+user-token: ## print a user token (1 h) for USER_ID (alice) of make run's ledgerd
+	@test -f $(DEV_ENV) || { echo "no $(DEV_ENV): start 'make run' first"; exit 1; }
+	@. ./$(DEV_ENV) && bin/ledgerd token -auth-file "$$LEDGER_AUTH_FILE" -user $(USER_ID)
 
 .PHONY: test
 test: dynamodb-local generate-check lint $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION) ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)

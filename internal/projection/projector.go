@@ -314,13 +314,19 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			// trimmed answer that keeps coming back is treated as a loss too.
 			// (DynamoDB Local answers so, spuriously, for the first records
 			// of a shard that was polled empty for a while.)
-			if trims++; trims > 3 {
+			// Without a checkpoint the iterator reads from the oldest record
+			// kept, so nothing can have been lost: that answer is the
+			// emulator's, not news for the operator.
+			switch trims++; {
+			case trims > 3:
 				p.log.ErrorContext(ctx, "stream keeps answering trimmed; catching up from the ledger", "shard", shardID, "error", err)
 				if err := p.requestCatchUp(ctx); err != nil {
 					return err
 				}
 				trims = 0
-			} else {
+			case lease().Checkpoint == "":
+				p.log.DebugContext(ctx, "stream answered trimmed before the first record; reading the shard from its start again", "shard", shardID, "error", err)
+			default:
 				p.log.InfoContext(ctx, "stream answered trimmed; resuming from the checkpoint", "shard", shardID, "error", err)
 			}
 			if iter, err = p.iterator(ctx, arn, shardID, lease().Checkpoint); err != nil {
