@@ -147,6 +147,7 @@ func hostileCorpus(historyToken func(oldestFirst bool, v int64) string) []hostil
 		{name: "page_size as a fraction", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":1.5}`), code: connect.CodeInvalidArgument},
 		{name: "page_size beyond int32", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":4294967296}`), code: connect.CodeInvalidArgument},
 		{name: "page_size at int32 max is capped", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":2147483647}`), code: codeOK, answer: "entries"},
+		{name: "history page_size at int32 max is capped", path: historyPath, body: []byte(`{"user_id":"alice","page_size":2147483647}`), code: codeOK, answer: "items"},
 		{name: "history page_size negative", path: historyPath, body: []byte(`{"user_id":"alice","page_size":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageSize},
 		{name: "page_size negative", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageSize},
 		{name: "types an unknown name", path: historyPath, body: []byte(`{"user_id":"alice","types":["ENTRY_TYPE_THEFT"]}`), code: connect.CodeInvalidArgument},

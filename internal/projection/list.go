@@ -26,12 +26,6 @@ func (h *History) Items(ctx context.Context, user string) ([]ledger.Entry, error
 	return items, err
 }
 
-// Page sizes of List.
-const (
-	DefaultPageSize = 50
-	MaxPageSize     = 500
-)
-
 type historyToken struct {
 	User    string `json:"u"`
 	Version int64  `json:"v"` // the last version returned
@@ -45,14 +39,11 @@ func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) 
 	if err := ledger.ValidateUserID(user); err != nil {
 		return nil, "", err
 	}
-	switch {
-	case o.PageSize < 0:
-		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageSize, "page_size must not be negative")
-	case o.PageSize == 0:
-		o.PageSize = DefaultPageSize
-	case o.PageSize > MaxPageSize:
-		o.PageSize = MaxPageSize
+	pageSize, err := ledger.PageSize(o.PageSize)
+	if err != nil {
+		return nil, "", err
 	}
+	o.PageSize = pageSize
 	if !o.Start.IsZero() && !o.End.IsZero() && !o.Start.Before(o.End) {
 		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "start_time must be before end_time")
 	}

@@ -158,7 +158,7 @@ func (f *fixture) allHistory(t *testing.T, user string, oldestFirst bool) []ledg
 	var all []ledger.Entry
 	token := ""
 	for {
-		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{PageSize: MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
+		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{PageSize: ledger.MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +463,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 				want = append(want, e.Version)
 			}
 		}
-		o.OldestFirst, o.PageSize = true, MaxPageSize
+		o.OldestFirst, o.PageSize = true, ledger.MaxPageSize
 		got, _, err := f.history.List(ctx, "u1", o)
 		if err != nil {
 			t.Fatal(err)

@@ -71,12 +71,6 @@ func (l *Ledger) get(ctx context.Context, key map[string]types.AttributeValue) (
 	return out.Item, nil
 }
 
-// Page sizes of ListEntries.
-const (
-	DefaultPageSize = 50
-	MaxPageSize     = 500
-)
-
 // pageToken is where the next page starts. It names the user so that a token
 // cannot be replayed against another user's ledger.
 type pageToken struct {
@@ -91,13 +85,9 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 	if err := ledger.ValidateUserID(user); err != nil {
 		return nil, "", err
 	}
-	switch {
-	case pageSize < 0:
-		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageSize, "page_size must not be negative")
-	case pageSize == 0:
-		pageSize = DefaultPageSize
-	case pageSize > MaxPageSize:
-		pageSize = MaxPageSize
+	pageSize, err := ledger.PageSize(pageSize)
+	if err != nil {
+		return nil, "", err
 	}
 	var after int64
 	if token != "" {
