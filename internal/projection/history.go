@@ -15,6 +15,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // History table layout (the user is the partition key, as in the ledger):
@@ -83,12 +84,18 @@ type History struct {
 	db     HistoryAPI
 	table  string
 	ledger Ledger
+	tokens *pagetoken.Codec
 	now    func() time.Time
 }
 
 // NewHistory returns the projection stored in table, reading l to fill gaps.
-func NewHistory(db HistoryAPI, table string, l Ledger) *History {
-	return &History{db: db, table: table, ledger: l, now: time.Now}
+// tokens makes and checks List's page tokens; nil: a codec derived from
+// table (pagetoken.Derived), which is no secret.
+func NewHistory(db HistoryAPI, table string, l Ledger, tokens *pagetoken.Codec) *History {
+	if tokens == nil {
+		tokens = pagetoken.Derived(table)
+	}
+	return &History{db: db, table: table, ledger: l, tokens: tokens, now: time.Now}
 }
 
 func (h *History) key(user, sk string) map[string]types.AttributeValue {

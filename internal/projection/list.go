@@ -3,9 +3,7 @@ package projection
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -24,12 +22,6 @@ import (
 func (h *History) Items(ctx context.Context, user string) ([]ledger.Entry, error) {
 	items, _, err := h.list(ctx, user, listQuery{oldestFirst: true, limit: 1 << 30})
 	return items, err
-}
-
-type historyToken struct {
-	User    string `json:"u"`
-	Version int64  `json:"v"` // the last version returned
-	Filter  string `json:"f"` // the filter the token belongs to
 }
 
 // List returns a page of a user's history and the next page's token ("" on
@@ -55,22 +47,21 @@ func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) 
 		}
 	}
 	q := listQuery{types: o.Types, start: o.Start, end: o.End, oldestFirst: o.OldestFirst, limit: o.PageSize + 1}
-	filter := q.fingerprint()
+	scope := q.tokenScope(user)
 	if o.PageToken != "" {
-		var t historyToken
-		b, err := base64.RawURLEncoding.DecodeString(o.PageToken)
-		if err == nil {
-			err = json.Unmarshal(b, &t)
+		v, err := h.tokens.Decode(o.PageToken, scope...)
+		if err != nil {
+			return nil, "", err
 		}
 		// The service never gives a token after the largest version, nor
-		// one before version 1 (newest first, that page is the last one):
-		// the query's bounds would overflow or cross.
-		if err != nil || t.User != user || t.Filter != filter || t.Version < 1 || t.Version == math.MaxInt64 ||
-			(!o.OldestFirst && t.Version == 1) {
+		// one before version 1 (newest first, that page is the last one),
+		// but the key could make one: the query's bounds would overflow or
+		// cross.
+		if v < 1 || v == math.MaxInt64 || (!o.OldestFirst && v == 1) {
 			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken,
 				"page_token is not one this service gave for user %q with these filters", user)
 		}
-		q.after, q.before = t.Version, t.Version
+		q.after, q.before = v, v
 	}
 	items, _, err := h.list(ctx, user, q)
 	if err != nil {
@@ -80,8 +71,7 @@ func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) 
 		return items, "", nil
 	}
 	items = items[:o.PageSize]
-	b, _ := json.Marshal(historyToken{User: user, Version: items[len(items)-1].Version, Filter: filter})
-	return items, base64.RawURLEncoding.EncodeToString(b), nil
+	return items, h.tokens.Encode(items[len(items)-1].Version, scope...), nil
 }
 
 type listQuery struct {
@@ -91,6 +81,12 @@ type listQuery struct {
 	after       int64 // oldest first: versions above this
 	before      int64 // newest first: versions below this (0: none)
 	limit       int
+}
+
+// tokenScope is what a page token of q pages through: a token is good only
+// for the user and the filters it was given for.
+func (q listQuery) tokenScope(user string) []string {
+	return []string{"ListHistory", user, q.fingerprint()}
 }
 
 func (q listQuery) fingerprint() string {
