@@ -23,7 +23,7 @@ func TestCheckFindsWhatTheBookAndTheLedgerDisagreeOn(t *testing.T) {
 	env := dynamotest.New(t)
 	ctx := context.Background()
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger})
-	history := projection.NewHistory(env.Client, env.History, store)
+	history := projection.NewHistory(env.Client, env.History, store, nil)
 	c := &checker{store: store, history: history, leases: projection.NewLeaseTable(env.Client, env.Leases, nil)}
 
 	apply := func(t ledger.EntryType, user, rid, amount string) ledger.Entry {

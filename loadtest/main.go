@@ -433,7 +433,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
 	c := &checker{
 		store:   store,
-		history: projection.NewHistory(db, prefix+migrations.HistoryTable, store),
+		history: projection.NewHistory(db, prefix+migrations.HistoryTable, store, nil),
 		leases:  projection.NewLeaseTable(db, prefix+migrations.LeaseTable, nil),
 	}
 	covers := map[string]int{}
@@ -519,6 +519,6 @@ func catchUp(ctx context.Context, c *http.Client, opsURL string, db *dynamodb.Cl
 	}
 	fmt.Println("ledgerd runs no projector: catching the history up from the ledger, as `ledgerd project` would")
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
-	_, err := projection.NewHistory(db, prefix+migrations.HistoryTable, store).CatchUp(ctx)
+	_, err := projection.NewHistory(db, prefix+migrations.HistoryTable, store, nil).CatchUp(ctx)
 	return err
 }

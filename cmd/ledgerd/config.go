@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"github.com/pointledger/pointledger/internal/ddbhttp"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/migrations"
 )
@@ -131,17 +134,43 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger}
+	tokens, err := c.pageTokens(getenv)
+	if err != nil {
+		return nil, err
+	}
+	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}
 	store := dynamo.New(db, o)
 	return &ledgerParts{
 		store:   store,
-		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store),
+		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store, tokens),
 		db:      db,
 		streams: streams,
 	}, nil
+}
+
+// pageTokens is the codec of page tokens, keyed by LEDGER_PAGE_TOKEN_KEY
+// (hex). A secret comes from the environment only, never a flag, which would
+// show in the process list. Without one, the key is derived from the ledger
+// table's name: every instance and every restart of a deployment agree on
+// it, but it is no secret.
+func (c *Config) pageTokens(getenv func(string) string) (*pagetoken.Codec, error) {
+	v := getenv("LEDGER_PAGE_TOKEN_KEY")
+	if v == "" {
+		return pagetoken.Derived(c.TablePrefix + migrations.LedgerTable), nil
+	}
+	key, err := hex.DecodeString(v)
+	if err != nil {
+		// Not err itself: it would quote a character of the secret.
+		return nil, errors.New("LEDGER_PAGE_TOKEN_KEY: want hex digits")
+	}
+	tokens, err := pagetoken.New(key)
+	if err != nil {
+		return nil, fmt.Errorf("LEDGER_PAGE_TOKEN_KEY: %w", err)
+	}
+	return tokens, nil
 }
 
 func (c *Config) leaseTable(p *ledgerParts) *projection.LeaseTable {

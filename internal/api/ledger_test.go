@@ -66,7 +66,7 @@ func newServerWith(tb testing.TB, o serverOptions) *testServer {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: o.maxBatch})
 	mux := http.NewServeMux()
-	history := projection.NewHistory(env.Client, env.History, store)
+	history := projection.NewHistory(env.Client, env.History, store, nil)
 	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
 	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
@@ -603,7 +603,7 @@ func TestListHistory(t *testing.T) {
 	}
 	// The projector is tested in package projection; here the history is
 	// built from the ledger directly, so the test need not wait for it.
-	if err := projection.NewHistory(s.env.Client, s.env.History, s.store).Rebuild(ctx, "u1"); err != nil {
+	if err := projection.NewHistory(s.env.Client, s.env.History, s.store, nil).Rebuild(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{

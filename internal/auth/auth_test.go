@@ -46,7 +46,7 @@ func newServer(tb testing.TB, a *auth.Authenticator, creds auth.DevCredentials, 
 	env := dynamotest.New(tb)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log})
-	history := projection.NewHistory(env.Client, env.History, store)
+	history := projection.NewHistory(env.Client, env.History, store, nil)
 	opts := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
 	mux := http.NewServeMux()
 	path, h := pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), opts...)

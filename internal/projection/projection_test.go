@@ -1,11 +1,14 @@
 package projection
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -26,6 +29,7 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -47,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{
 		env:     env,
 		store:   store,
-		history: NewHistory(env.Client, env.History, store),
+		history: NewHistory(env.Client, env.History, store, nil),
 		leases:  NewLeaseTable(env.Client, env.Leases, nil),
 		streams: dynamolocal.NewStreamsClient(env.Endpoint),
 	}
@@ -158,7 +162,7 @@ func (f *fixture) allHistory(t *testing.T, user string, oldestFirst bool) []ledg
 	var all []ledger.Entry
 	token := ""
 	for {
-		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{PageSize: MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
+		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{PageSize: ledger.MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +467,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 				want = append(want, e.Version)
 			}
 		}
-		o.OldestFirst, o.PageSize = true, MaxPageSize
+		o.OldestFirst, o.PageSize = true, ledger.MaxPageSize
 		got, _, err := f.history.List(ctx, "u1", o)
 		if err != nil {
 			t.Fatal(err)
@@ -481,19 +485,46 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := map[string]ledger.HistoryQuery{
-		"token with other filters": {PageToken: next, OldestFirst: true},
-		"garbage token":            {PageToken: "zzz"},
-		"negative page size":       {PageSize: -1},
-		"empty window":             {Start: to, End: from},
-		"unknown type":             {Types: []ledger.EntryType{"BONUS"}},
+	// Another instance, or this one restarted, takes the token.
+	restarted := NewHistory(f.env.Client, f.env.History, f.store, nil)
+	if page, _, err := restarted.List(ctx, "u1", ledger.HistoryQuery{PageSize: 2, PageToken: next}); err != nil || len(page) != 2 || page[0].Version != total-2 {
+		t.Errorf("the next page from another instance: %v, %v; want versions %d and %d", page, err, total-2, total-3)
 	}
-	for name, o := range bad {
-		if _, _, err := f.history.List(ctx, "u1", o); err == nil {
-			t.Errorf("%s: no error", name)
-		} else if e, ok := ledger.AsError(err); !ok || e.Kind != ledger.KindInvalid {
-			t.Errorf("%s: %v, want an invalid-argument error", name, err)
-		}
+
+	newestFirst, oldestFirst := listQuery{}.tokenScope("u1"), listQuery{oldestFirst: true}.tokenScope("u1")
+	altered := []byte(next)
+	altered[10] ^= 'A' ^ 'B' // another base64url digit
+	unversioned := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"u":"u1","v":3,"f":%q}`, listQuery{}.fingerprint()))
+	tests := []struct {
+		name   string
+		user   string // "": u1
+		o      ledger.HistoryQuery
+		reason string
+	}{
+		{name: "token with other filters", o: ledger.HistoryQuery{PageToken: next, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of another user", user: "u2", o: ledger.HistoryQuery{PageToken: next}, reason: ledger.ReasonInvalidPageToken},
+		{name: "garbage token", o: ledger.HistoryQuery{PageToken: "zzz"}, reason: ledger.ReasonInvalidPageToken},
+		{name: "altered token", o: ledger.HistoryQuery{PageToken: string(altered)}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of the old format, unversioned", o: ledger.HistoryQuery{PageToken: unversioned}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of another deployment", o: ledger.HistoryQuery{PageToken: pagetoken.Derived("other-history").Encode(3, newestFirst...)}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of ListEntries", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(3, "ListEntries", "u1")}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, before version 1, newest first", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(1, newestFirst...)}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, at version 0", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(0, oldestFirst...), OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, at the largest version, oldest first", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(math.MaxInt64, oldestFirst...), OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "negative page size", o: ledger.HistoryQuery{PageSize: -1}, reason: ledger.ReasonInvalidPageSize},
+		{name: "empty window", o: ledger.HistoryQuery{Start: to, End: from}, reason: ledger.ReasonInvalidFilter},
+		{name: "unknown type", o: ledger.HistoryQuery{Types: []ledger.EntryType{"BONUS"}}, reason: ledger.ReasonInvalidFilter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			user := cmp.Or(tt.user, "u1")
+			if _, _, err := f.history.List(ctx, user, tt.o); err == nil {
+				t.Error("no error")
+			} else if e, ok := ledger.AsError(err); !ok || e.Kind != ledger.KindInvalid || e.Reason != tt.reason {
+				t.Errorf("%v, want an invalid-argument error %s", err, tt.reason)
+			}
+		})
 	}
 }
 
@@ -791,7 +822,7 @@ func TestRebuildWhileTheProjectorAppliesANewEntry(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	if err := NewHistory(f.env.Client, f.env.History, l).Rebuild(ctx, "u1"); err != nil {
+	if err := NewHistory(f.env.Client, f.env.History, l, nil).Rebuild(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	f.assertHistoryEqualsLedger(t, []string{"u1"})
@@ -822,7 +853,7 @@ func TestRebuildWhileTheProjectorAppliesARefund(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	if err := NewHistory(db, f.env.History, f.store).Rebuild(ctx, "u1"); err != nil {
+	if err := NewHistory(db, f.env.History, f.store, nil).Rebuild(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	f.assertHistoryEqualsLedger(t, []string{"u1"})
@@ -879,7 +910,7 @@ func TestACatchUpRequestOutlivesTheProjector(t *testing.T) {
 	f.storm(t, late, 4, 30, 3)
 	lateEnd := f.lastSequenceNumber(t)
 
-	p = NewProjector(f.env.Ledger, f.env.Client, f.streams, f.leases, NewHistory(f.env.Client, f.env.History, endlessScan{f.store}),
+	p = NewProjector(f.env.Ledger, f.env.Client, f.streams, f.leases, NewHistory(f.env.Client, f.env.History, endlessScan{f.store}, nil),
 		Options{Owner: "p", LeaseTTL: time.Second, PollInterval: 20 * time.Millisecond, DiscoverInterval: 100 * time.Millisecond, Logger: quiet})
 	stop = run(p)
 	f.waitCheckpoint(t, p, lateEnd)

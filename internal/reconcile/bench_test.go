@@ -22,7 +22,7 @@ import (
 func BenchmarkReconcile(b *testing.B) {
 	env := dynamotest.NewFresh(b)
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	history := projection.NewHistory(env.Client, env.History, store)
+	history := projection.NewHistory(env.Client, env.History, store, nil)
 	users := ledgertest.Users("u", 500)
 	for i, u := range users {
 		m, _ := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "g", Amount: "1000"}, ledger.DefaultScale)

@@ -35,7 +35,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := dynamotest.New(t)
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	history := projection.NewHistory(env.Client, env.History, store)
+	history := projection.NewHistory(env.Client, env.History, store, nil)
 	leases := projection.NewLeaseTable(env.Client, env.Leases, nil)
 	return &fixture{env: env, store: store, history: history, leases: leases, rec: New(store, history, leases)}
 }

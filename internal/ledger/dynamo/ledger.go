@@ -16,6 +16,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // API is the part of the DynamoDB client the ledger uses. *dynamodb.Client
@@ -48,6 +49,10 @@ type Options struct {
 	// Observer is told what the write path does (groups committed, attempts
 	// retried), for metrics; nil: no one is told.
 	Observer Observer
+
+	// PageTokens makes and checks ListEntries' page tokens; nil: a codec
+	// derived from Table (pagetoken.Derived), which is no secret.
+	PageTokens *pagetoken.Codec
 }
 
 // Observer watches the write path. Its methods are called on the write
@@ -98,6 +103,7 @@ type Ledger struct {
 	linger   time.Duration
 	queues   queues
 	observe  Observer
+	tokens   *pagetoken.Codec
 
 	accountsMu sync.Mutex
 	accounts   map[string]ledger.Account // cached aggregates of recently busy users
@@ -126,6 +132,9 @@ func New(db API, o Options) *Ledger {
 	if o.Observer == nil {
 		o.Observer = noObserver{}
 	}
+	if o.PageTokens == nil {
+		o.PageTokens = pagetoken.Derived(o.Table)
+	}
 	return &Ledger{
 		db:       db,
 		table:    o.Table,
@@ -136,6 +145,7 @@ func New(db API, o Options) *Ledger {
 		linger:   o.Linger,
 		queues:   queues{m: map[string]*userQueue{}},
 		observe:  o.Observer,
+		tokens:   o.PageTokens,
 		accounts: map[string]ledger.Account{},
 		entropy:  ulid.Monotonic(o.Entropy, 0),
 	}

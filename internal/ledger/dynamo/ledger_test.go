@@ -2,8 +2,10 @@ package dynamo
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -298,7 +301,7 @@ func TestVersionRaceAcrossProcesses(t *testing.T) {
 
 func TestEntriesPages(t *testing.T) {
 	t.Parallel()
-	l, _ := newLedger(t, nil, DefaultRetry)
+	l, env := newLedger(t, nil, DefaultRetry)
 	ctx := context.Background()
 	for i := range 7 {
 		mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", fmt.Sprint("g", i), "1"))
@@ -335,10 +338,34 @@ func TestEntriesPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, token := range map[string]string{"other user's": next, "garbage": "!!!", "forged": encodePageToken(pageToken{User: "u2", After: -5})} {
-		if _, _, err := l.Entries(ctx, "u2", 2, token); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
-			t.Errorf("%s token: err = %v, want %s", name, err, ledger.ReasonInvalidPageToken)
-		}
+	// Another instance, or this one restarted, takes the token.
+	restarted := New(env.Client, Options{Table: env.Ledger})
+	if page, _, err := restarted.Entries(ctx, "u1", 2, next); err != nil || len(page) != 2 || page[0].Version != 3 {
+		t.Errorf("the next page from another instance: %v, %v; want versions 3 and 4", page, err)
+	}
+
+	altered := []byte(next)
+	altered[10] ^= 'A' ^ 'B' // another base64url digit
+	tests := []struct {
+		name  string
+		token string
+	}{
+		{name: "another user's", token: next},
+		{name: "garbage", token: "!!!"},
+		{name: "altered", token: string(altered)},
+		{name: "of the old format, unversioned", token: base64.RawURLEncoding.EncodeToString([]byte(`{"u":"u2","v":0}`))},
+		{name: "of another deployment", token: pagetoken.Derived("other-ledger").Encode(0, entriesScope, "u2")},
+		{name: "of ListHistory", token: l.tokens.Encode(1, "ListHistory", "u2", "")},
+		{name: "with the key, negative", token: l.tokens.Encode(-5, entriesScope, "u2")},
+		{name: "with the key, after the largest version", token: l.tokens.Encode(math.MaxInt64, entriesScope, "u2")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, _, err := l.Entries(ctx, "u2", 2, tt.token); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+				t.Errorf("err = %v, want %s", err, ledger.ReasonInvalidPageToken)
+			}
+		})
 	}
 }
 

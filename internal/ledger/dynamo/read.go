@@ -2,8 +2,6 @@ package dynamo
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -71,42 +69,31 @@ func (l *Ledger) get(ctx context.Context, key map[string]types.AttributeValue) (
 	return out.Item, nil
 }
 
-// Page sizes of ListEntries.
-const (
-	DefaultPageSize = 50
-	MaxPageSize     = 500
-)
-
-// pageToken is where the next page starts. It names the user so that a token
-// cannot be replayed against another user's ledger.
-type pageToken struct {
-	User  string `json:"u"`
-	After int64  `json:"v"`
-}
+// entriesScope is what ListEntries' page tokens page through, with the user:
+// a token of another read or another user is refused.
+const entriesScope = "ListEntries"
 
 // Entries returns up to pageSize entries of user in version order, starting
-// after the position in pageToken, and the token of the next page ("" on the
+// after the position in token, and the token of the next page ("" on the
 // last page).
 func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
 	if err := ledger.ValidateUserID(user); err != nil {
 		return nil, "", err
 	}
-	switch {
-	case pageSize < 0:
-		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageSize, "page_size must not be negative")
-	case pageSize == 0:
-		pageSize = DefaultPageSize
-	case pageSize > MaxPageSize:
-		pageSize = MaxPageSize
+	pageSize, err := ledger.PageSize(pageSize)
+	if err != nil {
+		return nil, "", err
 	}
 	var after int64
 	if token != "" {
-		t, err := decodePageToken(token)
-		// After the largest version, after+1 would overflow and start over.
-		if err != nil || t.User != user || t.After < 0 || t.After == math.MaxInt64 {
+		if after, err = l.tokens.Decode(token, entriesScope, user); err != nil {
+			return nil, "", err
+		}
+		// The service gives neither, but whoever holds the key could: after
+		// the largest version, after+1 would overflow and start over.
+		if after < 0 || after == math.MaxInt64 {
 			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this service gave for user %q", user)
 		}
-		after = t.After
 	}
 
 	// Ask for one more than a page: if it comes, there is a next page.
@@ -118,7 +105,7 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 		return entries, "", nil
 	}
 	entries = entries[:pageSize]
-	return entries, encodePageToken(pageToken{User: user, After: entries[pageSize-1].Version}), nil
+	return entries, l.tokens.Encode(entries[pageSize-1].Version, entriesScope, user), nil
 }
 
 // EntriesAfter returns up to limit entries of user with versions above
@@ -155,20 +142,6 @@ func (l *Ledger) EntriesAfter(ctx context.Context, user string, after int64, lim
 		start = out.LastEvaluatedKey
 	}
 	return entries, nil
-}
-
-func encodePageToken(t pageToken) string {
-	b, _ := json.Marshal(t)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodePageToken(s string) (pageToken, error) {
-	var t pageToken
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return t, err
-	}
-	return t, json.Unmarshal(b, &t)
 }
 
 // Ping checks that the ledger table answers a read.
