@@ -204,11 +204,11 @@ func dynamoDBPort(getenv func(string) string, logf func(string, ...any)) (int, e
 		return n, free(":"+p, "DYNAMODB_PORT")
 	}
 	// The emulator listens on every interface, so that is what must be free.
-	if free(":"+strconv.Itoa(defaultDynamoDB), "") != nil {
-		logf("port %d is taken: DynamoDB Local gets a free port (see .local/dev.env)", defaultDynamoDB)
-		return 0, nil
+	if free(":"+strconv.Itoa(defaultDynamoDB), "") == nil {
+		return defaultDynamoDB, nil
 	}
-	return defaultDynamoDB, nil
+	logf("port %d is taken: DynamoDB Local gets a free port (see .local/dev.env)", defaultDynamoDB)
+	return 0, nil
 }
 
 // devCredentials makes local credentials in dir on the first run (and keeps

@@ -22,7 +22,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
-	"io"
+	"hash"
 	"strings"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -104,7 +104,7 @@ func (c *Codec) mac(position []byte, scope []string) []byte {
 // writeScope writes the number of names and each name with its length
 // first, so that no two scopes write the same bytes ("ab", "c" and "a", "bc"
 // differ). w is a hash, whose Write never fails.
-func writeScope(w io.Writer, names []string) {
+func writeScope(w hash.Hash, names []string) {
 	w.Write(binary.AppendUvarint(nil, uint64(len(names))))
 	for _, s := range names {
 		w.Write(binary.AppendUvarint(nil, uint64(len(s))))

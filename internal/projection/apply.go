@@ -149,7 +149,7 @@ func (h *History) commit(ctx context.Context, st State, batch []ledger.Entry) (S
 				}
 			}
 		}
-		return st, fmt.Errorf("%w: %v", errStateMoved, err)
+		return st, fmt.Errorf("%w: %w", errStateMoved, err)
 	}
 	if err != nil {
 		return st, fmt.Errorf("write history of %q: %w", st.UserID, err)

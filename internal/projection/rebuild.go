@@ -121,7 +121,7 @@ func (h *History) rebuild(ctx context.Context, user string, done *int64) error {
 		_, err := h.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var canceled *types.TransactionCanceledException
 		if errors.As(err, &canceled) && stateMoved(canceled.CancellationReasons, len(items)-1) {
-			return fmt.Errorf("%w: %v", errStateMoved, err)
+			return fmt.Errorf("%w: %w", errStateMoved, err)
 		}
 		if err != nil {
 			return err
