@@ -406,3 +406,187 @@ func TestReconcileCommandExitsByFindings(t *testing.T) {
 		t.Errorf("findings = %v, want emil's balance_mismatch and the sum_mismatch", findings)
 	}
 }
+
+// readSection returns the sh blocks of the README between
+// <!-- name:begin --> and <!-- name:end -->.
+func readSection(t *testing.T, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "<!-- "+name+":begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- "+name+":end -->")
+	if !ok || !ok2 {
+		t.Fatalf("README.md has no %s:begin/end section", name)
+	}
+	var blocks []string
+	for _, m := range codeBlock.FindAllStringSubmatch(section, -1) {
+		if m[1] == "sh" {
+			blocks = append(blocks, m[2])
+		}
+	}
+	return blocks
+}
+
+// devstack is `make run` in a folder of its own: bin/ledgerd,
+// bin/devstack and the Makefile, on ports of its own.
+type devstack struct {
+	dir  string
+	env  []string
+	cmd  *exec.Cmd
+	out  *dynamolocal.Output
+	done chan error
+}
+
+func newDevstack(t *testing.T) *devstack {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []struct{ out, pkg string }{{"bin/ledgerd", "."}, {"bin/devstack", "../devstack"}} {
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	makefile, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), makefile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emulatorDir, err := dynamolocal.FindDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	for _, kv := range os.Environ() { // nothing of the developer's own setup
+		if !strings.HasPrefix(kv, "LEDGER_") && !strings.HasPrefix(kv, "DYNAMODB_") && !strings.HasPrefix(kv, "TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	var ports [3]int
+	for i := range ports {
+		if ports[i], err = dynamolocal.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env = append(env,
+		"LEDGER_DYNAMODB_LOCAL_DIR="+emulatorDir,
+		fmt.Sprintf("LEDGER_LISTEN_ADDR=127.0.0.1:%d", ports[0]),
+		fmt.Sprintf("LEDGER_OPS_LISTEN=127.0.0.1:%d", ports[1]),
+		fmt.Sprintf("DYNAMODB_PORT=%d", ports[2]),
+		"DYNAMODB_DB_PATH=.local/db", // relative, as the README writes it
+	)
+	return &devstack{dir: dir, env: env}
+}
+
+// start runs bin/devstack as `make run` does and waits until ledgerd answers.
+func (d *devstack) start(t *testing.T) {
+	t.Helper()
+	d.out = &dynamolocal.Output{}
+	d.cmd = exec.Command("bin/devstack", "-ledgerd", "bin/ledgerd")
+	d.cmd.Dir, d.cmd.Env, d.cmd.Stdout, d.cmd.Stderr = d.dir, d.env, d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.done = make(chan error, 1)
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Signal(syscall.SIGINT)
+			<-d.done
+		}
+		if t.Failed() {
+			t.Logf("devstack output:\n%s", d.out)
+		}
+	})
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if out, err := d.shell(". .local/dev.env && curl -sf $LEDGER_URL/healthz"); err == nil && out == "ok\n" {
+			return
+		}
+		select {
+		case err := <-d.done:
+			t.Fatalf("devstack exited: %v\n%s", err, d.out)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("devstack did not serve within 2 minutes:\n%s", d.out)
+		}
+	}
+}
+
+// interrupt is Ctrl-C: devstack must stop everything and exit 0.
+func (d *devstack) interrupt(t *testing.T) {
+	t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Fatalf("devstack after Ctrl-C: %v, want exit 0\n%s", err, d.out)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("devstack did not stop within 2 minutes of Ctrl-C:\n%s", d.out)
+	}
+}
+
+// shell runs script with bash in the devstack's folder, as a developer in
+// another terminal at the repository's root would.
+func (d *devstack) shell(script string) (string, error) {
+	c := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	c.Dir, c.Env = d.dir, d.env
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%w\n%s%s", err, out, stderr.String())
+	}
+	return string(out), nil
+}
+
+// The README's commands beside `make run` work as written, right after it
+// started; Ctrl-C stops it cleanly; and with DYNAMODB_DB_PATH (relative, as
+// the README writes it) a restart keeps the data.
+func TestReadmeBesideMakeRun(t *testing.T) {
+	t.Parallel()
+	d := newDevstack(t)
+	d.start(t)
+	grant := `. .local/dev.env && curl -sf $LEDGER_URL/pointledger.v1.LedgerService/Grant -H 'Content-Type: application/json' ` +
+		`-H "Authorization: Bearer $TOKEN" -d '{"user_id":"alice","amount":"100","request_id":"grant-1"}'`
+	if _, err := d.shell(grant); err != nil {
+		t.Fatal(err)
+	}
+	blocks := readSection(t, "afterrun")
+	if len(blocks) < 4 {
+		t.Fatalf("README has %d commands beside make run, want reconcile, a user token, an admin call and the status", len(blocks))
+	}
+	for _, block := range blocks {
+		out, err := d.shell(block)
+		switch {
+		case err != nil:
+			t.Errorf("README command:\n%s\nfailed: %v", block, err)
+		case strings.TrimSpace(out) == "" || strings.Contains(out, `"code":`):
+			t.Errorf("README command:\n%s\nanswered: %q", block, out)
+		case strings.Contains(block, "reconcile") && !strings.Contains(out, "CLEAN"):
+			t.Errorf("README command:\n%s\ndid not report a clean ledger:\n%s", block, out)
+		case strings.Contains(block, "user-token") && strings.Count(strings.TrimSpace(out), ".") != 2:
+			t.Errorf("README command:\n%s\nprinted no JWT: %q", block, out)
+		}
+	}
+	d.interrupt(t)
+	if _, err := os.Stat(filepath.Join(d.dir, ".local", "dev.env")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dev.env after the run stopped: %v, want it removed", err)
+	}
+
+	d.start(t)
+	out, err := d.shell(`. .local/dev.env && curl -sf $LEDGER_URL/pointledger.v1.LedgerService/GetBalance -H 'Content-Type: application/json' ` +
+		`-H "Authorization: Bearer $TOKEN" -d '{"user_id":"alice"}'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bal struct{ Balance, Status string }
+	if err := json.Unmarshal([]byte(out), &bal); err != nil || bal.Balance != "100" || bal.Status != "ACCOUNT_STATUS_FROZEN" {
+		t.Errorf("after a restart on DYNAMODB_DB_PATH: %s (%v), want alice's 100, frozen", out, err)
+	}
+	d.interrupt(t)
+}
