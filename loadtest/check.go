@@ -132,9 +132,7 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 		if acct.Balance.IsNegative() {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: negative balance %s", user, acct.Balance))
 		}
-		byRequest := map[string][]ledger.Entry{}
 		for _, e := range entries {
-			byRequest[e.RequestID] = append(byRequest[e.RequestID], e)
 			switch e.Type {
 			case ledger.EntryGrant:
 				granted = granted.Add(e.Amount)
@@ -145,36 +143,7 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 			case ledger.EntryAdjustment: // the load test makes none
 			}
 		}
-		purchases := 0
-		for _, s := range byUser[user] {
-			es := byRequest[s.op.requestID]
-			delete(byRequest, s.op.requestID)
-			if s.acks > 0 {
-				inv.Acked++
-			} else {
-				inv.Unacked++
-			}
-			switch {
-			case s.acks > 0 && len(es) != 1:
-				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: acknowledged request %s has %d entries", user, s.op.requestID, len(es)))
-			case len(es) > 1:
-				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s (not acknowledged: %v) has %d entries", user, s.op.requestID, s.codes, len(es)))
-			case len(es) == 1:
-				e := es[0]
-				if !strings.EqualFold(string(e.Type), s.op.kind) || !e.Amount.Abs().Equal(s.op.amount) {
-					inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s was a %s of %s, its entry a %s of %s", user, s.op.requestID, s.op.kind, s.op.amount, e.Type, e.Amount))
-				}
-				if s.acks > 0 && (len(s.entries) != 1 || !s.entries[e.ID]) {
-					inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s acknowledged with entries %v, its entry is %s", user, s.op.requestID, sortedKeys(s.entries), e.ID))
-				}
-				if e.Type == ledger.EntryPurchase {
-					purchases++
-				}
-			}
-		}
-		for rid := range byRequest {
-			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: entry of request %s, which the load test never sent", user, rid))
-		}
+		purchases := matchBook(&inv, user, byUser[user], entries)
 		if k, ok := covers[user]; ok && purchases > k {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
 		}
@@ -185,4 +154,46 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 	}
 	slices.Sort(inv.Violations)
 	return inv, nil
+}
+
+// matchBook checks one user's entries against the requests the book sent
+// for them: an acknowledged request is exactly one entry, the one
+// acknowledged; an unacknowledged one at most one; and no entry is of a
+// request never sent. It counts the requests into inv and returns the
+// purchases committed.
+func matchBook(inv *Invariants, user string, sent []*sentRequest, entries []ledger.Entry) (purchases int) {
+	byRequest := map[string][]ledger.Entry{}
+	for _, e := range entries {
+		byRequest[e.RequestID] = append(byRequest[e.RequestID], e)
+	}
+	for _, s := range sent {
+		es := byRequest[s.op.requestID]
+		delete(byRequest, s.op.requestID)
+		if s.acks > 0 {
+			inv.Acked++
+		} else {
+			inv.Unacked++
+		}
+		switch {
+		case s.acks > 0 && len(es) != 1:
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: acknowledged request %s has %d entries", user, s.op.requestID, len(es)))
+		case len(es) > 1:
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s (not acknowledged: %v) has %d entries", user, s.op.requestID, s.codes, len(es)))
+		case len(es) == 1:
+			e := es[0]
+			if !strings.EqualFold(string(e.Type), s.op.kind) || !e.Amount.Abs().Equal(s.op.amount) {
+				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s was a %s of %s, its entry a %s of %s", user, s.op.requestID, s.op.kind, s.op.amount, e.Type, e.Amount))
+			}
+			if s.acks > 0 && (len(s.entries) != 1 || !s.entries[e.ID]) {
+				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s acknowledged with entries %v, its entry is %s", user, s.op.requestID, sortedKeys(s.entries), e.ID))
+			}
+			if e.Type == ledger.EntryPurchase {
+				purchases++
+			}
+		}
+	}
+	for rid := range byRequest {
+		inv.Violations = append(inv.Violations, fmt.Sprintf("%s: entry of request %s, which the load test never sent", user, rid))
+	}
+	return purchases
 }

@@ -32,12 +32,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -87,7 +85,50 @@ type flags struct {
 	pinEmulator                           bool
 }
 
+// run makes the runs args ask for, then prints and writes the report; ok
+// is false when the runs failed their checks.
 func run(ctx context.Context, args []string) (ok bool, err error) {
+	f, err := parseFlags(args)
+	if err != nil {
+		return false, err
+	}
+	cpus := fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	var emulatorCPUs string
+	if f.pinEmulator {
+		if f.target != "" {
+			return false, errors.New("-pin-emulator pins the DynamoDB Local it starts: not with -target")
+		}
+		// Re-executes the load tool pinned, the first time: what follows
+		// runs in the pinned process.
+		if emulatorCPUs, cpus, err = pinEmulator(args); err != nil {
+			return false, err
+		}
+	}
+	p, rate, err := f.params()
+	if err != nil {
+		return false, err
+	}
+	r, err := newRunner(ctx, f, p, newReport(f, p, args, cpus), emulatorCPUs)
+	if err != nil {
+		return false, err
+	}
+	if f.sharedEmulator && f.target == "" {
+		if r.shared, err = startEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
+			return false, err
+		}
+		defer r.shared.stop()
+	}
+	if err := r.runAll(ctx, rate); err != nil {
+		return false, err
+	}
+	r.rep.printSummary(os.Stdout)
+	if err := r.rep.writeFiles(f.out, f.scenario); err != nil {
+		return false, err
+	}
+	return r.rep.Invariants.OK() && everyRunWrote(r.rep.Runs), nil
+}
+
+func parseFlags(args []string) (flags, error) {
 	var f flags
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.StringVar(&f.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
@@ -115,51 +156,48 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
 	fs.StringVar(&f.out, "out", "loadtest-results", "folder for the JSON and HTML reports")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
-	if err := fs.Parse(args); err != nil {
-		return false, err
-	}
-	cpus := fmt.Sprintf("%d CPUs", runtime.NumCPU())
-	var emulatorCPUs string
-	if f.pinEmulator {
-		if f.target != "" {
-			return false, errors.New("-pin-emulator pins the DynamoDB Local it starts: not with -target")
-		}
-		if emulatorCPUs, cpus, err = pinEmulator(args); err != nil {
-			return false, err
-		}
-	}
+	err := fs.Parse(args)
+	return f, err
+}
 
-	p := &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+// params checks the flags that shape the load and returns its parameters,
+// and the open loop's rate (0: none, or half of the closed loop's).
+func (f flags) params() (p *params, rate float64, err error) {
+	p = &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if !slices.Contains(scenarios, f.scenario) {
-		return false, fmt.Errorf("-scenario %q: want one of %s", f.scenario, strings.Join(scenarios, ", "))
+		return nil, 0, fmt.Errorf("-scenario %q: want one of %s", f.scenario, strings.Join(scenarios, ", "))
 	}
 	if f.concurrency < 1 || f.users < 1 || f.duration <= 0 || f.warmup < 0 || f.maxInFlight < 1 {
-		return false, errors.New("-concurrency, -users, -duration and -max-in-flight must be positive")
+		return nil, 0, errors.New("-concurrency, -users, -duration and -max-in-flight must be positive")
 	}
 	if f.scenario == "hot" {
 		p.users = 1
 	}
 	if f.scenario == "double-spend" && (f.covers < 0 || f.spends <= f.covers) {
-		return false, errors.New("double-spend: want 0 <= -covers < -spends")
+		return nil, 0, errors.New("double-spend: want 0 <= -covers < -spends")
 	}
 	if p.amount, err = decimal.NewFromString(f.amount); err != nil || !p.amount.IsPositive() {
-		return false, fmt.Errorf("-amount %q: want a positive decimal", f.amount)
+		return nil, 0, fmt.Errorf("-amount %q: want a positive decimal", f.amount)
 	}
 	if p.grant, err = decimal.NewFromString(f.grant); err != nil || !p.grant.IsPositive() {
-		return false, fmt.Errorf("-grant %q: want a positive decimal", f.grant)
+		return nil, 0, fmt.Errorf("-grant %q: want a positive decimal", f.grant)
 	}
 	if f.scenario == "mixed" {
 		if p.mix, err = parseMix(f.mix); err != nil {
-			return false, err
+			return nil, 0, err
 		}
 	}
-	rate := 0.0
 	if f.rate != "" && f.rate != "half" {
 		if rate, err = strconv.ParseFloat(f.rate, 64); err != nil || rate <= 0 {
-			return false, fmt.Errorf("-rate %q: want steps per second, or half", f.rate)
+			return nil, 0, fmt.Errorf("-rate %q: want steps per second, or half", f.rate)
 		}
 	}
+	return p, rate, nil
+}
 
+// newReport starts the report with what the runs will not change: when,
+// how to run it again, on what machine, with which options.
+func newReport(f flags, p *params, args []string, cpus string) *Report {
 	rep := &Report{
 		Date:    time.Now().UTC(),
 		Command: command(args),
@@ -171,86 +209,77 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	if f.scenario == "mixed" {
 		rep.Options.Mix = f.mix
 	}
+	return rep
+}
+
+// newRunner makes the runner of the invocation: its HTTP client to
+// ledgerd and, with -target, the DynamoDB its checks read.
+func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPUs string) (*runner, error) {
 	transport := &http.Transport{MaxIdleConnsPerHost: max(f.concurrency*4, 256)}
 	if f.h2c {
 		transport.Protocols = new(http.Protocols)
 		transport.Protocols.SetUnencryptedHTTP2(true) // ledgerd serves h2c
 	}
 	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: transport}, emulatorCPUs: emulatorCPUs}
-	if f.target != "" {
-		r.f.baselines = false
-		rep.Target = f.target
-		if f.dynamoEndpoint != "" {
-			r.checkDB = dynamolocal.NewClient(f.dynamoEndpoint)
-		} else {
-			cfg, err := config.LoadDefaultConfig(ctx)
-			if err != nil {
-				return false, fmt.Errorf("AWS configuration for the checks: %w", err)
-			}
-			r.checkDB = dynamodb.NewFromConfig(cfg)
-		}
-	} else {
+	if f.target == "" {
 		rep.Target = "fresh DynamoDB Local and ledgerd " + f.ledgerd
 		if f.latency > 0 {
 			rep.Target += fmt.Sprintf(", proxy adding %s per call", f.latency)
 		}
+		return r, nil
 	}
-	if f.sharedEmulator && f.target == "" {
-		if r.shared, err = startEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
-			return false, err
-		}
-		defer r.shared.stop()
+	r.f.baselines = false
+	rep.Target = f.target
+	if f.dynamoEndpoint != "" {
+		r.checkDB = dynamolocal.NewClient(f.dynamoEndpoint)
+		return r, nil
 	}
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("AWS configuration for the checks: %w", err)
+	}
+	r.checkDB = dynamodb.NewFromConfig(cfg)
+	return r, nil
+}
 
+// runAll makes the invocation's runs, in order: baseline-direct, ledgerd
+// (closed loop), ledgerd-open (at rate, or half of what the closed loop
+// reached), baseline-naive.
+func (r *runner) runAll(ctx context.Context, rate float64) error {
 	// Baseline (a) first: if the emulator is shared and slows as data piles
 	// up, the ceiling is measured on the faster emulator, never ledgerd.
 	if r.f.baselines {
 		if err := r.baseline(ctx, "baseline-direct", "the load tool sends the write path's transaction (account update, entry, request record; same conditions) straight to DynamoDB, one at a time per user",
 			func(db *dynamodb.Client, table string) executor { return newDirectExec(db, table) }, nil); err != nil {
-			return false, err
+			return err
 		}
 	}
-	if rate == 0 || f.rate == "half" {
+	if rate == 0 || r.f.rate == "half" {
 		run, err := r.ledgerd(ctx, "ledgerd", 0)
 		if err != nil {
-			return false, err
+			return err
 		}
-		if f.rate == "half" {
+		if r.f.rate == "half" {
 			rate = run.Steps / 2
 		}
 	}
 	if rate > 0 {
 		if _, err := r.ledgerd(ctx, "ledgerd-open", rate); err != nil {
-			return false, err
+			return err
 		}
-		rep.Options.Rate = rate
+		r.rep.Options.Rate = rate
 	}
-	if r.f.baselines {
-		var naive *naiveExec
-		if err := r.baseline(ctx, "baseline-naive", "read the balance, then write the entry and the balance without conditions",
-			func(db *dynamodb.Client, table string) executor { naive = newNaiveExec(db, table); return naive },
-			func(ctx context.Context, run *Run) error {
-				notes, err := naive.damage(ctx, p.amount)
-				run.Notes = append(run.Notes, notes...)
-				return err
-			}); err != nil {
-			return false, err
-		}
+	if !r.f.baselines {
+		return nil
 	}
-
-	rep.printSummary(os.Stdout)
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return false, err
-	}
-	base := filepath.Join(f.out, rep.Date.Format("20060102-150405")+"-"+f.scenario)
-	if err := rep.writeJSON(base + ".json"); err != nil {
-		return false, err
-	}
-	if err := rep.writeHTMLFile(base + ".html"); err != nil {
-		return false, err
-	}
-	fmt.Printf("\nreport: %s.json, %s.html\n", base, base)
-	return rep.Invariants.OK() && everyRunWrote(rep.Runs), nil
+	var naive *naiveExec
+	return r.baseline(ctx, "baseline-naive", "read the balance, then write the entry and the balance without conditions",
+		func(db *dynamodb.Client, table string) executor { naive = newNaiveExec(db, table); return naive },
+		func(ctx context.Context, run *Run) error {
+			notes, err := naive.damage(ctx, r.p.amount)
+			run.Notes = append(run.Notes, notes...)
+			return err
+		})
 }
 
 // everyRunWrote says whether each of ledgerd's runs had a mutation

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -143,6 +144,23 @@ func (i *Invariants) add(run string, o Invariants) {
 
 // OK says whether every invariant held.
 func (i Invariants) OK() bool { return len(i.Violations) == 0 }
+
+// writeFiles writes the report as JSON and HTML into the folder out, named
+// by its date and scenario, and says where.
+func (r *Report) writeFiles(out, scenario string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join(out, r.Date.Format("20060102-150405")+"-"+scenario)
+	if err := r.writeJSON(base + ".json"); err != nil {
+		return err
+	}
+	if err := r.writeHTMLFile(base + ".html"); err != nil {
+		return err
+	}
+	fmt.Printf("\nreport: %s.json, %s.html\n", base, base)
+	return nil
+}
 
 func (r *Report) writeJSON(path string) error {
 	b, err := json.MarshalIndent(r, "", "  ")

@@ -123,16 +123,23 @@ func opsFlag(fs *flag.FlagSet, getenv func(string) string, def string) *string {
 			`"" or off: none (LEDGER_OPS_LISTEN)`)
 }
 
-// serveOps serves h on addr ("" or "off": nothing) until stop. It binds
-// the address before it returns, so that a busy port stops the command
-// before it serves anything.
-func serveOps(addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+// listenOps binds the operations listener's address ("" or "off": none,
+// nil), so that a busy port stops the command before it serves anything.
+func listenOps(addr string) (net.Listener, error) {
 	if addr == "" || addr == "off" { // off: an empty variable reads as unset
-		return func() {}, nil
+		return nil, nil
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("operations listener (-ops-listen, LEDGER_OPS_LISTEN): %w", err)
+	}
+	return ln, nil
+}
+
+// serveOps serves h on ln (nil: nothing) until stop.
+func serveOps(ln net.Listener, h http.Handler, log *slog.Logger) (stop func()) {
+	if ln == nil {
+		return func() {}
 	}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
@@ -157,7 +164,7 @@ func serveOps(addr string, h http.Handler, log *slog.Logger) (stop func(), err e
 	} else {
 		log.Warn("operations listener not on loopback: keep its port private, it needs no credentials", "ops_listen", bound)
 	}
-	return func() { _ = srv.Close() }, nil
+	return func() { _ = srv.Close() }
 }
 
 // handlerOptions are the options of ledgerd's API handlers: the metrics'

@@ -24,68 +24,31 @@ import (
 	"github.com/pointledger/pointledger/migrations"
 )
 
+// serve serves the API, and the operations listener, until ctx ends.
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	var c Config
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c.flags(fs, getenv)
-	fs.StringVar(&c.ListenAddr, "listen", envOr(getenv, "LEDGER_LISTEN_ADDR", ":8080"), "address to serve on (LEDGER_LISTEN_ADDR)")
-	scale, err := intFromEnv(getenv, "LEDGER_AMOUNT_SCALE", ledger.DefaultScale)
+	c, err := serveFlags(args, getenv, stderr)
 	if err != nil {
 		return err
-	}
-	fs.IntVar(&c.AmountScale, "amount-scale", scale, "digits allowed after the point in amounts (LEDGER_AMOUNT_SCALE)")
-	shutdown, err := durationFromEnv(getenv, "LEDGER_SHUTDOWN_TIMEOUT", 15*time.Second)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", shutdown, "how long in-flight requests may finish after SIGTERM (LEDGER_SHUTDOWN_TIMEOUT)")
-	maxBatch, err := intFromEnv(getenv, "LEDGER_MAX_BATCH", dynamo.DefaultMaxBatch)
-	if err != nil {
-		return err
-	}
-	fs.IntVar(&c.MaxBatch, "max-batch", maxBatch, "group commit: at most this many mutations of one user per transaction; 1 turns it off (LEDGER_MAX_BATCH)")
-	linger, err := durationFromEnv(getenv, "LEDGER_BATCH_LINGER", 0)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&c.BatchLinger, "batch-linger", linger, "group commit: wait this long for a group to fill; 0: a group is what queued meanwhile (LEDGER_BATCH_LINGER)")
-	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
-		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
-	if err := c.projectorFlags(fs, getenv); err != nil {
-		return err
-	}
-	var ac authConfig
-	if err := ac.flags(fs, getenv); err != nil {
-		return err
-	}
-	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := validScale(c.AmountScale); err != nil {
-		return err
-	}
-	if c.MaxBatch < 1 || c.BatchLinger < 0 {
-		return fmt.Errorf("-max-batch must be at least 1 and -batch-linger not negative")
 	}
 	log, err := c.logger(stderr)
 	if err != nil {
 		return err
 	}
-	c.metrics = metrics.New()
-	authn, err := ac.authenticator(getenv)
+	authn, err := c.auth.authenticator(getenv)
 	if err != nil {
 		return err
 	}
+	// Both ports before anything else: a busy one stops serve before it
+	// talks to DynamoDB or starts the projector.
+	ports, err := bind(c.ListenAddr, c.opsAddr)
+	if err != nil {
+		return err
+	}
+	defer ports.close() // when serve stops before it serves; the servers close them otherwise
 	if authn.Insecure() {
 		warnInsecure(ctx, log, time.Minute)
 	}
-	// Every RPC is authenticated (and rate limited per caller) before its
-	// body is read; the interceptor then checks the user id it acts for.
-	limiter := auth.NewLimiter(ac.rateLimit, ac.rateBurst, nil)
-	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
-	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
+	c.metrics = metrics.New()
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
@@ -94,6 +57,110 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if c.Projector {
 		projector = c.projector(parts, log)
 	}
+	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
+	srv := apiServer(c.apiHandler(parts, projector, health, authn, log), log)
+	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, log), log)
+	defer stopOps()
+	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
+		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
+		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit)
+	return c.serveUntilDone(ctx, srv, ports.api, projector, log)
+}
+
+// serveConfig is what serve is told: the options every command shares, and
+// its own (who may call, where operators reach it).
+type serveConfig struct {
+	Config
+	auth    authConfig
+	opsAddr string
+}
+
+// serveFlags reads serve's flags and their LEDGER_* variables, and checks
+// them.
+func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.flags(fs, getenv)
+	fs.StringVar(&c.ListenAddr, "listen", envOr(getenv, "LEDGER_LISTEN_ADDR", ":8080"), "address to serve on (LEDGER_LISTEN_ADDR)")
+	scale, err := intFromEnv(getenv, "LEDGER_AMOUNT_SCALE", ledger.DefaultScale)
+	if err != nil {
+		return nil, err
+	}
+	fs.IntVar(&c.AmountScale, "amount-scale", scale, "digits allowed after the point in amounts (LEDGER_AMOUNT_SCALE)")
+	shutdown, err := durationFromEnv(getenv, "LEDGER_SHUTDOWN_TIMEOUT", 15*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", shutdown, "how long in-flight requests may finish after SIGTERM (LEDGER_SHUTDOWN_TIMEOUT)")
+	maxBatch, err := intFromEnv(getenv, "LEDGER_MAX_BATCH", dynamo.DefaultMaxBatch)
+	if err != nil {
+		return nil, err
+	}
+	fs.IntVar(&c.MaxBatch, "max-batch", maxBatch, "group commit: at most this many mutations of one user per transaction; 1 turns it off (LEDGER_MAX_BATCH)")
+	linger, err := durationFromEnv(getenv, "LEDGER_BATCH_LINGER", 0)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.BatchLinger, "batch-linger", linger, "group commit: wait this long for a group to fill; 0: a group is what queued meanwhile (LEDGER_BATCH_LINGER)")
+	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
+		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
+	if err := c.projectorFlags(fs, getenv); err != nil {
+		return nil, err
+	}
+	if err := c.auth.flags(fs, getenv); err != nil {
+		return nil, err
+	}
+	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	c.opsAddr = *opsAddr
+	if err := validScale(c.AmountScale); err != nil {
+		return nil, err
+	}
+	if c.MaxBatch < 1 || c.BatchLinger < 0 {
+		return nil, fmt.Errorf("-max-batch must be at least 1 and -batch-linger not negative")
+	}
+	return &c, nil
+}
+
+// ports are serve's two listeners, bound before anything starts.
+type ports struct {
+	api net.Listener
+	ops net.Listener // nil: -ops-listen off
+}
+
+// bind takes the API's address and the operations listener's, and says
+// which flag a busy or bad one came from.
+func bind(apiAddr, opsAddr string) (*ports, error) {
+	api, err := net.Listen("tcp", apiAddr)
+	if err != nil {
+		return nil, fmt.Errorf("API listener (-listen, LEDGER_LISTEN_ADDR): %w", err)
+	}
+	ops, err := listenOps(opsAddr)
+	if err != nil {
+		api.Close()
+		return nil, err
+	}
+	return &ports{api: api, ops: ops}, nil
+}
+
+func (p *ports) close() {
+	p.api.Close()
+	if p.ops != nil {
+		p.ops.Close()
+	}
+}
+
+// apiHandler is what the API's port serves: the ledger and admin services,
+// the health checks, and nothing else.
+func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator, log *slog.Logger) http.Handler {
+	// Every RPC is authenticated (and rate limited per caller) before its
+	// body is read; the interceptor then checks the user id it acts for.
+	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
+	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
+	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 
 	mux := http.NewServeMux()
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
@@ -113,17 +180,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		options...,
 	)
 	mux.Handle(path, protect(handler))
-	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
 	// the host or the process (404 even for another method on /healthz).
 	mux.Handle("/", http.NotFoundHandler())
+	return mux
+}
 
+// apiServer serves h on the API's port: HTTP/1.1 and h2c (gRPC without
+// TLS), with every phase of a request bounded.
+func apiServer(h http.Handler, log *slog.Logger) *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS
-	srv := &http.Server{
-		Handler:           mux,
+	return &http.Server{
+		Handler:           h,
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -131,48 +202,42 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", c.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	defer ln.Close() // when the operations listener fails; Shutdown closes it otherwise
-	stopOps, err := serveOps(*opsAddr, opsMux(c.metrics, health, projector, log), log)
-	if err != nil {
-		return err
-	}
-	defer stopOps()
-	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ln.Addr().String(),
-		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
-		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", ac.rateLimit)
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+// serveUntilDone serves srv on ln, and runs projector (nil: none), until
+// ctx ends or either fails. Then it shuts down in order: the requests in
+// flight finish (within -shutdown-timeout), then the projector stops and
+// hands its leases over.
+func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, log *slog.Logger) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 	projectorCtx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopProjector()
-	projectorDone := make(chan error, 1)
+	projected := make(chan error, 1)
 	if projector != nil {
-		go func() { projectorDone <- runProjector(projectorCtx, projector, log, 30*time.Second) }()
+		go func() { projected <- runProjector(projectorCtx, projector, log, 30*time.Second) }()
 	}
 	select {
-	case err := <-errc:
+	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
-	case err := <-projectorDone:
+	case err := <-projected:
 		return fmt.Errorf("projector: %w", err)
 	case <-ctx.Done():
 	}
+
 	log.Info("shutting down", "timeout", c.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	if projector != nil {
 		// The requests are done; stop projecting and hand the leases over.
 		stopProjector()
-		if err := <-projectorDone; err != nil {
+		if err := <-projected; err != nil {
 			log.Warn("projector stopped with an error", "error", err)
 		}
 	}
@@ -228,10 +293,11 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	}
 	projector := c.projector(parts, log)
-	stopOps, err := serveOps(*opsAddr, opsMux(c.metrics, nil, projector, log), log)
+	opsLn, err := listenOps(*opsAddr)
 	if err != nil {
 		return err
 	}
+	stopOps := serveOps(opsLn, opsMux(c.metrics, nil, projector, log), log)
 	defer stopOps()
 	log.Info("projecting", "version", version, "owner", projector.Owner(), "table_prefix", c.TablePrefix)
 	return runProjector(ctx, projector, log, 30*time.Second)
