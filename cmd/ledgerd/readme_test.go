@@ -494,7 +494,9 @@ func (d *devstack) start(t *testing.T) {
 	t.Cleanup(func() {
 		if d.cmd.ProcessState == nil {
 			_ = d.cmd.Process.Signal(syscall.SIGINT)
-			<-d.done
+			if err := <-d.done; err != nil {
+				t.Logf("devstack stopped at cleanup: %v", err)
+			}
 		}
 		if t.Failed() {
 			t.Logf("devstack output:\n%s", d.out)
