@@ -432,11 +432,12 @@ func readSection(t *testing.T, name string) []string {
 // devstack is `make run` in a folder of its own: bin/ledgerd,
 // bin/devstack and the Makefile, on ports of its own.
 type devstack struct {
-	dir  string
-	env  []string
-	cmd  *exec.Cmd
-	out  *dynamolocal.Output
-	done chan error
+	dir    string
+	env    []string
+	cmd    *exec.Cmd
+	out    *dynamolocal.Output
+	done   chan error
+	exited bool // done was received from
 }
 
 func newDevstack(t *testing.T) *devstack {
@@ -489,10 +490,10 @@ func (d *devstack) start(t *testing.T) {
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d.done = make(chan error, 1)
+	d.done, d.exited = make(chan error, 1), false
 	go func() { d.done <- d.cmd.Wait() }()
 	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
+		if !d.exited {
 			_ = d.cmd.Process.Signal(syscall.SIGINT)
 			if err := <-d.done; err != nil {
 				t.Logf("devstack stopped at cleanup: %v", err)
@@ -509,6 +510,7 @@ func (d *devstack) start(t *testing.T) {
 		}
 		select {
 		case err := <-d.done:
+			d.exited = true
 			t.Fatalf("devstack exited: %v\n%s", err, d.out)
 		case <-time.After(200 * time.Millisecond):
 		}
@@ -524,6 +526,7 @@ func (d *devstack) interrupt(t *testing.T) {
 	_ = d.cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-d.done:
+		d.exited = true
 		if err != nil {
 			t.Fatalf("devstack after Ctrl-C: %v, want exit 0\n%s", err, d.out)
 		}
