@@ -62,6 +62,11 @@ reconcile: ## reconcile make run's ledger (ARGS adds flags, e.g. ARGS=-repair-pr
 	@test -f $(DEV_ENV) || { echo "no $(DEV_ENV): start 'make run' first"; exit 1; }
 	. ./$(DEV_ENV) && bin/ledgerd reconcile $(ARGS)
 
+.PHONY: project
+project: ## run a projector on make run's ledger (start it with LEDGER_PROJECTOR=false make run); ARGS adds flags
+	@test -f $(DEV_ENV) || { echo "no $(DEV_ENV): start 'make run' first"; exit 1; }
+	. ./$(DEV_ENV) && bin/ledgerd project $(ARGS)
+
 .PHONY: user-token
 user-token: ## print a user token (1 h) for USER_ID (alice) of make run's ledgerd
 	@test -f $(DEV_ENV) || { echo "no $(DEV_ENV): start 'make run' first"; exit 1; }

@@ -26,7 +26,7 @@ type authConfig struct {
 
 func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
 	fs.StringVar(&a.file, "auth-file", getenv("LEDGER_AUTH_FILE"),
-		"credentials file (JSON: user token keys, service and admin token hashes); see README, Security (LEDGER_AUTH_FILE)")
+		"credentials file (JSON: user token keys, service and admin token hashes); see docs/operations.md, Security (LEDGER_AUTH_FILE)")
 	// Deliberately a flag only: no environment variable turns security off.
 	fs.BoolVar(&a.insecure, "insecure-dev", false,
 		"serve WITHOUT authentication, every caller being service and admin; local development only")
@@ -98,7 +98,7 @@ func (a *authConfig) authenticator(getenv func(string) string) (*auth.Authentica
 		}
 	default:
 		return nil, errors.New("no credentials configured: set -auth-file (LEDGER_AUTH_FILE) or LEDGER_AUTH_JSON " +
-			"(see README, Security), or start with -insecure-dev for local development")
+			"(see docs/operations.md, Security), or start with -insecure-dev for local development")
 	}
 	if err != nil {
 		return nil, err

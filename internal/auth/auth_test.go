@@ -209,7 +209,7 @@ const (
 )
 
 // Each caller against each procedure, acting for alice: the access table of
-// the README, answered the same over Connect, gRPC and gRPC-Web. A refused
+// docs/operations.md, answered the same over Connect, gRPC and gRPC-Web. A refused
 // call writes nothing.
 func TestRolesPerProcedure(t *testing.T) {
 	t.Parallel()

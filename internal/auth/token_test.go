@@ -112,7 +112,7 @@ func TestHostileUserTokens(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	a.Now = func() time.Time { return now }
 	const header = `{"alg":"HS256","typ":"JWT"}`
-	const maxLifetime = 24 * time.Hour // the default, as the README says
+	const maxLifetime = 24 * time.Hour // the default, as docs/operations.md says
 	// claims is a payload for alice; exp, iat and nbf are raw JSON, "" for none.
 	claims := func(exp, iat, nbf string) string {
 		s := fmt.Sprintf(`{"iss":%q,"aud":%q,"sub":"alice"`, creds.Issuer, creds.Audience)

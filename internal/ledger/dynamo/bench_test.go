@@ -181,7 +181,7 @@ func BenchmarkGroupLayout(b *testing.B) {
 				versions[user] = version
 			}
 			// The emulator's JIT compiler takes tens of seconds to reach its
-			// steady speed (see the README's Load test section).
+			// steady speed (see docs/testing.md, the load test).
 			for i, warm := 0, time.Now(); time.Since(warm) < benchWarmup; i++ {
 				send(env.Client, "warm", i)
 			}
