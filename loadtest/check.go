@@ -115,7 +115,8 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 	for _, s := range b.sent {
 		byUser[s.op.user] = append(byUser[s.op.user], s)
 	}
-	var granted, spent, refunded, balances decimal.Decimal
+	var totals ledger.Totals // the ledger's own fold of every entry
+	var balances decimal.Decimal
 	users := sortedKeys(byUser)
 	for _, user := range users {
 		entries, err := c.store.EntriesAfter(ctx, user, 0, math.MaxInt) // all of them
@@ -132,24 +133,22 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 		if acct.Balance.IsNegative() {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: negative balance %s", user, acct.Balance))
 		}
-		for _, e := range entries {
-			switch e.Type {
-			case ledger.EntryGrant:
-				granted = granted.Add(e.Amount)
-			case ledger.EntryPurchase:
-				spent = spent.Sub(e.Amount) // a purchase's amount is negative
-			case ledger.EntryRefund:
-				refunded = refunded.Add(e.Amount)
-			case ledger.EntryAdjustment: // the load test makes none
-			}
+		folded, t, err := ledger.Fold(user, entries)
+		if err != nil {
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: %v", user, err))
 		}
+		if !folded.Balance.Equal(acct.Balance) {
+			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: balance %s, its entries fold to %s", user, acct.Balance, folded.Balance))
+		}
+		totals = totals.Plus(t)
 		purchases := matchBook(&inv, user, byUser[user], entries)
 		if k, ok := covers[user]; ok && purchases > k {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
 		}
 	}
+	granted, spent, refunded := totals.Granted, totals.Spent, totals.Refunded
 	inv.Granted, inv.Spent, inv.Refunded, inv.Balances = granted.String(), spent.String(), refunded.String(), balances.String()
-	if !granted.Sub(spent).Add(refunded).Equal(balances) {
+	if !granted.Sub(spent).Add(refunded).Add(totals.Adjusted).Equal(balances) {
 		inv.Violations = append(inv.Violations, fmt.Sprintf("conservation: granted %s - spent %s + refunded %s != sum of balances %s", granted, spent, refunded, balances))
 	}
 	slices.Sort(inv.Violations)

@@ -159,7 +159,7 @@ type Result struct {
 // Delta is the signed amount of the mutation's entry: the change to the
 // balance, or, for an adjustment that explains the balance, to the fold.
 func (m Mutation) Delta() decimal.Decimal {
-	if m.Type == EntryPurchase || m.Debit {
+	if info, _ := m.Type.Info(); !info.Credit || m.Debit {
 		return m.Amount.Neg()
 	}
 	return m.Amount
@@ -168,7 +168,8 @@ func (m Mutation) Delta() decimal.Decimal {
 // Spends says whether the mutation takes points from the balance, so that
 // the balance must cover it.
 func (m Mutation) Spends() bool {
-	return (m.Type == EntryPurchase || m.Debit) && !m.ExplainBalance
+	info, _ := m.Type.Info()
+	return info.Spends && m.Delta().IsNegative() && !m.ExplainBalance
 }
 
 // Hash identifies the request's content, so that a retry of the same request

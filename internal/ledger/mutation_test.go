@@ -109,32 +109,6 @@ func TestMutationDeltaAndHash(t *testing.T) {
 	}
 }
 
-func TestFold(t *testing.T) {
-	t.Parallel()
-	d := decimal.RequireFromString
-	entries := []Entry{
-		{Version: 1, Amount: d("100"), BalanceAfter: d("100")},
-		{Version: 2, Amount: d("-30.5"), BalanceAfter: d("69.5")},
-		{Version: 3, Amount: d("10"), BalanceAfter: d("79.5")},
-	}
-	a, err := Fold("alice", entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a.Version != 3 || !a.Balance.Equal(d("79.5")) {
-		t.Fatalf("Fold = version %d balance %s, want 3 and 79.5", a.Version, a.Balance)
-	}
-	if _, err := Fold("alice", []Entry{entries[0], entries[2]}); err == nil {
-		t.Error("Fold accepted a version gap")
-	}
-	if _, err := Fold("alice", []Entry{{Version: 1, Amount: d("-1"), BalanceAfter: d("-1")}}); err == nil {
-		t.Error("Fold accepted a negative balance")
-	}
-	if _, err := Fold("alice", []Entry{{Version: 1, Amount: d("5"), BalanceAfter: d("6")}}); err == nil {
-		t.Error("Fold accepted a wrong balance_after")
-	}
-}
-
 func TestCheckExplains(t *testing.T) {
 	t.Parallel()
 	d := decimal.RequireFromString

@@ -53,29 +53,20 @@ type Ledger interface {
 
 // State is the projection's state for one user.
 type State struct {
-	UserID    string
-	Version   int64 // the last applied entry's version
-	Balance   decimal.Decimal
-	Granted   decimal.Decimal // sum of grants
-	Spent     decimal.Decimal // sum of purchases (positive)
-	Refunded  decimal.Decimal // sum of refunds
-	Adjusted  decimal.Decimal // net sum of adjustments
-	LastEntry time.Time       // create_time of the last applied entry
+	UserID  string
+	Version int64           // the last applied entry's version
+	Balance decimal.Decimal // the fold of the applied entries' amounts
+	ledger.Totals
+	LastEntry time.Time // create_time of the last applied entry
 }
 
-// Add is the state after applying e.
+// Add is the state after applying e: the ledger's own fold of an entry
+// (ledger.Account.Apply, ledger.Totals.Add), so that history and ledger
+// cannot count differently.
 func (st State) Add(e ledger.Entry) State {
-	switch e.Type {
-	case ledger.EntryGrant:
-		st.Granted = st.Granted.Add(e.Amount)
-	case ledger.EntryPurchase:
-		st.Spent = st.Spent.Sub(e.Amount)
-	case ledger.EntryRefund:
-		st.Refunded = st.Refunded.Add(e.Amount)
-	case ledger.EntryAdjustment:
-		st.Adjusted = st.Adjusted.Add(e.Amount)
-	}
-	st.Version, st.Balance, st.LastEntry = e.Version, e.BalanceAfter, e.CreateTime
+	acct := ledger.Account{UserID: st.UserID, Balance: st.Balance, Version: st.Version}.Apply(e)
+	st.Version, st.Balance, st.LastEntry = acct.Version, acct.Balance, e.CreateTime
+	st.Totals = st.Totals.Add(e)
 	return st
 }
 

@@ -18,9 +18,10 @@ import (
 // Audit is what Audit found in one user's partition.
 type Audit struct {
 	Findings []ledger.Finding // none for a sound ledger
-	Account  ledger.Account
-	Entries  []ledger.Entry // in version order
-	Items    int            // items read
+	Account  ledger.Account   // as stored
+	Folded   ledger.Account   // the fold of Entries (ledger.Account.Apply)
+	Entries  []ledger.Entry   // in version order
+	Items    int              // items read
 }
 
 // Audit reads a user's whole partition with consistent reads and checks the
@@ -105,8 +106,8 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	add := func(kind string, expected, found any, versions ...int64) {
 		findings = append(findings, ledger.Finding{UserID: user, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
 	}
-	balance := decimal.Zero
-	folds := make([]decimal.Decimal, len(entries)) // the fold after each entry
+	folded := ledger.NewAccount(user)              // the entries' fold (ledger.Account.Apply)
+	folds := make([]decimal.Decimal, len(entries)) // its balance after each entry
 	refunds := map[int64]decimal.Decimal{}         // purchase version -> sum of its refunds
 	byVersion := map[int64]ledger.Entry{}
 	for i, e := range entries {
@@ -114,8 +115,8 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			add(ledger.FindingVersionGap, want, e.Version, e.Version)
 		}
 		byVersion[e.Version] = e
-		balance = balance.Add(e.Amount)
-		folds[i] = balance
+		folded = folded.Apply(e)
+		folds[i] = folded.Balance
 		if e.Type == ledger.EntryRefund {
 			refunds[e.PurchaseVersion] = refunds[e.PurchaseVersion].Add(e.Amount)
 		}
@@ -163,8 +164,8 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			add(ledger.FindingBalanceAfter, folds[i], e.BalanceAfter, e.Version)
 		}
 	}
-	if !acct.Balance.Equal(balance) {
-		add(ledger.FindingBalanceMismatch, balance, acct.Balance, acct.Version)
+	if !acct.Balance.Equal(folded.Balance) {
+		add(ledger.FindingBalanceMismatch, folded.Balance, acct.Balance, acct.Version)
 	}
 	if acct.Version != int64(len(entries)) {
 		add(ledger.FindingVersionMismatch, len(entries), acct.Version, acct.Version)
@@ -201,5 +202,5 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			add(ledger.FindingRefundedAmount, fmt.Sprintf("%s to %s", sum, read), e.RefundedAmount, e.Version)
 		}
 	}
-	return Audit{Findings: findings, Account: acct, Entries: entries, Items: len(items)}, nil
+	return Audit{Findings: findings, Account: acct, Folded: folded, Entries: entries, Items: len(items)}, nil
 }

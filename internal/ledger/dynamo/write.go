@@ -23,7 +23,8 @@ import (
 // (1 turns grouping off). A group is one TransactWriteItems:
 //
 //	0        Update account A         if version = expected AND balance = the balance read
-//	                                  AND status = active         (if the group has a purchase)
+//	                                  AND status = active         (if the group has a type a frozen
+//	                                                               account refuses: purchases)
 //	                                  AND balance >= :need        (the least starting balance
 //	                                                               the group's debits require)
 //	then, per mutation, in order:
@@ -31,11 +32,13 @@ import (
 //	         Put request R#<id>        if it does not exist        (the idempotency key)
 //	         Update purchase E#<v>     if refunded_amount <= amount - refund   (refunds)
 //
-// Planning folds the queued mutations over the aggregate in order: each one
-// the state allows joins the group; one it does not (a purchase the balance
-// does not cover, a purchase on a frozen account, ...) is refused alone, and
-// only once the group before it has committed, since its refusal depends on
-// that group. The aggregate is cached per user between groups; a refusal
+// Planning folds the queued mutations over the aggregate in order, each
+// decided by the domain (ledger.Decide) on the account so far and the facts
+// read for it (a refund's purchase, the entries an explaining adjustment
+// explains). Each one the domain allows joins the group; one it refuses (a
+// purchase the balance does not cover, a purchase on a frozen account, ...)
+// is refused alone, and only once the group before it has committed, since
+// its refusal depends on that group. The aggregate is cached per user between groups; a refusal
 // decided on the cache is confirmed by a consistent read (and planned again
 // on that read if the cache was stale), a refund of a purchase newer than
 // the cache has the account read again first (its entry would otherwise take
@@ -250,9 +253,9 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 	g := group{before: acct, cached: cached, items: []types.TransactWriteItem{{}}} // item 0: the account, below
 	running := acct
 	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
-	hasPurchase := false
-	touched := map[int64]bool{}        // purchases refunded in this group (one update per item)
-	byRequest := map[string]*planned{} // a transaction may write a request record once
+	needsActive := false                    // the group has a mutation a frozen account refuses
+	touched := map[int64]bool{}             // purchases refunded in this group (one update per item)
+	byRequest := map[string]*planned{}      // a transaction may write a request record once
 	now := l.now().UTC().Truncate(time.Microsecond)
 	for i, c := range calls {
 		m := c.m
@@ -265,8 +268,13 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			continue
 		}
 		refuse := func(err error) { g.refused = append(g.refused, refusal{c, err}) }
+		info, _ := m.Type.Info()
+
+		// The facts the domain decides on, and where the group must end
+		// first: the store's part.
+		var facts ledger.Facts
 		var purchase requestRecord
-		if m.Type == ledger.EntryRefund {
+		if info.RefersToPurchase {
 			rec, ok := purchases[m.PurchaseRequestID]
 			if !ok {
 				var err error
@@ -282,20 +290,20 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 				g.later = calls[i:] // its purchase commits in this group: refund it in the next
 				break
 			}
-			if !ok || rec.Type != ledger.EntryPurchase {
-				refuse(ledger.Errorf(ledger.KindNotFound, ledger.ReasonPurchaseNotFound,
-					"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID))
-				continue
+			if ok && rec.Type == ledger.EntryPurchase {
+				if touched[rec.Version] {
+					g.later = calls[i:] // one update of the purchase per transaction
+					break
+				}
+				if rec.Version > acct.Version {
+					g.behind = true
+					break
+				}
 			}
-			if touched[rec.Version] {
-				g.later = calls[i:]
-				break
+			if ok {
+				purchase = rec
+				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
 			}
-			if rec.Version > acct.Version {
-				g.behind = true
-				break
-			}
-			purchase = rec
 		}
 		if m.ExplainBalance && running.Version > 0 {
 			// It explains the balance the group starts from: the entries it
@@ -304,22 +312,15 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 				g.later = calls[i:]
 				break
 			}
-			if !running.Balance.Equal(m.ExpectedBalance) {
-				refuse(balanceMoved(m, running))
-				continue
-			}
 			sum, err := l.foldTo(ctx, c, running.Version)
 			if err != nil {
 				c.finish(ledger.Result{}, err)
 				continue
 			}
-			if err := ledger.CheckExplains(m, running, sum); err != nil {
-				refuse(err)
-				continue
-			}
+			facts.EntriesSum = sum
 		}
 		size := 2
-		if m.Type == ledger.EntryRefund {
+		if info.RefersToPurchase {
 			size = 3
 		}
 		if len(g.items)+size > maxTxItems {
@@ -327,40 +328,13 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			break
 		}
 
-		balance := running.Balance.Add(m.Delta())
-		switch {
-		case running.Version == 0 && m.ExplainBalance:
-			refuse(ledger.Errorf(ledger.KindNotFound, ledger.ReasonAccountNotFound, "user %q has no account", m.UserID))
-			continue
-		case m.Type == ledger.EntryPurchase && running.Version > 0 && running.Status != ledger.StatusActive:
-			refuse(ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonAccountFrozen, "account of user %q is %s", m.UserID, running.Status))
-			continue
-		case m.Spends() && running.Balance.LessThan(m.Amount):
-			refuse(insufficient(m, running))
-			continue
-		case m.ExplainBalance:
-			balance = running.Balance // the entry explains the balance; it does not move it
-		case balance.GreaterThan(ledger.MaxBalance):
-			refuse(ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBalanceLimit, "the balance would exceed %s", ledger.MaxBalance))
+		dec, err := ledger.Decide(running, m, now, facts)
+		if err != nil {
+			refuse(err)
 			continue
 		}
-
-		e := ledger.Entry{
-			ID:                l.newID(now),
-			UserID:            m.UserID,
-			Version:           running.Version + 1,
-			Type:              m.Type,
-			Amount:            m.Delta(),
-			BalanceAfter:      balance,
-			RequestID:         m.RequestID,
-			OrderID:           m.OrderID,
-			CreateTime:        now,
-			Metadata:          m.Metadata,
-			PurchaseRequestID: m.PurchaseRequestID,
-			PurchaseVersion:   purchase.Version,
-			Reason:            m.Reason,
-			ExplainsBalance:   m.ExplainBalance,
-		}
+		e := dec.Entry
+		e.ID = l.newID(now)
 		p := &planned{c: c, entry: e, purchase: purchase, request: len(g.items) + 1, cap: -1}
 		g.items = append(g.items,
 			types.TransactWriteItem{Put: &types.Put{
@@ -375,24 +349,20 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			}},
 		)
-		if m.Type == ledger.EntryRefund {
+		if info.RefersToPurchase {
 			p.cap = len(g.items)
 			g.items = append(g.items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
 			touched[purchase.Version] = true
 		}
 		g.members = append(g.members, p)
 		byRequest[m.RequestID] = p
-		hasPurchase = hasPurchase || m.Type == ledger.EntryPurchase
-		cum = cum.Add(balance.Sub(running.Balance))
+		needsActive = needsActive || info.NeedsActive
+		cum = cum.Add(dec.After.Balance.Sub(running.Balance))
 		need = decimal.Max(need, cum.Neg())
-		if running.Version == 0 {
-			running = ledger.NewAccount(m.UserID)
-			running.CreateTime = now
-		}
-		running.Balance, running.Version, running.UpdateTime = balance, e.Version, now
+		running = dec.After
 	}
 	g.after = running
-	g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, hasPurchase, need)}
+	g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, needsActive, need)}
 	return g
 }
 
@@ -562,21 +532,11 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}, nil
 }
 
-func balanceMoved(m ledger.Mutation, acct ledger.Account) error {
-	return ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBalanceMoved,
-		"balance of user %q is %s, not the expected %s: reconcile again", m.UserID, acct.Balance, m.ExpectedBalance)
-}
-
-func insufficient(m ledger.Mutation, acct ledger.Account) error {
-	return ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonInsufficientBalance,
-		"balance %s of user %q does not cover %s", acct.Balance, m.UserID, m.Amount)
-}
-
 // accountUpdate moves the aggregate from before to after, guarded so that it
 // applies only to the state the group was planned on: the version, the
 // status if the group spends on purchases, and a balance that covers the
 // group's debits at every step.
-func accountUpdate(table string, before, after ledger.Account, hasPurchase bool, need decimal.Decimal) *types.Update {
+func accountUpdate(table string, before, after ledger.Account, needsActive bool, need decimal.Decimal) *types.Update {
 	values := map[string]types.AttributeValue{
 		":balance": num(after.Balance),
 		":version": numInt(after.Version),
@@ -597,7 +557,7 @@ func accountUpdate(table string, before, after ledger.Account, hasPurchase bool,
 		cond = "version = :expected AND balance = :before"
 		values[":expected"] = numInt(before.Version)
 		values[":before"] = num(before.Balance)
-		if hasPurchase {
+		if needsActive {
 			cond += " AND #status = :active"
 			names = map[string]string{"#status": "status"}
 			values[":active"] = str(string(ledger.StatusActive))
