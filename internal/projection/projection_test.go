@@ -53,11 +53,16 @@ func newFixture(t *testing.T) *fixture {
 	}
 }
 
+// testLeaseTTL is long: a renewal slowed down by a busy machine must not
+// lose a lease in the middle of a test. A test that hands a lease over moves
+// its lease table's clock past the expiry instead of waiting for it.
+const testLeaseTTL = time.Minute
+
 // projector returns a projector with short intervals, so tests wait little.
 func (f *fixture) projector(owner string, o Options) *Projector {
 	o.Owner = owner
 	if o.LeaseTTL == 0 {
-		o.LeaseTTL = time.Second
+		o.LeaseTTL = testLeaseTTL
 	}
 	o.PollInterval, o.DiscoverInterval, o.Logger = 20*time.Millisecond, 100*time.Millisecond, quiet
 	return NewProjector(f.env.Ledger, f.env.Client, f.streams, f.leases, f.history, o)
@@ -198,6 +203,10 @@ func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
 			return nil
 		}
 	}
+	// The leases' clock: a's lease expires when the test moves it, not
+	// when a busy machine delays a's renewals.
+	var skew atomic.Int64
+	f.leases = NewLeaseTable(f.env.Client, f.env.Leases, func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 	a := f.projector("a", Options{AfterApply: record("a")})
 	b := f.projector("b", Options{AfterApply: record("b")})
 	users := ledgertest.Users("u", 20)
@@ -213,10 +222,11 @@ func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
 		t.Fatalf("b holds %v while a's lease is valid", b.Status().Shards)
 	}
 
-	// Kill a: its lease is not released, so b must wait for it to expire.
+	// Kill a: its lease is not released, so b must wait for it to expire...
 	if err := stopA(); err != nil {
 		t.Fatal(err)
 	}
+	skew.Store(int64(testLeaseTTL + time.Second)) // and it has now
 	f.storm(t, users, 16, 300, 2)
 	f.waitCaughtUp(t, users)
 	if err := stopB(); err != nil {
@@ -880,7 +890,7 @@ func TestACatchUpRequestOutlivesTheProjector(t *testing.T) {
 	lateEnd := f.lastSequenceNumber(t)
 
 	p = NewProjector(f.env.Ledger, f.env.Client, f.streams, f.leases, NewHistory(f.env.Client, f.env.History, endlessScan{f.store}),
-		Options{Owner: "p", LeaseTTL: time.Second, PollInterval: 20 * time.Millisecond, DiscoverInterval: 100 * time.Millisecond, Logger: quiet})
+		Options{Owner: "p", LeaseTTL: testLeaseTTL, PollInterval: 20 * time.Millisecond, DiscoverInterval: 100 * time.Millisecond, Logger: quiet})
 	stop = run(p)
 	f.waitCheckpoint(t, p, lateEnd)
 	if err := stop(); err != nil { // while its catch-up still scans
