@@ -178,8 +178,8 @@ func TestHistoryEqualsLedgerAfterAStorm(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	stop := run(f.projector("p1", Options{}))
-	users := ledgertest.Users("u", 50)
-	f.storm(t, users, 32, 1500, 1)
+	users := ledgertest.Users("u", 20)
+	f.storm(t, users, 16, 500, 1)
 	f.waitCaughtUp(t, users)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -209,14 +209,14 @@ func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
 	f.leases = NewLeaseTable(f.env.Client, f.env.Leases, func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })
 	a := f.projector("a", Options{AfterApply: record("a")})
 	b := f.projector("b", Options{AfterApply: record("b")})
-	users := ledgertest.Users("u", 20)
+	users := ledgertest.Users("u", 10)
 
 	stopA := run(a)
 	for len(a.Status().Shards) == 0 { // let a take the shard first
 		time.Sleep(10 * time.Millisecond)
 	}
 	stopB := run(b)
-	f.storm(t, users, 16, 300, 1)
+	f.storm(t, users, 8, 150, 1)
 	f.waitCaughtUp(t, users)
 	if len(b.Status().Shards) != 0 {
 		t.Fatalf("b holds %v while a's lease is valid", b.Status().Shards)
@@ -227,7 +227,7 @@ func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	skew.Store(int64(testLeaseTTL + time.Second)) // and it has now
-	f.storm(t, users, 16, 300, 2)
+	f.storm(t, users, 8, 150, 2)
 	f.waitCaughtUp(t, users)
 	if err := stopB(); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestRestartAfterACrashMidBatchResumesFromTheCheckpoint(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	users := ledgertest.Users("u", 10)
-	f.storm(t, users, 8, 200, 1)
+	f.storm(t, users, 8, 100, 1)
 
 	var crashedShard string
 	var crashedRecords int
@@ -289,7 +289,7 @@ func TestRestartAfterACrashMidBatchResumesFromTheCheckpoint(t *testing.T) {
 		return nil
 	}})
 	stop := run(restarted)
-	f.storm(t, users, 8, 100, 2)
+	f.storm(t, users, 8, 50, 2)
 	f.waitCaughtUp(t, users)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -322,9 +322,9 @@ func (f *fixture) snapshot(t *testing.T) map[string]map[string]ddbtypes.Attribut
 func TestRebuildMakesTheSameHistoryAsTheStream(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	users := ledgertest.Users("u", 20)
+	users := ledgertest.Users("u", 10)
 	stop := run(f.projector("p", Options{}))
-	f.storm(t, users, 16, 600, 1)
+	f.storm(t, users, 8, 200, 1)
 	f.waitCaughtUp(t, users)
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -607,12 +607,12 @@ func TestTrimmedRecordsAreRecoveredFromTheLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	// While none runs, records are written that the stream will lose.
-	f.storm(t, slices.Concat(lost, both), 8, 150, 2)
+	f.storm(t, slices.Concat(lost, both), 8, 80, 2)
 	lossy := &lossyStream{StreamsAPI: f.streams, lostUpTo: f.lastSequenceNumber(t)}
 	lossy.expireOnce.Store(true)
 	lossy.trimOnce.Store(true)
 	f.streams = lossy
-	f.storm(t, slices.Concat(both, late), 8, 150, 3)
+	f.storm(t, slices.Concat(both, late), 8, 80, 3)
 
 	// The restarted projector finds its checkpoint trimmed: the lost users
 	// can only come from the ledger; the both users have gaps to fill.
