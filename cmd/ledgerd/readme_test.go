@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +31,37 @@ import (
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+func TestMain(m *testing.M) {
+	code := dynamotest.Run(m)
+	if build.dir != "" {
+		_ = os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
+// build is ledgerd, built once for all the package's tests: a link takes
+// more than a second of CPU, and most tests start a ledgerd.
+var build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func ledgerdBinary(t *testing.T) string {
+	t.Helper()
+	build.once.Do(func() {
+		if build.dir, build.err = os.MkdirTemp("", "ledgerd-test-"); build.err != nil {
+			return
+		}
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(build.dir, "ledgerd"), ".").CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return filepath.Join(build.dir, "ledgerd")
+}
 
 // ledgerdProcess is the real binary, built from this package and serving
 // against the test binary's DynamoDB Local.
@@ -63,10 +94,7 @@ func startLedgerd(t *testing.T, extraEnv ...string) *ledgerdProcess {
 func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
 	emu := dynamotest.Emulator(t)
-	bin := filepath.Join(t.TempDir(), "ledgerd")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := ledgerdBinary(t)
 	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "_"
 	creds := auth.GenerateDev()
 	authFile := filepath.Join(t.TempDir(), "credentials.json")
