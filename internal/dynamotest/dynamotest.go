@@ -50,7 +50,7 @@ func Emulator(tb testing.TB) *dynamolocal.Emulator {
 	once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		emulator, startErr = dynamolocal.Start(ctx, dynamolocal.Options{})
+		emulator, startErr = dynamolocal.Start(ctx, dynamolocal.Options{JVMFlags: dynamolocal.TestJVMFlags})
 	})
 	if startErr != nil {
 		tb.Fatalf("DynamoDB Local: %v", startErr)

@@ -69,7 +69,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 
 	// DynamoDB Local persisting to disk, and the fault proxy before it.
 	dbPath := t.TempDir()
-	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{DBPath: dbPath})
+	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{DBPath: dbPath, JVMFlags: dynamolocal.TestJVMFlags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 			// service never does, so that is not a fault to test here.
 			step(4*time.Second, "stop DynamoDB Local (SIGTERM) under load", func() { emu.Shutdown() })
 			step(2*time.Second, "restart DynamoDB Local on its -dbPath", func() {
-				if emu, err = dynamolocal.Start(ctx, dynamolocal.Options{DBPath: dbPath, Port: emu.Port}); err != nil {
+				if emu, err = dynamolocal.Start(ctx, dynamolocal.Options{DBPath: dbPath, Port: emu.Port, JVMFlags: dynamolocal.TestJVMFlags}); err != nil {
 					t.Fatal(err)
 				}
 				emulatorRestarts++
