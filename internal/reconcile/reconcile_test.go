@@ -119,7 +119,7 @@ func TestACleanLedgerReconcilesWithoutFindings(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	users := ledgertest.Users("u", 30)
-	f.seed(t, users, 300)
+	f.seed(t, users, 600)
 	var last Progress
 	rep := f.run(t, Options{Segments: 3, Progress: func(p Progress) { last = p }})
 	if !rep.Clean || len(rep.Findings) != 0 || len(rep.Proposed) != 0 {
