@@ -324,7 +324,7 @@ func TestRebuildMakesTheSameHistoryAsTheStream(t *testing.T) {
 	f := newFixture(t)
 	users := ledgertest.Users("u", 10)
 	stop := run(f.projector("p", Options{}))
-	f.storm(t, users, 8, 200, 1)
+	f.storm(t, users, 8, 300, 1)
 	f.waitCaughtUp(t, users)
 	if err := stop(); err != nil {
 		t.Fatal(err)
