@@ -92,19 +92,21 @@ func TestAnOpenLoopMeasuresTheStepsAStallKeptWaiting(t *testing.T) {
 }
 
 // Double-spend's purchases go out once their grant is answered: their
-// latency is their own, not the grant's too.
+// latency is their own, not the grant's too. (Answered at once, a purchase
+// still waits for the CPU: on a busy machine, tens of milliseconds. The
+// grant's second keeps that apart from the grant's time.)
 func TestDoubleSpendPurchasesAreTimedFromTheirSending(t *testing.T) {
 	x := &fakeExec{delay: func(o op) time.Duration {
 		if o.kind == "grant" {
-			return 200 * time.Millisecond
+			return time.Second
 		}
 		return 0
 	}}
 	rec := newRecorder()
 	openLoop(context.Background(), newScenario("double-spend", testParams(), false), newSender(x, rec, nil), 5, 4096, 1, 0, 2*time.Second, rec, io.Discard)
 	run := rec.run()
-	if p, g := run.ByOp["purchase"], run.ByOp["grant"]; p.Count == 0 || p.P50 > 50 || g.P50 < 190 {
-		t.Errorf("grants of 200 ms, purchases answered at once: purchase p50 %.1f ms (%d), grant p50 %.1f ms", p.P50, p.Count, g.P50)
+	if p, g := run.ByOp["purchase"], run.ByOp["grant"]; p.Count == 0 || p.P50 > 500 || g.P50 < 990 {
+		t.Errorf("grants of 1 s, purchases answered at once: purchase p50 %.1f ms (%d), grant p50 %.1f ms", p.P50, p.Count, g.P50)
 	}
 }
 

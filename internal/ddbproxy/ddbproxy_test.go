@@ -6,6 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,10 +40,44 @@ func start(t *testing.T, env *dynamotest.Env, latency time.Duration) *ddbproxy.P
 	return p
 }
 
+// holdTransactions stands between the proxy and DynamoDB Local: each
+// TransactWriteItems waits there until release is closed, so that a test
+// decides how long one is in flight, not the machine's speed.
+type holdTransactions struct {
+	target  http.Handler
+	release chan struct{}
+	waiting atomic.Int64
+}
+
+func newHoldTransactions(t *testing.T, endpoint string) (*holdTransactions, string) {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &holdTransactions{target: httputil.NewSingleHostReverseProxy(u), release: make(chan struct{})}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return h, srv.URL
+}
+
+func (h *holdTransactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+		h.waiting.Add(1)
+		<-h.release
+	}
+	h.target.ServeHTTP(w, r)
+}
+
 func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	p := start(t, env, 50*time.Millisecond)
+	hold, target := newHoldTransactions(t, env.Endpoint)
+	p, err := ddbproxy.Start(ddbproxy.Options{Target: target, Latency: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
 	db := dynamolocal.NewClient(p.URL)
 	put := func(sk string) error {
 		_, err := db.TransactWriteItems(context.Background(), &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
@@ -54,6 +93,14 @@ func TestConcurrentTransactionsOnOneItemConflict(t *testing.T) {
 	for i := range errs {
 		wg.Go(func() { errs[i] = put(fmt.Sprint("E#", i)) })
 	}
+	// One is in flight (held) until the proxy has decided on the other:
+	// a conflict, or, were the proxy to miss it, both held.
+	for deadline := time.Now().Add(time.Minute); p.Stats().Conflicts == 0 && hold.waiting.Load() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute, %d transactions reached DynamoDB and the proxy answered %+v", hold.waiting.Load(), p.Stats())
+		}
+	}
+	close(hold.release)
 	wg.Wait()
 	var conflicts int
 	for _, err := range errs {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -40,7 +41,18 @@ type Options struct {
 	Port   int    // 0 = a free port on this machine
 	DBPath string // "" = -inMemory; else persist in this folder
 	CPUs   string // "" = any CPU; else the CPUs it may run on, as taskset -c takes them (Linux)
+	// JVMFlags are given to java before -jar (nil: the JVM's defaults, for
+	// the best steady state); TestJVMFlags suit a run of a few minutes.
+	JVMFlags []string
 }
+
+// TestJVMFlags make DynamoDB Local spend about half the CPU over the few
+// minutes a test package runs it: C1 only (C2's compilations cost more than
+// they save in that time) and the serial collector (no threads of its own).
+// Measured side by side, 3000 purchases through the ledger: 24 s of the
+// emulator's CPU with them, 45 s without (C1 alone 27 s); it starts in
+// 1.9 s of CPU instead of 3.5 s.
+var TestJVMFlags = []string{"-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 
 // Emulator is a running DynamoDB Local.
 type Emulator struct {
@@ -110,13 +122,13 @@ func Start(ctx context.Context, o Options) (*Emulator, error) {
 }
 
 func start(ctx context.Context, o Options, port int) (*Emulator, error) {
-	args := []string{
+	args := append(slices.Clone(o.JVMFlags),
 		"-Djava.library.path=DynamoDBLocal_lib",
 		"-jar", "DynamoDBLocal.jar",
 		"-port", strconv.Itoa(port),
 		"-sharedDb", // one database whatever the credentials, so the AWS CLI sees the tables too
 		"-disableTelemetry",
-	}
+	)
 	if o.DBPath != "" {
 		args = append(args, "-dbPath", o.DBPath)
 	} else {

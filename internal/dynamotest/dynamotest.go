@@ -31,13 +31,17 @@ var (
 	tables   atomic.Int64
 )
 
-// Main runs the tests and stops the emulator, if one was started.
-func Main(m *testing.M) {
+// Main runs the tests, stops the emulator if one was started, and exits.
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain with cleaning up of its own: it runs the tests,
+// stops the emulator if one was started, and returns the exit code.
+func Run(m *testing.M) int {
 	code := m.Run()
 	if emulator != nil {
 		emulator.Stop()
 	}
-	os.Exit(code)
+	return code
 }
 
 // Emulator returns the test binary's DynamoDB Local, starting it if needed.
@@ -46,7 +50,7 @@ func Emulator(tb testing.TB) *dynamolocal.Emulator {
 	once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		emulator, startErr = dynamolocal.Start(ctx, dynamolocal.Options{})
+		emulator, startErr = dynamolocal.Start(ctx, dynamolocal.Options{JVMFlags: dynamolocal.TestJVMFlags})
 	})
 	if startErr != nil {
 		tb.Fatalf("DynamoDB Local: %v", startErr)

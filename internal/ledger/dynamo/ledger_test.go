@@ -494,7 +494,7 @@ func TestApplyHonoursCancellation(t *testing.T) {
 	if _, err := l.Apply(ctx, mutation(t, ledger.EntryGrant, "u1", "g", "1")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Apply with a cancelled ctx: %v, want context.Canceled", err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the drainer reach the call
+	waitDrained(t, l, "u1") // the drainer has taken the call and is done with it
 	out, err := env.Client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &env.Ledger, Select: types.SelectCount})
 	if err != nil {
 		t.Fatal(err)
@@ -515,6 +515,94 @@ func (c *transactionCounter) TransactWriteItems(ctx context.Context, in *dynamod
 	return c.API.TransactWriteItems(ctx, in, opts...)
 }
 
+// holdFirst stands before a ledger's DynamoDB: the ledger's first
+// transaction waits until release is closed, then goes to first, not to API
+// (so that only the transactions after it reach API). While it waits, its
+// user's drainer is busy, and the calls a test makes queue behind it in the
+// order the test makes them: the next group is what the test composed, however
+// slowly a busy machine runs (a linger would only gather what arrived in
+// time).
+type holdFirst struct {
+	API
+	first   API
+	held    chan struct{} // closed once the first transaction waits
+	release chan struct{}
+	n       atomic.Int64
+}
+
+func newHoldFirst(api, first API) *holdFirst {
+	return &holdFirst{API: api, first: first, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdFirst) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if h.n.Add(1) > 1 {
+		return h.API.TransactWriteItems(ctx, in, opts...)
+	}
+	close(h.held)
+	<-h.release
+	return h.first.TransactWriteItems(ctx, in, opts...)
+}
+
+// applyBehind applies first (a grant, whose transaction h holds), then each
+// of ms in order once the one before is queued behind it, then lets first
+// commit, and returns the answers of ms: ms are the next group, in order.
+// A call not answered within a minute gets context.DeadlineExceeded.
+func applyBehind(t *testing.T, l *Ledger, h *holdFirst, first ledger.Mutation, ms ...ledger.Mutation) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	firstErr := make(chan error, 1)
+	go func() { _, err := l.Apply(ctx, first); firstErr <- err }()
+	<-h.held
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Go(func() { _, errs[i] = l.Apply(ctx, m) })
+		waitQueued(t, l, first.UserID, i+1)
+	}
+	close(h.release)
+	if err := <-firstErr; err != nil {
+		t.Fatalf("%s %s, the transaction the others queued behind: %v", first.Type, first.RequestID, err)
+	}
+	wg.Wait()
+	return errs
+}
+
+// waitQueued waits until n calls of user wait for their group. It fails the
+// test after a minute; it asserts nothing about speed.
+func waitQueued(t *testing.T, l *Ledger, user string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		l.queues.mu.Lock()
+		q := l.queues.m[user]
+		queued := q != nil && len(q.pending) >= n
+		l.queues.mu.Unlock()
+		if queued {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls of %s not queued after a minute", n, user)
+		}
+	}
+}
+
+// waitDrained waits until user has no queue: its drainer has taken every
+// call and is done. It fails the test after a minute.
+func waitDrained(t *testing.T, l *Ledger, user string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+		l.queues.mu.Lock()
+		_, busy := l.queues.m[user]
+		l.queues.mu.Unlock()
+		if !busy {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the drainer of %s still busy after a minute", user)
+		}
+	}
+}
+
 // Purchases queued together commit together, and each gets its own answer:
 // the one the balance cannot cover at its place in line is refused alone.
 func TestAGroupRefusesAnOverdraftAlone(t *testing.T) {
@@ -522,20 +610,15 @@ func TestAGroupRefusesAnOverdraftAlone(t *testing.T) {
 	counter := &transactionCounter{}
 	env := dynamotest.New(t)
 	counter.API = env.Client
-	l := New(counter, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
-	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "50"))
-	counter.n.Store(0)
+	h := newHoldFirst(counter, env.Client) // the grant's transaction is not counted
+	l := New(h, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
 
 	amounts := []string{"30", "30", "10", "10"}
-	errs := make([]error, len(amounts))
-	var wg sync.WaitGroup
+	var ms []ledger.Mutation
 	for i, a := range amounts {
-		wg.Go(func() {
-			_, errs[i] = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", fmt.Sprint("p", i), a))
-		})
-		time.Sleep(20 * time.Millisecond) // queue them in this order, within the linger
+		ms = append(ms, mutation(t, ledger.EntryPurchase, "u1", fmt.Sprint("p", i), a))
 	}
-	wg.Wait()
+	errs := applyBehind(t, l, h, mutation(t, ledger.EntryGrant, "u1", "g", "50"), ms...)
 	want := []string{"", ledger.ReasonInsufficientBalance, "", ""}
 	for i, err := range errs {
 		if ledger.ReasonOf(err) != want[i] {
@@ -584,31 +667,25 @@ func TestGroupCommitOnAHotUser(t *testing.T) {
 
 // A refund queued right behind its purchase waits for the purchase's group
 // to commit instead of being refused for a purchase not found.
-// purchaseThenRefund sends purchase p1 of 20 by u1 and, while it waits for
-// its group (l lingers), a refund of 5 of it, so that the refund queues right
-// behind its purchase.
-func purchaseThenRefund(t *testing.T, l *Ledger) (purchaseErr, refundErr error) {
+// purchaseThenRefund grants u1 50 and, while the grant commits, queues
+// purchase p1 of 20 and right behind it a refund of 5 of it: the two are
+// the next group.
+func purchaseThenRefund(t *testing.T, l *Ledger, h *holdFirst) (purchaseErr, refundErr error) {
 	t.Helper()
 	refund, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_, purchaseErr = l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", "20"))
-	})
-	time.Sleep(20 * time.Millisecond)
-	wg.Go(func() { _, refundErr = l.Apply(context.Background(), refund) })
-	wg.Wait()
-	return purchaseErr, refundErr
+	errs := applyBehind(t, l, h, mutation(t, ledger.EntryGrant, "u1", "g", "50"), mutation(t, ledger.EntryPurchase, "u1", "p1", "20"), refund)
+	return errs[0], errs[1]
 }
 
 func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	l := New(env.Client, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
-	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "50"))
-	purchaseErr, refundErr := purchaseThenRefund(t, l)
+	h := newHoldFirst(env.Client, env.Client)
+	l := New(h, Options{Table: env.Ledger, Linger: 300 * time.Millisecond})
+	purchaseErr, refundErr := purchaseThenRefund(t, l, h)
 	if purchaseErr != nil || refundErr != nil {
 		t.Fatalf("purchase: %v; refund right behind it: %v", purchaseErr, refundErr)
 	}
@@ -623,10 +700,10 @@ func TestARefundInTheGroupOfItsPurchase(t *testing.T) {
 func TestGivingUpOnAGroupLeavesTheNextOneItsTurn(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	mustApply(t, New(env.Client, Options{Table: env.Ledger}), mutation(t, ledger.EntryGrant, "u1", "g", "50"))
-	inj := &conflictInjector{API: env.Client, conflicts: fastRetry.MaxAttempts} // every attempt of the first group
-	l := New(inj, Options{Table: env.Ledger, Retry: fastRetry, Linger: 300 * time.Millisecond})
-	purchaseErr, refundErr := purchaseThenRefund(t, l)
+	inj := &conflictInjector{API: env.Client, conflicts: fastRetry.MaxAttempts} // every attempt of the purchase's group
+	h := newHoldFirst(inj, env.Client)                                          // the grant's goes past inj
+	l := New(h, Options{Table: env.Ledger, Retry: fastRetry, Linger: 300 * time.Millisecond})
+	purchaseErr, refundErr := purchaseThenRefund(t, l, h)
 	if ledger.ReasonOf(purchaseErr) != ledger.ReasonTooManyConflicts {
 		t.Errorf("purchase through %d conflicts: %v, want %s", fastRetry.MaxAttempts, purchaseErr, ledger.ReasonTooManyConflicts)
 	}
@@ -745,16 +822,10 @@ func (f *failOnce) TransactWriteItems(ctx context.Context, in *dynamodb.Transact
 func TestEveryCallOfAFailedGroupIsAnswered(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	l := New(&failOnce{API: env.Client}, Options{Table: env.Ledger, Linger: 200 * time.Millisecond})
+	h := newHoldFirst(&failOnce{API: env.Client}, env.Client) // the first grant's goes past failOnce
+	l := New(h, Options{Table: env.Ledger, Linger: 200 * time.Millisecond})
 	m := mutation(t, ledger.EntryGrant, "u1", "g", "5")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i := range errs {
-		wg.Go(func() { _, errs[i] = l.Apply(ctx, m) })
-	}
-	wg.Wait()
+	errs := applyBehind(t, l, h, mutation(t, ledger.EntryGrant, "u1", "g0", "1"), m, m, m)
 	for i, err := range errs {
 		if err == nil || errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("call %d of the failed group: %v, want the write's error", i, err)
@@ -764,8 +835,8 @@ func TestEveryCallOfAFailedGroupIsAnswered(t *testing.T) {
 	if res.Replayed {
 		t.Error("the retry says replayed, but the failed write wrote nothing")
 	}
-	if acct := assertAuditClean(t, l, "u1"); acct.Version != 1 {
-		t.Errorf("version %d, want 1", acct.Version)
+	if acct := assertAuditClean(t, l, "u1"); acct.Version != 2 {
+		t.Errorf("version %d, want 2 (the grant they queued behind, and the retry)", acct.Version)
 	}
 }
 
