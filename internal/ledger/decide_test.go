@@ -105,7 +105,7 @@ func TestDecide(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
-			e := dec.Entry
+			e := dec.Entry()
 			if e.Version != tc.acct.Version+1 || !e.Amount.Equal(d(tc.amount)) || !e.BalanceAfter.Equal(d(tc.balance)) || !e.CreateTime.Equal(now) {
 				t.Errorf("entry = %+v, want version %d, amount %s, balance after %s", e, tc.acct.Version+1, tc.amount, tc.balance)
 			}

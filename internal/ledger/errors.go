@@ -43,6 +43,8 @@ const (
 	ReasonTooManyConflicts      = "TOO_MANY_CONFLICTS"
 	ReasonBalanceLimit          = "BALANCE_LIMIT"
 	ReasonThrottled             = "THROTTLED"
+	ReasonInvalidExpiry         = "INVALID_EXPIRY"
+	ReasonTooManyBuckets        = "TOO_MANY_BUCKETS"
 )
 
 // Error is the one error type of the domain.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -39,6 +40,10 @@ type Request struct {
 	Reason          string // why; required
 	ExplainBalance  bool   // record the amount without moving the balance (see Mutation)
 	ExpectedBalance string // with ExplainBalance: the balance the account must have
+
+	// Credits (grants, credit adjustments): when the points expire; zero:
+	// never. The API resolves a request's expire_time or ttl to it.
+	Expire time.Time
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -61,6 +66,9 @@ type Mutation struct {
 	Reason            string
 	ExplainBalance    bool
 	ExpectedBalance   decimal.Decimal
+	// Credits: when the points expire; zero: never. The API turns a
+	// request's expire_time or ttl into it, within the program's limits.
+	Expire time.Time
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -93,6 +101,12 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		OrderID:           r.OrderID,
 		Metadata:          r.Metadata,
 		PurchaseRequestID: r.PurchaseRequestID,
+	}
+	if !r.Expire.IsZero() {
+		if info, _ := t.Info(); !info.Expires || r.Debit || r.ExplainBalance {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "only grants and credit adjustments expire")
+		}
+		m.Expire = r.Expire.UTC()
 	}
 	if t != EntryRefund && r.PurchaseRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
@@ -189,6 +203,10 @@ func (m Mutation) Hash() string {
 	field(m.Amount.String())
 	field(m.OrderID)
 	field(m.PurchaseRequestID)
+	if !m.Expire.IsZero() { // only then: the hashes of earlier requests stay as recorded
+		field("expire")
+		field(m.Expire.UTC().Format(time.RFC3339Nano))
+	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))
 		field(m.Reason)
