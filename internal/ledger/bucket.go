@@ -162,7 +162,7 @@ func (a Account) expired(t time.Time) []Draw {
 	var ds []Draw
 	for _, b := range a.Buckets {
 		if !live(b.Expire, t) {
-			ds = append(ds, Draw{Expire: b.Expire, Amount: b.Amount})
+			ds = append(ds, Draw(b))
 		}
 	}
 	return ds
