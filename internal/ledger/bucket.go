@@ -167,3 +167,11 @@ func (a Account) expired(t time.Time) []Draw {
 	}
 	return ds
 }
+
+// SortBuckets puts buckets in spending order (soonest expiry first,
+// never-expiring last), as an Account holds them; a store that keeps them
+// unordered sorts them on reading.
+func SortBuckets(bs []Bucket) []Bucket {
+	slices.SortFunc(bs, func(a, b Bucket) int { return before(a.Expire, b.Expire) })
+	return bs
+}

@@ -120,6 +120,12 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		if e.Type == ledger.EntryRefund {
 			refunds[e.PurchaseVersion] = refunds[e.PurchaseVersion].Add(e.Amount)
 		}
+		if info, _ := e.Type.Info(); info.System {
+			if e.RequestID != "" {
+				add(ledger.FindingRequestMismatch, "no request_id on an entry the ledger writes itself", e.RequestID, e.Version)
+			}
+			continue
+		}
 		r, ok := requests[e.RequestID]
 		switch {
 		case !ok:
@@ -167,6 +173,9 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	if !acct.Balance.Equal(folded.Balance) {
 		add(ledger.FindingBalanceMismatch, folded.Balance, acct.Balance, acct.Version)
 	}
+	if !slices.EqualFunc(acct.Buckets, folded.Buckets, sameBucket) {
+		add(ledger.FindingBuckets, bucketsString(folded.Buckets), bucketsString(acct.Buckets), acct.Version)
+	}
 	if acct.Version != int64(len(entries)) {
 		add(ledger.FindingVersionMismatch, len(entries), acct.Version, acct.Version)
 	}
@@ -203,4 +212,14 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		}
 	}
 	return Audit{Findings: findings, Account: acct, Folded: folded, Entries: entries, Items: len(items)}, nil
+}
+
+func sameBucket(a, b ledger.Bucket) bool { return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) }
+
+func bucketsString(bs []ledger.Bucket) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = expiryKey(b.Expire) + ":" + b.Amount.String()
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }

@@ -15,7 +15,7 @@ import (
 // Item layout of the ledger table. The user is the partition key of every
 // item, so one user's account, entries and request records live together:
 //
-//	PK=ACCT#<user> SK=A                    account: balance, version, status, times
+//	PK=ACCT#<user> SK=A                    account: balance, buckets, version, status, times
 //	PK=ACCT#<user> SK=E#<version, 20 digits> entry
 //	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, entry version
 //
@@ -54,6 +54,8 @@ type requestRecord struct {
 	Type    ledger.EntryType
 	Amount  decimal.Decimal // the request's positive amount (a purchase's cap for its refunds)
 	Version int64           // the version of the entry it wrote
+
+	Refunded decimal.Decimal // purchases, as a refund plans: the refunded amount it read (not stored)
 }
 
 func entryItem(e ledger.Entry) map[string]types.AttributeValue {
@@ -64,8 +66,16 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	item["type"] = str(string(e.Type))
 	item["amount"] = num(e.Amount)
 	item["balance_after"] = num(e.BalanceAfter)
-	item["request_id"] = str(e.RequestID)
+	if e.RequestID != "" { // entries the ledger writes itself (expirations) have none
+		item["request_id"] = str(e.RequestID)
+	}
 	item["create_time"] = str(formatTime(e.CreateTime))
+	if !e.ExpireTime.IsZero() {
+		item["expire_time"] = str(formatTime(e.ExpireTime))
+	}
+	if len(e.Draws) > 0 {
+		item["draws"] = drawsItem(e.Draws)
+	}
 	if e.OrderID != "" {
 		item["order_id"] = str(e.OrderID)
 	}
@@ -88,8 +98,42 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 		if e.ExplainsBalance {
 			item["explains_balance"] = &types.AttributeValueMemberBOOL{Value: true}
 		}
+	case ledger.EntryExpiration:
 	}
 	return item
+}
+
+// neverKey names the never-expiring bucket in an account's buckets map.
+const neverKey = "never"
+
+func expiryKey(t time.Time) string {
+	if t.IsZero() {
+		return neverKey
+	}
+	return formatTime(t)
+}
+
+// drawsItem is a list of {expire_time, amount} maps, in order.
+func drawsItem(ds []ledger.Draw) types.AttributeValue {
+	l := make([]types.AttributeValue, len(ds))
+	for i, d := range ds {
+		m := map[string]types.AttributeValue{"amount": num(d.Amount)}
+		if !d.Expire.IsZero() {
+			m["expire_time"] = str(formatTime(d.Expire))
+		}
+		l[i] = &types.AttributeValueMemberM{Value: m}
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// bucketsItem is the account's buckets as a map from expiry (or "never")
+// to amount: one attribute, bounded by ledger.DefaultMaxBuckets keys.
+func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(bs))
+	for _, b := range bs {
+		m[expiryKey(b.Expire)] = num(b.Amount)
+	}
+	return &types.AttributeValueMemberM{Value: m}
 }
 
 func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
@@ -115,6 +159,12 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 		Status:     ledger.Status(d.str("status")),
 		CreateTime: d.time("create_time"),
 		UpdateTime: d.time("update_time"),
+	}
+	if _, ok := item["buckets"]; ok {
+		a.Buckets = d.buckets("buckets")
+	} else if a.Balance.IsPositive() {
+		// Written before points expired: all of it never does.
+		a.Buckets = []ledger.Bucket{{Amount: a.Balance}}
 	}
 	return a, true, d.err("account")
 }
@@ -152,10 +202,14 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 		Type:         ledger.EntryType(d.str("type")),
 		Amount:       d.num("amount"),
 		BalanceAfter: d.num("balance_after"),
-		RequestID:    d.str("request_id"),
+		RequestID:    d.optStr("request_id"),
 		OrderID:      d.optStr("order_id"),
 		CreateTime:   d.time("create_time"),
 		Metadata:     d.strMap("metadata"),
+		Draws:        d.draws("draws"),
+	}
+	if _, ok := item["expire_time"]; ok {
+		e.ExpireTime = d.time("expire_time")
 	}
 	switch e.Type {
 	case ledger.EntryGrant:
@@ -168,6 +222,7 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 		e.Reason = d.str("reason")
 		b, _ := item["explains_balance"].(*types.AttributeValueMemberBOOL)
 		e.ExplainsBalance = b != nil && b.Value
+	case ledger.EntryExpiration:
 	}
 	return e, true, d.err("entry")
 }
@@ -301,3 +356,66 @@ func numInt(n int64) types.AttributeValue {
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// draws reads a list of draws; absent: none.
+func (d *decoder) draws(name string) []ledger.Draw {
+	v, ok := d.item[name]
+	if !ok {
+		return nil
+	}
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		d.fail(name, "not a list")
+		return nil
+	}
+	out := make([]ledger.Draw, 0, len(l.Value))
+	for _, x := range l.Value {
+		m, ok := x.(*types.AttributeValueMemberM)
+		if !ok {
+			d.fail(name, "an element is not a map")
+			return nil
+		}
+		inner := decoder{item: m.Value}
+		dr := ledger.Draw{Amount: inner.num("amount")}
+		if _, ok := m.Value["expire_time"]; ok {
+			dr.Expire = inner.time("expire_time")
+		}
+		if inner.first != nil {
+			d.fail(name, inner.first.Error())
+			return nil
+		}
+		out = append(out, dr)
+	}
+	return out
+}
+
+// buckets reads an account's buckets map, in spending order.
+func (d *decoder) buckets(name string) []ledger.Bucket {
+	m, ok := d.item[name].(*types.AttributeValueMemberM)
+	if !ok {
+		d.fail(name, "not a map")
+		return nil
+	}
+	out := make([]ledger.Bucket, 0, len(m.Value))
+	for k, v := range m.Value {
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			d.fail(name, "a value is not a number")
+			return nil
+		}
+		amount, err := decimal.NewFromString(n.Value)
+		if err != nil {
+			d.fail(name, err.Error())
+			return nil
+		}
+		b := ledger.Bucket{Amount: amount}
+		if k != neverKey {
+			if b.Expire, err = time.Parse(timeLayout, k); err != nil {
+				d.fail(name, err.Error())
+				return nil
+			}
+		}
+		out = append(out, b)
+	}
+	return ledger.SortBuckets(out)
+}

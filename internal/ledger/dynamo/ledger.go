@@ -53,6 +53,10 @@ type Options struct {
 	// PageTokens makes and checks ListEntries' page tokens; nil: a codec
 	// derived from Table (pagetoken.Derived), which is no secret.
 	PageTokens *pagetoken.Codec
+
+	// MaxBuckets bounds the expiry times one account holds; 0:
+	// ledger.DefaultMaxBuckets.
+	MaxBuckets int
 }
 
 // Observer watches the write path. Its methods are called on the write
@@ -94,16 +98,17 @@ const maxTxItems = 100
 
 // Ledger reads and writes users' ledgers in one DynamoDB table.
 type Ledger struct {
-	db       API
-	table    string
-	retry    Retry
-	now      func() time.Time
-	log      *slog.Logger
-	maxBatch int
-	linger   time.Duration
-	queues   queues
-	observe  Observer
-	tokens   *pagetoken.Codec
+	db         API
+	table      string
+	retry      Retry
+	now        func() time.Time
+	log        *slog.Logger
+	maxBatch   int
+	maxBuckets int
+	linger     time.Duration
+	queues     queues
+	observe    Observer
+	tokens     *pagetoken.Codec
 
 	accountsMu sync.Mutex
 	accounts   map[string]ledger.Account // cached aggregates of recently busy users
@@ -136,18 +141,19 @@ func New(db API, o Options) *Ledger {
 		o.PageTokens = pagetoken.Derived(o.Table)
 	}
 	return &Ledger{
-		db:       db,
-		table:    o.Table,
-		retry:    o.Retry,
-		now:      o.Now,
-		log:      o.Logger,
-		maxBatch: min(o.MaxBatch, DefaultMaxBatch), // no group holds more
-		linger:   o.Linger,
-		queues:   queues{m: map[string]*userQueue{}},
-		observe:  o.Observer,
-		tokens:   o.PageTokens,
-		accounts: map[string]ledger.Account{},
-		entropy:  ulid.Monotonic(o.Entropy, 0),
+		db:         db,
+		table:      o.Table,
+		retry:      o.Retry,
+		now:        o.Now,
+		log:        o.Logger,
+		maxBatch:   min(o.MaxBatch, DefaultMaxBatch), // no group holds more
+		maxBuckets: o.MaxBuckets,
+		linger:     o.Linger,
+		queues:     queues{m: map[string]*userQueue{}},
+		observe:    o.Observer,
+		tokens:     o.PageTokens,
+		accounts:   map[string]ledger.Account{},
+		entropy:    ulid.Monotonic(o.Entropy, 0),
 	}
 }
 

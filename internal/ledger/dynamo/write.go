@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -110,7 +111,8 @@ func (l *Ledger) drain(q *userQueue) {
 // planned is one mutation in a group.
 type planned struct {
 	c        *call
-	entry    ledger.Entry
+	entry    ledger.Entry  // the mutation's own entry
+	puts     []int         // indexes of its entries' puts in the transaction (expirations too)
 	purchase requestRecord // refunds: the purchase
 	request  int           // index of its request record in the transaction
 	cap      int           // refunds: index of the purchase update; else -1
@@ -304,6 +306,21 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 				purchase = rec
 				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
 			}
+			if ok && rec.Type == ledger.EntryPurchase {
+				// What it drew and what earlier refunds gave back decide
+				// where this refund goes; the purchase's update is
+				// conditioned on the refunded amount read here.
+				pe, found, err := l.entry(ctx, m.UserID, rec.Version)
+				if err == nil && !found {
+					err = fmt.Errorf("purchase %q of %q: entry version %d not found", m.PurchaseRequestID, m.UserID, rec.Version)
+				}
+				if err != nil {
+					c.finish(ledger.Result{}, err)
+					continue
+				}
+				facts.Purchase.Draws, facts.Purchase.Refunded = pe.Draws, pe.RefundedAmount
+				purchase.Refunded = pe.RefundedAmount
+			}
 		}
 		if m.ExplainBalance && running.Version > 0 {
 			// It explains the balance the group starts from: the entries it
@@ -319,36 +336,41 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			}
 			facts.EntriesSum = sum
 		}
-		size := 2
-		if info.RefersToPurchase {
-			size = 3
-		}
-		if len(g.items)+size > maxTxItems {
-			g.later = calls[i:]
-			break
-		}
+		facts.MaxBuckets = l.maxBuckets
 
 		dec, err := ledger.Decide(running, m, now, facts)
 		if err != nil {
 			refuse(err)
 			continue
 		}
-		e := dec.Entry
-		e.ID = l.newID(now)
-		p := &planned{c: c, entry: e, purchase: purchase, request: len(g.items) + 1, cap: -1}
-		g.items = append(g.items,
-			types.TransactWriteItem{Put: &types.Put{
+		size := len(dec.Entries) + 1 // its entries and its request record
+		if info.RefersToPurchase {
+			size++
+		}
+		if len(g.items)+size > maxTxItems {
+			g.later = calls[i:]
+			break
+		}
+		p := &planned{c: c, purchase: purchase, cap: -1}
+		for j, e := range dec.Entries {
+			e.ID = l.newID(now)
+			p.puts = append(p.puts, len(g.items))
+			g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
 				TableName:           &l.table,
 				Item:                entryItem(e),
 				ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			}},
-			types.TransactWriteItem{Put: &types.Put{
-				TableName:                           &l.table,
-				Item:                                requestItem(m, e),
-				ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}},
-		)
+			}})
+			if j == dec.Main {
+				p.entry = e
+				p.request = len(g.items)
+				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+					TableName:                           &l.table,
+					Item:                                requestItem(m, e),
+					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+				}})
+			}
+		}
 		if info.RefersToPurchase {
 			p.cap = len(g.items)
 			g.items = append(g.items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
@@ -399,6 +421,7 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 		}
 		return ""
 	}
+	staleRefund := false
 	for _, p := range g.members {
 		m := p.c.m
 		switch {
@@ -415,6 +438,12 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 			if old, ok, err := decodeEntry(reasons[p.cap].Item); err == nil && ok {
 				refunded = old.RefundedAmount
 			}
+			if !refunded.Equal(p.purchase.Refunded) && !refunded.Add(m.Amount).GreaterThan(p.purchase.Amount) {
+				// Another refund of the purchase committed since it was
+				// read: this one still fits, planned on the purchase now.
+				staleRefund = true
+				continue
+			}
 			p.c.finish(l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonRefundExceedsPurchase,
 				"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
 				m.Amount, m.PurchaseRequestID, refunded, p.purchase.Amount)))
@@ -423,6 +452,9 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 	}
 	if settled > 0 {
 		return settled, nil, nil
+	}
+	if staleRefund {
+		return 0, fmt.Errorf("%w: a purchase was refunded meanwhile", errRetry), nil
 	}
 	for i := range reasons {
 		switch code(i) {
@@ -446,8 +478,10 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 		return 0, nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
 	}
 	for _, p := range g.members {
-		if code(p.request-1) == "ConditionalCheckFailed" {
-			return 0, fmt.Errorf("%w: entry version %d exists", errRetry, p.entry.Version), nil
+		for _, i := range p.puts {
+			if code(i) == "ConditionalCheckFailed" {
+				return 0, fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
+			}
 		}
 	}
 	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
@@ -539,15 +573,26 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 func accountUpdate(table string, before, after ledger.Account, needsActive bool, need decimal.Decimal) *types.Update {
 	values := map[string]types.AttributeValue{
 		":balance": num(after.Balance),
+		":buckets": bucketsItem(after.Buckets),
 		":version": numInt(after.Version),
 		":now":     str(formatTime(after.UpdateTime)),
 	}
 	var names map[string]string // "status" is a reserved word
-	update := "SET balance = :balance, version = :version, update_time = :now"
+	set := []string{"balance = :balance", "buckets = :buckets", "version = :version", "update_time = :now"}
+	var remove []string
+	// The sweeper's index of due users (see expiry.go) holds the accounts
+	// with points that expire, by the soonest expiry.
+	if next := after.NextExpiry(); !next.IsZero() {
+		set = append(set, "next_expiry = :next", "expiry_shard = :shard")
+		values[":next"] = str(formatTime(next))
+		values[":shard"] = str(expiryShard(after.UserID))
+	} else {
+		remove = append(remove, "next_expiry", "expiry_shard")
+	}
 	var cond string
 	if before.Version == 0 {
 		cond = "attribute_not_exists(PK)"
-		update += ", user_id = :user, #status = :active, create_time = :now"
+		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
 		names = map[string]string{"#status": "status"}
 		values[":user"] = str(after.UserID)
 		values[":active"] = str(string(ledger.StatusActive))
@@ -566,6 +611,10 @@ func accountUpdate(table string, before, after ledger.Account, needsActive bool,
 			cond += " AND balance >= :need"
 			values[":need"] = num(need)
 		}
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	return &types.Update{
 		TableName:                           &table,
@@ -586,13 +635,14 @@ func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecor
 		TableName:           &table,
 		Key:                 entryKey(m.UserID, purchase.Version),
 		UpdateExpression:    aws.String("SET refunded_amount = refunded_amount + :refund"),
-		ConditionExpression: aws.String("#type = :purchase AND refunded_amount <= :cap"),
+		ConditionExpression: aws.String("#type = :purchase AND refunded_amount = :read AND refunded_amount <= :cap"),
 		ExpressionAttributeNames: map[string]string{
 			"#type": "type",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":refund":   num(m.Amount),
 			":purchase": str(string(ledger.EntryPurchase)),
+			":read":     num(purchase.Refunded),
 			":cap":      num(purchase.Amount.Sub(m.Amount)),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

@@ -562,8 +562,12 @@ type AdjustRequest struct {
 	// With explain_balance: the balance the account must have now.
 	ExpectedBalance string            `protobuf:"bytes,7,opt,name=expected_balance,json=expectedBalance,proto3" json:"expected_balance,omitempty"`
 	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Credits only: when the points expire, or how long they live; as on
+	// GrantRequest, without the program's default.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdjustRequest) Reset() {
@@ -648,6 +652,20 @@ func (x *AdjustRequest) GetExpectedBalance() string {
 func (x *AdjustRequest) GetMetadata() map[string]string {
 	if x != nil {
 		return x.Metadata
+	}
+	return nil
+}
+
+func (x *AdjustRequest) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *AdjustRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
 	}
 	return nil
 }
@@ -1127,7 +1145,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\bfindings\x18\b \x03(\v2\x17.pointledger.v1.FindingR\bfindings\x12U\n" +
 	"\x14proposed_adjustments\x18\t \x03(\v2\".pointledger.v1.ProposedAdjustmentR\x13proposedAdjustments\x12\x14\n" +
 	"\x05clean\x18\n" +
-	" \x01(\bR\x05clean\"\xe7\x02\n" +
+	" \x01(\bR\x05clean\"\xd1\x03\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1137,7 +1155,11 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12'\n" +
 	"\x0fexplain_balance\x18\x06 \x01(\bR\x0eexplainBalance\x12)\n" +
 	"\x10expected_balance\x18\a \x01(\tR\x0fexpectedBalance\x12G\n" +
-	"\bmetadata\x18\b \x03(\v2+.pointledger.v1.AdjustRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\b \x03(\v2+.pointledger.v1.AdjustRequest.MetadataEntryR\bmetadata\x12;\n" +
+	"\vexpire_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12+\n" +
+	"\x03ttl\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
@@ -1220,26 +1242,28 @@ var file_pointledger_v1_admin_proto_depIdxs = []int32{
 	3,  // 4: pointledger.v1.ReconcileReport.findings:type_name -> pointledger.v1.Finding
 	4,  // 5: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
 	14, // 6: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
-	17, // 7: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	18, // 8: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	18, // 9: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	15, // 10: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	16, // 11: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 12: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	6,  // 13: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	8,  // 14: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	10, // 15: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	12, // 16: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 17: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	7,  // 18: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	9,  // 19: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	11, // 20: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	13, // 21: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 7: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
+	16, // 8: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 9: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	18, // 10: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	18, // 11: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	15, // 12: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	16, // 13: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 14: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	6,  // 15: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	8,  // 16: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	10, // 17: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	12, // 18: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 19: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	7,  // 20: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	9,  // 21: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	11, // 22: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	13, // 23: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }
