@@ -179,6 +179,7 @@ func TestEveryCorruptionIsFound(t *testing.T) {
 	rr2["SK"], rr2["request_id"], rr2["version"] = str("R#r2"), str("r2"), num("4")
 	f.put(t, f.env.Ledger, rr2)
 	f.set(t, f.env.Ledger, "overcap", "A", "balance", num("110"))
+	f.set(t, f.env.Ledger, "overcap", "A", "buckets", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"never": num("110")}})
 	f.set(t, f.env.Ledger, "overcap", "A", "version", num("4"))
 	f.set(t, f.env.Ledger, "overcap", entrySK(2), "refunded_amount", num("20"))
 	if err := f.history.Rebuild(ctx, "overcap"); err != nil {
