@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,6 +48,10 @@ type testServer struct {
 type serverOptions struct {
 	// maxBatch bounds a group commit (0: the default; 1: no group commit).
 	maxBatch int
+	// now is the clock of the store and of the expiry policy; nil: time.Now.
+	now func() time.Time
+	// expiry is the program's expiry policy (its Now is set from now).
+	expiry api.ExpiryPolicy
 }
 
 // newServer serves the API over HTTP on a fresh ledger table in DynamoDB Local.
@@ -64,13 +69,18 @@ func newServerWith(tb testing.TB, o serverOptions) *testServer {
 	tb.Helper()
 	env := dynamotest.New(tb)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: o.maxBatch})
+	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: o.maxBatch, Now: o.now})
+	o.expiry.Now = o.now
 	mux := http.NewServeMux()
 	history := projection.NewHistory(env.Client, env.History, store, nil)
-	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
+	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
+	service.SetExpiryPolicy(o.expiry)
+	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(service, api.HandlerOptions(log)...))
 	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
-	mux.Handle(pointledgerv1connect.NewAdminServiceHandler(api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log), api.HandlerOptions(log)...))
+	admin := api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log)
+	admin.SetExpiryPolicy(o.expiry)
+	mux.Handle(pointledgerv1connect.NewAdminServiceHandler(admin, api.HandlerOptions(log)...))
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
