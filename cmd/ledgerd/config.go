@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/pointledger/pointledger/internal/ddbhttp"
+	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/pagetoken"
@@ -41,6 +42,7 @@ type Config struct {
 	LeaseTTL        time.Duration
 	MaxBatch        int
 	BatchLinger     time.Duration
+	MaxBuckets      int // distinct expiry times one account may hold
 
 	metrics *metrics.Metrics // nil: not measured
 }
@@ -56,6 +58,12 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
 		"prefix of the table names, e.g. prod- (LEDGER_TABLE_PREFIX)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LEDGER_LOG_LEVEL", "info"), "debug, info, warn or error (LEDGER_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("LEDGER_LOG_FORMAT", "json"), "json or text (LEDGER_LOG_FORMAT)")
+	maxBuckets, err := intFromEnv(getenv, "LEDGER_MAX_BUCKETS", ledger.DefaultMaxBuckets)
+	if err != nil {
+		maxBuckets = -1 // refused below, with the flag's name
+	}
+	fs.IntVar(&c.MaxBuckets, "max-buckets", maxBuckets,
+		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS) (LEDGER_MAX_BUCKETS)")
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -138,7 +146,10 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens}
+	if c.MaxBuckets < 1 || c.MaxBuckets > 1000 {
+		return nil, fmt.Errorf("-max-buckets (LEDGER_MAX_BUCKETS) must be 1 to 1000, not %d", c.MaxBuckets)
+	}
+	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens, MaxBuckets: c.MaxBuckets}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}

@@ -73,6 +73,7 @@ type serveConfig struct {
 	Config
 	auth    authConfig
 	opsAddr string
+	expiry  api.ExpiryPolicy
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -103,6 +104,17 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, err
 	}
 	fs.DurationVar(&c.BatchLinger, "batch-linger", linger, "group commit: wait this long for a group to fill; 0: a group is what queued meanwhile (LEDGER_BATCH_LINGER)")
+	defaultTTL, err := durationFromEnv(getenv, "LEDGER_GRANT_DEFAULT_TTL", 0)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.expiry.DefaultTTL, "grant-default-ttl", defaultTTL,
+		"how long points of a grant that names no expire_time or ttl live, e.g. 8760h; 0: they never expire (LEDGER_GRANT_DEFAULT_TTL)")
+	maxExpiry, err := durationFromEnv(getenv, "LEDGER_MAX_EXPIRY", api.DefaultMaxExpiry)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.expiry.Max, "max-expiry", maxExpiry, "how far ahead points may expire; a later expire_time or longer ttl is INVALID_EXPIRY (LEDGER_MAX_EXPIRY)")
 	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
 		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
 	if err := c.projectorFlags(fs, getenv); err != nil {
@@ -121,6 +133,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	if c.MaxBatch < 1 || c.BatchLinger < 0 {
 		return nil, fmt.Errorf("-max-batch must be at least 1 and -batch-linger not negative")
+	}
+	if c.expiry.DefaultTTL < 0 || c.expiry.Max <= 0 || c.expiry.DefaultTTL > c.expiry.Max {
+		return nil, fmt.Errorf("-grant-default-ttl must be 0 to -max-expiry, and -max-expiry positive")
 	}
 	return &c, nil
 }
@@ -163,10 +178,9 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 
 	mux := http.NewServeMux()
-	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
-		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
-		options...,
-	)
+	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
+	service.SetExpiryPolicy(c.expiry)
+	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, protect(handler))
 	projectorStatus := func() (projection.Status, bool) {
 		if projector == nil {
@@ -174,11 +188,10 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 		}
 		return projector.Status(), true
 	}
-	path, handler = pointledgerv1connect.NewAdminServiceHandler(
-		api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
-			projectorStatus, int32(c.AmountScale), log),
-		options...,
-	)
+	admin := api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
+		projectorStatus, int32(c.AmountScale), log)
+	admin.SetExpiryPolicy(c.expiry)
+	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, protect(handler))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
