@@ -24,6 +24,7 @@ import (
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/sweep"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -186,6 +187,12 @@ func (c *Config) pageTokens(getenv func(string) string) (*pagetoken.Codec, error
 
 func (c *Config) leaseTable(p *ledgerParts) *projection.LeaseTable {
 	return projection.NewLeaseTable(p.db, c.TablePrefix+migrations.LeaseTable, nil)
+}
+
+// newSweeper is the expiry sweeper of the ledger, sharing its shards with
+// other sweepers through the lease table.
+func (c *Config) newSweeper(p *ledgerParts, interval time.Duration, log *slog.Logger) *sweep.Sweeper {
+	return sweep.New(p.store, c.leaseTable(p), sweep.Options{Shards: dynamo.ExpiryShards, Interval: interval, Log: log})
 }
 
 func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Projector {

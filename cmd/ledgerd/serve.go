@@ -21,6 +21,7 @@ import (
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
+	"github.com/pointledger/pointledger/internal/sweep"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -57,6 +58,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if c.Projector {
 		projector = c.projector(parts, log)
 	}
+	var sweeper *sweep.Sweeper
+	if c.sweeper {
+		sweeper = c.newSweeper(parts, c.sweep, log)
+	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
 	srv := apiServer(c.apiHandler(parts, projector, health, authn, log), log)
 	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, log), log)
@@ -64,7 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit)
-	return c.serveUntilDone(ctx, srv, ports.api, projector, log)
+	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
 }
 
 // serveConfig is what serve is told: the options every command shares, and
@@ -74,6 +79,8 @@ type serveConfig struct {
 	auth    authConfig
 	opsAddr string
 	expiry  api.ExpiryPolicy
+	sweeper bool
+	sweep   time.Duration // between the sweeper's passes
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -115,6 +122,13 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, err
 	}
 	fs.DurationVar(&c.expiry.Max, "max-expiry", maxExpiry, "how far ahead points may expire; a later expire_time or longer ttl is INVALID_EXPIRY (LEDGER_MAX_EXPIRY)")
+	fs.BoolVar(&c.sweeper, "sweeper", getenv("LEDGER_SWEEPER") != "false",
+		"run the expiry sweeper in this process, which puts idle users' expired points on the record; several share the work (LEDGER_SWEEPER)")
+	sweepEvery, err := durationFromEnv(getenv, "LEDGER_SWEEP_INTERVAL", 15*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.sweep, "sweep-interval", sweepEvery, "time between the sweeper's passes (LEDGER_SWEEP_INTERVAL)")
 	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
 		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
 	if err := c.projectorFlags(fs, getenv); err != nil {
@@ -221,7 +235,7 @@ func apiServer(h http.Handler, log *slog.Logger) *http.Server {
 // ctx ends or either fails. Then it shuts down in order: the requests in
 // flight finish (within -shutdown-timeout), then the projector stops and
 // hands its leases over.
-func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, log *slog.Logger) error {
+func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, sweeper *sweep.Sweeper, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	projectorCtx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
@@ -229,6 +243,12 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	projected := make(chan error, 1)
 	if projector != nil {
 		go func() { projected <- runProjector(projectorCtx, projector, log, 30*time.Second) }()
+	}
+	sweeperCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSweeper()
+	swept := make(chan error, 1)
+	if sweeper != nil {
+		go func() { swept <- sweeper.Run(sweeperCtx) }()
 	}
 	select {
 	case err := <-served:
@@ -246,6 +266,10 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if sweeper != nil {
+		stopSweeper()
+		<-swept
 	}
 	if projector != nil {
 		// The requests are done; stop projecting and hand the leases over.

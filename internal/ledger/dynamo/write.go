@@ -66,6 +66,8 @@ type call struct {
 	err  error
 	done chan struct{}
 	fold *fold // adjustments that explain the balance: the entries' sum, once read
+	// sweep: no mutation, only the expiration of what is due (Expire).
+	sweep bool
 }
 
 // fold is the sum of a user's entries up to a version.
@@ -84,6 +86,24 @@ func (c *call) finish(res ledger.Result, err error) {
 // may or may not be applied: retrying it with the same request_id is safe.
 func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error) {
 	c := &call{ctx: ctx, m: m, done: make(chan struct{})}
+	l.queues.push(c, l.drain)
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return ledger.Result{}, ctx.Err()
+	}
+}
+
+// Expire writes the expiration of user's points that are due, if any, in
+// turn with the user's mutations, and returns its entry (none: nothing was
+// due). The sweeper calls it for idle users the index of next expiries
+// names; it decides on the account as read, never on the index.
+func (l *Ledger) Expire(ctx context.Context, user string) (ledger.Result, error) {
+	if err := ledger.ValidateUserID(user); err != nil {
+		return ledger.Result{}, err
+	}
+	c := &call{ctx: ctx, m: ledger.Mutation{UserID: user}, sweep: true, done: make(chan struct{})}
 	l.queues.push(c, l.drain)
 	select {
 	case <-c.done:
@@ -263,6 +283,31 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 		m := c.m
 		if err := c.ctx.Err(); err != nil {
 			c.finish(ledger.Result{}, err) // the caller left before its turn
+			continue
+		}
+		if c.sweep {
+			dec := ledger.DecideExpiry(running, now)
+			if len(dec.Entries) == 0 {
+				c.finish(ledger.Result{Balance: running.Balance}, nil) // nothing due
+				continue
+			}
+			if len(g.items)+len(dec.Entries) > maxTxItems {
+				g.later = calls[i:]
+				break
+			}
+			p := &planned{c: c, request: -1, cap: -1}
+			for _, e := range dec.Entries {
+				e.ID = l.newID(now)
+				p.entry = e
+				p.puts = append(p.puts, len(g.items))
+				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+					TableName: &l.table, Item: entryItem(e), ConditionExpression: aws.String("attribute_not_exists(PK)"),
+				}})
+			}
+			g.members = append(g.members, p)
+			cum = cum.Add(dec.After.Balance.Sub(running.Balance))
+			need = decimal.Max(need, cum.Neg())
+			running = dec.After
 			continue
 		}
 		if p, ok := byRequest[m.RequestID]; ok {
