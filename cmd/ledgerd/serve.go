@@ -269,7 +269,9 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	}
 	if sweeper != nil {
 		stopSweeper()
-		<-swept
+		if err := <-swept; err != nil {
+			log.Warn("sweeper stopped with an error", "error", err)
+		}
 	}
 	if projector != nil {
 		// The requests are done; stop projecting and hand the leases over.

@@ -96,6 +96,12 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})
 	}
+	for _, m := range rep.Liability {
+		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+	}
+	for _, m := range rep.Breakage {
+		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+	}
 	for _, a := range rep.Proposed {
 		out.ProposedAdjustments = append(out.ProposedAdjustments, &pb.ProposedAdjustment{
 			UserId: a.UserID, Amount: a.Amount, Debit: a.Debit, ExplainBalance: a.ExplainBalance,

@@ -465,3 +465,48 @@ func TestHistoryMovingBetweenItsReadsIsNoFinding(t *testing.T) {
 		t.Errorf("a healthy ledger whose history moved between its reads: %v", rep.Findings)
 	}
 }
+
+// The report tells the liability (points outstanding by the month they
+// expire in) and the breakage (points that expired unused, by month).
+func TestLiabilityAndBreakage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clk := t0
+	store := dynamo.New(f.env.Client, dynamo.Options{Table: f.env.Ledger, Now: func() time.Time { return clk }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	grant := func(user, id, amount string, expire time.Time) {
+		m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: user, RequestID: id, Amount: amount, Expire: expire}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("a", "g1", "10", t0.Add(24*time.Hour))                         // 2026-11, expires on the record below
+	grant("a", "g2", "20", time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC)) // 2027-01
+	grant("b", "g1", "5", t0.Add(48*time.Hour))                          // 2026-11, expires unrecorded
+	grant("b", "g2", "7", time.Time{})                                   // never
+	clk = t0.Add(72 * time.Hour)
+	if _, err := store.Expire(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	rec := New(store, f.history, f.leases)
+	rec.now = func() time.Time { return clk }
+	if _, err := f.history.RebuildAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLiability := []MonthAmount{{"2027-01", "20"}, {"never", "7"}}
+	wantBreakage := []MonthAmount{{"2026-11", "15"}}
+	if !slices.Equal(rep.Liability, wantLiability) || !slices.Equal(rep.Breakage, wantBreakage) {
+		t.Errorf("liability %v, breakage %v; want %v and %v", rep.Liability, rep.Breakage, wantLiability, wantBreakage)
+	}
+	if !rep.Clean {
+		t.Errorf("findings: %v", rep.Findings)
+	}
+}

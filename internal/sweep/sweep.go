@@ -177,10 +177,10 @@ func (s *Sweeper) Run(ctx context.Context) error {
 	total := Progress{Points: decimal.Zero}
 	lastReport := time.Now()
 	for {
-		p, err := s.Pass(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return nil // stopped: not an error
 		}
+		p, err := s.Pass(ctx)
 		total.Passes, total.Shards, total.Users, total.Expired = total.Passes+p.Passes, total.Shards+p.Shards, total.Users+p.Users, total.Expired+p.Expired
 		total.Points, total.Duration = total.Points.Add(p.Points), total.Duration+p.Duration
 		switch {
