@@ -176,10 +176,7 @@ func (s *Sweeper) sweepShard(ctx context.Context, shard int, p *Progress) error 
 func (s *Sweeper) Run(ctx context.Context) error {
 	total := Progress{Points: decimal.Zero}
 	lastReport := time.Now()
-	for {
-		if ctx.Err() != nil {
-			return nil // stopped: not an error
-		}
+	for ctx.Err() == nil { // stopped is not an error
 		p, err := s.Pass(ctx)
 		total.Passes, total.Shards, total.Users, total.Expired = total.Passes+p.Passes, total.Shards+p.Shards, total.Users+p.Users, total.Expired+p.Expired
 		total.Points, total.Duration = total.Points.Add(p.Points), total.Duration+p.Duration
@@ -196,8 +193,8 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-time.After(s.o.Interval):
 		}
 	}
+	return nil
 }
