@@ -54,7 +54,8 @@ func (t EntryType) Info() (EntryTypeInfo, bool) {
 // adjustment explains.
 type Facts struct {
 	// Purchase is the purchase a refund names; nil if the user has none with
-	// that request_id. Whether the refunds stay within it is the store's
+	// that request_id. A refund over what the store knows is left of it is
+	// refused here; that the refunds stay within it is the store's
 	// condition, on the purchase as it is when the entry commits.
 	Purchase *PurchaseRef
 	// EntriesSum is the sum of the amounts of the account's entries (up to
@@ -65,7 +66,11 @@ type Facts struct {
 // PurchaseRef is a purchase as a refund sees it.
 type PurchaseRef struct {
 	Version int64
-	Type    EntryType // what the request_id names: a refund of anything but a purchase is refused
+	Type    EntryType       // what the request_id names: a refund of anything but a purchase is refused
+	Amount  decimal.Decimal // the purchase's positive amount
+	// Refunded is at least what its refunds sum to, as far as the store
+	// knows (refunds only grow): zero until a refund's condition showed more.
+	Refunded decimal.Decimal
 }
 
 // Decision is what a mutation does to an account: the entry it appends
@@ -88,6 +93,11 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	if info.RefersToPurchase && (f.Purchase == nil || f.Purchase.Type != EntryPurchase) {
 		return Decision{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
 			"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
+	}
+	if info.RefersToPurchase && m.Amount.GreaterThan(f.Purchase.Amount.Sub(f.Purchase.Refunded)) {
+		return Decision{}, Errorf(KindFailedPrecondition, ReasonRefundExceedsPurchase,
+			"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
+			m.Amount, m.PurchaseRequestID, f.Purchase.Refunded, f.Purchase.Amount)
 	}
 	if m.ExplainBalance {
 		if acct.Version == 0 {

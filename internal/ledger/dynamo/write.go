@@ -302,7 +302,7 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			}
 			if ok {
 				purchase = rec
-				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
+				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount}
 			}
 		}
 		if m.ExplainBalance && running.Version > 0 {
