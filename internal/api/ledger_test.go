@@ -477,8 +477,8 @@ func TestRefunds(t *testing.T) {
 		if code, _ := reason(err); code != connect.CodeNotFound {
 			t.Errorf("refund of another user's purchase: %v, want not_found", err)
 		}
-		if got := s.itemCount(t); got != items {
-			t.Errorf("refused refunds wrote: %d items, then %d", items, got)
+		if got := s.itemCount(t); got != items+4 {
+			t.Errorf("refused refunds wrote: %d items, then %d; want their 4 refusal records only", items, got)
 		}
 
 		if _, err := s.refund("u1", "refund-6", "buy", "20"); err != nil {
@@ -581,8 +581,11 @@ func TestBalanceOfANewUser(t *testing.T) {
 	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance {
 		t.Errorf("purchase by a new user: %v, want failed_precondition/%s", err, ledger.ReasonInsufficientBalance)
 	}
-	if got := s.itemCount(t); got != 0 {
-		t.Errorf("reads and a refused purchase wrote %d items", got)
+	if got := s.itemCount(t); got != 1 {
+		t.Errorf("reads and a refused purchase wrote %d items, want the refusal's record only", got)
+	}
+	if a, err := s.store.Audit(context.Background(), "nobody"); err != nil || len(a.Findings) != 0 || a.Account.Version != 0 {
+		t.Errorf("audit of a user with a refusal only: %+v, %v; want no account, no findings", a, err)
 	}
 }
 

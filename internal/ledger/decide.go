@@ -82,9 +82,10 @@ type Decision struct {
 
 // Decide decides m against acct at time now: the entry it appends and the
 // account after, or a refusal (an *Error of kind KindFailedPrecondition or
-// KindNotFound). It reads nothing and writes nothing: the store supplies the
-// account and the facts, and commits the decision only under conditions
-// that the account and facts are still as read.
+// KindNotFound: final, see Kind.Final). It reads nothing and writes
+// nothing: the store supplies the account and the facts, and commits the
+// decision, the entry or the refusal's record, only under conditions that
+// the account and facts are still as read.
 func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) {
 	info, ok := m.Type.Info()
 	if !ok {
