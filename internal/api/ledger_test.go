@@ -217,6 +217,47 @@ func reason(err error) (connect.Code, string) {
 	return ce.Code(), ""
 }
 
+// replayedRefusal says whether err's ErrorInfo marks it a replayed refusal
+// (metadata replayed: "true").
+func replayedRefusal(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if m, err := d.Value(); err == nil {
+			if info, ok := m.(*errdetails.ErrorInfo); ok {
+				return info.Metadata["replayed"] == "true"
+			}
+		}
+	}
+	return false
+}
+
+// A refused request sent again is refused again, with the same code, reason
+// and message, marked replayed, even once the balance would cover it.
+func TestARefusalIsReplayed(t *testing.T) {
+	t.Parallel()
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "u1", "g", "10")
+		_, first := s.purchase("u1", "p", "30")
+		if code, why := reason(first); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance || replayedRefusal(first) {
+			t.Fatalf("purchase of 30 from 10: %v, want failed_precondition/%s, not replayed", first, ledger.ReasonInsufficientBalance)
+		}
+		s.grant(t, "u1", "g2", "50")
+		res, again := s.purchase("u1", "p", "30")
+		if code, why := reason(again); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance || !replayedRefusal(again) {
+			t.Fatalf("the same purchase after a grant: %v, %v; want failed_precondition/%s, replayed", res, again, ledger.ReasonInsufficientBalance)
+		}
+		if again.Error() != first.Error() {
+			t.Errorf("the replayed refusal says %q, the first said %q", again, first)
+		}
+		if bal := s.assertSound(t, "u1"); bal.String() != "60" {
+			t.Errorf("balance = %s, want 60: the refused purchase must not apply", bal)
+		}
+	})
+}
+
 func TestDoubleSpendAttack(t *testing.T) {
 	t.Parallel()
 	eachGrouping(t, func(t *testing.T, s *testServer) {
@@ -487,8 +528,8 @@ func TestRefunds(t *testing.T) {
 		if code, _ := reason(err); code != connect.CodeNotFound {
 			t.Errorf("refund of another user's purchase: %v, want not_found", err)
 		}
-		if got := s.itemCount(t); got != items {
-			t.Errorf("refused refunds wrote: %d items, then %d", items, got)
+		if got := s.itemCount(t); got != items+4 {
+			t.Errorf("refused refunds wrote: %d items, then %d; want their 4 refusal records only", items, got)
 		}
 
 		if _, err := s.refund("u1", "refund-6", "buy", "20"); err != nil {
@@ -591,8 +632,11 @@ func TestBalanceOfANewUser(t *testing.T) {
 	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance {
 		t.Errorf("purchase by a new user: %v, want failed_precondition/%s", err, ledger.ReasonInsufficientBalance)
 	}
-	if got := s.itemCount(t); got != 0 {
-		t.Errorf("reads and a refused purchase wrote %d items", got)
+	if got := s.itemCount(t); got != 1 {
+		t.Errorf("reads and a refused purchase wrote %d items, want the refusal's record only", got)
+	}
+	if a, err := s.store.Audit(context.Background(), "nobody"); err != nil || len(a.Findings) != 0 || a.Account.Version != 0 {
+		t.Errorf("audit of a user with a refusal only: %+v, %v; want no account, no findings", a, err)
 	}
 }
 

@@ -66,7 +66,8 @@ const DefaultMaxBuckets = 100
 // adjustment explains; and the store's limits.
 type Facts struct {
 	// Purchase is the purchase a refund names; nil if the user has none with
-	// that request_id. Whether the refunds stay within it is the store's
+	// that request_id. A refund over what the store knows is left of it is
+	// refused here; that the refunds stay within it is the store's
 	// condition, on the purchase as it is when the entry commits.
 	Purchase *PurchaseRef
 	// EntriesSum is the sum of the amounts of the account's entries (up to
@@ -80,8 +81,9 @@ type Facts struct {
 type PurchaseRef struct {
 	Version  int64
 	Type     EntryType       // what the request_id names: a refund of anything but a purchase is refused
+	Amount   decimal.Decimal // the purchase's positive amount
 	Draws    []Draw          // what it took from which bucket
-	Refunded decimal.Decimal // what earlier refunds gave back
+	Refunded decimal.Decimal // what earlier refunds gave back, as the store read the purchase
 }
 
 // Decision is what a mutation does to an account: the entries it appends,
@@ -112,10 +114,11 @@ func Time(acct Account, now time.Time) time.Time {
 
 // Decide decides m against acct at time now: the entries it appends and the
 // account after, or a refusal (an *Error of kind KindFailedPrecondition or
-// KindNotFound). Points whose bucket expired by then are taken off first,
-// by an expiration entry. Decide reads nothing and writes nothing: the
-// store supplies the account and the facts, and commits the decision only
-// under conditions that the account and facts are still as read.
+// KindNotFound: final, see Kind.Final). Points whose bucket expired by then
+// are taken off first, by an expiration entry. Decide reads nothing and
+// writes nothing: the store supplies the account and the facts, and commits
+// the decision, the entries or the refusal's record, only under conditions
+// that the account and facts are still as read.
 func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) {
 	info, ok := m.Type.Info()
 	if !ok || info.System {
@@ -137,6 +140,11 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
 		}
 		purchase = f.Purchase
+	}
+	if info.RefersToPurchase && m.Amount.GreaterThan(f.Purchase.Amount.Sub(f.Purchase.Refunded)) {
+		return Decision{}, Errorf(KindFailedPrecondition, ReasonRefundExceedsPurchase,
+			"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
+			m.Amount, m.PurchaseRequestID, f.Purchase.Refunded, f.Purchase.Amount)
 	}
 	if m.ExplainBalance {
 		if running.Version == 0 {

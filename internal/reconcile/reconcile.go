@@ -314,10 +314,14 @@ func (p *pass) user(ctx context.Context, user string) error {
 			ExplainBalance:  true,
 			ExpectedBalance: a.Account.Balance.String(),
 			Reason:          fmt.Sprintf("reconciliation %s: balance %s is not the sum of the entries (%s)", p.start.UTC().Format(time.RFC3339), a.Account.Balance, fold),
-			// One request id per account version, whichever run proposes it:
+			// One request id per account state, whichever run proposes it:
 			// once one run's proposal is applied, another's is ALREADY_EXISTS
 			// (their reasons differ) instead of explaining the balance twice.
-			RequestID: fmt.Sprintf("reconcile-v%d", a.Account.Version),
+			// The state is the version and the balance: a proposal refused
+			// BALANCE_MOVED (the balance drifted again, with no new version)
+			// stays refused under its request_id, and the next run's
+			// proposal for the new balance needs one of its own.
+			RequestID: fmt.Sprintf("reconcile-v%d-b%s", a.Account.Version, a.Account.Balance),
 		})
 	}
 	return nil

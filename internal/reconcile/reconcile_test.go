@@ -351,6 +351,52 @@ func TestAProposalFromTwoRunsAppliesOnce(t *testing.T) {
 	}
 }
 
+// A proposal refused because the balance moved again (a second drift, no
+// new version) stays refused; the next run proposes for the new balance
+// under a request id of its own, and that one applies.
+func TestAProposalForABalanceThatMovedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: "g", Amount: "100"})
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	adjust := func(p Adjustment) error {
+		m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{UserID: p.UserID, RequestID: p.RequestID, Amount: p.Amount,
+			Debit: p.Debit, Reason: p.Reason, ExplainBalance: true, ExpectedBalance: p.ExpectedBalance}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.store.Apply(ctx, m)
+		return err
+	}
+	f.set(t, f.env.Ledger, "u", "A", "balance", num("107"))
+	first := f.run(t, Options{User: "u"})
+	f.set(t, f.env.Ledger, "u", "A", "balance", num("110"))
+	if len(first.Proposed) != 1 {
+		t.Fatalf("proposals: %+v, want one", first.Proposed)
+	}
+	if err := adjust(first.Proposed[0]); ledger.ReasonOf(err) != ledger.ReasonBalanceMoved {
+		t.Fatalf("the first proposal after the balance moved: %v, want %s", err, ledger.ReasonBalanceMoved)
+	}
+	f.rec.now = func() time.Time { return time.Now().Add(time.Minute) }
+	second := f.run(t, Options{User: "u"})
+	if len(second.Proposed) != 1 || second.Proposed[0].RequestID == first.Proposed[0].RequestID {
+		t.Fatalf("second run's proposals: %+v, want one under another request id than %s", second.Proposed, first.Proposed[0].RequestID)
+	}
+	if err := adjust(second.Proposed[0]); err != nil {
+		t.Fatalf("the second run's proposal: %v", err)
+	}
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.now = time.Now
+	if rep := f.run(t, Options{User: "u"}); !rep.Clean {
+		t.Errorf("after the second proposal: %v", rep.Findings)
+	}
+}
+
 // writeAfterAudit is another client of the ledger: it commits once, right
 // after the first audit, as purchases and refunds commit while a
 // reconciliation runs.

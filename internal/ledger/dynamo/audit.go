@@ -27,7 +27,8 @@ type Audit struct {
 // Audit reads a user's whole partition with consistent reads and checks the
 // invariants of package ledger: the aggregate is the fold of the entries,
 // versions run 1..N, no balance goes negative, request records and entries
-// match one to one, and refunds stay within their purchases. It may run
+// match one to one (a refusal record names no entry, and no entry has
+// one), and refunds stay within their purchases. It may run
 // while mutations commit: what commits after it has read the account is left
 // for the next audit.
 func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
@@ -48,7 +49,8 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 
 	acct := ledger.NewAccount(user)
 	var entries []ledger.Entry
-	requests := map[string]requestRecord{}
+	requests := map[string]requestRecord{} // the records of entries
+	refusals := map[string]requestRecord{} // the records of refusals (decodeRequest checks their reason)
 	for _, item := range items {
 		sk := item["SK"].(*types.AttributeValueMemberS).Value
 		switch {
@@ -69,7 +71,11 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			if err != nil {
 				return Audit{}, err
 			}
-			requests[strings.TrimPrefix(sk, requestPrefix)] = r
+			if r.Refusal != nil {
+				refusals[strings.TrimPrefix(sk, requestPrefix)] = r
+			} else {
+				requests[strings.TrimPrefix(sk, requestPrefix)] = r
+			}
 		}
 	}
 
@@ -127,7 +133,10 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			continue
 		}
 		r, ok := requests[e.RequestID]
+		refused, wasRefused := refusals[e.RequestID]
 		switch {
+		case wasRefused:
+			add(ledger.FindingRequestMismatch, fmt.Sprint(e.Type, " ", e.Amount.Abs()), fmt.Sprint(refused.Type, " refused with ", refused.Refusal.Reason), e.Version)
 		case !ok:
 			add(ledger.FindingEntryWithoutRequest, "request record "+e.RequestID, "none", e.Version)
 		case r.Version != e.Version:

@@ -17,7 +17,8 @@ import (
 //
 //	PK=ACCT#<user> SK=A                    account: balance, buckets, version, status, times
 //	PK=ACCT#<user> SK=E#<version, 20 digits> entry
-//	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, entry version
+//	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, and the entry
+//	                                       version, or the refusal (kind, reason, message)
 //
 // Amounts are DynamoDB numbers written from canonical decimal strings. User
 // and request ids cannot contain '#' (see ledger.ValidateUserID), so no id can
@@ -48,14 +49,38 @@ func requestKey(user, requestID string) map[string]types.AttributeValue {
 	return key(user, requestPrefix+requestID)
 }
 
-// requestRecord is the idempotency record of a request_id.
+// requestRecord is the idempotency record of a request_id: the request's
+// hash and what it did, an entry or a final refusal.
 type requestRecord struct {
 	Hash    string
 	Type    ledger.EntryType
 	Amount  decimal.Decimal // the request's positive amount (a purchase's cap for its refunds)
-	Version int64           // the version of the entry it wrote
+	Version int64           // the version of the entry it wrote; 0 for a refusal
+	Refusal *ledger.Error   // the refusal it got; nil if it wrote an entry
 
 	Refunded decimal.Decimal // purchases, as a refund plans: the refunded amount it read (not stored)
+}
+
+// refusalKinds are the kinds of a final refusal (ledger.Kind.Final) by the
+// name a refusal record stores, which is the wire code's.
+var refusalKinds = map[string]ledger.Kind{
+	"failed_precondition": ledger.KindFailedPrecondition,
+	"not_found":           ledger.KindNotFound,
+}
+
+// recordable returns the refusal in err if it is one a refusal record can
+// hold: a final one, with a reason.
+func recordable(err error) (*ledger.Error, bool) {
+	e, ok := ledger.AsError(err)
+	if !ok || !e.Kind.Final() || e.Reason == "" {
+		return nil, false
+	}
+	for _, kind := range refusalKinds {
+		if kind == e.Kind {
+			return e, true
+		}
+	}
+	return nil, false
 }
 
 func entryItem(e ledger.Entry) map[string]types.AttributeValue {
@@ -137,13 +162,32 @@ func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
 }
 
 func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
+	item := requestAttributes(m, e.CreateTime)
+	item["version"] = numInt(e.Version)
+	return item
+}
+
+// refusalItem is the request record of m refused with refusal (see
+// recordable): it names no entry.
+func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[string]types.AttributeValue {
+	item := requestAttributes(m, now)
+	for name, kind := range refusalKinds {
+		if kind == refusal.Kind {
+			item["refusal_kind"] = str(name)
+		}
+	}
+	item["refusal_reason"] = str(refusal.Reason)
+	item["refusal_message"] = str(refusal.Message)
+	return item
+}
+
+func requestAttributes(m ledger.Mutation, now time.Time) map[string]types.AttributeValue {
 	item := requestKey(m.UserID, m.RequestID)
 	item["request_id"] = str(m.RequestID)
 	item["request_hash"] = str(m.Hash())
 	item["type"] = str(string(m.Type))
 	item["amount"] = num(m.Amount)
-	item["version"] = numInt(e.Version)
-	item["create_time"] = str(formatTime(e.CreateTime))
+	item["create_time"] = str(formatTime(now))
 	return item
 }
 
@@ -227,13 +271,28 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 	return e, true, d.err("entry")
 }
 
+// decodeRequest reads a request record. A refusal record must say which
+// final refusal it holds, with a reason; any other record, its entry's
+// version.
 func decodeRequest(item map[string]types.AttributeValue) (requestRecord, error) {
 	d := decoder{item: item}
 	r := requestRecord{
-		Hash:    d.str("request_hash"),
-		Type:    ledger.EntryType(d.str("type")),
-		Amount:  d.num("amount"),
-		Version: d.int("version"),
+		Hash:   d.str("request_hash"),
+		Type:   ledger.EntryType(d.str("type")),
+		Amount: d.num("amount"),
+	}
+	if _, refused := item["refusal_kind"]; refused {
+		name := d.str("refusal_kind")
+		kind, ok := refusalKinds[name]
+		if !ok {
+			d.fail("refusal_kind", fmt.Sprintf("%q is not a final refusal", name))
+		}
+		r.Refusal = &ledger.Error{Kind: kind, Reason: d.str("refusal_reason"), Message: d.optStr("refusal_message")}
+		if r.Refusal.Reason == "" {
+			d.fail("refusal_reason", "empty")
+		}
+	} else {
+		r.Version = d.int("version")
 	}
 	return r, d.err("request record")
 }

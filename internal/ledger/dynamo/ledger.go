@@ -62,8 +62,8 @@ type Options struct {
 // Observer watches the write path. Its methods are called on the write
 // path's goroutines and must return quickly.
 type Observer interface {
-	// GroupCommitted: one transaction committed the entries of mutations
-	// mutations (1 without group commit).
+	// GroupCommitted: one transaction committed mutations mutations, as
+	// entries or as recorded refusals (1 without group commit).
 	GroupCommitted(mutations int)
 	// Retried: an attempt lost a race and is tried again, for reason
 	// RetryTransactionConflict, RetryVersionMoved, RetryThrottled or
@@ -76,7 +76,7 @@ const (
 	RetryTransactionConflict = "transaction_conflict" // DynamoDB cancelled it for a concurrent transaction
 	RetryVersionMoved        = "version_moved"        // another writer moved the account's version
 	RetryThrottled           = "throttled"            // DynamoDB refused it for capacity
-	RetryStaleCache          = "stale_cache"          // a refusal or a refund planned on the cache met a changed account
+	RetryStaleCache          = "stale_cache"          // a refund planned on the cache named a purchase past it
 )
 
 // noObserver is the Observer of a Ledger given none.
@@ -210,20 +210,21 @@ func (q *queues) take(uq *userQueue, carry []*call, n int) []*call {
 // maxCachedAccounts bounds the aggregate cache; past it, it starts over.
 const maxCachedAccounts = 100_000
 
-// cachedAccount returns the user's aggregate, from the cache if it is there
-// (cached says so). Only the user's drainer uses its entry.
-func (l *Ledger) cachedAccount(ctx context.Context, user string) (acct ledger.Account, cached bool, err error) {
+// cachedAccount returns the user's aggregate, from the cache if it is
+// there. Only the user's drainer uses its entry. A stale cache costs a
+// failed account condition, never a wrong answer.
+func (l *Ledger) cachedAccount(ctx context.Context, user string) (ledger.Account, error) {
 	l.accountsMu.Lock()
-	acct, cached = l.accounts[user]
+	acct, cached := l.accounts[user]
 	l.accountsMu.Unlock()
 	if cached {
-		return acct, true, nil
+		return acct, nil
 	}
-	acct, err = l.account(ctx, user)
+	acct, err := l.account(ctx, user)
 	if err == nil {
 		l.cache(user, acct)
 	}
-	return acct, false, err
+	return acct, err
 }
 
 func (l *Ledger) cache(user string, acct ledger.Account) {
