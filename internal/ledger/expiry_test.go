@@ -53,7 +53,7 @@ func (b *book) must(t time.Time, typ EntryType, r Request, f Facts) Decision {
 // purchaseRef is the purchase decided in d, as a refund's facts show it.
 func purchaseRef(d Decision, refunded string) *PurchaseRef {
 	e := d.Entry()
-	return &PurchaseRef{Version: e.Version, Type: e.Type, Draws: e.Draws, Refunded: decimal.RequireFromString(refunded)}
+	return &PurchaseRef{Version: e.Version, Type: e.Type, Amount: e.Amount.Neg(), Draws: e.Draws, Refunded: decimal.RequireFromString(refunded)}
 }
 
 func draws(ds ...any) []Draw {
