@@ -113,14 +113,14 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 
 func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.AdjustRequest]) (*connect.Response[pb.AdjustResponse], error) {
 	r := req.Msg
-	expire, err := s.expiry.expire(r.ExpireTime, r.Ttl, false)
+	expire, spec, err := s.expiry.expire(r.ExpireTime, r.Ttl, false)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
 	m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, Metadata: r.Metadata,
 		Debit: r.Debit, Reason: r.Reason, ExplainBalance: r.ExplainBalance, ExpectedBalance: r.ExpectedBalance,
-		Expire: expire,
+		Expire: expire, ExpireSpec: spec,
 	}, s.scale)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)

@@ -27,16 +27,20 @@ const DefaultMaxExpiry = 10 * 365 * 24 * time.Hour
 // expire resolves a credit's expire_time or ttl (not both) to the time its
 // points expire; zero: never. A time in the past or beyond the maximum is
 // INVALID_EXPIRY. A grant that names neither gets the default TTL.
-func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration, isGrant bool) (time.Time, error) {
+//
+// spec is what the request said, which its idempotency hash covers: a ttl
+// is "ttl 3600s" whenever it is resolved, so that a retry hashes alike;
+// nothing said is "" (the default then applies anew, and a retry replays
+// the original).
+func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration, isGrant bool) (expire time.Time, spec string, err error) {
 	now := time.Now
 	if p.Now != nil {
 		now = p.Now
 	}
-	invalid := func(format string, args ...any) (time.Time, error) {
-		return time.Time{}, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidExpiry, format, args...)
+	invalid := func(format string, args ...any) (time.Time, string, error) {
+		return time.Time{}, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidExpiry, format, args...)
 	}
 	t := now()
-	var expire time.Time
 	switch {
 	case at != nil && ttl != nil:
 		return invalid("expire_time and ttl exclude each other")
@@ -45,6 +49,7 @@ func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration
 			return invalid("expire_time: %v", err)
 		}
 		expire = at.AsTime()
+		spec = "at " + expire.UTC().Format(time.RFC3339Nano)
 	case ttl != nil:
 		if err := ttl.CheckValid(); err != nil {
 			return invalid("ttl: %v", err)
@@ -53,10 +58,12 @@ func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration
 			return invalid("ttl must be positive")
 		}
 		expire = t.Add(ttl.AsDuration())
+		spec = "ttl " + ttl.AsDuration().String()
 	case isGrant && p.DefaultTTL > 0:
 		expire = t.Add(p.DefaultTTL)
+		spec = "default"
 	default:
-		return time.Time{}, nil
+		return time.Time{}, "", nil
 	}
 	max := DefaultMaxExpiry
 	if p.Max > 0 {
@@ -69,7 +76,7 @@ func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration
 		return invalid("expire_time %s is more than %s ahead", expire.UTC().Format(time.RFC3339Nano), max)
 	}
 	// The store keeps microseconds: an expiry is the one it keeps.
-	return expire.UTC().Truncate(time.Microsecond), nil
+	return expire.UTC().Truncate(time.Microsecond), spec, nil
 }
 
 func drawsToProto(ds []ledger.Draw) []*pb.Draw {

@@ -50,6 +50,12 @@ func TestGrantsExpire(t *testing.T) {
 	if err != nil || !g2.Entry.ExpireTime.AsTime().Equal(clk.now().Add(2*time.Hour)) {
 		t.Fatalf("grant with a ttl of 2 h: %v, %v", g2, err)
 	}
+	// A retry of a ttl grant, later, is the same request: its original answer.
+	clk.add(time.Minute)
+	again, err := grant(&pb.GrantRequest{RequestId: "g2", Amount: "7", Ttl: durationpb.New(2 * time.Hour)})
+	if err != nil || !again.Replayed || !again.Entry.ExpireTime.AsTime().Equal(g2.Entry.ExpireTime.AsTime()) {
+		t.Fatalf("the ttl grant again a minute later: %v, %v; want its replay, expiring as first", again, err)
+	}
 	g3, err := grant(&pb.GrantRequest{RequestId: "g3", Amount: "10"})
 	if err != nil || !g3.Entry.ExpireTime.AsTime().Equal(clk.now().Add(30*24*time.Hour)) {
 		t.Fatalf("grant with the program's default of 30 days: %v, %v", g3, err)

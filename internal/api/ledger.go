@@ -57,12 +57,13 @@ func (s *LedgerService) SetExpiryPolicy(p ExpiryPolicy) {
 
 func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.GrantRequest]) (*connect.Response[pb.GrantResponse], error) {
 	r := req.Msg
-	expire, err := s.expiry.expire(r.ExpireTime, r.Ttl, true)
+	expire, spec, err := s.expiry.expire(r.ExpireTime, r.Ttl, true)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
 	res, err := s.apply(ctx, ledger.EntryGrant, ledger.Request{
-		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata, Expire: expire,
+		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
+		Expire: expire, ExpireSpec: spec,
 	})
 	if err != nil {
 		return nil, err

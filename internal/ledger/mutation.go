@@ -44,6 +44,10 @@ type Request struct {
 	// Credits (grants, credit adjustments): when the points expire; zero:
 	// never. The API resolves a request's expire_time or ttl to it.
 	Expire time.Time
+	// ExpireSpec is what the request said of its expiry, as sent: a ttl
+	// resolves to another Expire on each retry, and a retry must hash as
+	// the request did ("" with an Expire: the Expire itself).
+	ExpireSpec string
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -69,6 +73,9 @@ type Mutation struct {
 	// Credits: when the points expire; zero: never. The API turns a
 	// request's expire_time or ttl into it, within the program's limits.
 	Expire time.Time
+	// ExpireSpec is what the request said of its expiry, which its Hash
+	// covers (see Request.ExpireSpec).
+	ExpireSpec string
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -107,6 +114,10 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 			return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "only grants and credit adjustments expire")
 		}
 		m.Expire = r.Expire.UTC()
+	}
+	m.ExpireSpec = r.ExpireSpec
+	if m.ExpireSpec == "" && !m.Expire.IsZero() {
+		m.ExpireSpec = "at " + m.Expire.Format(time.RFC3339Nano)
 	}
 	if t != EntryRefund && r.PurchaseRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
@@ -203,9 +214,9 @@ func (m Mutation) Hash() string {
 	field(m.Amount.String())
 	field(m.OrderID)
 	field(m.PurchaseRequestID)
-	if !m.Expire.IsZero() { // only then: the hashes of earlier requests stay as recorded
+	if m.ExpireSpec != "" { // only then: the hashes of earlier requests stay as recorded
 		field("expire")
-		field(m.Expire.UTC().Format(time.RFC3339Nano))
+		field(m.ExpireSpec)
 	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))
