@@ -39,7 +39,6 @@ const (
 type API interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	UpdateTable(ctx context.Context, in *dynamodb.UpdateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateTableOutput, error)
 }
 
 // Migration is one table definition.
@@ -97,42 +96,11 @@ func Apply(ctx context.Context, db API, prefix string, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", m.File, err)
 		}
-		if desc, err = addIndexes(ctx, db, m.Input, desc, log); err != nil {
-			return fmt.Errorf("migration %s: %w", m.File, err)
-		}
 		if err := check(m.Input, desc); err != nil {
 			return fmt.Errorf("migration %s: table %s exists but differs: %w", m.File, table, err)
 		}
 	}
 	return nil
-}
-
-// addIndexes adds to an existing table the global secondary indexes its
-// migration has and it lacks (a table created before them), one at a time
-// as DynamoDB allows, and waits until they are active.
-func addIndexes(ctx context.Context, db API, want dynamodb.CreateTableInput, got *types.TableDescription, log *slog.Logger) (*types.TableDescription, error) {
-	for _, idx := range want.GlobalSecondaryIndexes {
-		if slices.ContainsFunc(got.GlobalSecondaryIndexes, func(g types.GlobalSecondaryIndexDescription) bool {
-			return aws.ToString(g.IndexName) == aws.ToString(idx.IndexName)
-		}) {
-			continue
-		}
-		_, err := db.UpdateTable(ctx, &dynamodb.UpdateTableInput{
-			TableName:            want.TableName,
-			AttributeDefinitions: want.AttributeDefinitions,
-			GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
-				IndexName: idx.IndexName, KeySchema: idx.KeySchema, Projection: idx.Projection,
-			}}},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("add index %s to %s: %w", aws.ToString(idx.IndexName), aws.ToString(want.TableName), err)
-		}
-		log.InfoContext(ctx, "index added", "table", aws.ToString(want.TableName), "index", aws.ToString(idx.IndexName))
-		if got, err = waitActive(ctx, db, aws.ToString(want.TableName)); err != nil {
-			return nil, err
-		}
-	}
-	return got, nil
 }
 
 func waitActive(ctx context.Context, db API, table string) (*types.TableDescription, error) {
@@ -141,11 +109,7 @@ func waitActive(ctx context.Context, db API, table string) (*types.TableDescript
 		if err != nil {
 			return nil, fmt.Errorf("describe table %s: %w", table, err)
 		}
-		active := out.Table.TableStatus == types.TableStatusActive
-		for _, g := range out.Table.GlobalSecondaryIndexes {
-			active = active && g.IndexStatus == types.IndexStatusActive
-		}
-		if active {
+		if out.Table.TableStatus == types.TableStatusActive {
 			return out.Table, nil
 		}
 		select {

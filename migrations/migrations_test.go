@@ -73,30 +73,3 @@ func TestFilesAreCreateTableInputs(t *testing.T) {
 		}
 	}
 }
-
-// A ledger table created before the index of next expiries gets it.
-func TestApplyAddsAMissingIndex(t *testing.T) {
-	t.Parallel()
-	db := dynamolocal.NewClient(dynamotest.Emulator(t).Endpoint)
-	ctx := context.Background()
-	all, err := migrations.All("old_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := all[0].Input
-	old.GlobalSecondaryIndexes = nil
-	old.AttributeDefinitions = old.AttributeDefinitions[:2] // PK and SK
-	if _, err := db.CreateTable(ctx, &old); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrations.Apply(ctx, db, "old_", quiet); err != nil {
-		t.Fatal(err)
-	}
-	out, err := db.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String("old_ledger")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if g := out.Table.GlobalSecondaryIndexes; len(g) != 1 || aws.ToString(g[0].IndexName) != "next-expiry" || g[0].IndexStatus != types.IndexStatusActive {
-		t.Errorf("indexes = %+v, want next-expiry, active", g)
-	}
-}

@@ -182,8 +182,10 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	if !acct.Balance.Equal(folded.Balance) {
 		add(ledger.FindingBalanceMismatch, folded.Balance, acct.Balance, acct.Version)
 	}
-	if !slices.EqualFunc(acct.Buckets, folded.Buckets, sameBucket) {
-		add(ledger.FindingBuckets, bucketsString(folded.Buckets), bucketsString(acct.Buckets), acct.Version)
+	// The stored buckets are the expiring ones; the never-expiring one is
+	// the balance less them, whose mismatch is the balance's finding.
+	if stored, fold := expiringOnly(acct.Buckets), expiringOnly(folded.Buckets); !slices.EqualFunc(stored, fold, sameBucket) {
+		add(ledger.FindingBuckets, bucketsString(fold), bucketsString(stored), acct.Version)
 	}
 	if acct.Version != int64(len(entries)) {
 		add(ledger.FindingVersionMismatch, len(entries), acct.Version, acct.Version)
@@ -221,6 +223,10 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		}
 	}
 	return Audit{Findings: findings, Account: acct, Folded: folded, Entries: entries, Items: len(items)}, nil
+}
+
+func expiringOnly(bs []ledger.Bucket) []ledger.Bucket {
+	return slices.DeleteFunc(slices.Clone(bs), func(b ledger.Bucket) bool { return b.Expire.IsZero() })
 }
 
 func sameBucket(a, b ledger.Bucket) bool { return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) }

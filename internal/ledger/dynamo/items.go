@@ -153,12 +153,19 @@ func drawsItem(ds []ledger.Draw) types.AttributeValue {
 
 // bucketsItem is the account's buckets as a map from expiry (or "never")
 // to amount: one attribute, bounded by ledger.DefaultMaxBuckets keys.
-func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
+//
+// Only the buckets that expire are written: the never-expiring one is the
+// balance less them, and an account whose points never expire (most, and
+// every hot one so far) keeps no map at all, so that its every update stays
+// as small as before points expired.
+func bucketsItem(bs []ledger.Bucket) (types.AttributeValue, bool) {
 	m := make(map[string]types.AttributeValue, len(bs))
 	for _, b := range bs {
-		m[expiryKey(b.Expire)] = num(b.Amount)
+		if !b.Expire.IsZero() {
+			m[expiryKey(b.Expire)] = num(b.Amount)
+		}
 	}
-	return &types.AttributeValueMemberM{Value: m}
+	return &types.AttributeValueMemberM{Value: m}, len(m) > 0
 }
 
 func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
@@ -206,9 +213,16 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 	}
 	if _, ok := item["buckets"]; ok {
 		a.Buckets = d.buckets("buckets")
-	} else if a.Balance.IsPositive() {
-		// Written before points expired: all of it never does.
-		a.Buckets = []ledger.Bucket{{Amount: a.Balance}}
+	}
+	// The never-expiring bucket is what the expiring ones leave of the
+	// balance (all of it for an account with none, or from before points
+	// expired).
+	never := a.Balance
+	for _, b := range a.Buckets {
+		never = never.Sub(b.Amount)
+	}
+	if never.IsPositive() {
+		a.Buckets = append(a.Buckets, ledger.Bucket{Amount: never})
 	}
 	return a, true, d.err("account")
 }

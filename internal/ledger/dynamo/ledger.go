@@ -85,13 +85,14 @@ type noObserver struct{}
 func (noObserver) GroupCommitted(int) {}
 func (noObserver) Retried(string)     {}
 
-// DefaultMaxBatch fills the 100 items of a transaction: an account update
-// and two items a mutation. A refund takes three, and planning closes a
-// group early when the next mutation would not fit, so groups with refunds
-// are smaller. (Items are small, a few hundred bytes to under 3 KB with
-// the most metadata validation allows, so 100 of them stay far under the
-// transaction's 4 MB.)
-const DefaultMaxBatch = (maxTxItems - 1) / 2
+// DefaultMaxBatch fills the 100 items of a transaction: an account update,
+// room for the index of next expiries (indexReserve) and two items a
+// mutation. A refund takes three, an expiration before a mutation one more,
+// and planning closes a group early when the next mutation would not fit,
+// so such groups are smaller. (Items are small, a few hundred bytes to
+// under 4 KB with the most metadata validation allows and 100 buckets, so
+// 100 of them stay far under the transaction's 4 MB.)
+const DefaultMaxBatch = (maxTxItems - 1 - indexReserve) / 2
 
 // maxTxItems is DynamoDB's limit of items in one TransactWriteItems.
 const maxTxItems = 100

@@ -324,7 +324,7 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 				c.finish(ledger.Result{Balance: running.Balance}, nil) // nothing due
 				continue
 			}
-			if len(g.items)+len(dec.Entries) > maxTxItems {
+			if len(g.items)+len(dec.Entries) > maxTxItems-indexReserve {
 				g.later = calls[i:]
 				break
 			}
@@ -417,7 +417,7 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 			facts.EntriesSum = sum
 		}
 		facts.MaxBuckets = l.maxBuckets
-		if len(g.items)+1 > maxTxItems { // a refusal takes 1; a decision is sized below
+		if len(g.items)+1 > maxTxItems-indexReserve { // a refusal takes 1; a decision is sized below
 			g.later = calls[i:]
 			break
 		}
@@ -446,7 +446,7 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 		if info.RefersToPurchase {
 			size++
 		}
-		if len(g.items)+size > maxTxItems {
+		if len(g.items)+size > maxTxItems-indexReserve {
 			g.later = calls[i:]
 			break
 		}
@@ -485,6 +485,9 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 		running = dec.After
 	}
 	g.after = running
+	// The index of next expiries follows the account, in this transaction
+	// (room for its two items is kept: indexReserve).
+	g.items = append(g.items, l.expiryIndexItems(acct, g.after)...)
 	// A recorded refusal rests on the whole account as read, its status
 	// too: a refusal on a frozen account must not be recorded after an
 	// unfreeze, which moves no version.
@@ -496,6 +499,10 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 	}
 	return g
 }
+
+// indexReserve is the room a group keeps for the index of next expiries:
+// the old item's delete and the new one's put.
+const indexReserve = 2
 
 // foldTo returns the sum of c's user's entries up to version, read
 // consistently; a retry of c reads only the entries it has not summed.
@@ -762,23 +769,26 @@ func accountCondition(before ledger.Account, withStatus bool, need decimal.Decim
 func accountUpdate(table string, before, after ledger.Account, cond condition) *types.Update {
 	values := map[string]types.AttributeValue{
 		":balance": num(after.Balance),
-		":buckets": bucketsItem(after.Buckets),
 		":version": numInt(after.Version),
 		":now":     str(formatTime(after.UpdateTime)),
 	}
 	maps.Copy(values, cond.values)
 	names := cond.names
-	set := []string{"balance = :balance", "buckets = :buckets", "version = :version", "update_time = :now"}
+	set := []string{"balance = :balance", "version = :version", "update_time = :now"}
 	var remove []string
-	// The sweeper's index of due users (see expiry.go) holds the accounts
-	// with points that expire, by the soonest expiry.
-	if next := after.NextExpiry(); !next.IsZero() {
-		set = append(set, "next_expiry = :next", "expiry_shard = :shard")
-		values[":next"] = str(formatTime(next))
-		values[":shard"] = str(expiryShard(after.UserID))
-	} else {
-		remove = append(remove, "next_expiry", "expiry_shard")
+	// The expiring buckets: written only when there are some (or were), so
+	// that an account whose points never expire updates as few attributes
+	// as it ever did.
+	buckets, expiring := bucketsItem(after.Buckets)
+	_, expired := bucketsItem(before.Buckets)
+	switch {
+	case expiring:
+		set = append(set, "buckets = :buckets")
+		values[":buckets"] = buckets
+	case expired:
+		remove = append(remove, "buckets")
 	}
+
 	if before.Version == 0 {
 		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
 		names = map[string]string{"#status": "status"}
