@@ -19,10 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/pointledger/pointledger/internal/ddbhttp"
+	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/sweep"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -41,6 +43,7 @@ type Config struct {
 	LeaseTTL        time.Duration
 	MaxBatch        int
 	BatchLinger     time.Duration
+	MaxBuckets      int // distinct expiry times one account may hold
 
 	metrics *metrics.Metrics // nil: not measured
 }
@@ -56,6 +59,12 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
 		"prefix of the table names, e.g. prod- (LEDGER_TABLE_PREFIX)")
 	fs.StringVar(&c.LogLevel, "log-level", env("LEDGER_LOG_LEVEL", "info"), "debug, info, warn or error (LEDGER_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("LEDGER_LOG_FORMAT", "json"), "json or text (LEDGER_LOG_FORMAT)")
+	maxBuckets, err := intFromEnv(getenv, "LEDGER_MAX_BUCKETS", ledger.DefaultMaxBuckets)
+	if err != nil {
+		maxBuckets = -1 // refused below, with the flag's name
+	}
+	fs.IntVar(&c.MaxBuckets, "max-buckets", maxBuckets,
+		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS) (LEDGER_MAX_BUCKETS)")
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -138,7 +147,10 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens}
+	if c.MaxBuckets < 1 || c.MaxBuckets > 1000 {
+		return nil, fmt.Errorf("-max-buckets (LEDGER_MAX_BUCKETS) must be 1 to 1000, not %d", c.MaxBuckets)
+	}
+	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens, MaxBuckets: c.MaxBuckets}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}
@@ -175,6 +187,12 @@ func (c *Config) pageTokens(getenv func(string) string) (*pagetoken.Codec, error
 
 func (c *Config) leaseTable(p *ledgerParts) *projection.LeaseTable {
 	return projection.NewLeaseTable(p.db, c.TablePrefix+migrations.LeaseTable, nil)
+}
+
+// newSweeper is the expiry sweeper of the ledger, sharing its shards with
+// other sweepers through the lease table.
+func (c *Config) newSweeper(p *ledgerParts, interval time.Duration, log *slog.Logger) *sweep.Sweeper {
+	return sweep.New(p.store, c.leaseTable(p), sweep.Options{Shards: dynamo.ExpiryShards, Interval: interval, Log: log})
 }
 
 func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Projector {

@@ -44,6 +44,8 @@ commands:
             or rebuild history from the ledger with -rebuild [-user U]
   reconcile prove that balances, entries and history agree; exit 0 when
             clean, 1 on findings, 2 when it could not finish
+  expire    run the expiry sweeper alone (serve runs one too), or one pass
+            with -once
   token     mint a user token (-user U), or make a new service/admin
             token or signing key (-new service|admin|key)
   version   print the version
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return project(ctx, rest, getenv, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
+	case "expire":
+		return expireCmd(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return token(rest, getenv, stdout, stderr)
 	case "version":

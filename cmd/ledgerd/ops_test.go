@@ -107,10 +107,11 @@ func TestMetricsCountRequestsGroupsAndDynamoDBCalls(t *testing.T) {
 	if got := sample(families, "pointledger_request_duration_seconds", "procedure", grant).GetHistogram().GetSampleCount(); got != 3 {
 		t.Errorf("grant latencies observed = %d, want 3", got)
 	}
-	// The refused purchase commits nothing: the groups hold the three grants.
+	// The refused purchase commits its refusal's record: the groups hold
+	// the three grants and the refusal.
 	groups := sample(families, "pointledger_group_commit_size").GetHistogram()
-	if groups.GetSampleCount() < 1 || groups.GetSampleSum() != 3 {
-		t.Errorf("pointledger_group_commit_size: %d groups of %v mutations in all, want at least 1 group and 3 mutations",
+	if groups.GetSampleCount() < 1 || groups.GetSampleSum() != 4 {
+		t.Errorf("pointledger_group_commit_size: %d groups of %v mutations in all, want at least 1 group and 4 mutations",
 			groups.GetSampleCount(), groups.GetSampleSum())
 	}
 	// The projector writes history with transactions too.

@@ -122,6 +122,23 @@ func printReport(w io.Writer, r reconcile.Report) {
 		}
 		tw.Flush()
 	}
+	for _, t := range []struct {
+		title string
+		rows  []reconcile.MonthAmount
+	}{
+		{"Liability (points outstanding, by the month they expire in):", r.Liability},
+		{"Breakage (points expired unused, by the month they expired in):", r.Breakage},
+	} {
+		if len(t.rows) == 0 {
+			continue
+		}
+		fmt.Fprintln(w, "\n"+t.title)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		for _, m := range t.rows {
+			fmt.Fprintf(tw, "  %s\t%s\t\n", m.Month, m.Amount)
+		}
+		tw.Flush()
+	}
 	if len(r.Proposed) > 0 {
 		fmt.Fprintln(w, "\nProposed adjustments (review, then apply with AdminService.Adjust; balances are never rewritten):")
 		for _, a := range r.Proposed {

@@ -21,6 +21,7 @@ import (
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
+	"github.com/pointledger/pointledger/internal/sweep"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -57,6 +58,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if c.Projector {
 		projector = c.projector(parts, log)
 	}
+	var sweeper *sweep.Sweeper
+	if c.sweeper {
+		sweeper = c.newSweeper(parts, c.sweep, log)
+	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
 	srv := apiServer(c.apiHandler(parts, projector, health, authn, log), log)
 	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, log), log)
@@ -64,7 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit)
-	return c.serveUntilDone(ctx, srv, ports.api, projector, log)
+	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
 }
 
 // serveConfig is what serve is told: the options every command shares, and
@@ -73,6 +78,9 @@ type serveConfig struct {
 	Config
 	auth    authConfig
 	opsAddr string
+	expiry  api.ExpiryPolicy
+	sweeper bool
+	sweep   time.Duration // between the sweeper's passes
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -103,6 +111,24 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, err
 	}
 	fs.DurationVar(&c.BatchLinger, "batch-linger", linger, "group commit: wait this long for a group to fill; 0: a group is what queued meanwhile (LEDGER_BATCH_LINGER)")
+	defaultTTL, err := durationFromEnv(getenv, "LEDGER_GRANT_DEFAULT_TTL", 0)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.expiry.DefaultTTL, "grant-default-ttl", defaultTTL,
+		"how long points of a grant that names no expire_time or ttl live, e.g. 8760h; 0: they never expire (LEDGER_GRANT_DEFAULT_TTL)")
+	maxExpiry, err := durationFromEnv(getenv, "LEDGER_MAX_EXPIRY", api.DefaultMaxExpiry)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.expiry.Max, "max-expiry", maxExpiry, "how far ahead points may expire; a later expire_time or longer ttl is INVALID_EXPIRY (LEDGER_MAX_EXPIRY)")
+	fs.BoolVar(&c.sweeper, "sweeper", getenv("LEDGER_SWEEPER") != "false",
+		"run the expiry sweeper in this process, which puts idle users' expired points on the record; several share the work (LEDGER_SWEEPER)")
+	sweepEvery, err := durationFromEnv(getenv, "LEDGER_SWEEP_INTERVAL", 15*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.sweep, "sweep-interval", sweepEvery, "time between the sweeper's passes (LEDGER_SWEEP_INTERVAL)")
 	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
 		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
 	if err := c.projectorFlags(fs, getenv); err != nil {
@@ -121,6 +147,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	if c.MaxBatch < 1 || c.BatchLinger < 0 {
 		return nil, fmt.Errorf("-max-batch must be at least 1 and -batch-linger not negative")
+	}
+	if c.expiry.DefaultTTL < 0 || c.expiry.Max <= 0 || c.expiry.DefaultTTL > c.expiry.Max {
+		return nil, fmt.Errorf("-grant-default-ttl must be 0 to -max-expiry, and -max-expiry positive")
 	}
 	return &c, nil
 }
@@ -163,10 +192,9 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 
 	mux := http.NewServeMux()
-	path, handler := pointledgerv1connect.NewLedgerServiceHandler(
-		api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log),
-		options...,
-	)
+	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
+	service.SetExpiryPolicy(c.expiry)
+	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, protect(handler))
 	projectorStatus := func() (projection.Status, bool) {
 		if projector == nil {
@@ -174,11 +202,10 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 		}
 		return projector.Status(), true
 	}
-	path, handler = pointledgerv1connect.NewAdminServiceHandler(
-		api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
-			projectorStatus, int32(c.AmountScale), log),
-		options...,
-	)
+	admin := api.NewAdminService(parts.store, parts.history, reconcile.New(parts.store, parts.history, c.leaseTable(parts)),
+		projectorStatus, int32(c.AmountScale), log)
+	admin.SetExpiryPolicy(c.expiry)
+	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, protect(handler))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
@@ -208,7 +235,7 @@ func apiServer(h http.Handler, log *slog.Logger) *http.Server {
 // ctx ends or either fails. Then it shuts down in order: the requests in
 // flight finish (within -shutdown-timeout), then the projector stops and
 // hands its leases over.
-func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, log *slog.Logger) error {
+func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, sweeper *sweep.Sweeper, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	projectorCtx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
@@ -216,6 +243,12 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	projected := make(chan error, 1)
 	if projector != nil {
 		go func() { projected <- runProjector(projectorCtx, projector, log, 30*time.Second) }()
+	}
+	sweeperCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSweeper()
+	swept := make(chan error, 1)
+	if sweeper != nil {
+		go func() { swept <- sweeper.Run(sweeperCtx) }()
 	}
 	select {
 	case err := <-served:
@@ -233,6 +266,12 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	if sweeper != nil {
+		stopSweeper()
+		if err := <-swept; err != nil {
+			log.Warn("sweeper stopped with an error", "error", err)
+		}
 	}
 	if projector != nil {
 		// The requests are done; stop projecting and hand the leases over.

@@ -41,6 +41,7 @@ type AdminService struct {
 	rec       Reconciler
 	projector func() (projection.Status, bool) // the projector in this process, if any
 	scale     int32
+	expiry    ExpiryPolicy
 	log       *slog.Logger
 }
 
@@ -49,7 +50,16 @@ var _ pointledgerv1connect.AdminServiceHandler = (*AdminService)(nil)
 // NewAdminService returns the admin service; projector reports the status of
 // the projector running in this process (false when none runs).
 func NewAdminService(l AdminLedger, h AdminHistory, rec Reconciler, projector func() (projection.Status, bool), scale int32, log *slog.Logger) *AdminService {
-	return &AdminService{ledger: l, history: h, rec: rec, projector: projector, scale: scale, log: log}
+	return &AdminService{ledger: l, history: h, rec: rec, projector: projector, scale: scale, expiry: ExpiryPolicy{Now: time.Now}, log: log}
+}
+
+// SetExpiryPolicy sets the limits an adjustment's expiry is judged by (its
+// DefaultTTL does not apply to adjustments).
+func (s *AdminService) SetExpiryPolicy(p ExpiryPolicy) {
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	s.expiry = p
 }
 
 func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.ReconcileRequest], stream *connect.ServerStream[pb.ReconcileResponse]) error {
@@ -86,6 +96,12 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})
 	}
+	for _, m := range rep.Liability {
+		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+	}
+	for _, m := range rep.Breakage {
+		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+	}
 	for _, a := range rep.Proposed {
 		out.ProposedAdjustments = append(out.ProposedAdjustments, &pb.ProposedAdjustment{
 			UserId: a.UserID, Amount: a.Amount, Debit: a.Debit, ExplainBalance: a.ExplainBalance,
@@ -97,9 +113,14 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 
 func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.AdjustRequest]) (*connect.Response[pb.AdjustResponse], error) {
 	r := req.Msg
+	expire, spec, err := s.expiry.expire(r.ExpireTime, r.Ttl, false)
+	if err != nil {
+		return nil, toConnect(ctx, s.log, err)
+	}
 	m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, Metadata: r.Metadata,
 		Debit: r.Debit, Reason: r.Reason, ExplainBalance: r.ExplainBalance, ExpectedBalance: r.ExpectedBalance,
+		Expire: expire, ExpireSpec: spec,
 	}, s.scale)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)

@@ -53,7 +53,12 @@ func TestFrozenAccountsRefusePurchasesUntilUnfrozen(t *testing.T) {
 	}
 
 	s.setStatus(t, "u1", pb.AccountStatus_ACCOUNT_STATUS_ACTIVE)
-	if _, err := s.purchase("u1", "p2", "1"); err != nil {
+	// The refused purchase stays refused; a new one goes through.
+	_, err = s.purchase("u1", "p2", "1")
+	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonAccountFrozen || !replayedRefusal(err) {
+		t.Errorf("the refused purchase again after unfreezing: %v, want failed_precondition/%s, replayed", err, ledger.ReasonAccountFrozen)
+	}
+	if _, err := s.purchase("u1", "p3", "1"); err != nil {
 		t.Errorf("purchase after unfreezing: %v", err)
 	}
 	if bal := s.assertSound(t, "u1"); bal.String() != "101" {

@@ -24,9 +24,10 @@ var codes = map[ledger.Kind]connect.Code{
 }
 
 // toConnect is the one place where errors become wire codes. Domain errors
-// keep their message and carry their reason in a google.rpc.ErrorInfo; the
-// caller's own cancellation stays a cancellation; anything else is logged and
-// becomes INTERNAL without its details.
+// keep their message and carry their reason in a google.rpc.ErrorInfo (a
+// replayed refusal also has metadata replayed: "true"); the caller's own
+// cancellation stays a cancellation; anything else is logged and becomes
+// INTERNAL without its details.
 func (s *LedgerService) toConnect(ctx context.Context, err error) error {
 	return toConnect(ctx, s.log, err)
 }
@@ -34,7 +35,11 @@ func (s *LedgerService) toConnect(ctx context.Context, err error) error {
 func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 	if e, ok := ledger.AsError(err); ok {
 		if code, ok := codes[e.Kind]; ok {
-			return withReason(connect.NewError(code, e), e.Reason)
+			info := &errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain}
+			if e.Replayed {
+				info.Metadata = map[string]string{"replayed": "true"}
+			}
+			return withInfo(connect.NewError(code, e), info)
 		}
 	}
 	switch {
@@ -48,7 +53,11 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 }
 
 func withReason(err *connect.Error, reason string) *connect.Error {
-	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}); derr == nil {
+	return withInfo(err, &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain})
+}
+
+func withInfo(err *connect.Error, info *errdetails.ErrorInfo) *connect.Error {
+	if d, derr := connect.NewErrorDetail(info); derr == nil {
 		err.AddDetail(d)
 	}
 	return err

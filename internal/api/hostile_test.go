@@ -72,10 +72,20 @@ const (
 
 // purchaseJSON is a Purchase body for alice that would be refused only for
 // the given field, set raw (a JSON value as written, not a Go value).
-func purchaseJSON(field, raw string) []byte {
-	fields := map[string]string{"user_id": `"alice"`, "amount": `"1"`, "request_id": `"hostile"`}
+func purchaseJSON(field, raw string) []byte { return purchaseJSONAs("hostile", field, raw) }
+
+// purchaseJSONAs is purchaseJSON with its own request_id: a business
+// refusal is recorded under its request_id, so each needs one.
+func purchaseJSONAs(requestID, field, raw string) []byte {
+	fields := map[string]string{"user_id": `"alice"`, "amount": `"1"`, "request_id": q(requestID)}
 	fields[field] = raw
 	return rawObject(fields)
+}
+
+// isBusinessRefusal says whether code is a refusal the ledger records under
+// the request's request_id (ledger.Kind.Final).
+func isBusinessRefusal(code connect.Code) bool {
+	return code == connect.CodeFailedPrecondition || code == connect.CodeNotFound
 }
 
 // rawObject writes fields as a JSON object, values as written; a field with
@@ -123,7 +133,8 @@ func alterToken(token string) string {
 }
 
 // hostileCorpus is every malformed or hostile request without credentials
-// problems; each must get its code and write nothing. Cases about
+// problems; each must get its code and write nothing, but for a business
+// refusal (not_found, failed_precondition) its refusal record. Cases about
 // credentials and roles belong in a corpus of the same form, run by the same
 // test. tokens are page tokens the service gave for alice.
 func hostileCorpus(tokens pageTokens) []hostileRequest {
@@ -141,6 +152,9 @@ func hostileCorpus(tokens pageTokens) []hostileRequest {
 	}
 	refund := func(name string, fields map[string]string, code connect.Code, reason string) hostileRequest {
 		all := map[string]string{"user_id": `"alice"`, "amount": `"1"`, "request_id": `"hostile-refund"`, "purchase_request_id": q(seedPurchase)}
+		if isBusinessRefusal(code) { // recorded under its request_id: one of its own
+			all["request_id"] = q("hostile-refund-" + strings.Join(strings.FieldsFunc(name, func(r rune) bool { return r == ' ' || r == '\'' }), "-"))
+		}
 		for k, v := range fields {
 			all[k] = v
 		}
@@ -242,7 +256,7 @@ func hostileCorpus(tokens pageTokens) []hostileRequest {
 		{name: "entries of alice#", path: entriesPath, body: []byte(`{"user_id":"alice#"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
 		// "A" is the aggregate's sort key, but as a user id it is just a user
 		// without points: the purchase is refused, the read shows nothing.
-		{name: "user_id A", body: purchaseJSON("user_id", `"A"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
+		{name: "user_id A", body: purchaseJSONAs("hostile-user-A", "user_id", `"A"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
 		{name: "balance of A", path: balancePath, body: []byte(`{"user_id":"A"}`), code: codeOK, answer: "balance=0"},
 		{name: "balance of ALICE is not alice's", path: balancePath, body: []byte(`{"user_id":"ALICE"}`), code: codeOK, answer: "balance=0"},
 		{name: "user_id with an escaped #", body: []byte(`{"user_id":"alice\u0023E","amount":"1","request_id":"hostile"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
@@ -268,8 +282,8 @@ func hostileCorpus(tokens pageTokens) []hostileRequest {
 		amount("1.000 at scale 2", `"1.000"`, ledger.ReasonInvalidAmount),
 		amount("with a Unicode minus", q("−1"), ledger.ReasonInvalidAmount),
 		amount("19 integer digits after leading zeros", `"0001000000000000000000"`, ledger.ReasonInvalidAmount),
-		{name: "amount at the maximum, not covered", body: purchaseJSON("amount", `"999999999999999999.99"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
-		{name: "amount just above the balance", body: purchaseJSON("amount", `"75.01"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
+		{name: "amount at the maximum, not covered", body: purchaseJSONAs("hostile-maximum", "amount", `"999999999999999999.99"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
+		{name: "amount just above the balance", body: purchaseJSONAs("hostile-above-balance", "amount", `"75.01"`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonInsufficientBalance},
 		{name: "grant of 0.001", path: grantPath, body: purchaseJSON("amount", `"0.001"`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
 		{name: "grant of -100", path: grantPath, body: purchaseJSON("amount", `"-100"`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
 
@@ -403,7 +417,8 @@ func must[T any](v T, err error) T {
 
 // TestHostileRequestsWriteNothing seeds a ledger, sends every request of the
 // corpus, and checks each got its code, and that the ledger, history and
-// lease tables hold exactly the seed afterwards.
+// lease tables hold exactly the seed afterwards, and a refusal record for
+// each business refusal (a refused request_id stays refused).
 func TestHostileRequestsWriteNothing(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
@@ -472,8 +487,13 @@ func TestHostileRequestsWriteNothing(t *testing.T) {
 		})
 	}
 	after := s.snapshot(t)
+	refusals := 0
 	for key, item := range after {
 		if was, ok := before[key]; !ok {
+			if strings.HasPrefix(key, s.env.Ledger+` "ACCT#`) && strings.Contains(key, ` "R#`) && strings.Contains(item, "refusal_reason:") {
+				refusals++
+				continue
+			}
 			t.Errorf("written: %s = %s", key, item)
 		} else if was != item {
 			t.Errorf("changed: %s\n was %s\n now %s", key, was, item)
@@ -483,6 +503,15 @@ func TestHostileRequestsWriteNothing(t *testing.T) {
 		if _, ok := after[key]; !ok {
 			t.Errorf("deleted: %s", key)
 		}
+	}
+	wantRefusals := 0
+	for _, c := range corpus {
+		if isBusinessRefusal(c.code) {
+			wantRefusals++
+		}
+	}
+	if refusals != wantRefusals {
+		t.Errorf("%d refusal records written, want %d: one for each business refusal", refusals, wantRefusals)
 	}
 	if len(before) < 14 { // 4 entries, 4 request records, 2 aggregates, 4 history items
 		t.Errorf("the seed is %d items; the scan does not see the tables", len(before))

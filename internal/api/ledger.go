@@ -34,6 +34,7 @@ type LedgerService struct {
 	ledger  Ledger
 	history History
 	scale   int32
+	expiry  ExpiryPolicy
 	log     *slog.Logger
 }
 
@@ -42,13 +43,27 @@ var _ pointledgerv1connect.LedgerServiceHandler = (*LedgerService)(nil)
 // NewLedgerService serves l and h; amounts may have at most scale digits
 // after the point.
 func NewLedgerService(l Ledger, h History, scale int32, log *slog.Logger) *LedgerService {
-	return &LedgerService{ledger: l, history: h, scale: scale, log: log}
+	return &LedgerService{ledger: l, history: h, scale: scale, expiry: ExpiryPolicy{Now: time.Now}, log: log}
+}
+
+// SetExpiryPolicy sets when granted points expire (default: a grant without
+// an expiry never expires; an expiry at most DefaultMaxExpiry ahead).
+func (s *LedgerService) SetExpiryPolicy(p ExpiryPolicy) {
+	if p.Now == nil {
+		p.Now = time.Now
+	}
+	s.expiry = p
 }
 
 func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.GrantRequest]) (*connect.Response[pb.GrantResponse], error) {
 	r := req.Msg
+	expire, spec, err := s.expiry.expire(r.ExpireTime, r.Ttl, true)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
 	res, err := s.apply(ctx, ledger.EntryGrant, ledger.Request{
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
+		Expire: expire, ExpireSpec: spec,
 	})
 	if err != nil {
 		return nil, err
@@ -96,11 +111,13 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
+	now := s.expiry.Now()
 	return connect.NewResponse(&pb.GetBalanceResponse{
-		UserId:  req.Msg.UserId,
-		Balance: a.Balance.String(),
-		Version: a.Version,
-		Status:  statusToProto(a.Status),
+		UserId:   req.Msg.UserId,
+		Balance:  a.Spendable(now).String(),
+		Version:  a.Version,
+		Status:   statusToProto(a.Status),
+		Expiring: bucketsToProto(a.Expiring(now, 10)),
 	}), nil
 }
 
@@ -168,6 +185,8 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		Metadata:          e.Metadata,
 		PurchaseRequestId: e.PurchaseRequestID,
 		Reason:            e.Reason,
+		ExpireTime:        timeToProto(e.ExpireTime),
+		Draws:             drawsToProto(e.Draws),
 	}
 	if e.Type == ledger.EntryPurchase {
 		out.RefundedAmount = e.RefundedAmount.String()
@@ -193,6 +212,8 @@ func entryTypeFromProto(t pb.EntryType) (ledger.EntryType, bool) {
 		return ledger.EntryRefund, true
 	case pb.EntryType_ENTRY_TYPE_ADJUSTMENT:
 		return ledger.EntryAdjustment, true
+	case pb.EntryType_ENTRY_TYPE_EXPIRATION:
+		return ledger.EntryExpiration, true
 	case pb.EntryType_ENTRY_TYPE_UNSPECIFIED:
 	}
 	return "", false
@@ -213,6 +234,8 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		PurchaseRequestId: e.PurchaseRequestID,
 		Reason:            e.Reason,
 		ExplainsBalance:   e.ExplainsBalance,
+		ExpireTime:        timeToProto(e.ExpireTime),
+		Draws:             drawsToProto(e.Draws),
 	}
 	if e.Type == ledger.EntryPurchase {
 		out.RefundedAmount = e.RefundedAmount.String()
@@ -230,6 +253,8 @@ func entryTypeToProto(t ledger.EntryType) pb.EntryType {
 		return pb.EntryType_ENTRY_TYPE_REFUND
 	case ledger.EntryAdjustment:
 		return pb.EntryType_ENTRY_TYPE_ADJUSTMENT
+	case ledger.EntryExpiration:
+		return pb.EntryType_ENTRY_TYPE_EXPIRATION
 	}
 	return pb.EntryType_ENTRY_TYPE_UNSPECIFIED
 }

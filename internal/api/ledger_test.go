@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,6 +48,10 @@ type testServer struct {
 type serverOptions struct {
 	// maxBatch bounds a group commit (0: the default; 1: no group commit).
 	maxBatch int
+	// now is the clock of the store and of the expiry policy; nil: time.Now.
+	now func() time.Time
+	// expiry is the program's expiry policy (its Now is set from now).
+	expiry api.ExpiryPolicy
 }
 
 // newServer serves the API over HTTP on a fresh ledger table in DynamoDB Local.
@@ -64,13 +69,18 @@ func newServerWith(tb testing.TB, o serverOptions) *testServer {
 	tb.Helper()
 	env := dynamotest.New(tb)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: o.maxBatch})
+	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log, MaxBatch: o.maxBatch, Now: o.now})
+	o.expiry.Now = o.now
 	mux := http.NewServeMux()
 	history := projection.NewHistory(env.Client, env.History, store, nil)
-	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), api.HandlerOptions(log)...))
+	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
+	service.SetExpiryPolicy(o.expiry)
+	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(service, api.HandlerOptions(log)...))
 	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
-	mux.Handle(pointledgerv1connect.NewAdminServiceHandler(api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log), api.HandlerOptions(log)...))
+	admin := api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log)
+	admin.SetExpiryPolicy(o.expiry)
+	mux.Handle(pointledgerv1connect.NewAdminServiceHandler(admin, api.HandlerOptions(log)...))
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
@@ -205,6 +215,47 @@ func reason(err error) (connect.Code, string) {
 		}
 	}
 	return ce.Code(), ""
+}
+
+// replayedRefusal says whether err's ErrorInfo marks it a replayed refusal
+// (metadata replayed: "true").
+func replayedRefusal(err error) bool {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return false
+	}
+	for _, d := range ce.Details() {
+		if m, err := d.Value(); err == nil {
+			if info, ok := m.(*errdetails.ErrorInfo); ok {
+				return info.Metadata["replayed"] == "true"
+			}
+		}
+	}
+	return false
+}
+
+// A refused request sent again is refused again, with the same code, reason
+// and message, marked replayed, even once the balance would cover it.
+func TestARefusalIsReplayed(t *testing.T) {
+	t.Parallel()
+	eachGrouping(t, func(t *testing.T, s *testServer) {
+		s.grant(t, "u1", "g", "10")
+		_, first := s.purchase("u1", "p", "30")
+		if code, why := reason(first); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance || replayedRefusal(first) {
+			t.Fatalf("purchase of 30 from 10: %v, want failed_precondition/%s, not replayed", first, ledger.ReasonInsufficientBalance)
+		}
+		s.grant(t, "u1", "g2", "50")
+		res, again := s.purchase("u1", "p", "30")
+		if code, why := reason(again); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance || !replayedRefusal(again) {
+			t.Fatalf("the same purchase after a grant: %v, %v; want failed_precondition/%s, replayed", res, again, ledger.ReasonInsufficientBalance)
+		}
+		if again.Error() != first.Error() {
+			t.Errorf("the replayed refusal says %q, the first said %q", again, first)
+		}
+		if bal := s.assertSound(t, "u1"); bal.String() != "60" {
+			t.Errorf("balance = %s, want 60: the refused purchase must not apply", bal)
+		}
+	})
 }
 
 func TestDoubleSpendAttack(t *testing.T) {
@@ -477,8 +528,8 @@ func TestRefunds(t *testing.T) {
 		if code, _ := reason(err); code != connect.CodeNotFound {
 			t.Errorf("refund of another user's purchase: %v, want not_found", err)
 		}
-		if got := s.itemCount(t); got != items {
-			t.Errorf("refused refunds wrote: %d items, then %d", items, got)
+		if got := s.itemCount(t); got != items+4 {
+			t.Errorf("refused refunds wrote: %d items, then %d; want their 4 refusal records only", items, got)
 		}
 
 		if _, err := s.refund("u1", "refund-6", "buy", "20"); err != nil {
@@ -581,8 +632,11 @@ func TestBalanceOfANewUser(t *testing.T) {
 	if code, why := reason(err); code != connect.CodeFailedPrecondition || why != ledger.ReasonInsufficientBalance {
 		t.Errorf("purchase by a new user: %v, want failed_precondition/%s", err, ledger.ReasonInsufficientBalance)
 	}
-	if got := s.itemCount(t); got != 0 {
-		t.Errorf("reads and a refused purchase wrote %d items", got)
+	if got := s.itemCount(t); got != 1 {
+		t.Errorf("reads and a refused purchase wrote %d items, want the refusal's record only", got)
+	}
+	if a, err := s.store.Audit(context.Background(), "nobody"); err != nil || len(a.Findings) != 0 || a.Account.Version != 0 {
+		t.Errorf("audit of a user with a refusal only: %+v, %v; want no account, no findings", a, err)
 	}
 }
 

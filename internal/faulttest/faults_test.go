@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
@@ -37,6 +38,7 @@ import (
 type sent struct {
 	user, kind, id string
 	amount         decimal.Decimal
+	ttl            time.Duration // grants: expiring after this; 0: never
 	acked          bool
 	entryID        string
 	last           string // the last answer's code
@@ -128,7 +130,11 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 			var err error
 			if s.kind == "grant" {
 				var res *connect.Response[pb.GrantResponse]
-				if res, err = client.Grant(rctx, connect.NewRequest(&pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id})); err == nil {
+				r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id}
+				if s.ttl > 0 {
+					r.Ttl = durationpb.New(s.ttl) // the same ttl on every retry: the same request
+				}
+				if res, err = client.Grant(rctx, connect.NewRequest(r)); err == nil {
 					e = res.Msg.Entry
 				}
 			} else {
@@ -162,6 +168,9 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 				s := &sent{user: users[rng.IntN(len(users))], kind: "purchase", id: fmt.Sprintf("w%d-%d", w, n), amount: decimal.NewFromInt(int64(1 + rng.IntN(3)))}
 				if rng.IntN(5) == 0 {
 					s.kind, s.amount = "grant", decimal.NewFromInt(20)
+					if rng.IntN(2) == 0 { // expiring, some of them within the run
+						s.ttl = time.Duration(2+rng.IntN(30)) * time.Second
+					}
 				}
 				mu.Lock()
 				book = append(book, s)
@@ -226,12 +235,17 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	// The book against the ledger.
 	byID := map[string]ledger.Entry{}
 	counts := map[string]int{}
+	expirations := 0
 	for _, u := range users {
 		entries, err := store.EntriesAfter(ctx, u, 0, math.MaxInt) // all of them
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
+			if e.Type == ledger.EntryExpiration {
+				expirations++ // the ledger's own: no request made it
+				continue
+			}
 			byID[u+"/"+e.RequestID] = e
 			counts[u+"/"+e.RequestID]++
 		}
@@ -277,10 +291,10 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	}
 	t.Logf("%d requests (%d attempts, %d retries): %d acknowledged, %d refused or unanswered (%d without a definite answer); "+
 		"faults: %d spikes, %d resets, %d lost answers, %d late answers; %d SIGKILLs of ledgerd, %d of the projector, %d emulator restarts; "+
-		"%d entries reconciled; %d violations",
+		"%d entries reconciled (%d expirations); %d violations",
 		len(book), attempts.Load(), retries.Load(), acked, unacked, unknown,
 		st.Faults.Spikes, st.Faults.Resets, st.Faults.LostAnswers, st.Faults.LateAnswers, kills, projectorKills, emulatorRestarts,
-		report.Entries, violations)
+		report.Entries, expirations, violations)
 	if t.Failed() {
 		t.Logf("ledgerd's logs:\n%s", logs.String())
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ const (
 	TotalSpent                     // sum of purchases, positive
 	TotalRefunded                  // sum of refunds
 	TotalAdjusted                  // net sum of adjustments
+	TotalExpired                   // sum of expirations, positive
 )
 
 // EntryTypeInfo is what an entry type is, for every rule that depends on it.
@@ -31,16 +33,22 @@ type EntryTypeInfo struct {
 	NeedsActive bool
 	// RefersToPurchase: names a purchase by its request_id.
 	RefersToPurchase bool
+	// Expires: a credit that lands in the bucket of its expire time.
+	Expires bool
+	// System: written by the ledger itself, not asked for by a request, so
+	// it has no request_id nor idempotency record.
+	System bool
 	// Total is the running sum the entry feeds.
 	Total Total
 }
 
 // EntryTypes is every entry type and its properties.
 var EntryTypes = map[EntryType]EntryTypeInfo{
-	EntryGrant:      {Credit: true, Total: TotalGranted},
+	EntryGrant:      {Credit: true, Expires: true, Total: TotalGranted},
 	EntryPurchase:   {Spends: true, NeedsActive: true, Total: TotalSpent},
 	EntryRefund:     {Credit: true, RefersToPurchase: true, Total: TotalRefunded},
-	EntryAdjustment: {Credit: true, Spends: true, Total: TotalAdjusted}, // a debit only with Mutation.Debit
+	EntryAdjustment: {Credit: true, Spends: true, Expires: true, Total: TotalAdjusted}, // a debit only with Mutation.Debit
+	EntryExpiration: {System: true, Total: TotalExpired},
 }
 
 // Info returns the properties of t, and whether t is an entry type.
@@ -49,94 +57,191 @@ func (t EntryType) Info() (EntryTypeInfo, bool) {
 	return i, ok
 }
 
+// DefaultMaxBuckets bounds the distinct expiry times one account holds, so
+// that the aggregate stays one small item.
+const DefaultMaxBuckets = 100
+
 // Facts are what deciding a mutation needs beyond the account, read by the
 // store: the purchase a refund names, the sum of the entries an explaining
-// adjustment explains.
+// adjustment explains; and the store's limits.
 type Facts struct {
 	// Purchase is the purchase a refund names; nil if the user has none with
-	// that request_id. Whether the refunds stay within it is the store's
+	// that request_id. A refund over what the store knows is left of it is
+	// refused here; that the refunds stay within it is the store's
 	// condition, on the purchase as it is when the entry commits.
 	Purchase *PurchaseRef
 	// EntriesSum is the sum of the amounts of the account's entries (up to
 	// its version), for an adjustment that explains the balance.
 	EntriesSum decimal.Decimal
+	// MaxBuckets bounds the account's buckets; 0: DefaultMaxBuckets.
+	MaxBuckets int
 }
 
 // PurchaseRef is a purchase as a refund sees it.
 type PurchaseRef struct {
-	Version int64
-	Type    EntryType // what the request_id names: a refund of anything but a purchase is refused
+	Version  int64
+	Type     EntryType       // what the request_id names: a refund of anything but a purchase is refused
+	Amount   decimal.Decimal // the purchase's positive amount
+	Draws    []Draw          // what it took from which bucket
+	Refunded decimal.Decimal // what earlier refunds gave back, as the store read the purchase
 }
 
-// Decision is what a mutation does to an account: the entry it appends
-// (without an ID: the store gives one) and the account after it.
+// Decision is what a mutation does to an account: the entries it appends,
+// in version order and without IDs (the store gives them), and the account
+// after them. Entries[Main] is the mutation's own entry; the others are
+// expirations: of buckets due before it, and of what a refund gave back to
+// buckets that had expired.
 type Decision struct {
-	Entry Entry
-	After Account
+	Entries []Entry
+	Main    int
+	After   Account
 }
 
-// Decide decides m against acct at time now: the entry it appends and the
+// Entry is the mutation's own entry.
+func (d Decision) Entry() Entry { return d.Entries[d.Main] }
+
+// Time is when a mutation of acct decided at now takes effect: now, or the
+// account's last entry's time if that is later (another process's clock
+// ahead of this one's), so that entry times never go back and every process
+// folds the same expiries.
+func Time(acct Account, now time.Time) time.Time {
+	now = now.UTC().Truncate(time.Microsecond) // what the store keeps
+	if acct.UpdateTime.After(now) {
+		return acct.UpdateTime
+	}
+	return now
+}
+
+// Decide decides m against acct at time now: the entries it appends and the
 // account after, or a refusal (an *Error of kind KindFailedPrecondition or
-// KindNotFound). It reads nothing and writes nothing: the store supplies the
-// account and the facts, and commits the decision only under conditions
+// KindNotFound: final, see Kind.Final). Points whose bucket expired by then
+// are taken off first, by an expiration entry. Decide reads nothing and
+// writes nothing: the store supplies the account and the facts, and commits
+// the decision, the entries or the refusal's record, only under conditions
 // that the account and facts are still as read.
 func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) {
 	info, ok := m.Type.Info()
-	if !ok {
-		return Decision{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", m.Type)
+	if !ok || info.System {
+		return Decision{}, Errorf(KindInvalid, ReasonInvalidAmount, "%q is not an entry type a request may ask for", m.Type)
 	}
-	if info.RefersToPurchase && (f.Purchase == nil || f.Purchase.Type != EntryPurchase) {
-		return Decision{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
-			"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
+	at := Time(acct, now)
+	if acct.Version == 0 {
+		created := NewAccount(m.UserID)
+		created.CreateTime = at
+		acct = created
+	}
+	d := Decision{}
+	running := acct.expire(at, &d.Entries)
+
+	var purchase *PurchaseRef
+	if info.RefersToPurchase {
+		if f.Purchase == nil || f.Purchase.Type != EntryPurchase {
+			return Decision{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
+				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
+		}
+		purchase = f.Purchase
+	}
+	if info.RefersToPurchase && m.Amount.GreaterThan(f.Purchase.Amount.Sub(f.Purchase.Refunded)) {
+		return Decision{}, Errorf(KindFailedPrecondition, ReasonRefundExceedsPurchase,
+			"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
+			m.Amount, m.PurchaseRequestID, f.Purchase.Refunded, f.Purchase.Amount)
 	}
 	if m.ExplainBalance {
-		if acct.Version == 0 {
+		if running.Version == 0 {
 			return Decision{}, Errorf(KindNotFound, ReasonAccountNotFound, "user %q has no account", m.UserID)
 		}
-		if !acct.Balance.Equal(m.ExpectedBalance) {
-			return Decision{}, balanceMoved(m, acct)
+		if !running.Balance.Equal(m.ExpectedBalance) {
+			return Decision{}, balanceMoved(m, running)
 		}
-		if err := CheckExplains(m, acct, f.EntriesSum); err != nil {
+		if len(d.Entries) > 0 {
+			// The expiration moved the balance the request explains.
+			return Decision{}, balanceMoved(m, running)
+		}
+		if err := CheckExplains(m, running, f.EntriesSum); err != nil {
 			return Decision{}, err
 		}
 	}
 	if info.NeedsActive && acct.Version > 0 && acct.Status != StatusActive {
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonAccountFrozen, "account of user %q is %s", m.UserID, acct.Status)
 	}
-	if m.Spends() && acct.Balance.LessThan(m.Amount) {
+	if m.Spends() && running.Balance.LessThan(m.Amount) {
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
-			"balance %s of user %q does not cover %s", acct.Balance, m.UserID, m.Amount)
+			"balance %s of user %q does not cover %s", running.Balance, m.UserID, m.Amount)
 	}
-	balance := acct.Balance.Add(m.Delta())
-	if m.ExplainBalance {
-		balance = acct.Balance // the entry explains the balance; it does not move it
-	} else if balance.GreaterThan(MaxBalance) {
+	if !m.ExplainBalance && running.Balance.Add(m.Delta()).GreaterThan(MaxBalance) {
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
 	}
+
 	e := Entry{
 		UserID:            m.UserID,
-		Version:           acct.Version + 1,
+		Version:           running.Version + 1,
 		Type:              m.Type,
 		Amount:            m.Delta(),
-		BalanceAfter:      balance,
 		RequestID:         m.RequestID,
 		OrderID:           m.OrderID,
-		CreateTime:        now,
+		CreateTime:        at,
 		Metadata:          m.Metadata,
 		PurchaseRequestID: m.PurchaseRequestID,
 		Reason:            m.Reason,
 		ExplainsBalance:   m.ExplainBalance,
 	}
-	if f.Purchase != nil && info.RefersToPurchase {
-		e.PurchaseVersion = f.Purchase.Version
+	switch {
+	case purchase != nil:
+		e.PurchaseVersion = purchase.Version
+		e.Draws = giveBack(purchase.Draws, purchase.Refunded, m.Amount)
+	case e.Amount.IsNegative():
+		e.Draws = spend(running.Buckets, m.Amount)
+	case info.Expires:
+		if !m.Expire.IsZero() && !live(m.Expire, at) {
+			return Decision{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
+				"expire_time %s is not after the time of this entry, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+		}
+		e.ExpireTime = m.Expire.UTC()
 	}
-	after := acct
-	if after.Version == 0 {
-		after = NewAccount(m.UserID)
-		after.CreateTime = now
+	next := running.Apply(e)
+	if m.ExplainBalance {
+		next.Balance = running.Balance // the entry explains the balance; it does not move it
 	}
-	after.Balance, after.Version, after.UpdateTime = balance, e.Version, now
-	return Decision{Entry: e, After: after}, nil
+	if maxBuckets := cmp.Or(f.MaxBuckets, DefaultMaxBuckets); len(next.Buckets) > maxBuckets && len(next.Buckets) > len(running.Buckets) {
+		return Decision{}, Errorf(KindFailedPrecondition, ReasonTooManyBuckets,
+			"user %q would hold points of %d expiry times, more than the %d allowed: grant with an expiry the user already has, or none", m.UserID, len(next.Buckets), maxBuckets)
+	}
+	e.BalanceAfter = next.Balance
+	d.Main = len(d.Entries)
+	d.Entries = append(d.Entries, e)
+	// What a refund gave back to buckets that have expired expires at once,
+	// on the record.
+	d.After = next.expire(at, &d.Entries)
+	return d, nil
+}
+
+// DecideExpiry is what the sweeper asks: the expiration of acct's buckets
+// due at now, if any, and the account after it.
+func DecideExpiry(acct Account, now time.Time) Decision {
+	d := Decision{Main: -1}
+	d.After = acct.expire(Time(acct, now), &d.Entries)
+	return d
+}
+
+// expire appends to entries an expiration of the account's buckets that
+// have expired at t, and returns the account after it.
+func (a Account) expire(t time.Time, entries *[]Entry) Account {
+	draws := a.expired(t)
+	if len(draws) == 0 {
+		return a
+	}
+	e := Entry{
+		UserID:     a.UserID,
+		Version:    a.Version + 1,
+		Type:       EntryExpiration,
+		Amount:     sum(draws).Neg(),
+		CreateTime: t,
+		Draws:      draws,
+	}
+	after := a.Apply(e)
+	e.BalanceAfter = after.Balance
+	*entries = append(*entries, e)
+	return after
 }
 
 func balanceMoved(m Mutation, acct Account) error {
@@ -150,6 +255,7 @@ type Totals struct {
 	Spent    decimal.Decimal // positive
 	Refunded decimal.Decimal
 	Adjusted decimal.Decimal // net
+	Expired  decimal.Decimal // positive
 }
 
 // Add is t with e counted in the total its type feeds.
@@ -164,20 +270,24 @@ func (t Totals) Add(e Entry) Totals {
 		t.Refunded = t.Refunded.Add(e.Amount)
 	case TotalAdjusted:
 		t.Adjusted = t.Adjusted.Add(e.Amount)
+	case TotalExpired:
+		t.Expired = t.Expired.Sub(e.Amount)
 	}
 	return t
 }
 
 // Plus is the sums of t and o together (of several users, say).
 func (t Totals) Plus(o Totals) Totals {
-	return Totals{Granted: t.Granted.Add(o.Granted), Spent: t.Spent.Add(o.Spent), Refunded: t.Refunded.Add(o.Refunded), Adjusted: t.Adjusted.Add(o.Adjusted)}
+	return Totals{Granted: t.Granted.Add(o.Granted), Spent: t.Spent.Add(o.Spent), Refunded: t.Refunded.Add(o.Refunded),
+		Adjusted: t.Adjusted.Add(o.Adjusted), Expired: t.Expired.Add(o.Expired)}
 }
 
 // Equal says whether t and o hold the same sums.
 func (t Totals) Equal(o Totals) bool {
-	return t.Granted.Equal(o.Granted) && t.Spent.Equal(o.Spent) && t.Refunded.Equal(o.Refunded) && t.Adjusted.Equal(o.Adjusted)
+	return t.Granted.Equal(o.Granted) && t.Spent.Equal(o.Spent) && t.Refunded.Equal(o.Refunded) &&
+		t.Adjusted.Equal(o.Adjusted) && t.Expired.Equal(o.Expired)
 }
 
 func (t Totals) String() string {
-	return fmt.Sprintf("granted %s spent %s refunded %s adjusted %s", t.Granted, t.Spent, t.Refunded, t.Adjusted)
+	return fmt.Sprintf("granted %s spent %s refunded %s adjusted %s expired %s", t.Granted, t.Spent, t.Refunded, t.Adjusted, t.Expired)
 }

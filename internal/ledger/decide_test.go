@@ -63,7 +63,8 @@ func TestDecide(t *testing.T) {
 	active := Account{UserID: "u", Balance: d("50"), Version: 3, Status: StatusActive}
 	frozen := active
 	frozen.Status = StatusFrozen
-	purchase := &PurchaseRef{Version: 2, Type: EntryPurchase}
+	purchase := &PurchaseRef{Version: 2, Type: EntryPurchase, Amount: d("20")}
+	refunded := &PurchaseRef{Version: 2, Type: EntryPurchase, Amount: d("20"), Refunded: d("15")}
 	tests := []struct {
 		name    string
 		acct    Account
@@ -81,6 +82,10 @@ func TestDecide(t *testing.T) {
 		{"a purchase on a frozen account", frozen, EntryPurchase, Request{Amount: "1"}, Facts{}, ReasonAccountFrozen, "", ""},
 		{"a grant on a frozen account", frozen, EntryGrant, Request{Amount: "1"}, Facts{}, "", "1", "51"},
 		{"a refund", frozen, EntryRefund, Request{Amount: "5", PurchaseRequestID: "p"}, Facts{Purchase: purchase}, "", "5", "55"},
+		{"a refund of the whole purchase", active, EntryRefund, Request{Amount: "20", PurchaseRequestID: "p"}, Facts{Purchase: purchase}, "", "20", "70"},
+		{"a refund over the purchase", active, EntryRefund, Request{Amount: "20.01", PurchaseRequestID: "p"}, Facts{Purchase: purchase}, ReasonRefundExceedsPurchase, "", ""},
+		{"a refund of what is left", active, EntryRefund, Request{Amount: "5", PurchaseRequestID: "p"}, Facts{Purchase: refunded}, "", "5", "55"},
+		{"a refund over what is left", active, EntryRefund, Request{Amount: "5.01", PurchaseRequestID: "p"}, Facts{Purchase: refunded}, ReasonRefundExceedsPurchase, "", ""},
 		{"a refund of nothing", active, EntryRefund, Request{Amount: "5", PurchaseRequestID: "p"}, Facts{}, ReasonPurchaseNotFound, "", ""},
 		{"a refund of a grant", active, EntryRefund, Request{Amount: "5", PurchaseRequestID: "g"}, Facts{Purchase: &PurchaseRef{Version: 1, Type: EntryGrant}}, ReasonPurchaseNotFound, "", ""},
 		{"a debit adjustment covered, frozen", frozen, EntryAdjustment, Request{Amount: "50", Debit: true, Reason: "r"}, Facts{}, "", "-50", "0"},
@@ -105,7 +110,7 @@ func TestDecide(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decide: %v", err)
 			}
-			e := dec.Entry
+			e := dec.Entry()
 			if e.Version != tc.acct.Version+1 || !e.Amount.Equal(d(tc.amount)) || !e.BalanceAfter.Equal(d(tc.balance)) || !e.CreateTime.Equal(now) {
 				t.Errorf("entry = %+v, want version %d, amount %s, balance after %s", e, tc.acct.Version+1, tc.amount, tc.balance)
 			}

@@ -13,5 +13,7 @@
 //   - A request_id is used at most once per user. Its record is written in the
 //     same transaction as its entry and keeps a hash of the request, so a retry
 //     of the same request returns the original result and writes nothing.
+//   - A refused request_id stays refused: a final refusal (Kind.Final) is
+//     recorded under it, and the same request again gets that refusal.
 //   - The refunds of a purchase never sum to more than the purchase.
 package ledger

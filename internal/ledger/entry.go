@@ -15,6 +15,9 @@ const (
 	EntryPurchase   EntryType = "PURCHASE"
 	EntryRefund     EntryType = "REFUND"
 	EntryAdjustment EntryType = "ADJUSTMENT"
+	// EntryExpiration takes expired points off the balance. The ledger
+	// writes it itself, before the user's next mutation or by the sweeper.
+	EntryExpiration EntryType = "EXPIRATION"
 )
 
 // Status says whether an account may spend.
@@ -51,13 +54,21 @@ type Entry struct {
 	// moving it (see Mutation).
 	Reason          string
 	ExplainsBalance bool
+
+	// Credits: when the points expire (zero: never). Refunds go back to the
+	// buckets their purchase drew, and say so in Draws instead.
+	ExpireTime time.Time
+	// Debits and expirations: what they took from which bucket; refunds:
+	// what they gave back to which. In spending order.
+	Draws []Draw
 }
 
 // Account is the aggregate: a versioned snapshot of the fold of a user's
 // entries. The zero Account (version 0, balance 0) is a user with no entries.
 type Account struct {
 	UserID     string
-	Balance    decimal.Decimal
+	Balance    decimal.Decimal // the sum of the buckets, expired or not
+	Buckets    []Bucket        // by expiry, soonest first, never-expiring last
 	Version    int64
 	Status     Status
 	CreateTime time.Time
@@ -82,9 +93,33 @@ func (a Account) Apply(e Entry) Account {
 		}
 	}
 	a.Balance = a.Balance.Add(e.Amount)
+	a.Buckets = a.applyBuckets(e)
 	a.Version = e.Version
 	a.UpdateTime = e.CreateTime
 	return a
+}
+
+// applyBuckets is the account's buckets after e.
+func (a Account) applyBuckets(e Entry) []Bucket {
+	bs := a.Buckets
+	switch {
+	case e.Amount.IsZero():
+	case len(e.Draws) > 0 && e.Amount.IsPositive(): // a refund, back where its purchase drew
+		for _, d := range e.Draws {
+			bs = credit(bs, d.Expire, d.Amount)
+		}
+	case e.Amount.IsPositive():
+		bs = credit(bs, e.ExpireTime, e.Amount)
+	case len(e.Draws) > 0:
+		for _, d := range e.Draws {
+			bs = debit(bs, d.Expire, d.Amount)
+		}
+	default: // a debit written before buckets existed: in spending order
+		for _, d := range spend(bs, e.Amount.Neg()) {
+			bs = debit(bs, d.Expire, d.Amount)
+		}
+	}
+	return bs
 }
 
 // Fold replays entries, in version order, from a user with no entries: the

@@ -43,13 +43,26 @@ const (
 	ReasonTooManyConflicts      = "TOO_MANY_CONFLICTS"
 	ReasonBalanceLimit          = "BALANCE_LIMIT"
 	ReasonThrottled             = "THROTTLED"
+	ReasonInvalidExpiry         = "INVALID_EXPIRY"
+	ReasonTooManyBuckets        = "TOO_MANY_BUCKETS"
 )
+
+// Final says whether a refusal of this kind is the request's answer for
+// good: a business refusal, which the store records under the request_id
+// so that the same request again gets it again (Replayed) and is never
+// tried anew. A malformed request, a reused request_id and the aborted,
+// unavailable or internal outcomes are not final: nothing was decided, and
+// the request may be sent again.
+func (k Kind) Final() bool { return k == KindFailedPrecondition || k == KindNotFound }
 
 // Error is the one error type of the domain.
 type Error struct {
 	Kind    Kind
 	Reason  string // one of the Reason constants
 	Message string // for people; may name the offending value
+	// Replayed: the request was refused before, and this is that refusal
+	// again, as recorded (see Kind.Final).
+	Replayed bool
 }
 
 func (e *Error) Error() string { return e.Message }

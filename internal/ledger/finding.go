@@ -16,6 +16,7 @@ const (
 	FindingRefundTarget        = "refund_target"         // a refund names no purchase, or another one
 	FindingRequestMismatch     = "request_mismatch"      // a request record's type or amount != its entry's
 	FindingDuplicateRequest    = "duplicate_request"     // two request records claim one entry
+	FindingBuckets             = "buckets"               // the aggregate's buckets != the fold of the entries' credits and draws
 
 	FindingProjectionMissing  = "projection_missing"  // history lacks an entry (after the grace period)
 	FindingProjectionExtra    = "projection_extra"    // history has an entry the ledger does not

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -39,6 +40,14 @@ type Request struct {
 	Reason          string // why; required
 	ExplainBalance  bool   // record the amount without moving the balance (see Mutation)
 	ExpectedBalance string // with ExplainBalance: the balance the account must have
+
+	// Credits (grants, credit adjustments): when the points expire; zero:
+	// never. The API resolves a request's expire_time or ttl to it.
+	Expire time.Time
+	// ExpireSpec is what the request said of its expiry, as sent: a ttl
+	// resolves to another Expire on each retry, and a retry must hash as
+	// the request did ("" with an Expire: the Expire itself).
+	ExpireSpec string
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -61,6 +70,12 @@ type Mutation struct {
 	Reason            string
 	ExplainBalance    bool
 	ExpectedBalance   decimal.Decimal
+	// Credits: when the points expire; zero: never. The API turns a
+	// request's expire_time or ttl into it, within the program's limits.
+	Expire time.Time
+	// ExpireSpec is what the request said of its expiry, which its Hash
+	// covers (see Request.ExpireSpec).
+	ExpireSpec string
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -93,6 +108,16 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		OrderID:           r.OrderID,
 		Metadata:          r.Metadata,
 		PurchaseRequestID: r.PurchaseRequestID,
+	}
+	if !r.Expire.IsZero() {
+		if info, _ := t.Info(); !info.Expires || r.Debit || r.ExplainBalance {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "only grants and credit adjustments expire")
+		}
+		m.Expire = r.Expire.UTC()
+	}
+	m.ExpireSpec = r.ExpireSpec
+	if m.ExpireSpec == "" && !m.Expire.IsZero() {
+		m.ExpireSpec = "at " + m.Expire.Format(time.RFC3339Nano)
 	}
 	if t != EntryRefund && r.PurchaseRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
@@ -189,6 +214,10 @@ func (m Mutation) Hash() string {
 	field(m.Amount.String())
 	field(m.OrderID)
 	field(m.PurchaseRequestID)
+	if m.ExpireSpec != "" { // only then: the hashes of earlier requests stay as recorded
+		field("expire")
+		field(m.ExpireSpec)
+	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))
 		field(m.Reason)

@@ -57,8 +57,8 @@ func New() *Metrics {
 		}, []string{"procedure"}),
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pointledger_group_commit_size",
-			Help:    "Mutations committed per ledger transaction (group commit; 1 when off).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 49},
+			Help:    "Mutations committed per ledger transaction, as entries or recorded refusals (group commit; 1 when off).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 48},
 		}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pointledger_write_retries_total",

@@ -117,6 +117,9 @@ func (h *History) State(ctx context.Context, user string) (State, error) {
 	}
 	st.Version = num("version").IntPart()
 	st.Balance, st.Granted, st.Spent, st.Refunded, st.Adjusted = num("balance"), num("granted"), num("spent"), num("refunded"), num("adjusted")
+	if _, ok := out.Item["expired"]; ok { // states written before points expired have none
+		st.Expired = num("expired")
+	}
 	if v, ok := out.Item["last_entry_time"].(*types.AttributeValueMemberS); ok {
 		st.LastEntry, err = time.Parse(timeLayout, v.Value)
 		errs = append(errs, err)
@@ -137,7 +140,7 @@ func (h *History) stateItem(st State) map[string]types.AttributeValue {
 	item := h.key(st.UserID, stateSK)
 	item["user_id"] = s(st.UserID)
 	item["version"] = n(st.Version)
-	for name, v := range map[string]decimal.Decimal{"balance": st.Balance, "granted": st.Granted, "spent": st.Spent, "refunded": st.Refunded, "adjusted": st.Adjusted} {
+	for name, v := range map[string]decimal.Decimal{"balance": st.Balance, "granted": st.Granted, "spent": st.Spent, "refunded": st.Refunded, "adjusted": st.Adjusted, "expired": st.Expired} {
 		item[name] = &types.AttributeValueMemberN{Value: v.String()}
 	}
 	item["last_entry_time"] = s(st.LastEntry.UTC().Format(timeLayout))

@@ -40,9 +40,7 @@ func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) 
 		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "start_time must be before end_time")
 	}
 	for _, t := range o.Types {
-		switch t {
-		case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryRefund, ledger.EntryAdjustment:
-		default:
+		if _, ok := t.Info(); !ok {
 			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "unknown entry type %q", t)
 		}
 	}

@@ -79,11 +79,17 @@ type shardState struct {
 	caughtUp bool // the last read returned nothing new
 }
 
+// DefaultOwner names this process as a lease owner: the host, the pid and
+// a random part, so that a restarted process is another owner.
+func DefaultOwner() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:])
+}
+
 // NewProjector returns a projector of the stream of table into h.
 func NewProjector(table string, tables TableAPI, streams StreamsAPI, leases *LeaseTable, h *History, o Options) *Projector {
 	if o.Owner == "" {
-		host, _ := os.Hostname()
-		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:])
+		o.Owner = DefaultOwner()
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 10 * time.Second

@@ -93,6 +93,52 @@ type Report struct {
 	Findings      []ledger.Finding `json:"findings"`
 	Proposed      []Adjustment     `json:"proposed_adjustments"`
 	Clean         bool             `json:"clean"` // no finding is left unrepaired
+
+	// Liability is the points outstanding by the month they expire in
+	// ("never" last), as of the start; Breakage the points that expired
+	// unused, by the month they expired in (EXPIRATION entries, and points
+	// past their expiry not yet on the record). Months are UTC, YYYY-MM.
+	Liability []MonthAmount `json:"liability"`
+	Breakage  []MonthAmount `json:"breakage"`
+}
+
+// MonthAmount is a sum of points in one month.
+type MonthAmount struct {
+	Month  string `json:"month"` // YYYY-MM, or "never"
+	Amount string `json:"amount"`
+}
+
+// monthOf is t's month, or "never" for the zero time.
+func monthOf(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.UTC().Format("2006-01")
+}
+
+// months sums amounts into months, in order ("never" last).
+type months map[string]decimal.Decimal
+
+func (m months) add(t time.Time, amount decimal.Decimal) { k := monthOf(t); m[k] = m[k].Add(amount) }
+
+func (m months) list() []MonthAmount {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b string) int {
+		switch {
+		case a == b:
+			return 0
+		case a == "never":
+			return 1
+		case b == "never":
+			return -1
+		}
+		return strings.Compare(a, b)
+	})
+	out := make([]MonthAmount, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, MonthAmount{Month: k, Amount: m[k].String()})
+	}
+	return out
 }
 
 // Unrepaired counts the findings not repaired by this reconciliation.
@@ -162,7 +208,7 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 		rcancel()
 	}()
 
-	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate)}
+	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}}
 	// Every scan reads under the rate: the count for progress, and the users.
 	scanned := func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }
 	if o.User == "" {
@@ -203,6 +249,8 @@ type pass struct {
 	proposed    []Adjustment
 	sumEntries  decimal.Decimal
 	sumBalances decimal.Decimal
+	liability   months
+	breakage    months
 }
 
 func (p *pass) user(ctx context.Context, user string) error {
@@ -246,6 +294,18 @@ func (p *pass) user(ctx context.Context, user string) error {
 	p.findings = append(p.findings, findings...)
 	p.sumEntries = p.sumEntries.Add(fold)
 	p.sumBalances = p.sumBalances.Add(a.Account.Balance)
+	for _, b := range a.Account.Buckets {
+		if b.Expire.IsZero() || p.start.Before(b.Expire) {
+			p.liability.add(b.Expire, b.Amount)
+		} else {
+			p.breakage.add(b.Expire, b.Amount) // expired, not yet on the record
+		}
+	}
+	for _, e := range a.Entries {
+		if e.Type == ledger.EntryExpiration {
+			p.breakage.add(e.CreateTime, e.Amount.Neg())
+		}
+	}
 	if diff := a.Account.Balance.Sub(fold); !diff.IsZero() {
 		p.proposed = append(p.proposed, Adjustment{
 			UserID:          user,
@@ -254,10 +314,14 @@ func (p *pass) user(ctx context.Context, user string) error {
 			ExplainBalance:  true,
 			ExpectedBalance: a.Account.Balance.String(),
 			Reason:          fmt.Sprintf("reconciliation %s: balance %s is not the sum of the entries (%s)", p.start.UTC().Format(time.RFC3339), a.Account.Balance, fold),
-			// One request id per account version, whichever run proposes it:
+			// One request id per account state, whichever run proposes it:
 			// once one run's proposal is applied, another's is ALREADY_EXISTS
 			// (their reasons differ) instead of explaining the balance twice.
-			RequestID: fmt.Sprintf("reconcile-v%d", a.Account.Version),
+			// The state is the version and the balance: a proposal refused
+			// BALANCE_MOVED (the balance drifted again, with no new version)
+			// stays refused under its request_id, and the next run's
+			// proposal for the new balance needs one of its own.
+			RequestID: fmt.Sprintf("reconcile-v%d-b%s", a.Account.Version, a.Account.Balance),
 		})
 	}
 	return nil
@@ -460,6 +524,8 @@ func (p *pass) report() Report {
 		SumOfBalances: p.sumBalances.String(),
 		Findings:      append([]ledger.Finding{}, p.findings...),
 		Proposed:      append([]Adjustment{}, p.proposed...),
+		Liability:     p.liability.list(),
+		Breakage:      p.breakage.list(),
 	}
 	if !p.sumEntries.Equal(p.sumBalances) {
 		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})

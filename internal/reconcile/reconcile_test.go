@@ -182,6 +182,7 @@ func TestEveryCorruptionIsFound(t *testing.T) {
 	rr2["SK"], rr2["request_id"], rr2["version"] = str("R#r2"), str("r2"), num("4")
 	f.put(t, f.env.Ledger, rr2)
 	f.set(t, f.env.Ledger, "overcap", "A", "balance", num("110"))
+	f.set(t, f.env.Ledger, "overcap", "A", "buckets", &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"never": num("110")}})
 	f.set(t, f.env.Ledger, "overcap", "A", "version", num("4"))
 	f.set(t, f.env.Ledger, "overcap", entrySK(2), "refunded_amount", num("20"))
 	if err := f.history.Rebuild(ctx, "overcap"); err != nil {
@@ -353,6 +354,52 @@ func TestAProposalFromTwoRunsAppliesOnce(t *testing.T) {
 	}
 }
 
+// A proposal refused because the balance moved again (a second drift, no
+// new version) stays refused; the next run proposes for the new balance
+// under a request id of its own, and that one applies.
+func TestAProposalForABalanceThatMovedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: "g", Amount: "100"})
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	adjust := func(p Adjustment) error {
+		m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{UserID: p.UserID, RequestID: p.RequestID, Amount: p.Amount,
+			Debit: p.Debit, Reason: p.Reason, ExplainBalance: true, ExpectedBalance: p.ExpectedBalance}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.store.Apply(ctx, m)
+		return err
+	}
+	f.set(t, f.env.Ledger, "u", "A", "balance", num("107"))
+	first := f.run(t, Options{User: "u"})
+	f.set(t, f.env.Ledger, "u", "A", "balance", num("110"))
+	if len(first.Proposed) != 1 {
+		t.Fatalf("proposals: %+v, want one", first.Proposed)
+	}
+	if err := adjust(first.Proposed[0]); ledger.ReasonOf(err) != ledger.ReasonBalanceMoved {
+		t.Fatalf("the first proposal after the balance moved: %v, want %s", err, ledger.ReasonBalanceMoved)
+	}
+	f.rec.now = func() time.Time { return time.Now().Add(time.Minute) }
+	second := f.run(t, Options{User: "u"})
+	if len(second.Proposed) != 1 || second.Proposed[0].RequestID == first.Proposed[0].RequestID {
+		t.Fatalf("second run's proposals: %+v, want one under another request id than %s", second.Proposed, first.Proposed[0].RequestID)
+	}
+	if err := adjust(second.Proposed[0]); err != nil {
+		t.Fatalf("the second run's proposal: %v", err)
+	}
+	if err := f.history.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.now = time.Now
+	if rep := f.run(t, Options{User: "u"}); !rep.Clean {
+		t.Errorf("after the second proposal: %v", rep.Findings)
+	}
+}
+
 // writeAfterAudit is another client of the ledger: it commits once, right
 // after the first audit, as purchases and refunds commit while a
 // reconciliation runs.
@@ -465,5 +512,50 @@ func TestHistoryMovingBetweenItsReadsIsNoFinding(t *testing.T) {
 	}
 	if !rep.Clean {
 		t.Errorf("a healthy ledger whose history moved between its reads: %v", rep.Findings)
+	}
+}
+
+// The report tells the liability (points outstanding by the month they
+// expire in) and the breakage (points that expired unused, by month).
+func TestLiabilityAndBreakage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clk := t0
+	store := dynamo.New(f.env.Client, dynamo.Options{Table: f.env.Ledger, Now: func() time.Time { return clk }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	grant := func(user, id, amount string, expire time.Time) {
+		m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: user, RequestID: id, Amount: amount, Expire: expire}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("a", "g1", "10", t0.Add(24*time.Hour))                         // 2026-11, expires on the record below
+	grant("a", "g2", "20", time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC)) // 2027-01
+	grant("b", "g1", "5", t0.Add(48*time.Hour))                          // 2026-11, expires unrecorded
+	grant("b", "g2", "7", time.Time{})                                   // never
+	clk = t0.Add(72 * time.Hour)
+	if _, err := store.Expire(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	rec := New(store, f.history, f.leases)
+	rec.now = func() time.Time { return clk }
+	if _, err := f.history.RebuildAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLiability := []MonthAmount{{"2027-01", "20"}, {"never", "7"}}
+	wantBreakage := []MonthAmount{{"2026-11", "15"}}
+	if !slices.Equal(rep.Liability, wantLiability) || !slices.Equal(rep.Breakage, wantBreakage) {
+		t.Errorf("liability %v, breakage %v; want %v and %v", rep.Liability, rep.Breakage, wantLiability, wantBreakage)
+	}
+	if !rep.Clean {
+		t.Errorf("findings: %v", rep.Findings)
 	}
 }

@@ -27,7 +27,8 @@ type Audit struct {
 // Audit reads a user's whole partition with consistent reads and checks the
 // invariants of package ledger: the aggregate is the fold of the entries,
 // versions run 1..N, no balance goes negative, request records and entries
-// match one to one, and refunds stay within their purchases. It may run
+// match one to one (a refusal record names no entry, and no entry has
+// one), and refunds stay within their purchases. It may run
 // while mutations commit: what commits after it has read the account is left
 // for the next audit.
 func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
@@ -48,7 +49,8 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 
 	acct := ledger.NewAccount(user)
 	var entries []ledger.Entry
-	requests := map[string]requestRecord{}
+	requests := map[string]requestRecord{} // the records of entries
+	refusals := map[string]requestRecord{} // the records of refusals (decodeRequest checks their reason)
 	for _, item := range items {
 		sk := item["SK"].(*types.AttributeValueMemberS).Value
 		switch {
@@ -69,7 +71,11 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			if err != nil {
 				return Audit{}, err
 			}
-			requests[strings.TrimPrefix(sk, requestPrefix)] = r
+			if r.Refusal != nil {
+				refusals[strings.TrimPrefix(sk, requestPrefix)] = r
+			} else {
+				requests[strings.TrimPrefix(sk, requestPrefix)] = r
+			}
 		}
 	}
 
@@ -120,8 +126,17 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		if e.Type == ledger.EntryRefund {
 			refunds[e.PurchaseVersion] = refunds[e.PurchaseVersion].Add(e.Amount)
 		}
+		if info, _ := e.Type.Info(); info.System {
+			if e.RequestID != "" {
+				add(ledger.FindingRequestMismatch, "no request_id on an entry the ledger writes itself", e.RequestID, e.Version)
+			}
+			continue
+		}
 		r, ok := requests[e.RequestID]
+		refused, wasRefused := refusals[e.RequestID]
 		switch {
+		case wasRefused:
+			add(ledger.FindingRequestMismatch, fmt.Sprint(e.Type, " ", e.Amount.Abs()), fmt.Sprint(refused.Type, " refused with ", refused.Refusal.Reason), e.Version)
 		case !ok:
 			add(ledger.FindingEntryWithoutRequest, "request record "+e.RequestID, "none", e.Version)
 		case r.Version != e.Version:
@@ -167,6 +182,11 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	if !acct.Balance.Equal(folded.Balance) {
 		add(ledger.FindingBalanceMismatch, folded.Balance, acct.Balance, acct.Version)
 	}
+	// The stored buckets are the expiring ones; the never-expiring one is
+	// the balance less them, whose mismatch is the balance's finding.
+	if stored, fold := expiringOnly(acct.Buckets), expiringOnly(folded.Buckets); !slices.EqualFunc(stored, fold, sameBucket) {
+		add(ledger.FindingBuckets, bucketsString(fold), bucketsString(stored), acct.Version)
+	}
 	if acct.Version != int64(len(entries)) {
 		add(ledger.FindingVersionMismatch, len(entries), acct.Version, acct.Version)
 	}
@@ -203,4 +223,18 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		}
 	}
 	return Audit{Findings: findings, Account: acct, Folded: folded, Entries: entries, Items: len(items)}, nil
+}
+
+func expiringOnly(bs []ledger.Bucket) []ledger.Bucket {
+	return slices.DeleteFunc(slices.Clone(bs), func(b ledger.Bucket) bool { return b.Expire.IsZero() })
+}
+
+func sameBucket(a, b ledger.Bucket) bool { return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) }
+
+func bucketsString(bs []ledger.Bucket) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = expiryKey(b.Expire) + ":" + b.Amount.String()
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }

@@ -36,7 +36,7 @@ func SingleTransaction(table string, acct ledger.Account, m ledger.Mutation, ent
 	}
 	purchase := m.Type == ledger.EntryPurchase
 	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Update: accountUpdate(table, acct, after, purchase, need)},
+		{Update: accountUpdate(table, acct, after, accountCondition(acct, purchase, need))},
 		{Put: &types.Put{TableName: &table, Item: entryItem(e), ConditionExpression: aws.String("attribute_not_exists(PK)")}},
 		{Put: &types.Put{TableName: &table, Item: requestItem(m, e), ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},

@@ -15,9 +15,10 @@ import (
 // Item layout of the ledger table. The user is the partition key of every
 // item, so one user's account, entries and request records live together:
 //
-//	PK=ACCT#<user> SK=A                    account: balance, version, status, times
+//	PK=ACCT#<user> SK=A                    account: balance, buckets, version, status, times
 //	PK=ACCT#<user> SK=E#<version, 20 digits> entry
-//	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, entry version
+//	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, and the entry
+//	                                       version, or the refusal (kind, reason, message)
 //
 // Amounts are DynamoDB numbers written from canonical decimal strings. User
 // and request ids cannot contain '#' (see ledger.ValidateUserID), so no id can
@@ -48,12 +49,38 @@ func requestKey(user, requestID string) map[string]types.AttributeValue {
 	return key(user, requestPrefix+requestID)
 }
 
-// requestRecord is the idempotency record of a request_id.
+// requestRecord is the idempotency record of a request_id: the request's
+// hash and what it did, an entry or a final refusal.
 type requestRecord struct {
 	Hash    string
 	Type    ledger.EntryType
 	Amount  decimal.Decimal // the request's positive amount (a purchase's cap for its refunds)
-	Version int64           // the version of the entry it wrote
+	Version int64           // the version of the entry it wrote; 0 for a refusal
+	Refusal *ledger.Error   // the refusal it got; nil if it wrote an entry
+
+	Refunded decimal.Decimal // purchases, as a refund plans: the refunded amount it read (not stored)
+}
+
+// refusalKinds are the kinds of a final refusal (ledger.Kind.Final) by the
+// name a refusal record stores, which is the wire code's.
+var refusalKinds = map[string]ledger.Kind{
+	"failed_precondition": ledger.KindFailedPrecondition,
+	"not_found":           ledger.KindNotFound,
+}
+
+// recordable returns the refusal in err if it is one a refusal record can
+// hold: a final one, with a reason.
+func recordable(err error) (*ledger.Error, bool) {
+	e, ok := ledger.AsError(err)
+	if !ok || !e.Kind.Final() || e.Reason == "" {
+		return nil, false
+	}
+	for _, kind := range refusalKinds {
+		if kind == e.Kind {
+			return e, true
+		}
+	}
+	return nil, false
 }
 
 func entryItem(e ledger.Entry) map[string]types.AttributeValue {
@@ -64,8 +91,16 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	item["type"] = str(string(e.Type))
 	item["amount"] = num(e.Amount)
 	item["balance_after"] = num(e.BalanceAfter)
-	item["request_id"] = str(e.RequestID)
+	if e.RequestID != "" { // entries the ledger writes itself (expirations) have none
+		item["request_id"] = str(e.RequestID)
+	}
 	item["create_time"] = str(formatTime(e.CreateTime))
+	if !e.ExpireTime.IsZero() {
+		item["expire_time"] = str(formatTime(e.ExpireTime))
+	}
+	if len(e.Draws) > 0 {
+		item["draws"] = drawsItem(e.Draws)
+	}
 	if e.OrderID != "" {
 		item["order_id"] = str(e.OrderID)
 	}
@@ -88,18 +123,78 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 		if e.ExplainsBalance {
 			item["explains_balance"] = &types.AttributeValueMemberBOOL{Value: true}
 		}
+	case ledger.EntryExpiration:
 	}
 	return item
 }
 
+// neverKey names the never-expiring bucket in an account's buckets map.
+const neverKey = "never"
+
+func expiryKey(t time.Time) string {
+	if t.IsZero() {
+		return neverKey
+	}
+	return formatTime(t)
+}
+
+// drawsItem is a list of {expire_time, amount} maps, in order.
+func drawsItem(ds []ledger.Draw) types.AttributeValue {
+	l := make([]types.AttributeValue, len(ds))
+	for i, d := range ds {
+		m := map[string]types.AttributeValue{"amount": num(d.Amount)}
+		if !d.Expire.IsZero() {
+			m["expire_time"] = str(formatTime(d.Expire))
+		}
+		l[i] = &types.AttributeValueMemberM{Value: m}
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// bucketsItem is the account's buckets as a map from expiry (or "never")
+// to amount: one attribute, bounded by ledger.DefaultMaxBuckets keys.
+//
+// Only the buckets that expire are written: the never-expiring one is the
+// balance less them, and an account whose points never expire (most, and
+// every hot one so far) keeps no map at all, so that its every update stays
+// as small as before points expired.
+func bucketsItem(bs []ledger.Bucket) (types.AttributeValue, bool) {
+	m := make(map[string]types.AttributeValue, len(bs))
+	for _, b := range bs {
+		if !b.Expire.IsZero() {
+			m[expiryKey(b.Expire)] = num(b.Amount)
+		}
+	}
+	return &types.AttributeValueMemberM{Value: m}, len(m) > 0
+}
+
 func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
+	item := requestAttributes(m, e.CreateTime)
+	item["version"] = numInt(e.Version)
+	return item
+}
+
+// refusalItem is the request record of m refused with refusal (see
+// recordable): it names no entry.
+func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[string]types.AttributeValue {
+	item := requestAttributes(m, now)
+	for name, kind := range refusalKinds {
+		if kind == refusal.Kind {
+			item["refusal_kind"] = str(name)
+		}
+	}
+	item["refusal_reason"] = str(refusal.Reason)
+	item["refusal_message"] = str(refusal.Message)
+	return item
+}
+
+func requestAttributes(m ledger.Mutation, now time.Time) map[string]types.AttributeValue {
 	item := requestKey(m.UserID, m.RequestID)
 	item["request_id"] = str(m.RequestID)
 	item["request_hash"] = str(m.Hash())
 	item["type"] = str(string(m.Type))
 	item["amount"] = num(m.Amount)
-	item["version"] = numInt(e.Version)
-	item["create_time"] = str(formatTime(e.CreateTime))
+	item["create_time"] = str(formatTime(now))
 	return item
 }
 
@@ -115,6 +210,19 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 		Status:     ledger.Status(d.str("status")),
 		CreateTime: d.time("create_time"),
 		UpdateTime: d.time("update_time"),
+	}
+	if _, ok := item["buckets"]; ok {
+		a.Buckets = d.buckets("buckets")
+	}
+	// The never-expiring bucket is what the expiring ones leave of the
+	// balance (all of it for an account with none, or from before points
+	// expired).
+	never := a.Balance
+	for _, b := range a.Buckets {
+		never = never.Sub(b.Amount)
+	}
+	if never.IsPositive() {
+		a.Buckets = append(a.Buckets, ledger.Bucket{Amount: never})
 	}
 	return a, true, d.err("account")
 }
@@ -152,10 +260,14 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 		Type:         ledger.EntryType(d.str("type")),
 		Amount:       d.num("amount"),
 		BalanceAfter: d.num("balance_after"),
-		RequestID:    d.str("request_id"),
+		RequestID:    d.optStr("request_id"),
 		OrderID:      d.optStr("order_id"),
 		CreateTime:   d.time("create_time"),
 		Metadata:     d.strMap("metadata"),
+		Draws:        d.draws("draws"),
+	}
+	if _, ok := item["expire_time"]; ok {
+		e.ExpireTime = d.time("expire_time")
 	}
 	switch e.Type {
 	case ledger.EntryGrant:
@@ -168,17 +280,33 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 		e.Reason = d.str("reason")
 		b, _ := item["explains_balance"].(*types.AttributeValueMemberBOOL)
 		e.ExplainsBalance = b != nil && b.Value
+	case ledger.EntryExpiration:
 	}
 	return e, true, d.err("entry")
 }
 
+// decodeRequest reads a request record. A refusal record must say which
+// final refusal it holds, with a reason; any other record, its entry's
+// version.
 func decodeRequest(item map[string]types.AttributeValue) (requestRecord, error) {
 	d := decoder{item: item}
 	r := requestRecord{
-		Hash:    d.str("request_hash"),
-		Type:    ledger.EntryType(d.str("type")),
-		Amount:  d.num("amount"),
-		Version: d.int("version"),
+		Hash:   d.str("request_hash"),
+		Type:   ledger.EntryType(d.str("type")),
+		Amount: d.num("amount"),
+	}
+	if _, refused := item["refusal_kind"]; refused {
+		name := d.str("refusal_kind")
+		kind, ok := refusalKinds[name]
+		if !ok {
+			d.fail("refusal_kind", fmt.Sprintf("%q is not a final refusal", name))
+		}
+		r.Refusal = &ledger.Error{Kind: kind, Reason: d.str("refusal_reason"), Message: d.optStr("refusal_message")}
+		if r.Refusal.Reason == "" {
+			d.fail("refusal_reason", "empty")
+		}
+	} else {
+		r.Version = d.int("version")
 	}
 	return r, d.err("request record")
 }
@@ -301,3 +429,66 @@ func numInt(n int64) types.AttributeValue {
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// draws reads a list of draws; absent: none.
+func (d *decoder) draws(name string) []ledger.Draw {
+	v, ok := d.item[name]
+	if !ok {
+		return nil
+	}
+	l, ok := v.(*types.AttributeValueMemberL)
+	if !ok {
+		d.fail(name, "not a list")
+		return nil
+	}
+	out := make([]ledger.Draw, 0, len(l.Value))
+	for _, x := range l.Value {
+		m, ok := x.(*types.AttributeValueMemberM)
+		if !ok {
+			d.fail(name, "an element is not a map")
+			return nil
+		}
+		inner := decoder{item: m.Value}
+		dr := ledger.Draw{Amount: inner.num("amount")}
+		if _, ok := m.Value["expire_time"]; ok {
+			dr.Expire = inner.time("expire_time")
+		}
+		if inner.first != nil {
+			d.fail(name, inner.first.Error())
+			return nil
+		}
+		out = append(out, dr)
+	}
+	return out
+}
+
+// buckets reads an account's buckets map, in spending order.
+func (d *decoder) buckets(name string) []ledger.Bucket {
+	m, ok := d.item[name].(*types.AttributeValueMemberM)
+	if !ok {
+		d.fail(name, "not a map")
+		return nil
+	}
+	out := make([]ledger.Bucket, 0, len(m.Value))
+	for k, v := range m.Value {
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !ok {
+			d.fail(name, "a value is not a number")
+			return nil
+		}
+		amount, err := decimal.NewFromString(n.Value)
+		if err != nil {
+			d.fail(name, err.Error())
+			return nil
+		}
+		b := ledger.Bucket{Amount: amount}
+		if k != neverKey {
+			if b.Expire, err = time.Parse(timeLayout, k); err != nil {
+				d.fail(name, err.Error())
+				return nil
+			}
+		}
+		out = append(out, b)
+	}
+	return ledger.SortBuckets(out)
+}

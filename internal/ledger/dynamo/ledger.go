@@ -53,13 +53,17 @@ type Options struct {
 	// PageTokens makes and checks ListEntries' page tokens; nil: a codec
 	// derived from Table (pagetoken.Derived), which is no secret.
 	PageTokens *pagetoken.Codec
+
+	// MaxBuckets bounds the expiry times one account holds; 0:
+	// ledger.DefaultMaxBuckets.
+	MaxBuckets int
 }
 
 // Observer watches the write path. Its methods are called on the write
 // path's goroutines and must return quickly.
 type Observer interface {
-	// GroupCommitted: one transaction committed the entries of mutations
-	// mutations (1 without group commit).
+	// GroupCommitted: one transaction committed mutations mutations, as
+	// entries or as recorded refusals (1 without group commit).
 	GroupCommitted(mutations int)
 	// Retried: an attempt lost a race and is tried again, for reason
 	// RetryTransactionConflict, RetryVersionMoved, RetryThrottled or
@@ -72,7 +76,7 @@ const (
 	RetryTransactionConflict = "transaction_conflict" // DynamoDB cancelled it for a concurrent transaction
 	RetryVersionMoved        = "version_moved"        // another writer moved the account's version
 	RetryThrottled           = "throttled"            // DynamoDB refused it for capacity
-	RetryStaleCache          = "stale_cache"          // a refusal or a refund planned on the cache met a changed account
+	RetryStaleCache          = "stale_cache"          // a refund planned on the cache named a purchase past it
 )
 
 // noObserver is the Observer of a Ledger given none.
@@ -81,29 +85,31 @@ type noObserver struct{}
 func (noObserver) GroupCommitted(int) {}
 func (noObserver) Retried(string)     {}
 
-// DefaultMaxBatch fills the 100 items of a transaction: an account update
-// and two items a mutation. A refund takes three, and planning closes a
-// group early when the next mutation would not fit, so groups with refunds
-// are smaller. (Items are small, a few hundred bytes to under 3 KB with
-// the most metadata validation allows, so 100 of them stay far under the
-// transaction's 4 MB.)
-const DefaultMaxBatch = (maxTxItems - 1) / 2
+// DefaultMaxBatch fills the 100 items of a transaction: an account update,
+// room for the index of next expiries (indexReserve) and two items a
+// mutation. A refund takes three, an expiration before a mutation one more,
+// and planning closes a group early when the next mutation would not fit,
+// so such groups are smaller. (Items are small, a few hundred bytes to
+// under 4 KB with the most metadata validation allows and 100 buckets, so
+// 100 of them stay far under the transaction's 4 MB.)
+const DefaultMaxBatch = (maxTxItems - 1 - indexReserve) / 2
 
 // maxTxItems is DynamoDB's limit of items in one TransactWriteItems.
 const maxTxItems = 100
 
 // Ledger reads and writes users' ledgers in one DynamoDB table.
 type Ledger struct {
-	db       API
-	table    string
-	retry    Retry
-	now      func() time.Time
-	log      *slog.Logger
-	maxBatch int
-	linger   time.Duration
-	queues   queues
-	observe  Observer
-	tokens   *pagetoken.Codec
+	db         API
+	table      string
+	retry      Retry
+	now        func() time.Time
+	log        *slog.Logger
+	maxBatch   int
+	maxBuckets int
+	linger     time.Duration
+	queues     queues
+	observe    Observer
+	tokens     *pagetoken.Codec
 
 	accountsMu sync.Mutex
 	accounts   map[string]ledger.Account // cached aggregates of recently busy users
@@ -136,18 +142,19 @@ func New(db API, o Options) *Ledger {
 		o.PageTokens = pagetoken.Derived(o.Table)
 	}
 	return &Ledger{
-		db:       db,
-		table:    o.Table,
-		retry:    o.Retry,
-		now:      o.Now,
-		log:      o.Logger,
-		maxBatch: min(o.MaxBatch, DefaultMaxBatch), // no group holds more
-		linger:   o.Linger,
-		queues:   queues{m: map[string]*userQueue{}},
-		observe:  o.Observer,
-		tokens:   o.PageTokens,
-		accounts: map[string]ledger.Account{},
-		entropy:  ulid.Monotonic(o.Entropy, 0),
+		db:         db,
+		table:      o.Table,
+		retry:      o.Retry,
+		now:        o.Now,
+		log:        o.Logger,
+		maxBatch:   min(o.MaxBatch, DefaultMaxBatch), // no group holds more
+		maxBuckets: o.MaxBuckets,
+		linger:     o.Linger,
+		queues:     queues{m: map[string]*userQueue{}},
+		observe:    o.Observer,
+		tokens:     o.PageTokens,
+		accounts:   map[string]ledger.Account{},
+		entropy:    ulid.Monotonic(o.Entropy, 0),
 	}
 }
 
@@ -204,20 +211,21 @@ func (q *queues) take(uq *userQueue, carry []*call, n int) []*call {
 // maxCachedAccounts bounds the aggregate cache; past it, it starts over.
 const maxCachedAccounts = 100_000
 
-// cachedAccount returns the user's aggregate, from the cache if it is there
-// (cached says so). Only the user's drainer uses its entry.
-func (l *Ledger) cachedAccount(ctx context.Context, user string) (acct ledger.Account, cached bool, err error) {
+// cachedAccount returns the user's aggregate, from the cache if it is
+// there. Only the user's drainer uses its entry. A stale cache costs a
+// failed account condition, never a wrong answer.
+func (l *Ledger) cachedAccount(ctx context.Context, user string) (ledger.Account, error) {
 	l.accountsMu.Lock()
-	acct, cached = l.accounts[user]
+	acct, cached := l.accounts[user]
 	l.accountsMu.Unlock()
 	if cached {
-		return acct, true, nil
+		return acct, nil
 	}
-	acct, err = l.account(ctx, user)
+	acct, err := l.account(ctx, user)
 	if err == nil {
 		l.cache(user, acct)
 	}
-	return acct, false, err
+	return acct, err
 }
 
 func (l *Ledger) cache(user string, acct ledger.Account) {

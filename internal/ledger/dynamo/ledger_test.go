@@ -454,6 +454,20 @@ func TestAnAuditAcrossPagesWhilePurchasesCommit(t *testing.T) {
 	}
 }
 
+// setBalance sets an account's balance behind the ledger's back, without a
+// new version (the drift reconciliation reports).
+func setBalance(tb testing.TB, env *dynamotest.Env, user string, balance int64) {
+	tb.Helper()
+	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &env.Ledger, Key: accountKey(user),
+		UpdateExpression:          aws.String("SET balance = :b"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(balance))},
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // freeze sets an account's status behind the ledger's back (there is no
 // freeze API yet).
 func freeze(tb testing.TB, env *dynamotest.Env, user string) {
@@ -626,11 +640,22 @@ func TestAGroupRefusesAnOverdraftAlone(t *testing.T) {
 		}
 	}
 	if got := counter.n.Load(); got != 1 {
-		t.Errorf("%d transactions, want the four purchases in one", got)
+		t.Errorf("%d transactions, want the four purchases in one (the refusal's record with them)", got)
 	}
 	acct := assertAuditClean(t, l, "u1")
 	if !acct.Balance.IsZero() || acct.Version != 4 {
 		t.Errorf("account = balance %s version %d, want 0 and 4", acct.Balance, acct.Version)
+	}
+
+	// The refusal was recorded with its group: sent again once the balance
+	// would cover it, it is the same refusal.
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g2", "100"))
+	_, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p1", amounts[1]))
+	if e, ok := ledger.AsError(err); !ok || e.Reason != ledger.ReasonInsufficientBalance || !e.Replayed {
+		t.Errorf("the refused purchase again, after a grant: %v, want %s, replayed", err, ledger.ReasonInsufficientBalance)
+	}
+	if acct := assertAuditClean(t, l, "u1"); acct.Version != 5 {
+		t.Errorf("account at version %d, want 5 (the grant only)", acct.Version)
 	}
 }
 
@@ -786,20 +811,31 @@ func (w *bumpBeforeAccountReads) GetItem(ctx context.Context, in *dynamodb.GetIt
 	return w.API.GetItem(ctx, in, opts...)
 }
 
-// A refusal planned on the cache is checked with a read; when the read shows
-// the cache was stale, the refusal planned again on that read stands, even
-// if the account keeps changing: the caller gets INSUFFICIENT_BALANCE, not
-// an internal error after the retries run out.
+// A refusal decided on a stale cache is not recorded: its record commits
+// only under the account's condition, which fails; decided again on a read,
+// the refusal stands and is recorded, even while another writer keeps
+// moving the account: the caller gets INSUFFICIENT_BALANCE, not an internal
+// error after the retries run out.
 func TestARefusalStandsWhileAnotherWriterMovesTheAccount(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
 	w := &bumpBeforeAccountReads{API: env.Client, table: env.Ledger}
 	l := New(w, Options{Table: env.Ledger, Retry: fastRetry})
 	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10")) // caches balance 10
+	setBalance(t, env, "u1", 11)                                     // the cache is stale
 	w.on.Store(true)
-	_, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u1", "p", "1000"))
-	if ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
-		t.Errorf("a purchase of 1000 on a balance of about 10: %v, want %s", err, ledger.ReasonInsufficientBalance)
+	m := mutation(t, ledger.EntryPurchase, "u1", "p", "1000")
+	_, err := l.Apply(context.Background(), m)
+	e, ok := ledger.AsError(err)
+	if !ok || e.Reason != ledger.ReasonInsufficientBalance || e.Replayed {
+		t.Fatalf("a purchase of 1000 on a balance of about 10: %v, want %s", err, ledger.ReasonInsufficientBalance)
+	}
+	if strings.Contains(e.Message, "balance 10 ") {
+		t.Errorf("the refusal was decided on the stale cache: %q", e.Message)
+	}
+	rec, ok, err := l.request(context.Background(), "u1", "p")
+	if err != nil || !ok || rec.Refusal == nil || *rec.Refusal != *e {
+		t.Errorf("record of the refusal: %+v, %v, %v; want %+v", rec, ok, err, e)
 	}
 }
 
@@ -858,9 +894,10 @@ func TestAnExplainingAdjustmentMustBeTheDifference(t *testing.T) {
 	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "100"))
 
 	// Nothing to explain: the balance is the sum of the entries.
-	for range 2 { // a refusal writes nothing, so the same request is refused again
-		if _, err := explain("adj1", "5", false, "100"); ledger.ReasonOf(err) != ledger.ReasonNothingToExplain {
-			t.Errorf("explaining 5 of a sound balance: %v, want %s", err, ledger.ReasonNothingToExplain)
+	for i := range 2 { // the refusal is recorded: the same request again is its replay
+		_, err := explain("adj1", "5", false, "100")
+		if e, ok := ledger.AsError(err); !ok || e.Reason != ledger.ReasonNothingToExplain || e.Replayed != (i == 1) {
+			t.Errorf("explaining 5 of a sound balance, attempt %d: %v, want %s (replayed the second time)", i+1, err, ledger.ReasonNothingToExplain)
 		}
 	}
 
@@ -902,4 +939,379 @@ func TestAnExplainingAdjustmentMustBeTheDifference(t *testing.T) {
 	if acct := assertAuditClean(t, l, "u1"); !acct.Balance.Equal(decimal.NewFromInt(107)) || acct.Version != 2 {
 		t.Errorf("account = %+v, want balance 107 at version 2", acct)
 	}
+}
+
+// A business refusal is recorded under its request_id: the same request
+// again gets the same refusal, marked replayed, and writes nothing, even
+// once the ledger would allow it (a client that retried a lost answer must
+// not spend points it was told it could not); another request under that
+// request_id is ALREADY_EXISTS.
+func TestARefusalIsFinal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	apply := func(t *testing.T, l *Ledger, typ ledger.EntryType, req ledger.Request) {
+		t.Helper()
+		m, err := ledger.NewMutation(typ, req, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, l, m)
+	}
+	grant := func(amount string) func(*testing.T, *Ledger, *dynamotest.Env) {
+		return func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
+			apply(t, l, ledger.EntryGrant, ledger.Request{UserID: "u1", RequestID: "grant-" + amount, Amount: amount})
+		}
+	}
+	setStatus := func(status ledger.Status) func(*testing.T, *Ledger, *dynamotest.Env) {
+		return func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
+			if _, _, err := l.SetStatus(ctx, "u1", status, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// audit is assertAuditClean, but for the drift a case plants (one
+	// balance_mismatch).
+	audit := func(t *testing.T, l *Ledger, drift bool) ledger.Account {
+		t.Helper()
+		if !drift {
+			return assertAuditClean(t, l, "u1")
+		}
+		a, err := l.Audit(ctx, "u1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Findings) != 1 || a.Findings[0].Kind != ledger.FindingBalanceMismatch {
+			t.Errorf("audit findings %v, want the planted %s alone", a.Findings, ledger.FindingBalanceMismatch)
+		}
+		return a.Account
+	}
+	tests := []struct {
+		name    string
+		drift   bool                                       // the setup changes the balance behind the ledger's back
+		setup   func(*testing.T, *Ledger, *dynamotest.Env) // before the refused request
+		typ     ledger.EntryType
+		req     ledger.Request
+		reason  string
+		kind    ledger.Kind
+		between func(*testing.T, *Ledger, *dynamotest.Env) // what would let it through, were it tried anew
+	}{
+		{
+			name:  "a purchase over the balance",
+			setup: grant("10"),
+			typ:   ledger.EntryPurchase, req: ledger.Request{RequestID: "p", Amount: "30"},
+			reason: ledger.ReasonInsufficientBalance, kind: ledger.KindFailedPrecondition,
+			between: grant("50"),
+		},
+		{
+			name:  "a purchase by a user with no account",
+			setup: func(*testing.T, *Ledger, *dynamotest.Env) {},
+			typ:   ledger.EntryPurchase, req: ledger.Request{RequestID: "p", Amount: "30"},
+			reason: ledger.ReasonInsufficientBalance, kind: ledger.KindFailedPrecondition,
+			between: grant("50"),
+		},
+		{
+			name: "a purchase on a frozen account",
+			setup: func(t *testing.T, l *Ledger, env *dynamotest.Env) {
+				grant("10")(t, l, env)
+				setStatus(ledger.StatusFrozen)(t, l, env)
+			},
+			typ: ledger.EntryPurchase, req: ledger.Request{RequestID: "p", Amount: "5"},
+			reason: ledger.ReasonAccountFrozen, kind: ledger.KindFailedPrecondition,
+			between: setStatus(ledger.StatusActive),
+		},
+		{
+			// The refund cap's condition finds it: the write path does not
+			// know what the purchase has refunded until that fails.
+			name: "a refund over what is left of its purchase",
+			setup: func(t *testing.T, l *Ledger, env *dynamotest.Env) {
+				grant("100")(t, l, env)
+				apply(t, l, ledger.EntryPurchase, ledger.Request{UserID: "u1", RequestID: "p1", Amount: "20"})
+				apply(t, l, ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "15", PurchaseRequestID: "p1"})
+			},
+			typ: ledger.EntryRefund, req: ledger.Request{RequestID: "r2", Amount: "10", PurchaseRequestID: "p1"},
+			reason: ledger.ReasonRefundExceedsPurchase, kind: ledger.KindFailedPrecondition,
+			between: func(*testing.T, *Ledger, *dynamotest.Env) {}, // refunds only grow: nothing can
+		},
+		{
+			name:  "a refund of a purchase not made yet",
+			setup: grant("100"),
+			typ:   ledger.EntryRefund, req: ledger.Request{RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"},
+			reason: ledger.ReasonPurchaseNotFound, kind: ledger.KindNotFound,
+			between: func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
+				apply(t, l, ledger.EntryPurchase, ledger.Request{UserID: "u1", RequestID: "p1", Amount: "20"})
+			},
+		},
+		{
+			// An explaining adjustment whose expected balance is stale: the
+			// balance drifts (without a new version) to 110, then to 107,
+			// which the same request would explain were it tried anew.
+			name:  "an explaining adjustment of a balance that moved",
+			drift: true,
+			setup: func(t *testing.T, l *Ledger, env *dynamotest.Env) {
+				grant("100")(t, l, env)
+				setBalance(t, env, "u1", 110)
+			},
+			typ: ledger.EntryAdjustment, req: ledger.Request{RequestID: "adj", Amount: "7", Reason: "explain", ExplainBalance: true, ExpectedBalance: "107"},
+			reason: ledger.ReasonBalanceMoved, kind: ledger.KindFailedPrecondition,
+			between: func(t *testing.T, _ *Ledger, env *dynamotest.Env) { setBalance(t, env, "u1", 107) },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l, env := newLedger(t, nil, DefaultRetry)
+			tt.setup(t, l, env)
+			tt.req.UserID = "u1"
+			m, err := ledger.NewMutation(tt.typ, tt.req, ledger.DefaultScale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.Apply(ctx, m)
+			first, ok := ledger.AsError(err)
+			if !ok || first.Reason != tt.reason || first.Kind != tt.kind || first.Replayed {
+				t.Fatalf("%s: %#v, want a refusal %s, not replayed", tt.name, err, tt.reason)
+			}
+
+			tt.between(t, l, env)
+			before := audit(t, l, tt.drift)
+			res, err := l.Apply(ctx, m)
+			again, ok := ledger.AsError(err)
+			if !ok || !again.Replayed || again.Kind != first.Kind || again.Reason != first.Reason || again.Message != first.Message {
+				t.Fatalf("the same request again: %+v, %#v; want %#v, replayed", res, err, first)
+			}
+			if after := audit(t, l, tt.drift); after.Version != before.Version || !after.Balance.Equal(before.Balance) {
+				t.Errorf("the replayed refusal wrote: version %d balance %s, then %d %s", before.Version, before.Balance, after.Version, after.Balance)
+			}
+
+			other := tt.req
+			other.Amount = "3"
+			om, err := ledger.NewMutation(tt.typ, other, ledger.DefaultScale)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Apply(ctx, om); ledger.ReasonOf(err) != ledger.ReasonRequestIDReused {
+				t.Errorf("another request under the refused request_id: %v, want %s", err, ledger.ReasonRequestIDReused)
+			}
+		})
+	}
+}
+
+// Many attempts of one refused request at once, through two processes: the
+// first to record the refusal is the one answered fresh; every other gets
+// the same refusal, replayed, and one record stands.
+func TestConcurrentAttemptsOfARefusedRequest(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	retry := Retry{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	a := New(env.Client, Options{Table: env.Ledger, Retry: retry})
+	b := New(env.Client, Options{Table: env.Ledger, Retry: retry})
+	mustApply(t, a, mutation(t, ledger.EntryGrant, "u1", "g", "10"))
+	m := mutation(t, ledger.EntryPurchase, "u1", "p", "30")
+
+	const attempts = 20
+	errs := make([]error, attempts)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range attempts {
+		wg.Go(func() {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			<-start
+			_, errs[i] = l.Apply(context.Background(), m)
+		})
+	}
+	close(start)
+	wg.Wait()
+	fresh := 0
+	var message string
+	for i, err := range errs {
+		e, ok := ledger.AsError(err)
+		if !ok || e.Reason != ledger.ReasonInsufficientBalance {
+			t.Errorf("attempt %d: %v, want %s", i, err, ledger.ReasonInsufficientBalance)
+			continue
+		}
+		if !e.Replayed {
+			fresh++
+		}
+		if message == "" {
+			message = e.Message
+		} else if e.Message != message {
+			t.Errorf("attempt %d: %q, another said %q", i, e.Message, message)
+		}
+	}
+	if fresh != 1 {
+		t.Errorf("%d attempts were answered as the first, want exactly 1 (the rest replayed)", fresh)
+	}
+	rec, ok, err := a.request(context.Background(), "u1", "p")
+	if err != nil || !ok || rec.Refusal == nil || rec.Refusal.Reason != ledger.ReasonInsufficientBalance {
+		t.Errorf("the request record of p: %+v, %v, %v; want the refusal", rec, ok, err)
+	}
+	if acct := assertAuditClean(t, a, "u1"); acct.Version != 1 || acct.Balance.String() != "10" {
+		t.Errorf("account = version %d balance %s, want 1 and 10", acct.Version, acct.Balance)
+	}
+}
+
+// Outcomes that are no answer to the request are not recorded: a request
+// given up on after its retries may be sent again, and applies.
+func TestAnAbortedRequestMayBeSentAgain(t *testing.T) {
+	t.Parallel()
+	inj := &conflictInjector{conflicts: 0}
+	l, _ := newLedger(t, func(c *dynamodb.Client) API { inj.API = c; return inj }, fastRetry)
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "100"))
+	inj.transactions.Store(0)
+	inj.conflicts = fastRetry.MaxAttempts
+	m := mutation(t, ledger.EntryPurchase, "u1", "p", "30")
+	if _, err := l.Apply(context.Background(), m); ledger.ReasonOf(err) != ledger.ReasonTooManyConflicts {
+		t.Fatalf("purchase through %d conflicts: %v, want %s", fastRetry.MaxAttempts, err, ledger.ReasonTooManyConflicts)
+	}
+	if res := mustApply(t, l, m); res.Replayed || res.Balance.String() != "70" {
+		t.Errorf("the same purchase again: %+v, want it applied (balance 70), not replayed", res)
+	}
+	assertAuditClean(t, l, "u1")
+}
+
+// The audit reads refusal records as what they are: records that name no
+// entry. An entry whose request_id has a refusal record, or a refusal
+// record without its reason, is the ledger's to explain.
+func TestAuditOfRefusalRecords(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g", "10"))
+	for _, id := range []string{"p1", "p2"} {
+		if _, err := l.Apply(ctx, mutation(t, ledger.EntryPurchase, "u1", id, "30")); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
+			t.Fatalf("purchase %s of 30 from 10: %v", id, err)
+		}
+	}
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u1", "g2", "10"))
+	if a := assertAuditClean(t, l, "u1"); a.Version != 2 {
+		t.Fatalf("account at version %d, want 2: refusals write no entry", a.Version)
+	}
+
+	// An entry that claims a refused request_id.
+	stray := ledger.Entry{ID: "01JSTRAY000000000000000000", UserID: "u1", Version: 3, Type: ledger.EntryPurchase, Amount: decimal.NewFromInt(-30),
+		BalanceAfter: decimal.NewFromInt(-10), RequestID: "p1", CreateTime: time.Now().UTC()}
+	if _, err := env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &env.Ledger, Item: entryItem(stray)}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.Audit(ctx, "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(a.Findings, func(f ledger.Finding) bool {
+		return f.Kind == ledger.FindingRequestMismatch && strings.Contains(f.Found, ledger.ReasonInsufficientBalance)
+	}) {
+		t.Errorf("findings %v, want a %s for the entry of a refused request", a.Findings, ledger.FindingRequestMismatch)
+	}
+
+	// A refusal record without its reason.
+	_, err = env.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &env.Ledger, Key: requestKey("u1", "p2"),
+		UpdateExpression: aws.String("REMOVE refusal_reason")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Audit(ctx, "u1"); err == nil || !strings.Contains(err.Error(), "refusal_reason") {
+		t.Errorf("audit of a refusal record without a reason: %v, want an error naming refusal_reason", err)
+	}
+}
+
+// clock is a time the test moves.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Expiring points through the store: each entry and the aggregate keep the
+// buckets; a purchase after an expiry writes the EXPIRATION first, in its
+// own transaction; refunds go back where the purchase drew; the audit
+// folds the buckets and finds them as stored.
+func TestExpiringPointsInTheStore(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	l := New(env.Client, Options{Table: env.Ledger, Now: clk.Now})
+	soon, late := clk.Now().Add(time.Hour), clk.Now().Add(48*time.Hour)
+	grant := func(id, amount string, expire time.Time) {
+		m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: id, Amount: amount, Expire: expire}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustApply(t, l, m)
+	}
+	grant("g1", "4", soon)
+	grant("g2", "6", late)
+	grant("g3", "5", time.Time{})
+	p := mustApply(t, l, mutation(t, ledger.EntryPurchase, "u", "p", "5"))
+	if len(p.Entry.Draws) != 2 || !p.Entry.Draws[0].Expire.Equal(soon) || !p.Entry.Draws[1].Amount.Equal(decimal.NewFromInt(1)) {
+		t.Errorf("purchase drew %+v, want 4 of soon, then 1 of late", p.Entry.Draws)
+	}
+
+	clk.Add(time.Hour) // soon has expired: 0 of it left anyway; late's 5 and never's 5 stay
+	clk.Add(47 * time.Hour)
+	// late expires now: a purchase of 6 finds 5 spendable and is refused, writing nothing.
+	if _, err := l.Apply(context.Background(), mutation(t, ledger.EntryPurchase, "u", "p2", "6")); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
+		t.Fatalf("purchase of 6 with 5 spendable: %v, want %s", err, ledger.ReasonInsufficientBalance)
+	}
+	acct, err := l.Balance(context.Background(), "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acct.Version != 4 || !acct.Spendable(clk.Now()).Equal(decimal.NewFromInt(5)) || !acct.Balance.Equal(decimal.NewFromInt(10)) {
+		t.Errorf("account = %+v: want version 4, balance 10 of which 5 spendable (late's expired, not yet on the record)", acct)
+	}
+	// A refund of the purchase: late's 5 expire first, on the record; then
+	// the refund gives 1 back to late and 4 to soon, both expired, which
+	// expire at once: three entries in one transaction.
+	m, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u", RequestID: "r", Amount: "5", PurchaseRequestID: "p"}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustApply(t, l, m)
+	if r.Entry.Version != 6 || len(r.Entry.Draws) != 2 || !r.Entry.Draws[0].Expire.Equal(late) || !r.Entry.Draws[1].Expire.Equal(soon) {
+		t.Errorf("refund = %+v, want version 6 giving back 1 to late, then 4 to soon", r.Entry)
+	}
+	entries, err := l.EntriesAfter(context.Background(), "u", 4, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []ledger.EntryType
+	for _, e := range entries {
+		got = append(got, e.Type)
+	}
+	if want := []ledger.EntryType{ledger.EntryExpiration, ledger.EntryRefund, ledger.EntryExpiration}; !slices.Equal(got, want) ||
+		!entries[0].Amount.Equal(decimal.NewFromInt(-5)) || !entries[2].Amount.Equal(decimal.NewFromInt(-5)) || entries[0].RequestID != "" {
+		t.Errorf("entries after version 4 = %+v, want %v of -5, 5, -5", entries, want)
+	}
+	mustApply(t, l, mutation(t, ledger.EntryPurchase, "u", "p3", "5")) // the never-expiring 5
+	if acct := assertAuditClean(t, l, "u"); !acct.Balance.IsZero() || acct.Version != 8 || len(acct.Buckets) != 0 {
+		t.Errorf("account = %+v, want balance 0 at version 8, no buckets", acct)
+	}
+}
+
+// An account written before points expired (no buckets attribute) holds
+// its balance as never-expiring points.
+func TestAnAccountFromBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	mustApply(t, l, mutation(t, ledger.EntryGrant, "u", "g", "10"))
+	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: &env.Ledger, Key: accountKey("u"), UpdateExpression: aws.String("REMOVE buckets"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = New(env.Client, Options{Table: env.Ledger}) // no cache
+	if res := mustApply(t, l, mutation(t, ledger.EntryPurchase, "u", "p", "4")); !res.Balance.Equal(decimal.NewFromInt(6)) {
+		t.Errorf("purchase on an account from before expiry: balance %s, want 6", res.Balance)
+	}
+	assertAuditClean(t, l, "u")
 }

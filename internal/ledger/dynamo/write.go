@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,28 +24,43 @@ import (
 // goroutine per busy user commits them in groups of up to Options.MaxBatch
 // (1 turns grouping off). A group is one TransactWriteItems:
 //
-//	0        Update account A         if version = expected AND balance = the balance read
-//	                                  AND status = active         (if the group has a type a frozen
-//	                                                               account refuses: purchases)
+//	0        Update account A         (balance, buckets, version; the next expiry, for the sweeper)
+//	                                  if version = expected AND balance = the balance read
+//	                                  AND status = the status read  (if the group has a type a frozen
+//	                                                                 account refuses, or a refusal)
 //	                                  AND balance >= :need        (the least starting balance
 //	                                                               the group's debits require)
-//	then, per mutation, in order:
-//	         Put entry E#<version>     if it does not exist
+//	         (a group of refusals alone: ConditionCheck account A, the same condition)
+//	then, per mutation, in order, for its entries:
+//	         Put entry E#<version>     if it does not exist        (an EXPIRATION of what is due first,
+//	                                                               then its own entry, then for a refund
+//	                                                               the EXPIRATION of what it gave back
+//	                                                               to expired buckets)
 //	         Put request R#<id>        if it does not exist        (the idempotency key)
-//	         Update purchase E#<v>     if refunded_amount <= amount - refund   (refunds)
+//	         Update purchase E#<v>     if refunded_amount = the amount read  (refunds: it decided
+//	                                  AND refunded_amount <= amount - refund   where the points go back)
+//	or for a final refusal (ledger.Kind.Final):
+//	         Put request R#<id>        if it does not exist        (the refusal, no entry version)
 //
 // Planning folds the queued mutations over the aggregate in order, each
 // decided by the domain (ledger.Decide) on the account so far and the facts
 // read for it (a refund's purchase, the entries an explaining adjustment
 // explains). Each one the domain allows joins the group; one it refuses (a
 // purchase the balance does not cover, a purchase on a frozen account, ...)
-// is refused alone, and only once the group before it has committed, since
-// its refusal depends on that group. The aggregate is cached per user between groups; a refusal
-// decided on the cache is confirmed by a consistent read (and planned again
-// on that read if the cache was stale), a refund of a purchase newer than
-// the cache has the account read again first (its entry would otherwise take
-// the purchase's key, and DynamoDB refuses two actions on one item), and a
-// stale cache otherwise just fails the version condition.
+// has its refusal recorded under its request_id in the same transaction,
+// and is answered once that commits: the account's condition makes the
+// record commit only on the account the refusal was decided on, so a
+// refusal decided on a stale cache fails it and is decided again, as an
+// entry would be. The same request again then finds the record and gets
+// the same refusal, replayed (see replay), and is never tried anew. The
+// aggregate is cached per user between groups; a refund of a purchase
+// newer than the cache has the account read again first (its entry would
+// otherwise take the purchase's key, and DynamoDB refuses two actions on
+// one item), and a stale cache otherwise just fails the account's
+// condition.
+//
+// The sweeper's Expire is a call with no mutation: the EXPIRATION of what
+// is due, planned like the expiration before a mutation, with no request.
 //
 // An adjustment that explains the balance (see ledger.Mutation) starts a
 // group of its own: it is checked against the sum of the entries up to the
@@ -51,11 +68,14 @@ import (
 // the transaction apply to exactly that account.
 //
 // A cancelled group is decoded item by item: a taken request record makes
-// that mutation a replay (its original result) or ALREADY_EXISTS, a failed
-// refund cap refuses that refund, and the rest are planned again. A moved
-// version or a TransactionConflict is retried with jittered backoff, up to
-// Retry.MaxAttempts, then ABORTED (after checking whether the request had
-// committed all along).
+// that mutation, entry or refusal, a replay (its original answer) or
+// ALREADY_EXISTS; a failed refund cap tells what the purchase has
+// refunded, and the refund, planned again, is a recorded refusal; the rest
+// are planned again. A moved account or a TransactionConflict is retried
+// with jittered backoff, up to Retry.MaxAttempts, then ABORTED (after
+// checking whether the request had been answered all along). Outcomes that
+// are no answer to the request (aborted, unavailable, internal) are not
+// recorded: the same request may be sent again.
 
 // call is one Apply waiting for its group.
 type call struct {
@@ -65,6 +85,8 @@ type call struct {
 	err  error
 	done chan struct{}
 	fold *fold // adjustments that explain the balance: the entries' sum, once read
+	// sweep: no mutation, only the expiration of what is due (Expire).
+	sweep bool
 }
 
 // fold is the sum of a user's entries up to a version.
@@ -92,6 +114,24 @@ func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, e
 	}
 }
 
+// Expire writes the expiration of user's points that are due, if any, in
+// turn with the user's mutations, and returns its entry (none: nothing was
+// due). The sweeper calls it for idle users the index of next expiries
+// names; it decides on the account as read, never on the index.
+func (l *Ledger) Expire(ctx context.Context, user string) (ledger.Result, error) {
+	if err := ledger.ValidateUserID(user); err != nil {
+		return ledger.Result{}, err
+	}
+	c := &call{ctx: ctx, m: ledger.Mutation{UserID: user}, sweep: true, done: make(chan struct{})}
+	l.queues.push(c, l.drain)
+	select {
+	case <-c.done:
+		return c.res, c.err
+	case <-ctx.Done():
+		return ledger.Result{}, ctx.Err()
+	}
+}
+
 // drain commits a user's queue, group by group, until it is empty.
 func (l *Ledger) drain(q *userQueue) {
 	var carry []*call // planned for the next group: they keep their place in line
@@ -110,34 +150,46 @@ func (l *Ledger) drain(q *userQueue) {
 // planned is one mutation in a group.
 type planned struct {
 	c        *call
-	entry    ledger.Entry
+	entry    ledger.Entry  // the mutation's own entry
+	puts     []int         // indexes of its entries' puts in the transaction (expirations too)
 	purchase requestRecord // refunds: the purchase
 	request  int           // index of its request record in the transaction
 	cap      int           // refunds: index of the purchase update; else -1
 }
 
+// refusal is a call the domain refused.
 type refusal struct {
 	c   *call
 	err error
+	// record is the index of its refusal record in the transaction, for a
+	// final refusal (ledger.Kind.Final); -1 for one that is not recorded.
+	record int
 }
 
-// repeat is a call whose request_id a member of its group already carries
-// (concurrent retries of one request): it gets that member's answer.
+// repeat is a call whose request_id another call of its group already
+// carries (concurrent retries of one request): it gets that call's answer,
+// as the record the group writes for it says.
 type repeat struct {
-	c  *call
-	of *planned
+	c   *call
+	rec requestRecord
+}
+
+// purchaseSeen is what the write path knows of a purchase its refunds name.
+type purchaseSeen struct {
+	requestRecord
+	refunded decimal.Decimal // at least this much is refunded: what a failed refund cap showed
 }
 
 // group is what planning makes of the calls.
 type group struct {
-	items   []types.TransactWriteItem
-	members []*planned
-	refused []refusal
-	repeats []repeat
-	later   []*call // past the group's limits: next group
-	before  ledger.Account
-	after   ledger.Account
-	cached  bool // before came from the cache
+	items    []types.TransactWriteItem
+	members  []*planned
+	refused  []refusal
+	recorded int // refusals with a record in items
+	repeats  []repeat
+	later    []*call // past the group's limits: next group
+	before   ledger.Account
+	after    ledger.Account
 	// A refund's purchase is past before: the account was read before
 	// another writer's purchase, and the refund's entry would take the
 	// purchase's own key. Nothing is sent: the account is read again.
@@ -152,43 +204,39 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	defer cancel()
 	conflicts := 0
 	var lastConflict error
-	purchases := map[string]requestRecord{} // refunds' purchases: records never change
-	var fresh *ledger.Account               // just read: the next try plans on it as read, not cached
+	purchases := map[string]purchaseSeen{} // refunds' purchases: records never change, refunds only grow
+	var fresh *ledger.Account              // just read: the next try plans on it
 	for len(calls) > 0 {
 		var acct ledger.Account
 		var err error
-		cached := false
 		if fresh != nil {
 			acct, fresh = *fresh, nil
-		} else if acct, cached, err = l.cachedAccount(ctx, user); err != nil {
+		} else if acct, err = l.cachedAccount(ctx, user); err != nil {
 			finishAll(calls, err)
 			return later
 		}
-		g := l.plan(ctx, acct, cached, calls, purchases)
+		g := l.plan(ctx, acct, calls, purchases)
 		later = g.later
 		current := calls[:len(calls)-len(g.later)] // g.later is what follows the group in calls
-		if g.behind || (len(g.refused) > 0 && g.cached) {
-			// A refusal must not rest on a stale cache, and a refund of a
-			// purchase past the account shows the account is behind
-			// another writer's: read it and plan again.
+		if g.behind {
+			// A refund of a purchase past the account shows the account is
+			// behind another writer's: read it and plan again.
 			read, err := l.account(ctx, user)
 			if err != nil {
 				finishAll(current, err)
 				return later
 			}
-			if g.behind || !sameAccount(read, g.before) {
-				l.cache(user, read)
-				fresh = &read
-				l.observe.Retried(RetryStaleCache)
-				if conflicts++; conflicts >= l.retry.MaxAttempts {
-					l.abandon(ctx, user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), conflicts)
-					return later
-				}
-				calls, later = withoutFinished(calls), nil
-				continue
+			l.cache(user, read)
+			fresh = &read
+			l.observe.Retried(RetryStaleCache)
+			if conflicts++; conflicts >= l.retry.MaxAttempts {
+				l.abandon(ctx, user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), conflicts)
+				return later
 			}
+			calls, later = withoutFinished(calls), nil
+			continue
 		}
-		if len(g.members) == 0 {
+		if len(g.members) == 0 && g.recorded == 0 {
 			l.finishRefused(ctx, g.refused)
 			return later
 		}
@@ -200,12 +248,12 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 		})
 		if err == nil {
 			l.cache(user, g.after)
-			l.observe.GroupCommitted(len(g.members))
+			l.observe.GroupCommitted(len(g.members) + g.recorded)
 			for _, p := range g.members {
 				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.entry.BalanceAfter}, nil)
 			}
 			for _, r := range g.repeats {
-				r.c.finish(l.replay(ctx, r.c.m, requestRecord{Hash: r.of.c.m.Hash(), Type: r.of.entry.Type, Version: r.of.entry.Version}))
+				r.c.finish(l.replay(ctx, r.c.m, r.rec))
 			}
 			l.finishRefused(ctx, g.refused)
 			return later
@@ -214,11 +262,11 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 		var canceled *types.TransactionCanceledException
 		if !errors.As(err, &canceled) {
 			// The outcome is unknown: the callers may retry with their request ids.
-			finishAll(current, fmt.Errorf("transact write of %d entries for user %q: %w", len(g.members), user, err))
+			finishAll(current, fmt.Errorf("transact write of %d entries and %d refusals for user %q: %w", len(g.members), g.recorded, user, err))
 			return later
 		}
 
-		settled, retry, unexplained := l.decodeCancel(ctx, g, canceled.CancellationReasons)
+		settled, retry, unexplained := l.decodeCancel(ctx, g, canceled.CancellationReasons, purchases)
 		// Everything not settled is planned again; the calls that were
 		// planned for later stay in line behind them.
 		calls, later = withoutFinished(calls), nil
@@ -226,9 +274,15 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			continue // the rest may well commit now
 		}
 		if unexplained != nil {
+			// Each call with a record in the group checks its own.
 			for _, p := range g.members {
 				if !isDone(p.c) {
 					p.c.finish(l.refuse(ctx, p.c.m, unexplained))
+				}
+			}
+			for _, r := range g.refused {
+				if r.record >= 0 && !isDone(r.c) {
+					r.c.finish(l.refuse(ctx, r.c.m, unexplained))
 				}
 			}
 			calls = withoutFinished(calls)
@@ -249,13 +303,14 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 }
 
 // plan folds calls over acct, in order, into a group.
-func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, calls []*call, purchases map[string]requestRecord) group {
-	g := group{before: acct, cached: cached, items: []types.TransactWriteItem{{}}} // item 0: the account, below
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, purchases map[string]purchaseSeen) group {
+	g := group{before: acct, items: []types.TransactWriteItem{{}}} // item 0: the account, below
 	running := acct
 	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
 	needsActive := false                    // the group has a mutation a frozen account refuses
 	touched := map[int64]bool{}             // purchases refunded in this group (one update per item)
-	byRequest := map[string]*planned{}      // a transaction may write a request record once
+	byRequest := map[string]*planned{}      // members by request_id
+	records := map[string]requestRecord{}   // a transaction may write a request record once
 	now := l.now().UTC().Truncate(time.Microsecond)
 	for i, c := range calls {
 		m := c.m
@@ -263,11 +318,35 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			c.finish(ledger.Result{}, err) // the caller left before its turn
 			continue
 		}
-		if p, ok := byRequest[m.RequestID]; ok {
-			g.repeats = append(g.repeats, repeat{c, p})
+		if c.sweep {
+			dec := ledger.DecideExpiry(running, now)
+			if len(dec.Entries) == 0 {
+				c.finish(ledger.Result{Balance: running.Balance}, nil) // nothing due
+				continue
+			}
+			if len(g.items)+len(dec.Entries) > maxTxItems-indexReserve {
+				g.later = calls[i:]
+				break
+			}
+			p := &planned{c: c, request: -1, cap: -1}
+			for _, e := range dec.Entries {
+				e.ID = l.newID(now)
+				p.entry = e
+				p.puts = append(p.puts, len(g.items))
+				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+					TableName: &l.table, Item: entryItem(e), ConditionExpression: aws.String("attribute_not_exists(PK)"),
+				}})
+			}
+			g.members = append(g.members, p)
+			cum = cum.Add(dec.After.Balance.Sub(running.Balance))
+			need = decimal.Max(need, cum.Neg())
+			running = dec.After
 			continue
 		}
-		refuse := func(err error) { g.refused = append(g.refused, refusal{c, err}) }
+		if rec, ok := records[m.RequestID]; ok {
+			g.repeats = append(g.repeats, repeat{c, rec})
+			continue
+		}
 		info, _ := m.Type.Info()
 
 		// The facts the domain decides on, and where the group must end
@@ -275,34 +354,52 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 		var facts ledger.Facts
 		var purchase requestRecord
 		if info.RefersToPurchase {
-			rec, ok := purchases[m.PurchaseRequestID]
+			seen, ok := purchases[m.PurchaseRequestID]
 			if !ok {
-				var err error
-				if rec, ok, err = l.request(ctx, m.UserID, m.PurchaseRequestID); err != nil {
+				rec, found, err := l.request(ctx, m.UserID, m.PurchaseRequestID)
+				if err != nil {
 					c.finish(ledger.Result{}, err)
 					continue
 				}
-				if ok {
-					purchases[m.PurchaseRequestID] = rec
+				// A refused request wrote no entry: there is nothing to refund.
+				if ok = found && rec.Refusal == nil; ok {
+					seen = purchaseSeen{requestRecord: rec}
+					purchases[m.PurchaseRequestID] = seen
 				}
 			}
 			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type == ledger.EntryPurchase {
 				g.later = calls[i:] // its purchase commits in this group: refund it in the next
 				break
 			}
-			if ok && rec.Type == ledger.EntryPurchase {
-				if touched[rec.Version] {
+			if ok && seen.Type == ledger.EntryPurchase {
+				if touched[seen.Version] {
 					g.later = calls[i:] // one update of the purchase per transaction
 					break
 				}
-				if rec.Version > acct.Version {
+				if seen.Version > acct.Version {
 					g.behind = true
 					break
 				}
 			}
 			if ok {
-				purchase = rec
-				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
+				purchase = seen.requestRecord
+				facts.Purchase = &ledger.PurchaseRef{Version: seen.Version, Type: seen.Type, Amount: seen.Amount, Refunded: seen.refunded}
+			}
+			if ok && seen.Type == ledger.EntryPurchase {
+				// What it drew and what earlier refunds gave back decide
+				// where this refund goes; the purchase's update is
+				// conditioned on the refunded amount read here.
+				pe, found, err := l.entry(ctx, m.UserID, seen.Version)
+				if err == nil && !found {
+					err = fmt.Errorf("purchase %q of %q: entry version %d not found", m.PurchaseRequestID, m.UserID, seen.Version)
+				}
+				if err != nil {
+					c.finish(ledger.Result{}, err)
+					continue
+				}
+				facts.Purchase.Draws = pe.Draws
+				facts.Purchase.Refunded = decimal.Max(seen.refunded, pe.RefundedAmount)
+				purchase.Refunded = pe.RefundedAmount
 			}
 		}
 		if m.ExplainBalance && running.Version > 0 {
@@ -319,36 +416,61 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 			}
 			facts.EntriesSum = sum
 		}
-		size := 2
-		if info.RefersToPurchase {
-			size = 3
-		}
-		if len(g.items)+size > maxTxItems {
+		facts.MaxBuckets = l.maxBuckets
+		if len(g.items)+1 > maxTxItems-indexReserve { // a refusal takes 1; a decision is sized below
 			g.later = calls[i:]
 			break
 		}
 
 		dec, err := ledger.Decide(running, m, now, facts)
 		if err != nil {
-			refuse(err)
+			// A final refusal is recorded under the request_id, in this
+			// transaction: it commits only if the account is as it was
+			// decided on (the account's condition, below).
+			r := refusal{c: c, err: err, record: -1}
+			if e, ok := recordable(err); ok {
+				r.record = len(g.items)
+				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+					TableName:                           &l.table,
+					Item:                                refusalItem(m, e, now),
+					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+				}})
+				g.recorded++
+				records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: m.Type, Amount: m.Amount, Refusal: e}
+			}
+			g.refused = append(g.refused, r)
 			continue
 		}
-		e := dec.Entry
-		e.ID = l.newID(now)
-		p := &planned{c: c, entry: e, purchase: purchase, request: len(g.items) + 1, cap: -1}
-		g.items = append(g.items,
-			types.TransactWriteItem{Put: &types.Put{
+		size := len(dec.Entries) + 1 // its entries and its request record
+		if info.RefersToPurchase {
+			size++
+		}
+		if len(g.items)+size > maxTxItems-indexReserve {
+			g.later = calls[i:]
+			break
+		}
+		p := &planned{c: c, purchase: purchase, cap: -1}
+		for j, e := range dec.Entries {
+			e.ID = l.newID(now)
+			p.puts = append(p.puts, len(g.items))
+			g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
 				TableName:           &l.table,
 				Item:                entryItem(e),
 				ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			}},
-			types.TransactWriteItem{Put: &types.Put{
-				TableName:                           &l.table,
-				Item:                                requestItem(m, e),
-				ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			}},
-		)
+			}})
+			if j == dec.Main {
+				p.entry = e
+				p.request = len(g.items)
+				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+					TableName:                           &l.table,
+					Item:                                requestItem(m, e),
+					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+				}})
+			}
+		}
+		e := p.entry
 		if info.RefersToPurchase {
 			p.cap = len(g.items)
 			g.items = append(g.items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
@@ -356,15 +478,31 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, cached bool, cal
 		}
 		g.members = append(g.members, p)
 		byRequest[m.RequestID] = p
+		records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: e.Type, Version: e.Version}
 		needsActive = needsActive || info.NeedsActive
 		cum = cum.Add(dec.After.Balance.Sub(running.Balance))
 		need = decimal.Max(need, cum.Neg())
 		running = dec.After
 	}
 	g.after = running
-	g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, needsActive, need)}
+	// The index of next expiries follows the account, in this transaction
+	// (room for its two items is kept: indexReserve).
+	g.items = append(g.items, l.expiryIndexItems(acct, g.after)...)
+	// A recorded refusal rests on the whole account as read, its status
+	// too: a refusal on a frozen account must not be recorded after an
+	// unfreeze, which moves no version.
+	cond := accountCondition(acct, needsActive || g.recorded > 0, need)
+	if len(g.members) > 0 {
+		g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, cond)}
+	} else {
+		g.items[0] = types.TransactWriteItem{ConditionCheck: accountCheck(l.table, acct, cond)}
+	}
 	return g
 }
+
+// indexReserve is the room a group keeps for the index of next expiries:
+// the old item's delete and the new one's put.
+const indexReserve = 2
 
 // foldTo returns the sum of c's user's entries up to version, read
 // consistently; a retry of c reads only the entries it has not summed.
@@ -388,36 +526,60 @@ func (l *Ledger) foldTo(ctx context.Context, c *call, version int64) (decimal.De
 	return c.fold.sum, nil
 }
 
-// decodeCancel settles the members of a cancelled group that the reasons
-// decide: a taken request record (a replay, or ALREADY_EXISTS), a failed
-// refund cap. It returns how many it settled; else the cause to retry on
-// (a race), or an error for a failure it cannot explain.
-func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason) (settled int, retry, unexplained error) {
+// decodeCancel settles the calls of a cancelled group that the reasons
+// decide: a taken request record (a replay, or ALREADY_EXISTS), for a
+// member or a refusal alike. A failed refund cap settles nothing but is
+// progress too: what the purchase has refunded goes into purchases, and
+// the refund, planned again, is refused (and recorded) by the domain. It
+// returns how many calls it settled or learnt about; else the cause to
+// retry on (a race), or an error for a failure it cannot explain.
+func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason, purchases map[string]purchaseSeen) (settled int, retry, unexplained error) {
 	code := func(i int) string {
 		if i >= 0 && i < len(reasons) && reasons[i].Code != nil {
 			return *reasons[i].Code
 		}
 		return ""
 	}
+	// taken answers c, whose request record at item i was taken, and the
+	// repeats of c's request in the group, from the record that is there.
+	taken := func(c *call, i int) {
+		rec, err := decodeRequest(reasons[i].Item)
+		if err != nil {
+			// No usable old item came back: read the record itself.
+			c.finish(l.refuse(ctx, c.m, fmt.Errorf("request record of %q reported taken but not found", c.m.RequestID)))
+			return
+		}
+		c.finish(l.replay(ctx, c.m, rec))
+		for _, r := range g.repeats {
+			if r.c.m.RequestID == c.m.RequestID && !isDone(r.c) {
+				r.c.finish(l.replay(ctx, r.c.m, rec))
+			}
+		}
+	}
 	for _, p := range g.members {
 		m := p.c.m
 		switch {
 		case code(p.request) == "ConditionalCheckFailed":
-			if rec, err := decodeRequest(reasons[p.request].Item); err == nil {
-				p.c.finish(l.replay(ctx, m, rec))
-			} else {
-				// No usable old item came back: read the record itself.
-				p.c.finish(l.refuse(ctx, m, fmt.Errorf("request record of %q reported taken but not found", m.RequestID)))
-			}
+			taken(p.c, p.request)
 			settled++
 		case code(p.cap) == "ConditionalCheckFailed":
-			refunded := decimal.Zero
-			if old, ok, err := decodeEntry(reasons[p.cap].Item); err == nil && ok {
-				refunded = old.RefundedAmount
+			refunded, err := l.refundedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
+			seen := purchases[m.PurchaseRequestID]
+			switch {
+			case err != nil:
+				p.c.finish(ledger.Result{}, err)
+			case !refunded.GreaterThan(decimal.Max(seen.refunded, p.purchase.Refunded)):
+				p.c.finish(ledger.Result{}, fmt.Errorf("refund cap of purchase %q failed at %s refunded, which allows the refund", m.PurchaseRequestID, refunded))
+			default:
+				seen.requestRecord, seen.refunded = p.purchase, refunded
+				purchases[m.PurchaseRequestID] = seen
 			}
-			p.c.finish(l.refuse(ctx, m, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonRefundExceedsPurchase,
-				"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
-				m.Amount, m.PurchaseRequestID, refunded, p.purchase.Amount)))
+			settled++
+		}
+	}
+	for _, r := range g.refused {
+		if code(r.record) == "ConditionalCheckFailed" {
+			taken(r.c, r.record)
 			settled++
 		}
 	}
@@ -437,20 +599,37 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 		if err != nil {
 			return 0, nil, err
 		}
-		if !ok || !sameAccount(old, g.before) {
+		if ok != (g.before.Version > 0) || (ok && !sameAccount(old, g.before)) {
 			return 0, fmt.Errorf("%w: account moved from version %d", errRetry, g.before.Version), nil
 		}
 		// The account is as planned, yet its condition failed: the store
-		// did not say which other item failed. Each member checks its own
-		// request record before this becomes an error.
+		// did not say which other item failed. Each call with a record in
+		// the group checks it before this becomes an error.
 		return 0, nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
 	}
 	for _, p := range g.members {
-		if code(p.request-1) == "ConditionalCheckFailed" {
-			return 0, fmt.Errorf("%w: entry version %d exists", errRetry, p.entry.Version), nil
+		for _, i := range p.puts {
+			if code(i) == "ConditionalCheckFailed" {
+				return 0, fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
+			}
 		}
 	}
 	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
+}
+
+// refundedOf is what the purchase at version has refunded: from old, the
+// purchase as a failed condition returned it, or else read.
+func (l *Ledger) refundedOf(ctx context.Context, user string, version int64, old map[string]types.AttributeValue) (decimal.Decimal, error) {
+	e, ok, err := decodeEntry(old)
+	if err != nil || !ok {
+		if e, ok, err = l.entry(ctx, user, version); err != nil {
+			return decimal.Decimal{}, err
+		}
+	}
+	if !ok || e.Type != ledger.EntryPurchase {
+		return decimal.Decimal{}, fmt.Errorf("refund cap of entry %d of %q failed: it is no purchase", version, user)
+	}
+	return e.RefundedAmount, nil
 }
 
 // errRetry marks an attempt that lost a race and may simply be tried again;
@@ -492,18 +671,25 @@ func (l *Ledger) abandon(ctx context.Context, user string, calls []*call, cause 
 	}
 }
 
+// finishRefused answers the refusals of a group: a recorded one with its
+// refusal, since its record committed; any other after checking the
+// request record (see refuse).
 func (l *Ledger) finishRefused(ctx context.Context, refused []refusal) {
 	for _, r := range refused {
-		r.c.finish(l.refuse(ctx, r.c.m, r.err))
+		if r.record >= 0 {
+			r.c.finish(ledger.Result{}, r.err)
+		} else {
+			r.c.finish(l.refuse(ctx, r.c.m, r.err))
+		}
 	}
 }
 
 // refuse returns refusal for m unless m's request_id was already used: a
-// retry of a request that succeeded must get its original result even when
-// the ledger has moved on since (the balance may no longer cover it, say).
-// The store may not report every failed condition of a cancelled
-// transaction, so a refusal checks the request record with a consistent
-// read before it is final.
+// retry of a request that succeeded, or was refused, must get its original
+// answer even when the ledger has moved on since (the balance may no
+// longer cover it, say). The store may not report every failed condition
+// of a cancelled transaction, so an answer that no record of this call
+// backs checks the request record with a consistent read first.
 func (l *Ledger) refuse(ctx context.Context, m ledger.Mutation, refusal error) (ledger.Result, error) {
 	rec, ok, err := l.request(ctx, m.UserID, m.RequestID)
 	if err != nil {
@@ -515,12 +701,22 @@ func (l *Ledger) refuse(ctx context.Context, m ledger.Mutation, refusal error) (
 	return ledger.Result{}, refusal
 }
 
-// replay answers a request whose request_id has a record: the original result
-// if the request is the same, ALREADY_EXISTS if it is another.
+// replay answers a request whose request_id has a record: the original
+// answer if the request is the same (its entry, or its refusal again,
+// marked replayed), ALREADY_EXISTS if it is another.
 func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecord) (ledger.Result, error) {
 	if rec.Hash != m.Hash() {
+		was := fmt.Sprintf("%s entry version %d", rec.Type, rec.Version)
+		if rec.Refusal != nil {
+			was = fmt.Sprintf("%s refused with %s", rec.Type, rec.Refusal.Reason)
+		}
 		return ledger.Result{}, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonRequestIDReused,
-			"request_id %q of user %q was used for another request (%s entry version %d)", m.RequestID, m.UserID, rec.Type, rec.Version)
+			"request_id %q of user %q was used for another request (%s)", m.RequestID, m.UserID, was)
+	}
+	if rec.Refusal != nil {
+		again := *rec.Refusal
+		again.Replayed = true
+		return ledger.Result{}, &again
 	}
 	e, ok, err := l.entry(ctx, m.UserID, rec.Version)
 	if err != nil {
@@ -532,67 +728,119 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}, nil
 }
 
-// accountUpdate moves the aggregate from before to after, guarded so that it
-// applies only to the state the group was planned on: the version, the
-// status if the group spends on purchases, and a balance that covers the
-// group's debits at every step.
-func accountUpdate(table string, before, after ledger.Account, needsActive bool, need decimal.Decimal) *types.Update {
+// condition is a condition expression with its names and values.
+type condition struct {
+	expr   string
+	names  map[string]string
+	values map[string]types.AttributeValue
+}
+
+// accountCondition holds only for the account a group was planned on: no
+// account for a new user, else the version and the balance (a balance
+// changed without a new version, what reconciliation reports, must not be
+// overwritten from a cache), the status if withStatus (a group that spends
+// on purchases, or records a refusal), and a balance that covers the
+// group's debits at every step (need).
+func accountCondition(before ledger.Account, withStatus bool, need decimal.Decimal) condition {
+	if before.Version == 0 {
+		return condition{expr: "attribute_not_exists(PK)"}
+	}
+	c := condition{
+		expr: "version = :expected AND balance = :before",
+		values: map[string]types.AttributeValue{
+			":expected": numInt(before.Version),
+			":before":   num(before.Balance),
+		},
+	}
+	if withStatus {
+		c.expr += " AND #status = :status"
+		c.names = map[string]string{"#status": "status"} // a reserved word
+		c.values[":status"] = str(string(before.Status))
+	}
+	if need.IsPositive() {
+		c.expr += " AND balance >= :need"
+		c.values[":need"] = num(need)
+	}
+	return c
+}
+
+// accountUpdate moves the aggregate from before to after under cond (see
+// accountCondition).
+func accountUpdate(table string, before, after ledger.Account, cond condition) *types.Update {
 	values := map[string]types.AttributeValue{
 		":balance": num(after.Balance),
 		":version": numInt(after.Version),
 		":now":     str(formatTime(after.UpdateTime)),
 	}
-	var names map[string]string // "status" is a reserved word
-	update := "SET balance = :balance, version = :version, update_time = :now"
-	var cond string
+	maps.Copy(values, cond.values)
+	names := cond.names
+	set := []string{"balance = :balance", "version = :version", "update_time = :now"}
+	var remove []string
+	// The expiring buckets: written only when there are some (or were), so
+	// that an account whose points never expire updates as few attributes
+	// as it ever did.
+	buckets, expiring := bucketsItem(after.Buckets)
+	_, expired := bucketsItem(before.Buckets)
+	switch {
+	case expiring:
+		set = append(set, "buckets = :buckets")
+		values[":buckets"] = buckets
+	case expired:
+		remove = append(remove, "buckets")
+	}
+
 	if before.Version == 0 {
-		cond = "attribute_not_exists(PK)"
-		update += ", user_id = :user, #status = :active, create_time = :now"
+		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
 		names = map[string]string{"#status": "status"}
 		values[":user"] = str(after.UserID)
 		values[":active"] = str(string(ledger.StatusActive))
-	} else {
-		// The balance too: a balance changed without a new version (what
-		// reconciliation reports) must not be overwritten from a cache.
-		cond = "version = :expected AND balance = :before"
-		values[":expected"] = numInt(before.Version)
-		values[":before"] = num(before.Balance)
-		if needsActive {
-			cond += " AND #status = :active"
-			names = map[string]string{"#status": "status"}
-			values[":active"] = str(string(ledger.StatusActive))
-		}
-		if need.IsPositive() {
-			cond += " AND balance >= :need"
-			values[":need"] = num(need)
-		}
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	return &types.Update{
 		TableName:                           &table,
 		Key:                                 accountKey(after.UserID),
 		UpdateExpression:                    &update,
-		ConditionExpression:                 &cond,
+		ConditionExpression:                 &cond.expr,
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
 }
 
+// accountCheck holds a group of refusals alone to the account they were
+// decided on: cond (see accountCondition), and no change.
+func accountCheck(table string, before ledger.Account, cond condition) *types.ConditionCheck {
+	return &types.ConditionCheck{
+		TableName:                           &table,
+		Key:                                 accountKey(before.UserID),
+		ConditionExpression:                 &cond.expr,
+		ExpressionAttributeNames:            cond.names,
+		ExpressionAttributeValues:           cond.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
 // purchaseRefundUpdate adds a refund to its purchase, guarded so that the
-// refunds never sum to more than the purchase. DynamoDB conditions cannot add,
-// so the cap is precomputed: refunded_amount <= purchase amount - refund.
+// refunds never sum to more than the purchase (DynamoDB conditions cannot
+// add, so the cap is precomputed: refunded_amount <= purchase amount -
+// refund) and that the purchase's refunded amount is the one the refund was
+// planned on, which decided the buckets it gives back to.
 func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecord) *types.Update {
 	return &types.Update{
 		TableName:           &table,
 		Key:                 entryKey(m.UserID, purchase.Version),
 		UpdateExpression:    aws.String("SET refunded_amount = refunded_amount + :refund"),
-		ConditionExpression: aws.String("#type = :purchase AND refunded_amount <= :cap"),
+		ConditionExpression: aws.String("#type = :purchase AND refunded_amount = :read AND refunded_amount <= :cap"),
 		ExpressionAttributeNames: map[string]string{
 			"#type": "type",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":refund":   num(m.Amount),
 			":purchase": str(string(ledger.EntryPurchase)),
+			":read":     num(purchase.Refunded),
 			":cap":      num(purchase.Amount.Sub(m.Amount)),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

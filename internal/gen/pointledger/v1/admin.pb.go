@@ -444,7 +444,11 @@ type ReconcileReport struct {
 	Findings            []*Finding             `protobuf:"bytes,8,rep,name=findings,proto3" json:"findings,omitempty"`
 	ProposedAdjustments []*ProposedAdjustment  `protobuf:"bytes,9,rep,name=proposed_adjustments,json=proposedAdjustments,proto3" json:"proposed_adjustments,omitempty"`
 	// No finding is left unrepaired.
-	Clean         bool `protobuf:"varint,10,opt,name=clean,proto3" json:"clean,omitempty"`
+	Clean bool `protobuf:"varint,10,opt,name=clean,proto3" json:"clean,omitempty"`
+	// Points outstanding by the UTC month they expire in ("never" last).
+	Liability []*MonthAmount `protobuf:"bytes,11,rep,name=liability,proto3" json:"liability,omitempty"`
+	// Points expired unused, by the UTC month they expired in.
+	Breakage      []*MonthAmount `protobuf:"bytes,12,rep,name=breakage,proto3" json:"breakage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -549,6 +553,74 @@ func (x *ReconcileReport) GetClean() bool {
 	return false
 }
 
+func (x *ReconcileReport) GetLiability() []*MonthAmount {
+	if x != nil {
+		return x.Liability
+	}
+	return nil
+}
+
+func (x *ReconcileReport) GetBreakage() []*MonthAmount {
+	if x != nil {
+		return x.Breakage
+	}
+	return nil
+}
+
+// MonthAmount is a sum of points in one month.
+type MonthAmount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// YYYY-MM, or "never".
+	Month         string `protobuf:"bytes,1,opt,name=month,proto3" json:"month,omitempty"`
+	Amount        string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MonthAmount) Reset() {
+	*x = MonthAmount{}
+	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MonthAmount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MonthAmount) ProtoMessage() {}
+
+func (x *MonthAmount) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MonthAmount.ProtoReflect.Descriptor instead.
+func (*MonthAmount) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *MonthAmount) GetMonth() string {
+	if x != nil {
+		return x.Month
+	}
+	return ""
+}
+
+func (x *MonthAmount) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
 type AdjustRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -562,13 +634,17 @@ type AdjustRequest struct {
 	// With explain_balance: the balance the account must have now.
 	ExpectedBalance string            `protobuf:"bytes,7,opt,name=expected_balance,json=expectedBalance,proto3" json:"expected_balance,omitempty"`
 	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Credits only: when the points expire, or how long they live; as on
+	// GrantRequest, without the program's default.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdjustRequest) Reset() {
 	*x = AdjustRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +656,7 @@ func (x *AdjustRequest) String() string {
 func (*AdjustRequest) ProtoMessage() {}
 
 func (x *AdjustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +669,7 @@ func (x *AdjustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustRequest.ProtoReflect.Descriptor instead.
 func (*AdjustRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AdjustRequest) GetUserId() string {
@@ -652,6 +728,20 @@ func (x *AdjustRequest) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *AdjustRequest) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *AdjustRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 type AdjustResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -663,7 +753,7 @@ type AdjustResponse struct {
 
 func (x *AdjustResponse) Reset() {
 	*x = AdjustResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +765,7 @@ func (x *AdjustResponse) String() string {
 func (*AdjustResponse) ProtoMessage() {}
 
 func (x *AdjustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +778,7 @@ func (x *AdjustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustResponse.ProtoReflect.Descriptor instead.
 func (*AdjustResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AdjustResponse) GetEntry() *Entry {
@@ -723,7 +813,7 @@ type SetAccountStatusRequest struct {
 
 func (x *SetAccountStatusRequest) Reset() {
 	*x = SetAccountStatusRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +825,7 @@ func (x *SetAccountStatusRequest) String() string {
 func (*SetAccountStatusRequest) ProtoMessage() {}
 
 func (x *SetAccountStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +838,7 @@ func (x *SetAccountStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountStatusRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetAccountStatusRequest) GetUserId() string {
@@ -784,7 +874,7 @@ type SetAccountStatusResponse struct {
 
 func (x *SetAccountStatusResponse) Reset() {
 	*x = SetAccountStatusResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +886,7 @@ func (x *SetAccountStatusResponse) String() string {
 func (*SetAccountStatusResponse) ProtoMessage() {}
 
 func (x *SetAccountStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +899,7 @@ func (x *SetAccountStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountStatusResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetAccountStatusResponse) GetUserId() string {
@@ -843,7 +933,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +945,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +958,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RebuildProjectionRequest) GetUserId() string {
@@ -887,7 +977,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +989,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1002,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RebuildProjectionResponse) GetUsersRebuilt() int64 {
@@ -932,7 +1022,7 @@ type GetProjectionStatusRequest struct {
 
 func (x *GetProjectionStatusRequest) Reset() {
 	*x = GetProjectionStatusRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1034,7 @@ func (x *GetProjectionStatusRequest) String() string {
 func (*GetProjectionStatusRequest) ProtoMessage() {}
 
 func (x *GetProjectionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1047,7 @@ func (x *GetProjectionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetProjectionStatusRequest) GetUserId() string {
@@ -987,7 +1077,7 @@ type GetProjectionStatusResponse struct {
 
 func (x *GetProjectionStatusResponse) Reset() {
 	*x = GetProjectionStatusResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1089,7 @@ func (x *GetProjectionStatusResponse) String() string {
 func (*GetProjectionStatusResponse) ProtoMessage() {}
 
 func (x *GetProjectionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1102,7 @@ func (x *GetProjectionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetProjectionStatusResponse) GetRunning() bool {
@@ -1113,7 +1203,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x10expected_balance\x18\x05 \x01(\tR\x0fexpectedBalance\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\xe0\x03\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xd4\x04\n" +
 	"\x0fReconcileReport\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1127,7 +1217,12 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\bfindings\x18\b \x03(\v2\x17.pointledger.v1.FindingR\bfindings\x12U\n" +
 	"\x14proposed_adjustments\x18\t \x03(\v2\".pointledger.v1.ProposedAdjustmentR\x13proposedAdjustments\x12\x14\n" +
 	"\x05clean\x18\n" +
-	" \x01(\bR\x05clean\"\xe7\x02\n" +
+	" \x01(\bR\x05clean\x129\n" +
+	"\tliability\x18\v \x03(\v2\x1b.pointledger.v1.MonthAmountR\tliability\x127\n" +
+	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\";\n" +
+	"\vMonthAmount\x12\x14\n" +
+	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd1\x03\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1137,7 +1232,11 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12'\n" +
 	"\x0fexplain_balance\x18\x06 \x01(\bR\x0eexplainBalance\x12)\n" +
 	"\x10expected_balance\x18\a \x01(\tR\x0fexpectedBalance\x12G\n" +
-	"\bmetadata\x18\b \x03(\v2+.pointledger.v1.AdjustRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\b \x03(\v2+.pointledger.v1.AdjustRequest.MetadataEntryR\bmetadata\x12;\n" +
+	"\vexpire_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12+\n" +
+	"\x03ttl\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
@@ -1190,7 +1289,7 @@ func file_pointledger_v1_admin_proto_rawDescGZIP() []byte {
 	return file_pointledger_v1_admin_proto_rawDescData
 }
 
-var file_pointledger_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_pointledger_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_pointledger_v1_admin_proto_goTypes = []any{
 	(*ReconcileRequest)(nil),            // 0: pointledger.v1.ReconcileRequest
 	(*ReconcileResponse)(nil),           // 1: pointledger.v1.ReconcileResponse
@@ -1198,48 +1297,53 @@ var file_pointledger_v1_admin_proto_goTypes = []any{
 	(*Finding)(nil),                     // 3: pointledger.v1.Finding
 	(*ProposedAdjustment)(nil),          // 4: pointledger.v1.ProposedAdjustment
 	(*ReconcileReport)(nil),             // 5: pointledger.v1.ReconcileReport
-	(*AdjustRequest)(nil),               // 6: pointledger.v1.AdjustRequest
-	(*AdjustResponse)(nil),              // 7: pointledger.v1.AdjustResponse
-	(*SetAccountStatusRequest)(nil),     // 8: pointledger.v1.SetAccountStatusRequest
-	(*SetAccountStatusResponse)(nil),    // 9: pointledger.v1.SetAccountStatusResponse
-	(*RebuildProjectionRequest)(nil),    // 10: pointledger.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),   // 11: pointledger.v1.RebuildProjectionResponse
-	(*GetProjectionStatusRequest)(nil),  // 12: pointledger.v1.GetProjectionStatusRequest
-	(*GetProjectionStatusResponse)(nil), // 13: pointledger.v1.GetProjectionStatusResponse
-	nil,                                 // 14: pointledger.v1.AdjustRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 16: google.protobuf.Duration
-	(*Entry)(nil),                       // 17: pointledger.v1.Entry
-	(AccountStatus)(0),                  // 18: pointledger.v1.AccountStatus
+	(*MonthAmount)(nil),                 // 6: pointledger.v1.MonthAmount
+	(*AdjustRequest)(nil),               // 7: pointledger.v1.AdjustRequest
+	(*AdjustResponse)(nil),              // 8: pointledger.v1.AdjustResponse
+	(*SetAccountStatusRequest)(nil),     // 9: pointledger.v1.SetAccountStatusRequest
+	(*SetAccountStatusResponse)(nil),    // 10: pointledger.v1.SetAccountStatusResponse
+	(*RebuildProjectionRequest)(nil),    // 11: pointledger.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),   // 12: pointledger.v1.RebuildProjectionResponse
+	(*GetProjectionStatusRequest)(nil),  // 13: pointledger.v1.GetProjectionStatusRequest
+	(*GetProjectionStatusResponse)(nil), // 14: pointledger.v1.GetProjectionStatusResponse
+	nil,                                 // 15: pointledger.v1.AdjustRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 17: google.protobuf.Duration
+	(*Entry)(nil),                       // 18: pointledger.v1.Entry
+	(AccountStatus)(0),                  // 19: pointledger.v1.AccountStatus
 }
 var file_pointledger_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: pointledger.v1.ReconcileResponse.progress:type_name -> pointledger.v1.ReconcileProgress
 	5,  // 1: pointledger.v1.ReconcileResponse.report:type_name -> pointledger.v1.ReconcileReport
-	15, // 2: pointledger.v1.ReconcileReport.start_time:type_name -> google.protobuf.Timestamp
-	16, // 3: pointledger.v1.ReconcileReport.duration:type_name -> google.protobuf.Duration
+	16, // 2: pointledger.v1.ReconcileReport.start_time:type_name -> google.protobuf.Timestamp
+	17, // 3: pointledger.v1.ReconcileReport.duration:type_name -> google.protobuf.Duration
 	3,  // 4: pointledger.v1.ReconcileReport.findings:type_name -> pointledger.v1.Finding
 	4,  // 5: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
-	14, // 6: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
-	17, // 7: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	18, // 8: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	18, // 9: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	15, // 10: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	16, // 11: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 12: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	6,  // 13: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	8,  // 14: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	10, // 15: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	12, // 16: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 17: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	7,  // 18: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	9,  // 19: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	11, // 20: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	13, // 21: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	6,  // 6: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
+	6,  // 7: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
+	15, // 8: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
+	16, // 9: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
+	17, // 10: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
+	18, // 11: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	19, // 12: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	19, // 13: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	16, // 14: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	17, // 15: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 16: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	7,  // 17: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	9,  // 18: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	11, // 19: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	13, // 20: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 21: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	8,  // 22: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	10, // 23: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	12, // 24: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	14, // 25: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	21, // [21:26] is the sub-list for method output_type
+	16, // [16:21] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }
@@ -1258,7 +1362,7 @@ func file_pointledger_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_admin_proto_rawDesc), len(file_pointledger_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

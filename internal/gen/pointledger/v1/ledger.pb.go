@@ -9,6 +9,7 @@ package pointledgerv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -31,6 +32,10 @@ const (
 	EntryType_ENTRY_TYPE_PURCHASE    EntryType = 2
 	EntryType_ENTRY_TYPE_REFUND      EntryType = 3
 	EntryType_ENTRY_TYPE_ADJUSTMENT  EntryType = 4
+	// Points taken off because their bucket expired. The ledger writes it
+	// itself (before the user's next mutation, or by the expiry sweeper), so it
+	// has no request_id.
+	EntryType_ENTRY_TYPE_EXPIRATION EntryType = 5
 )
 
 // Enum value maps for EntryType.
@@ -41,6 +46,7 @@ var (
 		2: "ENTRY_TYPE_PURCHASE",
 		3: "ENTRY_TYPE_REFUND",
 		4: "ENTRY_TYPE_ADJUSTMENT",
+		5: "ENTRY_TYPE_EXPIRATION",
 	}
 	EntryType_value = map[string]int32{
 		"ENTRY_TYPE_UNSPECIFIED": 0,
@@ -48,6 +54,7 @@ var (
 		"ENTRY_TYPE_PURCHASE":    2,
 		"ENTRY_TYPE_REFUND":      3,
 		"ENTRY_TYPE_ADJUSTMENT":  4,
+		"ENTRY_TYPE_EXPIRATION":  5,
 	}
 )
 
@@ -206,8 +213,15 @@ type Entry struct {
 	// (records a difference the balance already had) instead of moving it.
 	Reason          string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
 	ExplainsBalance bool   `protobuf:"varint,14,opt,name=explains_balance,json=explainsBalance,proto3" json:"explains_balance,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Credits (grants, credit adjustments): when these points expire; unset:
+	// never.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	// Debits and expirations: what they took from the bucket of which expiry,
+	// in spending order (soonest expiry first, never-expiring last); refunds:
+	// what they gave back to which, last drawn first.
+	Draws         []*Draw `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -338,20 +352,147 @@ func (x *Entry) GetExplainsBalance() bool {
 	return false
 }
 
-type GrantRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+func (x *Entry) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Entry) GetDraws() []*Draw {
+	if x != nil {
+		return x.Draws
+	}
+	return nil
+}
+
+// Draw is the points of one expiry time an entry moved.
+type Draw struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unset: the never-expiring bucket.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	OrderId       string                 `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Draw) Reset() {
+	*x = Draw{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Draw) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Draw) ProtoMessage() {}
+
+func (x *Draw) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Draw.ProtoReflect.Descriptor instead.
+func (*Draw) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Draw) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Draw) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+// Bucket is what a user holds of points that expire at one time.
+type Bucket struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bucket) Reset() {
+	*x = Bucket{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bucket) ProtoMessage() {}
+
+func (x *Bucket) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
+func (*Bucket) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Bucket) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Bucket) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+type GrantRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount    string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	OrderId   string                 `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	Metadata  map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When the points expire (spendable strictly before it), or how long they
+	// live (JSON "3600s"); not both. Neither: the program's default, if one is
+	// set, else never. Past, or beyond the program's maximum: INVALID_ARGUMENT
+	// (INVALID_EXPIRY).
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +504,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +517,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GrantRequest) GetUserId() string {
@@ -414,6 +555,20 @@ func (x *GrantRequest) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *GrantRequest) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 type GrantResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -427,7 +582,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +594,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +607,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GrantResponse) GetEntry() *Entry {
@@ -489,7 +644,7 @@ type PurchaseRequest struct {
 
 func (x *PurchaseRequest) Reset() {
 	*x = PurchaseRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +656,7 @@ func (x *PurchaseRequest) String() string {
 func (*PurchaseRequest) ProtoMessage() {}
 
 func (x *PurchaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +669,7 @@ func (x *PurchaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurchaseRequest.ProtoReflect.Descriptor instead.
 func (*PurchaseRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{3}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PurchaseRequest) GetUserId() string {
@@ -563,7 +718,7 @@ type PurchaseResponse struct {
 
 func (x *PurchaseResponse) Reset() {
 	*x = PurchaseResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +730,7 @@ func (x *PurchaseResponse) String() string {
 func (*PurchaseResponse) ProtoMessage() {}
 
 func (x *PurchaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +743,7 @@ func (x *PurchaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurchaseResponse.ProtoReflect.Descriptor instead.
 func (*PurchaseResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PurchaseResponse) GetEntry() *Entry {
@@ -627,7 +782,7 @@ type RefundRequest struct {
 
 func (x *RefundRequest) Reset() {
 	*x = RefundRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +794,7 @@ func (x *RefundRequest) String() string {
 func (*RefundRequest) ProtoMessage() {}
 
 func (x *RefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +807,7 @@ func (x *RefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundRequest.ProtoReflect.Descriptor instead.
 func (*RefundRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefundRequest) GetUserId() string {
@@ -708,7 +863,7 @@ type RefundResponse struct {
 
 func (x *RefundResponse) Reset() {
 	*x = RefundResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +875,7 @@ func (x *RefundResponse) String() string {
 func (*RefundResponse) ProtoMessage() {}
 
 func (x *RefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +888,7 @@ func (x *RefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundResponse.ProtoReflect.Descriptor instead.
 func (*RefundResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RefundResponse) GetEntry() *Entry {
@@ -766,7 +921,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +933,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +946,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetBalanceRequest) GetUserId() string {
@@ -802,19 +957,23 @@ func (x *GetBalanceRequest) GetUserId() string {
 }
 
 type GetBalanceResponse struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	UserId  string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Balance string                 `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Spendable now: points whose bucket has expired are not counted, even
+	// before their EXPIRATION entry is written.
+	Balance string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
 	// Number of entries of the user.
-	Version       int64         `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Status        AccountStatus `protobuf:"varint,4,opt,name=status,proto3,enum=pointledger.v1.AccountStatus" json:"status,omitempty"`
+	Version int64         `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Status  AccountStatus `protobuf:"varint,4,opt,name=status,proto3,enum=pointledger.v1.AccountStatus" json:"status,omitempty"`
+	// The next buckets to expire, soonest first (at most 10).
+	Expiring      []*Bucket `protobuf:"bytes,5,rep,name=expiring,proto3" json:"expiring,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetBalanceResponse) Reset() {
 	*x = GetBalanceResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +985,7 @@ func (x *GetBalanceResponse) String() string {
 func (*GetBalanceResponse) ProtoMessage() {}
 
 func (x *GetBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +998,7 @@ func (x *GetBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceResponse.ProtoReflect.Descriptor instead.
 func (*GetBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetBalanceResponse) GetUserId() string {
@@ -870,6 +1029,13 @@ func (x *GetBalanceResponse) GetStatus() AccountStatus {
 	return AccountStatus_ACCOUNT_STATUS_UNSPECIFIED
 }
 
+func (x *GetBalanceResponse) GetExpiring() []*Bucket {
+	if x != nil {
+		return x.Expiring
+	}
+	return nil
+}
+
 type ListEntriesRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -883,7 +1049,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1061,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1074,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListEntriesRequest) GetUserId() string {
@@ -943,7 +1109,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1121,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1134,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*Entry {
@@ -1005,14 +1171,17 @@ type HistoryItem struct {
 	// Refunds only: the request_id of the refunded purchase.
 	PurchaseRequestId string `protobuf:"bytes,13,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
 	// Adjustments only: why.
-	Reason        string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	// As on Entry.
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Draws         []*Draw                `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
 	*x = HistoryItem{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1193,7 @@ func (x *HistoryItem) String() string {
 func (*HistoryItem) ProtoMessage() {}
 
 func (x *HistoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1206,7 @@ func (x *HistoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
 func (*HistoryItem) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HistoryItem) GetEntryId() string {
@@ -1138,6 +1307,20 @@ func (x *HistoryItem) GetReason() string {
 	return ""
 }
 
+func (x *HistoryItem) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *HistoryItem) GetDraws() []*Draw {
+	if x != nil {
+		return x.Draws
+	}
+	return nil
+}
+
 type ListHistoryRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1160,7 +1343,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1355,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1368,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListHistoryRequest) GetUserId() string {
@@ -1248,7 +1431,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1443,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1456,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListHistoryResponse) GetItems() []*HistoryItem {
@@ -1294,7 +1477,7 @@ var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\x04\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x05\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -1312,17 +1495,31 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0frefunded_amount\x18\v \x01(\tR\x0erefundedAmount\x12.\n" +
 	"\x13purchase_request_id\x18\f \x01(\tR\x11purchaseRequestId\x12\x16\n" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12)\n" +
-	"\x10explains_balance\x18\x0e \x01(\bR\x0fexplainsBalance\x1a;\n" +
+	"\x10explains_balance\x18\x0e \x01(\bR\x0fexplainsBalance\x12;\n" +
+	"\vexpire_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12*\n" +
+	"\x05draws\x18\x10 \x03(\v2\x14.pointledger.v1.DrawR\x05draws\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfe\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
+	"\x04Draw\x12;\n" +
+	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"]\n" +
+	"\x06Bucket\x12;\n" +
+	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xe8\x02\n" +
 	"\fGrantRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x19\n" +
 	"\border_id\x18\x04 \x01(\tR\aorderId\x12F\n" +
-	"\bmetadata\x18\x05 \x03(\v2*.pointledger.v1.GrantRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x05 \x03(\v2*.pointledger.v1.GrantRequest.MetadataEntryR\bmetadata\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12+\n" +
+	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
@@ -1360,12 +1557,13 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\",\n" +
 	"\x11GetBalanceRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x98\x01\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xcc\x01\n" +
 	"\x12GetBalanceResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\x125\n" +
-	"\x06status\x18\x04 \x01(\x0e2\x1d.pointledger.v1.AccountStatusR\x06status\"i\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x1d.pointledger.v1.AccountStatusR\x06status\x122\n" +
+	"\bexpiring\x18\x05 \x03(\v2\x16.pointledger.v1.BucketR\bexpiring\"i\n" +
 	"\x12ListEntriesRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1373,7 +1571,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf6\x04\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdf\x05\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -1391,7 +1589,10 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0frefunded_amount\x18\v \x01(\tR\x0erefundedAmount\x12A\n" +
 	"\rrefund_status\x18\f \x01(\x0e2\x1c.pointledger.v1.RefundStatusR\frefundStatus\x12.\n" +
 	"\x13purchase_request_id\x18\r \x01(\tR\x11purchaseRequestId\x12\x16\n" +
-	"\x06reason\x18\x0e \x01(\tR\x06reason\x1a;\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12;\n" +
+	"\vexpire_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12*\n" +
+	"\x05draws\x18\x10 \x03(\v2\x14.pointledger.v1.DrawR\x05draws\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
@@ -1407,13 +1608,14 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\foldest_first\x18\a \x01(\bR\voldestFirst\"p\n" +
 	"\x13ListHistoryResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.pointledger.v1.HistoryItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\x88\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa3\x01\n" +
 	"\tEntryType\x12\x1a\n" +
 	"\x16ENTRY_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ENTRY_TYPE_GRANT\x10\x01\x12\x17\n" +
 	"\x13ENTRY_TYPE_PURCHASE\x10\x02\x12\x15\n" +
 	"\x11ENTRY_TYPE_REFUND\x10\x03\x12\x19\n" +
-	"\x15ENTRY_TYPE_ADJUSTMENT\x10\x04*e\n" +
+	"\x15ENTRY_TYPE_ADJUSTMENT\x10\x04\x12\x19\n" +
+	"\x15ENTRY_TYPE_EXPIRATION\x10\x05*e\n" +
 	"\rAccountStatus\x12\x1e\n" +
 	"\x1aACCOUNT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ACCOUNT_STATUS_ACTIVE\x10\x01\x12\x19\n" +
@@ -1446,69 +1648,81 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
 	(AccountStatus)(0),            // 1: pointledger.v1.AccountStatus
 	(RefundStatus)(0),             // 2: pointledger.v1.RefundStatus
 	(*Entry)(nil),                 // 3: pointledger.v1.Entry
-	(*GrantRequest)(nil),          // 4: pointledger.v1.GrantRequest
-	(*GrantResponse)(nil),         // 5: pointledger.v1.GrantResponse
-	(*PurchaseRequest)(nil),       // 6: pointledger.v1.PurchaseRequest
-	(*PurchaseResponse)(nil),      // 7: pointledger.v1.PurchaseResponse
-	(*RefundRequest)(nil),         // 8: pointledger.v1.RefundRequest
-	(*RefundResponse)(nil),        // 9: pointledger.v1.RefundResponse
-	(*GetBalanceRequest)(nil),     // 10: pointledger.v1.GetBalanceRequest
-	(*GetBalanceResponse)(nil),    // 11: pointledger.v1.GetBalanceResponse
-	(*ListEntriesRequest)(nil),    // 12: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 13: pointledger.v1.ListEntriesResponse
-	(*HistoryItem)(nil),           // 14: pointledger.v1.HistoryItem
-	(*ListHistoryRequest)(nil),    // 15: pointledger.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),   // 16: pointledger.v1.ListHistoryResponse
-	nil,                           // 17: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 18: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 19: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 20: pointledger.v1.RefundRequest.MetadataEntry
-	nil,                           // 21: pointledger.v1.HistoryItem.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*Draw)(nil),                  // 4: pointledger.v1.Draw
+	(*Bucket)(nil),                // 5: pointledger.v1.Bucket
+	(*GrantRequest)(nil),          // 6: pointledger.v1.GrantRequest
+	(*GrantResponse)(nil),         // 7: pointledger.v1.GrantResponse
+	(*PurchaseRequest)(nil),       // 8: pointledger.v1.PurchaseRequest
+	(*PurchaseResponse)(nil),      // 9: pointledger.v1.PurchaseResponse
+	(*RefundRequest)(nil),         // 10: pointledger.v1.RefundRequest
+	(*RefundResponse)(nil),        // 11: pointledger.v1.RefundResponse
+	(*GetBalanceRequest)(nil),     // 12: pointledger.v1.GetBalanceRequest
+	(*GetBalanceResponse)(nil),    // 13: pointledger.v1.GetBalanceResponse
+	(*ListEntriesRequest)(nil),    // 14: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 15: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 16: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 17: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 18: pointledger.v1.ListHistoryResponse
+	nil,                           // 19: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 20: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 21: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 22: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 23: pointledger.v1.HistoryItem.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	22, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	17, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	18, // 3: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	3,  // 4: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	19, // 5: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
-	3,  // 6: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	20, // 7: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
-	3,  // 8: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
-	1,  // 9: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
-	3,  // 10: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	0,  // 11: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
-	22, // 12: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
-	21, // 13: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
-	2,  // 14: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
-	0,  // 15: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	22, // 16: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	22, // 17: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	14, // 18: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	4,  // 19: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	6,  // 20: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	8,  // 21: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	10, // 22: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	12, // 23: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	15, // 24: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	5,  // 25: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	7,  // 26: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	9,  // 27: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	11, // 28: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	13, // 29: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	16, // 30: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	24, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	19, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	24, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
+	24, // 5: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
+	24, // 6: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
+	20, // 7: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	24, // 8: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
+	25, // 9: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
+	3,  // 10: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
+	21, // 11: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	3,  // 12: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
+	22, // 13: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	3,  // 14: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
+	1,  // 15: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
+	5,  // 16: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
+	3,  // 17: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 18: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	24, // 19: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	23, // 20: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	2,  // 21: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	24, // 22: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
+	4,  // 23: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
+	0,  // 24: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	24, // 25: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	24, // 26: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	16, // 27: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	6,  // 28: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	8,  // 29: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	10, // 30: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	12, // 31: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	14, // 32: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	17, // 33: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	7,  // 34: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	9,  // 35: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	11, // 36: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	13, // 37: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	15, // 38: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	18, // 39: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -1522,7 +1736,7 @@ func file_pointledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// ExpiryPolicy is the program's rules for when granted points expire.
+type ExpiryPolicy struct {
+	// DefaultTTL is how long points of a grant that names no expiry live;
+	// 0: they never expire. It does not apply to adjustments.
+	DefaultTTL time.Duration
+	// Max is how far ahead an expiry may be; 0: DefaultMaxExpiry.
+	Max time.Duration
+	// Now is the clock an expiry is judged by.
+	Now func() time.Time
+}
+
+// DefaultMaxExpiry bounds how far ahead points may expire by default.
+const DefaultMaxExpiry = 10 * 365 * 24 * time.Hour
+
+// expire resolves a credit's expire_time or ttl (not both) to the time its
+// points expire; zero: never. A time in the past or beyond the maximum is
+// INVALID_EXPIRY. A grant that names neither gets the default TTL.
+//
+// spec is what the request said, which its idempotency hash covers: a ttl
+// is "ttl 3600s" whenever it is resolved, so that a retry hashes alike;
+// nothing said is "" (the default then applies anew, and a retry replays
+// the original).
+func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration, isGrant bool) (expire time.Time, spec string, err error) {
+	now := time.Now
+	if p.Now != nil {
+		now = p.Now
+	}
+	invalid := func(format string, args ...any) (time.Time, string, error) {
+		return time.Time{}, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidExpiry, format, args...)
+	}
+	t := now()
+	switch {
+	case at != nil && ttl != nil:
+		return invalid("expire_time and ttl exclude each other")
+	case at != nil:
+		if err := at.CheckValid(); err != nil {
+			return invalid("expire_time: %v", err)
+		}
+		expire = at.AsTime()
+		spec = "at " + expire.UTC().Format(time.RFC3339Nano)
+	case ttl != nil:
+		if err := ttl.CheckValid(); err != nil {
+			return invalid("ttl: %v", err)
+		}
+		if ttl.AsDuration() <= 0 {
+			return invalid("ttl must be positive")
+		}
+		expire = t.Add(ttl.AsDuration())
+		spec = "ttl " + ttl.AsDuration().String()
+	case isGrant && p.DefaultTTL > 0:
+		expire = t.Add(p.DefaultTTL)
+		spec = "default"
+	default:
+		return time.Time{}, "", nil
+	}
+	max := DefaultMaxExpiry
+	if p.Max > 0 {
+		max = p.Max
+	}
+	switch {
+	case !expire.After(t):
+		return invalid("expire_time %s is not in the future", expire.UTC().Format(time.RFC3339Nano))
+	case expire.Sub(t) > max:
+		return invalid("expire_time %s is more than %s ahead", expire.UTC().Format(time.RFC3339Nano), max)
+	}
+	// The store keeps microseconds: an expiry is the one it keeps.
+	return expire.UTC().Truncate(time.Microsecond), spec, nil
+}
+
+func drawsToProto(ds []ledger.Draw) []*pb.Draw {
+	out := make([]*pb.Draw, len(ds))
+	for i, d := range ds {
+		out[i] = &pb.Draw{ExpireTime: timeToProto(d.Expire), Amount: d.Amount.String()}
+	}
+	return out
+}
+
+func bucketsToProto(bs []ledger.Bucket) []*pb.Bucket {
+	out := make([]*pb.Bucket, len(bs))
+	for i, b := range bs {
+		out[i] = &pb.Bucket{ExpireTime: timeToProto(b.Expire), Amount: b.Amount.String()}
+	}
+	return out
+}
+
+// timeToProto is t, or nil (unset) for the zero time: never.
+func timeToProto(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

@@ -1,0 +1,177 @@
+package ledger
+
+import (
+	"slices"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Bucket is what an account holds of points that expire at one time.
+// Credits with the same expiry merge, so an account holds one bucket per
+// distinct expiry time, not one per grant.
+type Bucket struct {
+	Expire time.Time       // zero: never expires
+	Amount decimal.Decimal // what is left
+}
+
+// Draw is what one entry took from (or, for a refund, gave back to) the
+// bucket of one expiry time.
+type Draw struct {
+	Expire time.Time // zero: the never-expiring bucket
+	Amount decimal.Decimal
+}
+
+// live says whether points of expiry e may be spent at t: strictly before
+// their expiry.
+func live(e, t time.Time) bool { return e.IsZero() || t.Before(e) }
+
+// before orders expiry times for spending: soonest first, never last.
+func before(a, b time.Time) int {
+	switch {
+	case a.Equal(b):
+		return 0
+	case a.IsZero():
+		return 1
+	case b.IsZero():
+		return -1
+	case a.Before(b):
+		return -1
+	}
+	return 1
+}
+
+// credit adds amount to the bucket of expiry e, keeping the order.
+func credit(bs []Bucket, e time.Time, amount decimal.Decimal) []Bucket {
+	i, found := slices.BinarySearchFunc(bs, e, func(b Bucket, e time.Time) int { return before(b.Expire, e) })
+	if found {
+		bs = slices.Clone(bs)
+		bs[i].Amount = bs[i].Amount.Add(amount)
+		return bs
+	}
+	return slices.Insert(slices.Clone(bs), i, Bucket{Expire: e.UTC(), Amount: amount})
+}
+
+// debit takes amount from the bucket of expiry e; an emptied bucket goes.
+// A draw on a bucket the account does not hold (entries written before
+// buckets existed) takes from the buckets in spending order.
+func debit(bs []Bucket, e time.Time, amount decimal.Decimal) []Bucket {
+	i, found := slices.BinarySearchFunc(bs, e, func(b Bucket, e time.Time) int { return before(b.Expire, e) })
+	if !found {
+		for _, d := range spend(bs, amount) {
+			bs = debit(bs, d.Expire, d.Amount)
+		}
+		return bs
+	}
+	bs = slices.Clone(bs)
+	bs[i].Amount = bs[i].Amount.Sub(amount)
+	if !bs[i].Amount.IsPositive() {
+		bs = slices.Delete(bs, i, i+1)
+	}
+	return bs
+}
+
+// spend says what a debit of amount draws, in spending order: soonest
+// expiry first, never-expiring last. The caller has checked that the
+// buckets cover it.
+func spend(bs []Bucket, amount decimal.Decimal) []Draw {
+	var draws []Draw
+	for _, b := range bs {
+		if !amount.IsPositive() {
+			break
+		}
+		take := decimal.Min(b.Amount, amount)
+		draws = append(draws, Draw{Expire: b.Expire, Amount: take})
+		amount = amount.Sub(take)
+	}
+	return draws
+}
+
+// giveBack says where a refund of amount goes: back to the buckets its
+// purchase drew (draws), last drawn first, after what earlier refunds
+// (refunded) gave back.
+func giveBack(draws []Draw, refunded, amount decimal.Decimal) []Draw {
+	var back []Draw
+	for i := len(draws) - 1; i >= 0 && amount.IsPositive(); i-- {
+		room := draws[i].Amount
+		if refunded.IsPositive() { // this draw was given back, wholly or in part, by earlier refunds
+			used := decimal.Min(room, refunded)
+			room, refunded = room.Sub(used), refunded.Sub(used)
+		}
+		if !room.IsPositive() {
+			continue
+		}
+		give := decimal.Min(room, amount)
+		back = append(back, Draw{Expire: draws[i].Expire, Amount: give})
+		amount = amount.Sub(give)
+	}
+	if amount.IsPositive() {
+		// A purchase written before buckets existed has no draws: what it
+		// took came from points that never expire.
+		back = append(back, Draw{Amount: amount})
+	}
+	return back
+}
+
+// sum is the total of the draws.
+func sum(ds []Draw) decimal.Decimal {
+	t := decimal.Zero
+	for _, d := range ds {
+		t = t.Add(d.Amount)
+	}
+	return t
+}
+
+// Spendable is what acct may spend at t: its buckets that have not expired.
+func (a Account) Spendable(t time.Time) decimal.Decimal {
+	s := decimal.Zero
+	for _, b := range a.Buckets {
+		if live(b.Expire, t) {
+			s = s.Add(b.Amount)
+		}
+	}
+	return s
+}
+
+// Expiring is the account's buckets still live at t that will expire, soonest
+// first, at most n of them.
+func (a Account) Expiring(t time.Time, n int) []Bucket {
+	var out []Bucket
+	for _, b := range a.Buckets {
+		if len(out) == n {
+			break
+		}
+		if !b.Expire.IsZero() && live(b.Expire, t) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// NextExpiry is the soonest expiry of the account's buckets; zero if none
+// expires. A sweeper finds idle users whose points are due by it.
+func (a Account) NextExpiry() time.Time {
+	if len(a.Buckets) > 0 {
+		return a.Buckets[0].Expire // sorted: soonest first, never last
+	}
+	return time.Time{}
+}
+
+// expired is the draws of every bucket that has expired at t.
+func (a Account) expired(t time.Time) []Draw {
+	var ds []Draw
+	for _, b := range a.Buckets {
+		if !live(b.Expire, t) {
+			ds = append(ds, Draw(b))
+		}
+	}
+	return ds
+}
+
+// SortBuckets puts buckets in spending order (soonest expiry first,
+// never-expiring last), as an Account holds them; a store that keeps them
+// unordered sorts them on reading.
+func SortBuckets(bs []Bucket) []Bucket {
+	slices.SortFunc(bs, func(a, b Bucket) int { return before(a.Expire, b.Expire) })
+	return bs
+}

@@ -1,0 +1,200 @@
+// Package sweep puts expired points on the record for users who are idle.
+//
+// Expiry is decided by time: a bucket past its expire_time is not spendable,
+// whether or not an entry says so, and a user's next mutation writes the
+// EXPIRATION first. For users who make no mutation, a Sweeper writes it: it
+// asks the store's index of next expiries which users have points due
+// (never a table scan), and has the store decide each on a consistent read.
+// The index is split in shards; each pass takes a lease on a shard before
+// it sweeps it, so several sweepers (one in each ledgerd serve, say) share
+// the work without doing it twice at once. Doing it twice would be harmless
+// anyway: the second finds nothing due.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/projection"
+)
+
+// Store is what a sweeper needs of the ledger.
+type Store interface {
+	// DueUsers calls fn with each user whose next expiry, as the index
+	// says, is at or before t, in shard.
+	DueUsers(ctx context.Context, shard int, t time.Time, fn func(user string) error) error
+	// Expire writes the expiration of user's points due now, if any.
+	Expire(ctx context.Context, user string) (ledger.Result, error)
+}
+
+// Options say how a Sweeper works; the zero value is the default.
+type Options struct {
+	Shards   int              // the store's index shards; 0: 16
+	Interval time.Duration    // between passes; 0: 15 s, so that points are on the record within a minute
+	LeaseTTL time.Duration    // of a shard's lease; 0: 1 min
+	Owner    string           // the lease owner's name; "" : the host and pid
+	Workers  int              // users expired at once; 0: 8
+	Now      func() time.Time // the clock that says what is due; nil: time.Now
+	Log      *slog.Logger     // nil: slog.Default()
+}
+
+// Progress is what sweeping has done.
+type Progress struct {
+	Passes   int64           `json:"passes"`
+	Shards   int64           `json:"shards_swept"`
+	Users    int64           `json:"users_checked"` // nominated by the index
+	Expired  int64           `json:"users_expired"` // who had points due
+	Points   decimal.Decimal `json:"points_expired"`
+	Duration time.Duration   `json:"duration"` // spent sweeping
+}
+
+// Rate is the users checked a second while sweeping.
+func (p Progress) Rate() float64 {
+	if p.Duration <= 0 {
+		return 0
+	}
+	return float64(p.Users) / p.Duration.Seconds()
+}
+
+func (p Progress) String() string {
+	return fmt.Sprintf("%d passes, %d shards, %d users checked, %d expired (%s points), %.0f users/s",
+		p.Passes, p.Shards, p.Users, p.Expired, p.Points, p.Rate())
+}
+
+// Sweeper writes the expirations idle users' points are due.
+type Sweeper struct {
+	store  Store
+	leases *projection.LeaseTable
+	o      Options
+}
+
+// New returns a Sweeper of store, sharing shards by leases in leases.
+func New(store Store, leases *projection.LeaseTable, o Options) *Sweeper {
+	if o.Shards <= 0 {
+		o.Shards = 16
+	}
+	if o.Interval <= 0 {
+		o.Interval = 15 * time.Second
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = time.Minute
+	}
+	if o.Owner == "" {
+		o.Owner = projection.DefaultOwner()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return &Sweeper{store: store, leases: leases, o: o}
+}
+
+// leaseKey names a shard's lease in the lease table.
+func leaseKey(shard int) string { return fmt.Sprintf("SWEEP#%02d", shard) }
+
+// Pass sweeps every shard no other sweeper holds, once, and says what it did.
+func (s *Sweeper) Pass(ctx context.Context) (Progress, error) {
+	start := time.Now()
+	p := Progress{Passes: 1, Points: decimal.Zero}
+	for shard := range s.o.Shards {
+		lease, err := s.leases.Acquire(ctx, leaseKey(shard), s.o.Owner, s.o.LeaseTTL)
+		if errors.Is(err, projection.ErrLeaseHeld) {
+			continue // another sweeper has it
+		}
+		if err != nil {
+			return p, err
+		}
+		err = s.sweepShard(ctx, shard, &p)
+		if rerr := s.leases.Release(context.WithoutCancel(ctx), lease); rerr != nil && err == nil {
+			s.o.Log.WarnContext(ctx, "sweeper: release lease", "shard", shard, "error", rerr)
+		}
+		if err != nil {
+			return p, fmt.Errorf("sweep shard %d: %w", shard, err)
+		}
+		p.Shards++
+	}
+	p.Duration = time.Since(start)
+	return p, nil
+}
+
+// sweepShard expires the due users of one shard, Workers at a time.
+func (s *Sweeper) sweepShard(ctx context.Context, shard int, p *Progress) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	users := make(chan string)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range s.o.Workers {
+		wg.Go(func() {
+			for user := range users {
+				res, err := s.store.Expire(ctx, user)
+				if err != nil {
+					cancel(fmt.Errorf("expire %q: %w", user, err))
+					continue
+				}
+				mu.Lock()
+				p.Users++
+				if res.Entry.Type == ledger.EntryExpiration {
+					p.Expired++
+					p.Points = p.Points.Sub(res.Entry.Amount)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	err := s.store.DueUsers(ctx, shard, s.o.Now(), func(user string) error {
+		select {
+		case users <- user:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	})
+	close(users)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return err
+}
+
+// Run sweeps every Interval until ctx ends, logging what each pass did when
+// it did something, and the totals every ten minutes. A failed pass is
+// logged and tried again at the next.
+func (s *Sweeper) Run(ctx context.Context) error {
+	total := Progress{Points: decimal.Zero}
+	lastReport := time.Now()
+	for ctx.Err() == nil { // stopped is not an error
+		p, err := s.Pass(ctx)
+		total.Passes, total.Shards, total.Users, total.Expired = total.Passes+p.Passes, total.Shards+p.Shards, total.Users+p.Users, total.Expired+p.Expired
+		total.Points, total.Duration = total.Points.Add(p.Points), total.Duration+p.Duration
+		switch {
+		case err != nil:
+			s.o.Log.WarnContext(ctx, "sweeper: pass failed; trying again at the next", "error", err)
+		case p.Expired > 0:
+			s.o.Log.InfoContext(ctx, "sweeper: expired points put on the record", "users_checked", p.Users, "users_expired", p.Expired,
+				"points", p.Points.String(), "duration", p.Duration, "users_per_second", p.Rate())
+		}
+		if time.Since(lastReport) >= 10*time.Minute {
+			s.o.Log.InfoContext(ctx, "sweeper: totals", "progress", total.String())
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.o.Interval):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// clock is a time the test moves.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// noScans fails the test on any Scan: the sweeper finds due users through
+// the index only.
+type noScans struct {
+	dynamo.API
+	scans atomic.Int64
+}
+
+func (n *noScans) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	n.scans.Add(1)
+	return n.API.Scan(ctx, in, opts...)
+}
+
+type fixture struct {
+	env    *dynamotest.Env
+	clk    *clock
+	store  *dynamo.Ledger
+	db     *noScans
+	leases *projection.LeaseTable
+}
+
+func newFixture(tb testing.TB) *fixture {
+	tb.Helper()
+	env := dynamotest.New(tb)
+	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	db := &noScans{API: env.Client}
+	return &fixture{env: env, clk: clk, db: db,
+		store:  dynamo.New(db, dynamo.Options{Table: env.Ledger, Now: clk.now, Logger: quiet}),
+		leases: projection.NewLeaseTable(env.Client, env.Leases, clk.now)}
+}
+
+func (f *fixture) grant(tb testing.TB, user, id, amount string, expire time.Time) {
+	tb.Helper()
+	m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: user, RequestID: id, Amount: amount, Expire: expire}, ledger.DefaultScale)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := f.store.Apply(context.Background(), m); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (f *fixture) sweeper(owner string) *Sweeper {
+	return New(f.store, f.leases, Options{Owner: owner, Now: f.clk.now, Log: quiet})
+}
+
+func (f *fixture) entries(tb testing.TB, user string) []ledger.Entry {
+	tb.Helper()
+	es, err := f.store.EntriesAfter(context.Background(), user, 0, 1000)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return es
+}
+
+func TestTheSweeperExpiresIdleUsersDuePointsOnly(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t0 := f.clk.now()
+	f.grant(t, "due", "g1", "5", t0.Add(time.Hour))
+	f.grant(t, "due", "g2", "3", t0.Add(5*time.Hour))
+	f.grant(t, "later", "g", "4", t0.Add(3*time.Hour))
+	f.grant(t, "never", "g", "9", time.Time{})
+	// Index entries that say more than the account (one in every shard):
+	// the consistent read decides, and nothing is written.
+	f.grant(t, "stale", "g", "2", t0.Add(4*time.Hour))
+	for shard := range dynamo.ExpiryShards {
+		_, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.Ledger, Item: map[string]types.AttributeValue{
+			"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("EXPIRY#X#%02d", shard)},
+			"SK": &types.AttributeValueMemberS{Value: "2026-11-22T10:30:00.000000Z#stale"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	f.clk.add(2 * time.Hour)
+	p, err := f.sweeper("a").Pass(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Expired != 1 || !p.Points.Equal(decimal.NewFromInt(5)) || p.Shards != 16 {
+		t.Fatalf("pass = %+v, want one user's 5 points expired over 16 shards", p)
+	}
+	due := f.entries(t, "due")
+	if len(due) != 3 || due[2].Type != ledger.EntryExpiration || !due[2].Amount.Equal(decimal.NewFromInt(-5)) {
+		t.Errorf("due's entries = %+v, want its 2 grants and an EXPIRATION of 5", due)
+	}
+	for _, u := range []string{"later", "never", "stale"} {
+		if es := f.entries(t, u); len(es) != 1 {
+			t.Errorf("%s: %d entries, want its grant only", u, len(es))
+		}
+	}
+	// Again: nothing is due any more, nothing is written.
+	if p, err = f.sweeper("a").Pass(ctx); err != nil || p.Expired != 0 {
+		t.Errorf("a second pass: %+v, %v; want nothing expired", p, err)
+	}
+	if n := f.db.scans.Load(); n != 0 {
+		t.Errorf("the sweeper scanned the table %d times", n)
+	}
+	for _, u := range []string{"due", "later", "never", "stale"} {
+		a, err := f.store.Audit(ctx, u)
+		if err != nil || len(a.Findings) > 0 {
+			t.Errorf("audit of %s: %v, %v", u, a.Findings, err)
+		}
+	}
+}
+
+// Two sweepers share the shards: a shard one holds, the other skips.
+func TestSweepersShareShardsByLease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	held, err := f.leases.Acquire(ctx, leaseKey(3), "b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.sweeper("a").Pass(ctx)
+	if err != nil || p.Shards != 15 {
+		t.Fatalf("a pass while b holds shard 3: %+v, %v; want 15 shards swept", p, err)
+	}
+	if err := f.leases.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = f.sweeper("a").Pass(ctx); err != nil || p.Shards != 16 {
+		t.Fatalf("a pass after b let go: %+v, %v; want 16 shards", p, err)
+	}
+}
+
+// BenchmarkSweep measures a pass over users whose points are all due: the
+// users a second one sweeper puts on the record, each a consistent read and
+// a transaction.
+//
+//	go test -run '^$' -bench Sweep -benchtime 200x ./internal/sweep/
+func BenchmarkSweep(b *testing.B) {
+	f := newFixture(b)
+	t0 := f.clk.now()
+	for i := range b.N {
+		f.grant(b, fmt.Sprintf("user-%d", i), "g", "10", t0.Add(time.Hour))
+	}
+	f.clk.add(2 * time.Hour)
+	b.ResetTimer()
+	p, err := f.sweeper("bench").Pass(context.Background())
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if p.Expired != int64(b.N) {
+		b.Fatalf("expired %d users of %d", p.Expired, b.N)
+	}
+	b.ReportMetric(p.Rate(), "users/s")
+}
