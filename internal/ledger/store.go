@@ -1,0 +1,30 @@
+package ledger
+
+import (
+	"context"
+)
+
+// Store keeps users' ledgers. Every store keeps the invariants of this
+// package (see doc.go) and decides with Decide; ledgertest.Contract is the
+// suite every store must pass. The DynamoDB store is package dynamo; an
+// in-memory one, for tests, is package memory.
+type Store interface {
+	// Apply appends the entries m decides, exactly once per request_id: a
+	// retry of the same request gets the original result (Replayed), or the
+	// original refusal if it was refused for a business reason (a *Error
+	// with Replayed), and another request under the same request_id gets
+	// KindAlreadyExists.
+	Apply(ctx context.Context, m Mutation) (Result, error)
+	// Balance reads a user's account, consistently; a user with no entries
+	// is the zero Account.
+	Balance(ctx context.Context, user string) (Account, error)
+	// EntriesAfter returns up to limit entries of user with versions above
+	// after, in version order, consistently.
+	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]Entry, error)
+	// Expire writes the expiration of user's points due now, if any (the
+	// sweeper's call): its entry, or a zero Result when nothing was due.
+	Expire(ctx context.Context, user string) (Result, error)
+	// SetStatus moves an existing account to status, and says whether it
+	// changed anything.
+	SetStatus(ctx context.Context, user string, status Status, reason string) (Account, bool, error)
+}

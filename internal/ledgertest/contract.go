@@ -1,0 +1,210 @@
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Clock is a time a contract test moves.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock starts a clock at t.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+// Add moves the clock on.
+func (c *Clock) Add(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.t = c.t.Add(d) }
+
+// Contract runs the suite every ledger.Store must pass. newStore returns an
+// empty store whose clock is now.
+func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store) {
+	for _, c := range []struct {
+		name string
+		test func(t *testing.T, s ledger.Store, clk *Clock)
+	}{
+		{"the balance is the fold of the entries", foldIsBalance},
+		{"a request is applied once", appliedOnce},
+		{"a refusal is final", refusalIsFinal},
+		{"refunds stay within their purchase", refundsWithinPurchase},
+		{"a frozen account spends nothing", frozenSpendsNothing},
+		{"points expire by time", pointsExpire},
+		{"no double spend under concurrency", noDoubleSpend},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+			c.test(t, newStore(t, clk.Now), clk)
+		})
+	}
+}
+
+func apply(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request) (ledger.Result, error) {
+	t.Helper()
+	if r.UserID == "" {
+		r.UserID = "u"
+	}
+	m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Apply(context.Background(), m)
+}
+
+func must(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request) ledger.Result {
+	t.Helper()
+	res, err := apply(t, s, typ, r)
+	if err != nil {
+		t.Fatalf("%s %+v: %v", typ, r, err)
+	}
+	return res
+}
+
+// sound checks the user's account against the fold of its entries, and
+// returns the account.
+func sound(t *testing.T, s ledger.Store, user string) ledger.Account {
+	t.Helper()
+	ctx := context.Background()
+	acct, err := s.Balance(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := s.EntriesAfter(ctx, user, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	folded, _, err := ledger.Fold(user, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if folded.Version != acct.Version || !folded.Balance.Equal(acct.Balance) || acct.Balance.IsNegative() {
+		t.Fatalf("account %+v, its %d entries fold to %+v", acct, len(entries), folded)
+	}
+	return acct
+}
+
+func amount(s string) decimal.Decimal { return decimal.RequireFromString(s) }
+
+func foldIsBalance(t *testing.T, s ledger.Store, _ *Clock) {
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "30.5"})
+	r := must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r", Amount: "10", PurchaseRequestID: "p"})
+	if r.Entry.Version != 3 || !r.Balance.Equal(amount("79.5")) {
+		t.Errorf("refund = %+v, want version 3, balance 79.5", r)
+	}
+	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("79.5")) {
+		t.Errorf("balance %s, want 79.5", acct.Balance)
+	}
+}
+
+func appliedOnce(t *testing.T, s ledger.Store, _ *Clock) {
+	first := must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "5"})
+	again := must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "5"})
+	if !again.Replayed || again.Entry.ID != first.Entry.ID {
+		t.Errorf("the same request again = %+v, want the original, replayed", again)
+	}
+	if _, err := apply(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "6"}); ledger.ReasonOf(err) != ledger.ReasonRequestIDReused {
+		t.Errorf("another request under the same id: %v, want %s", err, ledger.ReasonRequestIDReused)
+	}
+	if acct := sound(t, s, "u"); acct.Version != 1 {
+		t.Errorf("version %d, want 1", acct.Version)
+	}
+}
+
+func refusalIsFinal(t *testing.T, s ledger.Store, _ *Clock) {
+	if _, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "5"}); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
+		t.Fatalf("a purchase with nothing: %v", err)
+	}
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
+	_, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "5"})
+	if e, ok := ledger.AsError(err); !ok || e.Reason != ledger.ReasonInsufficientBalance || !e.Replayed {
+		t.Errorf("the refused purchase again, once covered: %v, want the same refusal, replayed", err)
+	}
+	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("10")) {
+		t.Errorf("balance %s, want 10: the refused purchase spent nothing", acct.Balance)
+	}
+}
+
+func refundsWithinPurchase(t *testing.T, s ledger.Store, _ *Clock) {
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "10"})
+	must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r1", Amount: "6", PurchaseRequestID: "p"})
+	if _, err := apply(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r2", Amount: "5", PurchaseRequestID: "p"}); ledger.ReasonOf(err) != ledger.ReasonRefundExceedsPurchase {
+		t.Errorf("refunds of 6 + 5 of 10: %v, want %s", err, ledger.ReasonRefundExceedsPurchase)
+	}
+	if _, err := apply(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r3", Amount: "1", PurchaseRequestID: "nothing"}); ledger.ReasonOf(err) != ledger.ReasonPurchaseNotFound {
+		t.Errorf("a refund of no purchase: %v, want %s", err, ledger.ReasonPurchaseNotFound)
+	}
+	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("96")) {
+		t.Errorf("balance %s, want 96", acct.Balance)
+	}
+}
+
+func frozenSpendsNothing(t *testing.T, s ledger.Store, _ *Clock) {
+	ctx := context.Background()
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
+	if _, changed, err := s.SetStatus(ctx, "u", ledger.StatusFrozen, "review"); err != nil || !changed {
+		t.Fatalf("freeze: %v, %v", changed, err)
+	}
+	if _, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "1"}); ledger.ReasonOf(err) != ledger.ReasonAccountFrozen {
+		t.Errorf("a purchase on a frozen account: %v, want %s", err, ledger.ReasonAccountFrozen)
+	}
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "1"}) // credits still apply
+	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("11")) || acct.Status != ledger.StatusFrozen {
+		t.Errorf("account %+v, want 11, frozen", acct)
+	}
+}
+
+func pointsExpire(t *testing.T, s ledger.Store, clk *Clock) {
+	ctx := context.Background()
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g1", Amount: "5", Expire: clk.Now().Add(time.Hour)})
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "3"})
+	p := must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})
+	if len(p.Entry.Draws) != 1 || !p.Entry.Draws[0].Expire.Equal(clk.Now().Add(time.Hour)) {
+		t.Errorf("purchase drew %+v, want the expiring points first", p.Entry.Draws)
+	}
+	clk.Add(time.Hour)
+	x, err := s.Expire(ctx, "u")
+	if err != nil || x.Entry.Type != ledger.EntryExpiration || !x.Entry.Amount.Equal(amount("-3")) {
+		t.Fatalf("expire at the expiry: %+v, %v; want an EXPIRATION of the 3 left", x, err)
+	}
+	if x, err := s.Expire(ctx, "u"); err != nil || x.Entry.Type != "" {
+		t.Errorf("expire again: %+v, %v; want nothing due", x, err)
+	}
+	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("3")) || !acct.Spendable(clk.Now()).Equal(amount("3")) {
+		t.Errorf("account %+v, want the 3 that never expire", acct)
+	}
+}
+
+func noDoubleSpend(t *testing.T, s ledger.Store, _ *Clock) {
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "20"})
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			_, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: fmt.Sprint("p", i), Amount: "1"})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance:
+				t.Errorf("purchase %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if acct := sound(t, s, "u"); ok.Load() != 20 || !acct.Balance.IsZero() {
+		t.Errorf("%d purchases of 1 on 20 went through, balance %s; want 20 and 0", ok.Load(), acct.Balance)
+	}
+}
