@@ -1,15 +1,24 @@
-// Package ledger is the domain of pointledger: amounts, entries, the account
-// aggregate, mutations and their errors. It imports no transport and no SDK;
-// the DynamoDB write path lives in package dynamo beside it.
+// Package ledger is the domain of pointledger: amounts, entries and their
+// types (EntryTypes), the account aggregate with its buckets of expiring
+// points, the decisions (Decide, DecideExpiry: account + mutation + time ->
+// entries and the account after, or a refusal), the one fold of entries into
+// an account (Account.Apply, Totals, Fold), mutations and their errors, and
+// the Store every store implements. It imports no transport and no SDK; the
+// DynamoDB store lives in package dynamo beside it, an in-memory one in
+// package memory, and ledgertest.Contract is what both must pass.
 //
 // Invariants every store must keep, for each user:
 //
 //   - Entries are immutable. Entry N has version N; versions run 1, 2, 3, ...
 //     without gaps, and the account's version is the number of entries.
 //   - The account's balance is the fold of its entries (Fold), and it is never
-//     negative: a purchase commits only under a condition that the balance
-//     covers it, the version is the one it was computed from and the account
-//     is active. That condition, not a prior read, prevents double spending.
+//     negative: a debit commits only under a condition that the account is
+//     the one it was decided on (version, balance, status). That condition,
+//     not a prior read, prevents double spending.
+//   - The account's buckets sum to its balance; nothing is spent from a
+//     bucket at or past its expire_time, and points are spent soonest expiry
+//     first. Expired points leave the balance by an EXPIRATION entry, written
+//     before the user's next mutation or by the sweeper.
 //   - A request_id is used at most once per user. Its record is written in the
 //     same transaction as its entry and keeps a hash of the request, so a retry
 //     of the same request returns the original result and writes nothing.
