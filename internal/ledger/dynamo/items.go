@@ -158,14 +158,14 @@ func drawsItem(ds []ledger.Draw) types.AttributeValue {
 // balance less them, and an account whose points never expire (most, and
 // every hot one so far) keeps no map at all, so that its every update stays
 // as small as before points expired.
-func bucketsItem(bs []ledger.Bucket) (types.AttributeValue, bool) {
+func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
 	m := make(map[string]types.AttributeValue, len(bs))
 	for _, b := range bs {
 		if !b.Expire.IsZero() {
 			m[expiryKey(b.Expire)] = num(b.Amount)
 		}
 	}
-	return &types.AttributeValueMemberM{Value: m}, len(m) > 0
+	return &types.AttributeValueMemberM{Value: m}
 }
 
 func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {

@@ -69,9 +69,10 @@ import (
 //
 // A cancelled group is decoded item by item: a taken request record makes
 // that mutation, entry or refusal, a replay (its original answer) or
-// ALREADY_EXISTS; a failed refund cap tells what the purchase has
-// refunded, and the refund, planned again, is a recorded refusal; the rest
-// are planned again. A moved account or a TransactionConflict is retried
+// ALREADY_EXISTS; a failed refund condition means another refund of its
+// purchase committed first, and the refund is planned again on the purchase
+// as it is then (it fits, or is a recorded refusal); the rest are planned
+// again. A moved account or a TransactionConflict is retried
 // with jittered backoff, up to Retry.MaxAttempts, then ABORTED (after
 // checking whether the request had been answered all along). Outcomes that
 // are no answer to the request (aborted, unavailable, internal) are not
@@ -104,13 +105,18 @@ func (c *call) finish(res ledger.Result, err error) {
 // request_id. If ctx ends first, Apply returns ctx's error, and the mutation
 // may or may not be applied: retrying it with the same request_id is safe.
 func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error) {
-	c := &call{ctx: ctx, m: m, done: make(chan struct{})}
+	return l.await(&call{ctx: ctx, m: m, done: make(chan struct{})})
+}
+
+// await queues c behind its user's other calls and waits for its answer,
+// or for its caller to leave.
+func (l *Ledger) await(c *call) (ledger.Result, error) {
 	l.queues.push(c, l.drain)
 	select {
 	case <-c.done:
 		return c.res, c.err
-	case <-ctx.Done():
-		return ledger.Result{}, ctx.Err()
+	case <-c.ctx.Done():
+		return ledger.Result{}, c.ctx.Err()
 	}
 }
 
@@ -122,14 +128,7 @@ func (l *Ledger) Expire(ctx context.Context, user string) (ledger.Result, error)
 	if err := ledger.ValidateUserID(user); err != nil {
 		return ledger.Result{}, err
 	}
-	c := &call{ctx: ctx, m: ledger.Mutation{UserID: user}, sweep: true, done: make(chan struct{})}
-	l.queues.push(c, l.drain)
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-ctx.Done():
-		return ledger.Result{}, ctx.Err()
-	}
+	return l.await(&call{ctx: ctx, m: ledger.Mutation{UserID: user}, sweep: true, done: make(chan struct{})})
 }
 
 // drain commits a user's queue, group by group, until it is empty.
@@ -174,12 +173,6 @@ type repeat struct {
 	rec requestRecord
 }
 
-// purchaseSeen is what the write path knows of a purchase its refunds name.
-type purchaseSeen struct {
-	requestRecord
-	refunded decimal.Decimal // at least this much is refunded: what a failed refund cap showed
-}
-
 // group is what planning makes of the calls.
 type group struct {
 	items    []types.TransactWriteItem
@@ -204,8 +197,8 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	defer cancel()
 	conflicts := 0
 	var lastConflict error
-	purchases := map[string]purchaseSeen{} // refunds' purchases: records never change, refunds only grow
-	var fresh *ledger.Account              // just read: the next try plans on it
+	purchases := map[string]requestRecord{} // refunds' purchases: records never change
+	var fresh *ledger.Account               // just read: the next try plans on it
 	for len(calls) > 0 {
 		var acct ledger.Account
 		var err error
@@ -266,7 +259,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			return later
 		}
 
-		settled, retry, unexplained := l.decodeCancel(ctx, g, canceled.CancellationReasons, purchases)
+		settled, retry, unexplained := l.decodeCancel(ctx, g, canceled.CancellationReasons)
 		// Everything not settled is planned again; the calls that were
 		// planned for later stay in line behind them.
 		calls, later = withoutFinished(calls), nil
@@ -303,7 +296,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 }
 
 // plan folds calls over acct, in order, into a group.
-func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, purchases map[string]purchaseSeen) group {
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, purchases map[string]requestRecord) group {
 	g := group{before: acct, items: []types.TransactWriteItem{{}}} // item 0: the account, below
 	running := acct
 	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
@@ -312,6 +305,7 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 	byRequest := map[string]*planned{}      // members by request_id
 	records := map[string]requestRecord{}   // a transaction may write a request record once
 	now := l.now().UTC().Truncate(time.Microsecond)
+loop:
 	for i, c := range calls {
 		m := c.m
 		if err := c.ctx.Err(); err != nil {
@@ -354,52 +348,50 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 		var facts ledger.Facts
 		var purchase requestRecord
 		if info.RefersToPurchase {
-			seen, ok := purchases[m.PurchaseRequestID]
+			rec, ok := purchases[m.PurchaseRequestID]
 			if !ok {
-				rec, found, err := l.request(ctx, m.UserID, m.PurchaseRequestID)
-				if err != nil {
+				found := false
+				var err error
+				if rec, found, err = l.request(ctx, m.UserID, m.PurchaseRequestID); err != nil {
 					c.finish(ledger.Result{}, err)
 					continue
 				}
 				// A refused request wrote no entry: there is nothing to refund.
 				if ok = found && rec.Refusal == nil; ok {
-					seen = purchaseSeen{requestRecord: rec}
-					purchases[m.PurchaseRequestID] = seen
+					purchases[m.PurchaseRequestID] = rec
 				}
 			}
 			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type == ledger.EntryPurchase {
 				g.later = calls[i:] // its purchase commits in this group: refund it in the next
 				break
 			}
-			if ok && seen.Type == ledger.EntryPurchase {
-				if touched[seen.Version] {
+			switch {
+			case ok && rec.Type == ledger.EntryPurchase:
+				if touched[rec.Version] {
 					g.later = calls[i:] // one update of the purchase per transaction
-					break
+					break loop
 				}
-				if seen.Version > acct.Version {
+				if rec.Version > acct.Version {
 					g.behind = true
-					break
+					break loop
 				}
-			}
-			if ok {
-				purchase = seen.requestRecord
-				facts.Purchase = &ledger.PurchaseRef{Version: seen.Version, Type: seen.Type, Amount: seen.Amount, Refunded: seen.refunded}
-			}
-			if ok && seen.Type == ledger.EntryPurchase {
 				// What it drew and what earlier refunds gave back decide
-				// where this refund goes; the purchase's update is
-				// conditioned on the refunded amount read here.
-				pe, found, err := l.entry(ctx, m.UserID, seen.Version)
+				// where this refund goes, and whether it fits; the
+				// purchase's update is conditioned on the refunded amount
+				// read here.
+				pe, found, err := l.entry(ctx, m.UserID, rec.Version)
 				if err == nil && !found {
-					err = fmt.Errorf("purchase %q of %q: entry version %d not found", m.PurchaseRequestID, m.UserID, seen.Version)
+					err = fmt.Errorf("purchase %q of %q: entry version %d not found", m.PurchaseRequestID, m.UserID, rec.Version)
 				}
 				if err != nil {
 					c.finish(ledger.Result{}, err)
 					continue
 				}
-				facts.Purchase.Draws = pe.Draws
-				facts.Purchase.Refunded = decimal.Max(seen.refunded, pe.RefundedAmount)
+				purchase = rec
 				purchase.Refunded = pe.RefundedAmount
+				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Draws: pe.Draws, Refunded: pe.RefundedAmount}
+			case ok: // not a purchase: the domain refuses it
+				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
 			}
 		}
 		if m.ExplainBalance && running.Version > 0 {
@@ -529,11 +521,12 @@ func (l *Ledger) foldTo(ctx context.Context, c *call, version int64) (decimal.De
 // decodeCancel settles the calls of a cancelled group that the reasons
 // decide: a taken request record (a replay, or ALREADY_EXISTS), for a
 // member or a refusal alike. A failed refund cap settles nothing but is
-// progress too: what the purchase has refunded goes into purchases, and
-// the refund, planned again, is refused (and recorded) by the domain. It
+// progress too: another refund of the purchase committed since it was
+// read, and the refund, planned again on the purchase as it is now, fits or
+// is refused (and recorded) by the domain. It
 // returns how many calls it settled or learnt about; else the cause to
 // retry on (a race), or an error for a failure it cannot explain.
-func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason, purchases map[string]purchaseSeen) (settled int, retry, unexplained error) {
+func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason) (settled int, retry, unexplained error) {
 	code := func(i int) string {
 		if i >= 0 && i < len(reasons) && reasons[i].Code != nil {
 			return *reasons[i].Code
@@ -563,16 +556,15 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 			taken(p.c, p.request)
 			settled++
 		case code(p.cap) == "ConditionalCheckFailed":
+			// Planned on the refunded amount it read, it failed only if
+			// another refund committed since: planned again on the purchase
+			// as it is now, it fits or is refused (and recorded).
 			refunded, err := l.refundedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
-			seen := purchases[m.PurchaseRequestID]
 			switch {
 			case err != nil:
 				p.c.finish(ledger.Result{}, err)
-			case !refunded.GreaterThan(decimal.Max(seen.refunded, p.purchase.Refunded)):
+			case !refunded.GreaterThan(p.purchase.Refunded):
 				p.c.finish(ledger.Result{}, fmt.Errorf("refund cap of purchase %q failed at %s refunded, which allows the refund", m.PurchaseRequestID, refunded))
-			default:
-				seen.requestRecord, seen.refunded = p.purchase, refunded
-				purchases[m.PurchaseRequestID] = seen
 			}
 			settled++
 		}
@@ -779,13 +771,11 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	// The expiring buckets: written only when there are some (or were), so
 	// that an account whose points never expire updates as few attributes
 	// as it ever did.
-	buckets, expiring := bucketsItem(after.Buckets)
-	_, expired := bucketsItem(before.Buckets)
 	switch {
-	case expiring:
+	case !after.NextExpiry().IsZero():
 		set = append(set, "buckets = :buckets")
-		values[":buckets"] = buckets
-	case expired:
+		values[":buckets"] = bucketsItem(after.Buckets)
+	case !before.NextExpiry().IsZero():
 		remove = append(remove, "buckets")
 	}
 
