@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,25 +12,13 @@ import (
 	"github.com/pointledger/pointledger/internal/api"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledgertest"
 )
-
-// testClock is a time the test moves, for the store and the API alike.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 func TestGrantsExpire(t *testing.T) {
 	t.Parallel()
-	clk := &testClock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	s := newServerWith(t, serverOptions{now: clk.now, expiry: api.ExpiryPolicy{DefaultTTL: 30 * 24 * time.Hour, Max: 365 * 24 * time.Hour}})
+	clk := ledgertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	s := newServerWith(t, serverOptions{now: clk.Now, expiry: api.ExpiryPolicy{DefaultTTL: 30 * 24 * time.Hour, Max: 365 * 24 * time.Hour}})
 	ctx := context.Background()
 	grant := func(r *pb.GrantRequest) (*pb.GrantResponse, error) {
 		r.UserId = "u"
@@ -41,29 +28,29 @@ func TestGrantsExpire(t *testing.T) {
 		}
 		return res.Msg, nil
 	}
-	inAnHour := clk.now().Add(time.Hour)
+	inAnHour := clk.Now().Add(time.Hour)
 	g1, err := grant(&pb.GrantRequest{RequestId: "g1", Amount: "5", ExpireTime: timestamppb.New(inAnHour)})
 	if err != nil || !g1.Entry.ExpireTime.AsTime().Equal(inAnHour) {
 		t.Fatalf("grant expiring in an hour: %v, %v", g1, err)
 	}
 	g2, err := grant(&pb.GrantRequest{RequestId: "g2", Amount: "7", Ttl: durationpb.New(2 * time.Hour)})
-	if err != nil || !g2.Entry.ExpireTime.AsTime().Equal(clk.now().Add(2*time.Hour)) {
+	if err != nil || !g2.Entry.ExpireTime.AsTime().Equal(clk.Now().Add(2*time.Hour)) {
 		t.Fatalf("grant with a ttl of 2 h: %v, %v", g2, err)
 	}
 	// A retry of a ttl grant, later, is the same request: its original answer.
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 	again, err := grant(&pb.GrantRequest{RequestId: "g2", Amount: "7", Ttl: durationpb.New(2 * time.Hour)})
 	if err != nil || !again.Replayed || !again.Entry.ExpireTime.AsTime().Equal(g2.Entry.ExpireTime.AsTime()) {
 		t.Fatalf("the ttl grant again a minute later: %v, %v; want its replay, expiring as first", again, err)
 	}
 	g3, err := grant(&pb.GrantRequest{RequestId: "g3", Amount: "10"})
-	if err != nil || !g3.Entry.ExpireTime.AsTime().Equal(clk.now().Add(30*24*time.Hour)) {
+	if err != nil || !g3.Entry.ExpireTime.AsTime().Equal(clk.Now().Add(30*24*time.Hour)) {
 		t.Fatalf("grant with the program's default of 30 days: %v, %v", g3, err)
 	}
 	for name, r := range map[string]*pb.GrantRequest{
 		"both":            {ExpireTime: timestamppb.New(inAnHour), Ttl: durationpb.New(time.Hour)},
-		"in the past":     {ExpireTime: timestamppb.New(clk.now().Add(-time.Second))},
-		"now":             {ExpireTime: timestamppb.New(clk.now())},
+		"in the past":     {ExpireTime: timestamppb.New(clk.Now().Add(-time.Second))},
+		"now":             {ExpireTime: timestamppb.New(clk.Now())},
 		"beyond the max":  {Ttl: durationpb.New(366 * 24 * time.Hour)},
 		"a negative ttl":  {Ttl: durationpb.New(-time.Hour)},
 		"an invalid time": {ExpireTime: &timestamppb.Timestamp{Seconds: 1, Nanos: -1}},
@@ -84,7 +71,7 @@ func TestGrantsExpire(t *testing.T) {
 		t.Errorf("balance = %v, want 22 with 5 expiring first, in an hour", b)
 	}
 
-	clk.add(time.Hour) // g1's 5 have expired: not spendable, not in the balance
+	clk.Add(time.Hour) // g1's 5 have expired: not spendable, not in the balance
 	bal, err = s.client.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "u"}))
 	if err != nil || bal.Msg.Balance != "17" || len(bal.Msg.Expiring) != 2 {
 		t.Fatalf("balance an hour later = %v, %v; want 17, two buckets expiring", bal, err)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,25 +16,13 @@ import (
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/projection"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// clock is a time the test moves.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // noScans fails the test on any Scan: the sweeper finds due users through
 // the index only.
@@ -51,7 +38,7 @@ func (n *noScans) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func
 
 type fixture struct {
 	env    *dynamotest.Env
-	clk    *clock
+	clk    *ledgertest.Clock
 	store  *dynamo.Ledger
 	db     *noScans
 	leases *projection.LeaseTable
@@ -60,11 +47,11 @@ type fixture struct {
 func newFixture(tb testing.TB) *fixture {
 	tb.Helper()
 	env := dynamotest.New(tb)
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := ledgertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	db := &noScans{API: env.Client}
 	return &fixture{env: env, clk: clk, db: db,
-		store:  dynamo.New(db, dynamo.Options{Table: env.Ledger, Now: clk.now, Logger: quiet}),
-		leases: projection.NewLeaseTable(env.Client, env.Leases, clk.now)}
+		store:  dynamo.New(db, dynamo.Options{Table: env.Ledger, Now: clk.Now, Logger: quiet}),
+		leases: projection.NewLeaseTable(env.Client, env.Leases, clk.Now)}
 }
 
 func (f *fixture) grant(tb testing.TB, user, id, amount string, expire time.Time) {
@@ -79,7 +66,7 @@ func (f *fixture) grant(tb testing.TB, user, id, amount string, expire time.Time
 }
 
 func (f *fixture) sweeper(owner string) *Sweeper {
-	return New(f.store, f.leases, Options{Owner: owner, Now: f.clk.now, Log: quiet})
+	return New(f.store, f.leases, Options{Owner: owner, Now: f.clk.Now, Log: quiet})
 }
 
 func (f *fixture) entries(tb testing.TB, user string) []ledger.Entry {
@@ -95,7 +82,7 @@ func TestTheSweeperExpiresIdleUsersDuePointsOnly(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	t0 := f.clk.now()
+	t0 := f.clk.Now()
 	f.grant(t, "due", "g1", "5", t0.Add(time.Hour))
 	f.grant(t, "due", "g2", "3", t0.Add(5*time.Hour))
 	f.grant(t, "later", "g", "4", t0.Add(3*time.Hour))
@@ -113,7 +100,7 @@ func TestTheSweeperExpiresIdleUsersDuePointsOnly(t *testing.T) {
 		}
 	}
 
-	f.clk.add(2 * time.Hour)
+	f.clk.Add(2 * time.Hour)
 	p, err := f.sweeper("a").Pass(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -173,11 +160,11 @@ func TestSweepersShareShardsByLease(t *testing.T) {
 //	go test -run '^$' -bench Sweep -benchtime 200x ./internal/sweep/
 func BenchmarkSweep(b *testing.B) {
 	f := newFixture(b)
-	t0 := f.clk.now()
+	t0 := f.clk.Now()
 	for i := range b.N {
 		f.grant(b, fmt.Sprintf("user-%d", i), "g", "10", t0.Add(time.Hour))
 	}
-	f.clk.add(2 * time.Hour)
+	f.clk.Add(2 * time.Hour)
 	b.ResetTimer()
 	p, err := f.sweeper("bench").Pass(context.Background())
 	b.StopTimer()

@@ -22,6 +22,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
@@ -1217,19 +1218,6 @@ func TestAuditOfRefusalRecords(t *testing.T) {
 	}
 }
 
-// clock is a time the test moves.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // Expiring points through the store: each entry and the aggregate keep the
 // buckets; a purchase after an expiry writes the EXPIRATION first, in its
 // own transaction; refunds go back where the purchase drew; the audit
@@ -1237,7 +1225,7 @@ func (c *clock) Add(d time.Duration) {
 func TestExpiringPointsInTheStore(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	clk := &clock{t: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	clk := ledgertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	l := New(env.Client, Options{Table: env.Ledger, Now: clk.Now})
 	soon, late := clk.Now().Add(time.Hour), clk.Now().Add(48*time.Hour)
 	grant := func(id, amount string, expire time.Time) {
