@@ -324,12 +324,7 @@ loop:
 			}
 			p := &planned{c: c, request: -1, cap: -1}
 			for _, e := range dec.Entries {
-				e.ID = l.newID(now)
-				p.entry = e
-				p.puts = append(p.puts, len(g.items))
-				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-					TableName: &l.table, Item: entryItem(e), ConditionExpression: aws.String("attribute_not_exists(PK)"),
-				}})
+				p.entry = l.putEntry(&g, p, e, now)
 			}
 			g.members = append(g.members, p)
 			cum = cum.Add(dec.After.Balance.Sub(running.Balance))
@@ -444,13 +439,7 @@ loop:
 		}
 		p := &planned{c: c, purchase: purchase, cap: -1}
 		for j, e := range dec.Entries {
-			e.ID = l.newID(now)
-			p.puts = append(p.puts, len(g.items))
-			g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-				TableName:           &l.table,
-				Item:                entryItem(e),
-				ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			}})
+			e = l.putEntry(&g, p, e, now)
 			if j == dec.Main {
 				p.entry = e
 				p.request = len(g.items)
@@ -490,6 +479,19 @@ loop:
 		g.items[0] = types.TransactWriteItem{ConditionCheck: accountCheck(l.table, acct, cond)}
 	}
 	return g
+}
+
+// putEntry gives e its id and adds its put to the group, as one of p's
+// entries; it returns e with its id.
+func (l *Ledger) putEntry(g *group, p *planned, e ledger.Entry, now time.Time) ledger.Entry {
+	e.ID = l.newID(now)
+	p.puts = append(p.puts, len(g.items))
+	g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+		TableName:           &l.table,
+		Item:                entryItem(e),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	}})
+	return e
 }
 
 // indexReserve is the room a group keeps for the index of next expiries:
