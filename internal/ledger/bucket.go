@@ -122,39 +122,48 @@ func sum(ds []Draw) decimal.Decimal {
 	return t
 }
 
-// Spendable is what acct may spend at t: its buckets that have not expired.
-func (a Account) Spendable(t time.Time) decimal.Decimal {
-	s := decimal.Zero
-	for _, b := range a.Buckets {
-		if live(b.Expire, t) {
-			s = s.Add(b.Amount)
-		}
-	}
-	return s
+// At is the account as it is at t: the holds and buckets due by then
+// released and expired, as the user's next mutation would write them. A
+// balance read answers At(now), so expiry is decided by time, not by when
+// the ledger writes it down.
+func (a Account) At(t time.Time) Account {
+	var discard []Entry
+	return a.expire(Time(a, t), &discard)
 }
+
+// Spendable is acct's balance at t: what it holds in buckets that have
+// not expired, and in holds that have not (see At).
+func (a Account) Spendable(t time.Time) decimal.Decimal { return a.At(t).Balance }
 
 // Expiring is the account's buckets still live at t that will expire, soonest
 // first, at most n of them.
 func (a Account) Expiring(t time.Time, n int) []Bucket {
 	var out []Bucket
-	for _, b := range a.Buckets {
+	for _, b := range a.At(t).Buckets {
 		if len(out) == n {
 			break
 		}
-		if !b.Expire.IsZero() && live(b.Expire, t) {
+		if !b.Expire.IsZero() {
 			out = append(out, b)
 		}
 	}
 	return out
 }
 
-// NextExpiry is the soonest expiry of the account's buckets; zero if none
-// expires. A sweeper finds idle users whose points are due by it.
+// NextExpiry is the soonest expiry of the account's buckets and open
+// holds; zero if none expires. A sweeper finds idle users whose points or
+// holds are due by it.
 func (a Account) NextExpiry() time.Time {
+	var next time.Time
 	if len(a.Buckets) > 0 {
-		return a.Buckets[0].Expire // sorted: soonest first, never last
+		next = a.Buckets[0].Expire // sorted: soonest first, never last
 	}
-	return time.Time{}
+	for _, h := range a.Holds {
+		if next.IsZero() || h.ExpireTime.Before(next) {
+			next = h.ExpireTime
+		}
+	}
+	return next
 }
 
 // expired is the draws of every bucket that has expired at t.

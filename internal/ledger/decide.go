@@ -27,12 +27,19 @@ type EntryTypeInfo struct {
 	// Credit: the entry adds to the balance; else it takes away.
 	// Adjustments are either, by Mutation.Debit.
 	Credit bool
-	// Spends: a debit of this type must be covered by the balance.
+	// Spends: a debit of this type must be covered by what is available
+	// (the balance less what is held).
 	Spends bool
+	// NoAmount: its amount is 0: it moves what is held, not the balance.
+	NoAmount bool
 	// NeedsActive: refused on a frozen account.
 	NeedsActive bool
 	// RefersToPurchase: names a purchase by its request_id.
 	RefersToPurchase bool
+	// Refundable: a refund may name it, as the purchase it gives back.
+	Refundable bool
+	// ResolvesHold: names an open hold by its request_id, and resolves it.
+	ResolvesHold bool
 	// Expires: a credit that lands in the bucket of its expire time.
 	Expires bool
 	// System: written by the ledger itself, not asked for by a request, so
@@ -45,10 +52,16 @@ type EntryTypeInfo struct {
 // EntryTypes is every entry type and its properties.
 var EntryTypes = map[EntryType]EntryTypeInfo{
 	EntryGrant:      {Credit: true, Expires: true, Total: TotalGranted},
-	EntryPurchase:   {Spends: true, NeedsActive: true, Total: TotalSpent},
+	EntryPurchase:   {Spends: true, NeedsActive: true, Refundable: true, Total: TotalSpent},
 	EntryRefund:     {Credit: true, RefersToPurchase: true, Total: TotalRefunded},
 	EntryAdjustment: {Credit: true, Spends: true, Expires: true, Total: TotalAdjusted}, // a debit only with Mutation.Debit
 	EntryExpiration: {System: true, Total: TotalExpired},
+	EntryHold:       {Spends: true, NeedsActive: true, NoAmount: true},
+	// A capture spends what is already held: a frozen account still
+	// captures, and nothing is checked against what is available.
+	EntryCapture: {ResolvesHold: true, Refundable: true, Total: TotalSpent},
+	// A void; the ledger also writes releases itself, for expired holds.
+	EntryRelease: {ResolvesHold: true, NoAmount: true},
 }
 
 // Info returns the properties of t, and whether t is an entry type.
@@ -75,12 +88,18 @@ type Facts struct {
 	EntriesSum decimal.Decimal
 	// MaxBuckets bounds the account's buckets; 0: DefaultMaxBuckets.
 	MaxBuckets int
+	// Hold is the record of the hold a capture or a void names, when the
+	// account has no open hold of that request_id; nil if the user has no
+	// hold of it.
+	Hold *HoldRef
+	// MaxHolds bounds the account's open holds; 0: DefaultMaxHolds.
+	MaxHolds int
 }
 
 // PurchaseRef is a purchase as a refund sees it.
 type PurchaseRef struct {
 	Version  int64
-	Type     EntryType       // what the request_id names: a refund of anything but a purchase is refused
+	Type     EntryType       // what the request_id names: a refund of anything but a purchase or a capture is refused
 	Amount   decimal.Decimal // the purchase's positive amount
 	Draws    []Draw          // what it took from which bucket
 	Refunded decimal.Decimal // what earlier refunds gave back, as the store read the purchase
@@ -89,8 +108,8 @@ type PurchaseRef struct {
 // Decision is what a mutation does to an account: the entries it appends,
 // in version order and without IDs (the store gives them), and the account
 // after them. Entries[Main] is the mutation's own entry; the others are
-// expirations: of buckets due before it, and of what a refund gave back to
-// buckets that had expired.
+// releases of holds and expirations of buckets due before it, and the
+// expiration of what it gave back to buckets that had expired.
 type Decision struct {
 	Entries []Entry
 	Main    int
@@ -135,7 +154,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 
 	var purchase *PurchaseRef
 	if info.RefersToPurchase {
-		if f.Purchase == nil || f.Purchase.Type != EntryPurchase {
+		if f.Purchase == nil || !refundable(f.Purchase.Type) {
 			return Decision{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
 				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
 		}
@@ -145,6 +164,13 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonRefundExceedsPurchase,
 			"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
 			m.Amount, m.PurchaseRequestID, f.Purchase.Refunded, f.Purchase.Amount)
+	}
+	var hold Hold
+	if info.ResolvesHold {
+		var err error
+		if hold, err = openHold(acct, running, m, f.Hold); err != nil {
+			return Decision{}, err
+		}
 	}
 	if m.ExplainBalance {
 		if running.Version == 0 {
@@ -164,12 +190,20 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	if info.NeedsActive && acct.Version > 0 && acct.Status != StatusActive {
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonAccountFrozen, "account of user %q is %s", m.UserID, acct.Status)
 	}
-	if m.Spends() && running.Balance.LessThan(m.Amount) {
+	if m.Spends() && running.Available().LessThan(m.Amount) {
+		if running.Held.IsPositive() {
+			return Decision{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
+				"available %s of user %q (balance %s, of which %s held) does not cover %s", running.Available(), m.UserID, running.Balance, running.Held, m.Amount)
+		}
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
 			"balance %s of user %q does not cover %s", running.Balance, m.UserID, m.Amount)
 	}
 	if !m.ExplainBalance && running.Balance.Add(m.Delta()).GreaterThan(MaxBalance) {
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
+	}
+	if m.Type == EntryHold && len(running.Holds) >= cmp.Or(f.MaxHolds, DefaultMaxHolds) {
+		return Decision{}, Errorf(KindFailedPrecondition, ReasonTooManyHolds,
+			"user %q has %d open holds, as many as allowed: capture or void one first", m.UserID, len(running.Holds))
 	}
 
 	e := Entry{
@@ -184,11 +218,38 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 		PurchaseRequestID: m.PurchaseRequestID,
 		Reason:            m.Reason,
 		ExplainsBalance:   m.ExplainBalance,
+		HoldRequestID:     m.HoldRequestID,
 	}
 	switch {
 	case purchase != nil:
 		e.PurchaseVersion = purchase.Version
 		e.Draws = giveBack(purchase.Draws, purchase.Refunded, m.Amount)
+	case m.Type == EntryHold:
+		if !live(m.Expire, at) {
+			return Decision{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
+				"expire_time %s is not after the time of this hold, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+		}
+		e.ExpireTime = m.Expire.UTC()
+		e.HeldChange = m.Amount
+		e.Draws = spend(running.Buckets, m.Amount)
+	case m.Type == EntryCapture:
+		captured := m.Amount
+		if captured.IsZero() { // none asked: all of it
+			captured = hold.Amount
+		}
+		if captured.GreaterThan(hold.Amount) {
+			return Decision{}, Errorf(KindFailedPrecondition, ReasonCaptureExceedsHold,
+				"capture of %s exceeds hold %q of %s", captured, hold.RequestID, hold.Amount)
+		}
+		e.Amount = captured.Neg()
+		e.HeldChange = hold.Amount.Neg()
+		e.Draws = captureDraws(hold.Draws, captured)
+		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
+	case m.Type == EntryRelease:
+		e.Reason = ReleaseVoided
+		e.HeldChange = hold.Amount.Neg()
+		e.Draws = hold.Draws
+		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
 	case e.Amount.IsNegative():
 		e.Draws = spend(running.Buckets, m.Amount)
 	case info.Expires:
@@ -206,7 +267,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonTooManyBuckets,
 			"user %q would hold points of %d expiry times, more than the %d allowed: grant with an expiry the user already has, or none", m.UserID, len(next.Buckets), maxBuckets)
 	}
-	e.BalanceAfter = next.Balance
+	e.BalanceAfter, e.HeldAfter = next.Balance, next.Held
 	d.Main = len(d.Entries)
 	d.Entries = append(d.Entries, e)
 	// What a refund gave back to buckets that have expired expires at once,
@@ -223,9 +284,29 @@ func DecideExpiry(acct Account, now time.Time) Decision {
 	return d
 }
 
-// expire appends to entries an expiration of the account's buckets that
-// have expired at t, and returns the account after it.
+// expire appends to entries a release of each hold that has expired at t,
+// then an expiration of the account's buckets that have expired at t (with
+// what those releases gave back to them), and returns the account after.
 func (a Account) expire(t time.Time, entries *[]Entry) Account {
+	for _, h := range a.Holds {
+		if live(h.ExpireTime, t) {
+			continue
+		}
+		e := Entry{
+			UserID:        a.UserID,
+			Version:       a.Version + 1,
+			Type:          EntryRelease,
+			OrderID:       h.OrderID,
+			CreateTime:    t,
+			Reason:        ReleaseExpired,
+			HeldChange:    h.Amount.Neg(),
+			Draws:         h.Draws,
+			HoldRequestID: h.RequestID,
+		}
+		a = a.Apply(e)
+		e.BalanceAfter, e.HeldAfter = a.Balance, a.Held
+		*entries = append(*entries, e)
+	}
 	draws := a.expired(t)
 	if len(draws) == 0 {
 		return a
@@ -239,9 +320,41 @@ func (a Account) expire(t time.Time, entries *[]Entry) Account {
 		Draws:      draws,
 	}
 	after := a.Apply(e)
-	e.BalanceAfter = after.Balance
+	e.BalanceAfter, e.HeldAfter = after.Balance, after.Held
 	*entries = append(*entries, e)
 	return after
+}
+
+// refundable says whether a refund may name an entry of type t.
+func refundable(t EntryType) bool {
+	info, _ := t.Info()
+	return info.Refundable
+}
+
+// openHold is the open hold m resolves, in the account as it is at m's
+// time (running), or the refusal: acct held it but it expired by then,
+// its record says it resolved, or there is none.
+func openHold(acct, running Account, m Mutation, rec *HoldRef) (Hold, error) {
+	if h, ok := running.Hold(m.HoldRequestID); ok {
+		return h, nil
+	}
+	if _, ok := acct.Hold(m.HoldRequestID); ok {
+		return Hold{}, holdExpired(m)
+	}
+	switch {
+	case rec == nil || rec.State == HoldHeld:
+		// HELD on record but not open in the account: the account was read
+		// before the hold committed; the store's condition on the account
+		// refuses to record this refusal, and it decides again.
+		return Hold{}, Errorf(KindNotFound, ReasonHoldNotFound, "user %q has no hold with request_id %q", m.UserID, m.HoldRequestID)
+	case rec.State == HoldExpired:
+		return Hold{}, holdExpired(m)
+	}
+	return Hold{}, Errorf(KindFailedPrecondition, ReasonHoldNotHeld, "hold %q of user %q is already %s", m.HoldRequestID, m.UserID, rec.State)
+}
+
+func holdExpired(m Mutation) error {
+	return Errorf(KindFailedPrecondition, ReasonHoldExpired, "hold %q of user %q has expired: its points went back to the balance", m.HoldRequestID, m.UserID)
 }
 
 func balanceMoved(m Mutation, acct Account) error {

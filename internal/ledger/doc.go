@@ -1,6 +1,6 @@
 // Package ledger is the domain of pointledger: amounts, entries and their
 // types (EntryTypes), the account aggregate with its buckets of expiring
-// points, the decisions (Decide, DecideExpiry: account + mutation + time ->
+// points and its open holds (checkout), the decisions (Decide, DecideExpiry: account + mutation + time ->
 // entries and the account after, or a refusal), the one fold of entries into
 // an account (Account.Apply, Totals, Fold), mutations and their errors, and
 // the Store every store implements. It imports no transport and no SDK; the
@@ -15,10 +15,17 @@
 //     negative: a debit commits only under a condition that the account is
 //     the one it was decided on (version, balance, status). That condition,
 //     not a prior read, prevents double spending.
-//   - The account's buckets sum to its balance; nothing is spent from a
-//     bucket at or past its expire_time, and points are spent soonest expiry
-//     first. Expired points leave the balance by an EXPIRATION entry, written
-//     before the user's next mutation or by the sweeper.
+//   - The account's buckets and its open holds sum to its balance; nothing is
+//     spent or held from a bucket at or past its expire_time, and points are
+//     spent soonest expiry first. Expired points leave the balance by an
+//     EXPIRATION entry, written before the user's next mutation or by the
+//     sweeper.
+//   - Held is the sum of the open holds, and never more than the balance:
+//     every debit, hold or purchase, is checked against what is available
+//     (balance less held). A hold resolves exactly once (CAPTURE, or RELEASE
+//     by a void or by its expiry, which is written as bucket expiry is), in
+//     the same transaction as its entry, under a condition on the state it
+//     leaves; a capture never spends more than its hold.
 //   - A request_id is used at most once per user. Its record is written in the
 //     same transaction as its entry and keeps a hash of the request, so a retry
 //     of the same request returns the original result and writes nothing.

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -18,6 +19,14 @@ const (
 	// EntryExpiration takes expired points off the balance. The ledger
 	// writes it itself, before the user's next mutation or by the sweeper.
 	EntryExpiration EntryType = "EXPIRATION"
+	// EntryHold reserves points for a checkout: amount 0, held_change +x.
+	EntryHold EntryType = "HOLD"
+	// EntryCapture spends a hold, like a purchase of what it captures; what
+	// it does not capture goes back to the buckets (held_change -x).
+	EntryCapture EntryType = "CAPTURE"
+	// EntryRelease gives a hold's points back: amount 0, held_change -x;
+	// its Reason says whether a Void or the hold's expiry let go.
+	EntryRelease EntryType = "RELEASE"
 )
 
 // Status says whether an account may spend.
@@ -59,16 +68,30 @@ type Entry struct {
 	// buckets their purchase drew, and say so in Draws instead.
 	ExpireTime time.Time
 	// Debits and expirations: what they took from which bucket; refunds:
-	// what they gave back to which. In spending order.
+	// what they gave back to which. In spending order. Holds: what they
+	// hold of which bucket; captures: what they spent of their hold;
+	// releases: what they give back.
 	Draws []Draw
+
+	// Holds, captures and releases: the change to what the account holds
+	// (see Account.Held), and what it holds after. The amount of a hold or
+	// a release is 0: holding does not move the balance, only what of it is
+	// available.
+	HeldChange decimal.Decimal
+	HeldAfter  decimal.Decimal
+	// Captures and releases: the hold they resolve (its request_id). Holds
+	// keep their own expiry in ExpireTime.
+	HoldRequestID string
 }
 
 // Account is the aggregate: a versioned snapshot of the fold of a user's
 // entries. The zero Account (version 0, balance 0) is a user with no entries.
 type Account struct {
 	UserID     string
-	Balance    decimal.Decimal // the sum of the buckets, expired or not
+	Balance    decimal.Decimal // the sum of the buckets, expired or not, and of what is held
 	Buckets    []Bucket        // by expiry, soonest first, never-expiring last
+	Held       decimal.Decimal // the sum of the open holds
+	Holds      []Hold          // open holds, in version order
 	Version    int64
 	Status     Status
 	CreateTime time.Time
@@ -93,7 +116,27 @@ func (a Account) Apply(e Entry) Account {
 		}
 	}
 	a.Balance = a.Balance.Add(e.Amount)
-	a.Buckets = a.applyBuckets(e)
+	a.Held = a.Held.Add(e.HeldChange)
+	switch e.Type {
+	case EntryHold:
+		for _, d := range e.Draws {
+			a.Buckets = debit(a.Buckets, d.Expire, d.Amount)
+		}
+		a.Holds = append(slices.Clone(a.Holds), HoldOf(e))
+	case EntryCapture:
+		h, _ := a.Hold(e.HoldRequestID)
+		for _, d := range releasedBy(h, e) {
+			a.Buckets = credit(a.Buckets, d.Expire, d.Amount)
+		}
+		a.Holds = a.withoutHold(e.HoldRequestID)
+	case EntryRelease:
+		for _, d := range e.Draws {
+			a.Buckets = credit(a.Buckets, d.Expire, d.Amount)
+		}
+		a.Holds = a.withoutHold(e.HoldRequestID)
+	case EntryGrant, EntryPurchase, EntryRefund, EntryAdjustment, EntryExpiration:
+		a.Buckets = a.applyBuckets(e)
+	}
 	a.Version = e.Version
 	a.UpdateTime = e.CreateTime
 	return a

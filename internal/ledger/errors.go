@@ -45,6 +45,12 @@ const (
 	ReasonThrottled             = "THROTTLED"
 	ReasonInvalidExpiry         = "INVALID_EXPIRY"
 	ReasonTooManyBuckets        = "TOO_MANY_BUCKETS"
+	ReasonHoldNotFound          = "HOLD_NOT_FOUND"
+	ReasonHoldNotHeld           = "HOLD_NOT_HELD"
+	ReasonHoldExpired           = "HOLD_EXPIRED"
+	ReasonCaptureExceedsHold    = "CAPTURE_EXCEEDS_HOLD"
+	ReasonTooManyHolds          = "TOO_MANY_HOLDS"
+	ReasonInvalidHold           = "INVALID_HOLD"
 )
 
 // Final says whether a refusal of this kind is the request's answer for

@@ -34,6 +34,9 @@ type Request struct {
 	OrderID           string
 	Metadata          map[string]string
 	PurchaseRequestID string // refunds only
+	// Captures and voids: the hold they resolve (its request_id). A
+	// capture's Amount may be "": all of the hold.
+	HoldRequestID string
 
 	// Adjustments only.
 	Debit           bool   // take points away instead of adding them
@@ -42,7 +45,8 @@ type Request struct {
 	ExpectedBalance string // with ExplainBalance: the balance the account must have
 
 	// Credits (grants, credit adjustments): when the points expire; zero:
-	// never. The API resolves a request's expire_time or ttl to it.
+	// never. Holds: when the hold lets go; required. The API resolves a
+	// request's expire_time or ttl to it.
 	Expire time.Time
 	// ExpireSpec is what the request said of its expiry, as sent: a ttl
 	// resolves to another Expire on each retry, and a retry must hash as
@@ -62,10 +66,11 @@ type Mutation struct {
 	Type              EntryType
 	UserID            string
 	RequestID         string
-	Amount            decimal.Decimal // positive; Delta gives the signed change
+	Amount            decimal.Decimal // positive (a capture: zero for all of its hold); Delta gives the signed change
 	OrderID           string
 	Metadata          map[string]string
 	PurchaseRequestID string
+	HoldRequestID     string
 	Debit             bool
 	Reason            string
 	ExplainBalance    bool
@@ -90,9 +95,16 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	if err := validateID("request_id", ReasonInvalidRequestID, r.RequestID); err != nil {
 		return Mutation{}, err
 	}
-	amount, err := ParseAmount(r.Amount, scale)
-	if err != nil {
-		return Mutation{}, err
+	var amount decimal.Decimal
+	switch {
+	case t == EntryRelease && r.Amount != "":
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "a void releases all of its hold: it takes no amount")
+	case t == EntryRelease, t == EntryCapture && r.Amount == "":
+	default:
+		var err error
+		if amount, err = ParseAmount(r.Amount, scale); err != nil {
+			return Mutation{}, err
+		}
 	}
 	if err := validateOrderID(r.OrderID); err != nil {
 		return Mutation{}, err
@@ -108,12 +120,16 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		OrderID:           r.OrderID,
 		Metadata:          r.Metadata,
 		PurchaseRequestID: r.PurchaseRequestID,
+		HoldRequestID:     r.HoldRequestID,
 	}
 	if !r.Expire.IsZero() {
-		if info, _ := t.Info(); !info.Expires || r.Debit || r.ExplainBalance {
-			return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "only grants and credit adjustments expire")
+		if info, _ := t.Info(); (!info.Expires || r.Debit || r.ExplainBalance) && t != EntryHold {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "only grants, credit adjustments and holds expire")
 		}
 		m.Expire = r.Expire.UTC()
+	}
+	if t == EntryHold && m.Expire.IsZero() {
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "a hold needs an expiry")
 	}
 	m.ExpireSpec = r.ExpireSpec
 	if m.ExpireSpec == "" && !m.Expire.IsZero() {
@@ -122,11 +138,18 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	if t != EntryRefund && r.PurchaseRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
 	}
+	if info, _ := t.Info(); !info.ResolvesHold && r.HoldRequestID != "" {
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidHold, "hold_request_id is only for captures and voids")
+	}
 	if t != EntryAdjustment && (r.Debit || r.Reason != "" || r.ExplainBalance || r.ExpectedBalance != "") {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "debit, reason and explain_balance are only for adjustments")
 	}
 	switch t {
-	case EntryGrant, EntryPurchase:
+	case EntryGrant, EntryPurchase, EntryHold:
+	case EntryCapture, EntryRelease:
+		if err := validateID("hold_request_id", ReasonInvalidHold, r.HoldRequestID); err != nil {
+			return Mutation{}, err
+		}
 	case EntryRefund:
 		if err := validateID("purchase_request_id", ReasonInvalidRequestID, r.PurchaseRequestID); err != nil {
 			return Mutation{}, err
@@ -145,6 +168,8 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		} else if r.ExpectedBalance != "" {
 			return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "expected_balance goes with explain_balance")
 		}
+	case EntryExpiration:
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "only the ledger writes %s entries", t)
 	default:
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", t)
 	}
@@ -184,17 +209,21 @@ type Result struct {
 // Delta is the signed amount of the mutation's entry: the change to the
 // balance, or, for an adjustment that explains the balance, to the fold.
 func (m Mutation) Delta() decimal.Decimal {
-	if info, _ := m.Type.Info(); !info.Credit || m.Debit {
+	info, _ := m.Type.Info()
+	if info.NoAmount {
+		return decimal.Zero
+	}
+	if !info.Credit || m.Debit {
 		return m.Amount.Neg()
 	}
 	return m.Amount
 }
 
-// Spends says whether the mutation takes points from the balance, so that
-// the balance must cover it.
+// Spends says whether the mutation takes points from what is available (a
+// debit, or a hold), so that what is available must cover it.
 func (m Mutation) Spends() bool {
 	info, _ := m.Type.Info()
-	return info.Spends && m.Delta().IsNegative() && !m.ExplainBalance
+	return info.Spends && !m.ExplainBalance && (m.Type != EntryAdjustment || m.Debit)
 }
 
 // Hash identifies the request's content, so that a retry of the same request
@@ -214,6 +243,10 @@ func (m Mutation) Hash() string {
 	field(m.Amount.String())
 	field(m.OrderID)
 	field(m.PurchaseRequestID)
+	if m.HoldRequestID != "" { // only then, as with the expiry below
+		field("hold")
+		field(m.HoldRequestID)
+	}
 	if m.ExpireSpec != "" { // only then: the hashes of earlier requests stay as recorded
 		field("expire")
 		field(m.ExpireSpec)
