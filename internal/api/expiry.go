@@ -17,12 +17,38 @@ type ExpiryPolicy struct {
 	DefaultTTL time.Duration
 	// Max is how far ahead an expiry may be; 0: DefaultMaxExpiry.
 	Max time.Duration
+	// HoldTTL is how long a hold that names no expiry holds; 0:
+	// DefaultHoldTTL.
+	HoldTTL time.Duration
+	// HoldMax is how far ahead a hold may expire; 0: DefaultMaxHoldTTL.
+	HoldMax time.Duration
 	// Now is the clock an expiry is judged by.
 	Now func() time.Time
 }
 
 // DefaultMaxExpiry bounds how far ahead points may expire by default.
 const DefaultMaxExpiry = 10 * 365 * 24 * time.Hour
+
+// DefaultHoldTTL is how long a checkout holds points when it does not say:
+// long enough to pay, short enough that an abandoned cart gives its points
+// back the same hour.
+const DefaultHoldTTL = 15 * time.Minute
+
+// DefaultMaxHoldTTL bounds how long a hold may hold points by default.
+const DefaultMaxHoldTTL = 7 * 24 * time.Hour
+
+// holdExpire resolves a hold's expire_time or ttl as expire does a grant's,
+// with the hold's default and maximum: a hold always expires.
+func (p ExpiryPolicy) holdExpire(at *timestamppb.Timestamp, ttl *durationpb.Duration) (time.Time, string, error) {
+	p.DefaultTTL, p.Max = p.HoldTTL, p.HoldMax
+	if p.DefaultTTL <= 0 {
+		p.DefaultTTL = DefaultHoldTTL
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultMaxHoldTTL
+	}
+	return p.expire(at, ttl, true)
+}
 
 // expire resolves a credit's expire_time or ttl (not both) to the time its
 // points expire; zero: never. A time in the past or beyond the maximum is

@@ -22,6 +22,7 @@ type Ledger interface {
 	Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error)
 	Balance(ctx context.Context, user string) (ledger.Account, error)
 	Entries(ctx context.Context, user string, pageSize int, pageToken string) ([]ledger.Entry, string, error)
+	Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error)
 }
 
 // History is what the service needs of the history projection.
@@ -112,12 +113,15 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 		return nil, s.toConnect(ctx, err)
 	}
 	now := s.expiry.Now()
+	at := a.At(now)
 	return connect.NewResponse(&pb.GetBalanceResponse{
-		UserId:   req.Msg.UserId,
-		Balance:  a.Spendable(now).String(),
-		Version:  a.Version,
-		Status:   statusToProto(a.Status),
-		Expiring: bucketsToProto(a.Expiring(now, 10)),
+		UserId:    req.Msg.UserId,
+		Balance:   at.Balance.String(),
+		Version:   a.Version,
+		Status:    statusToProto(a.Status),
+		Expiring:  bucketsToProto(a.Expiring(now, 10)),
+		Available: at.Available().String(),
+		Held:      at.Held.String(),
 	}), nil
 }
 
@@ -187,8 +191,11 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		Reason:            e.Reason,
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
+		HeldChange:        e.HeldChange.String(),
+		HeldAfter:         e.HeldAfter.String(),
+		HoldRequestId:     e.HoldRequestID,
 	}
-	if e.Type == ledger.EntryPurchase {
+	if info, _ := e.Type.Info(); info.Refundable {
 		out.RefundedAmount = e.RefundedAmount.String()
 		switch {
 		case e.RefundedAmount.IsZero():
@@ -214,6 +221,12 @@ func entryTypeFromProto(t pb.EntryType) (ledger.EntryType, bool) {
 		return ledger.EntryAdjustment, true
 	case pb.EntryType_ENTRY_TYPE_EXPIRATION:
 		return ledger.EntryExpiration, true
+	case pb.EntryType_ENTRY_TYPE_HOLD:
+		return ledger.EntryHold, true
+	case pb.EntryType_ENTRY_TYPE_CAPTURE:
+		return ledger.EntryCapture, true
+	case pb.EntryType_ENTRY_TYPE_RELEASE:
+		return ledger.EntryRelease, true
 	case pb.EntryType_ENTRY_TYPE_UNSPECIFIED:
 	}
 	return "", false
@@ -236,8 +249,11 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		ExplainsBalance:   e.ExplainsBalance,
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
+		HeldChange:        e.HeldChange.String(),
+		HeldAfter:         e.HeldAfter.String(),
+		HoldRequestId:     e.HoldRequestID,
 	}
-	if e.Type == ledger.EntryPurchase {
+	if info, _ := e.Type.Info(); info.Refundable {
 		out.RefundedAmount = e.RefundedAmount.String()
 	}
 	return out
@@ -255,6 +271,12 @@ func entryTypeToProto(t ledger.EntryType) pb.EntryType {
 		return pb.EntryType_ENTRY_TYPE_ADJUSTMENT
 	case ledger.EntryExpiration:
 		return pb.EntryType_ENTRY_TYPE_EXPIRATION
+	case ledger.EntryHold:
+		return pb.EntryType_ENTRY_TYPE_HOLD
+	case ledger.EntryCapture:
+		return pb.EntryType_ENTRY_TYPE_CAPTURE
+	case ledger.EntryRelease:
+		return pb.EntryType_ENTRY_TYPE_RELEASE
 	}
 	return pb.EntryType_ENTRY_TYPE_UNSPECIFIED
 }

@@ -22,6 +22,12 @@ var policy = map[string]rule{
 	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true},
 	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true},
 	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true},
+	// A user holds its own points at a checkout and may let go of its own
+	// holds; capturing is the shop's decision. An admin may read and void.
+	pointledgerv1connect.LedgerServiceAuthorizeProcedure: {service: true, user: true},
+	pointledgerv1connect.LedgerServiceCaptureProcedure:   {service: true},
+	pointledgerv1connect.LedgerServiceVoidProcedure:      {service: true, admin: true, user: true},
+	pointledgerv1connect.LedgerServiceListHoldsProcedure: {service: true, admin: true, user: true},
 
 	pointledgerv1connect.AdminServiceReconcileProcedure:           {admin: true},
 	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true},

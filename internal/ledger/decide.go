@@ -114,6 +114,9 @@ type Decision struct {
 	Entries []Entry
 	Main    int
 	After   Account
+	// Hold is the hold the mutation made or resolved, as it is after it
+	// (zero for other mutations).
+	Hold Hold
 }
 
 // Entry is the mutation's own entry.
@@ -268,6 +271,12 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 			"user %q would hold points of %d expiry times, more than the %d allowed: grant with an expiry the user already has, or none", m.UserID, len(next.Buckets), maxBuckets)
 	}
 	e.BalanceAfter, e.HeldAfter = next.Balance, next.Held
+	switch {
+	case m.Type == EntryHold:
+		d.Hold = HoldOf(e)
+	case info.ResolvesHold:
+		d.Hold = ResolvedHold(hold, e)
+	}
 	d.Main = len(d.Entries)
 	d.Entries = append(d.Entries, e)
 	// What a refund gave back to buckets that have expired expires at once,

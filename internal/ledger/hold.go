@@ -154,3 +154,35 @@ func releasedBy(h Hold, e Entry) []Draw {
 	}
 	return released(h.Draws, e.Draws)
 }
+
+// Check validates q and fills its defaults: HELD when no state is asked
+// for, a page size as PageSize reads it. States named twice count once.
+func (q HoldQuery) Check() (HoldQuery, error) {
+	size, err := PageSize(q.PageSize)
+	if err != nil {
+		return q, err
+	}
+	q.PageSize = size
+	var states []HoldState
+	for _, s := range q.States {
+		switch s {
+		case HoldHeld, HoldCaptured, HoldVoided, HoldExpired:
+		default:
+			return q, Errorf(KindInvalid, ReasonInvalidFilter, "states: %q is not a hold state", s)
+		}
+		if !slices.Contains(states, s) {
+			states = append(states, s)
+		}
+	}
+	if len(states) == 0 {
+		states = []HoldState{HoldHeld}
+	}
+	slices.Sort(states)
+	q.States = states
+	return q, nil
+}
+
+// Matches says whether h, as it is at t (StateAt), is in one of q's states.
+func (q HoldQuery) Matches(h Hold, t time.Time) bool {
+	return slices.Contains(q.States, h.StateAt(t))
+}

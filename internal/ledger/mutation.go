@@ -204,6 +204,9 @@ type Result struct {
 	Entry    Entry
 	Balance  decimal.Decimal
 	Replayed bool
+	// Hold is the hold a hold, a capture or a void made or resolved, as it
+	// is after it; a replay answers the hold as it is now.
+	Hold Hold
 }
 
 // Delta is the signed amount of the mutation's entry: the change to the

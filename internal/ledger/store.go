@@ -27,4 +27,9 @@ type Store interface {
 	// SetStatus moves an existing account to status, and says whether it
 	// changed anything.
 	SetStatus(ctx context.Context, user string, status Status, reason string) (Account, bool, error)
+	// Holds pages through user's holds in the states q asks for (none:
+	// HELD), oldest first, consistently. A held hold at or past its
+	// expire_time is answered EXPIRED (Hold.StateAt), and matches states as
+	// that.
+	Holds(ctx context.Context, user string, q HoldQuery) ([]Hold, string, error)
 }

@@ -5,8 +5,11 @@
 package memory
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +26,7 @@ type Store struct {
 	users      map[string]*user
 	now        func() time.Time
 	maxBuckets int
+	maxHolds   int
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -31,6 +35,7 @@ type user struct {
 	acct     ledger.Account
 	entries  []ledger.Entry
 	requests map[string]record
+	holds    map[string]ledger.Hold // every hold, by request_id, as it is now
 }
 
 // record is a request_id's idempotency record.
@@ -51,7 +56,7 @@ func New(now func() time.Time) *Store {
 func (s *Store) user(id string) *user {
 	u, ok := s.users[id]
 	if !ok {
-		u = &user{acct: ledger.Account{UserID: id}, requests: map[string]record{}}
+		u = &user{acct: ledger.Account{UserID: id}, requests: map[string]record{}, holds: map[string]ledger.Hold{}}
 		s.users[id] = u
 	}
 	return u
@@ -64,7 +69,10 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	if rec, ok := u.requests[m.RequestID]; ok {
 		return u.replay(m, rec)
 	}
-	facts := ledger.Facts{MaxBuckets: s.maxBuckets}
+	facts := ledger.Facts{MaxBuckets: s.maxBuckets, MaxHolds: s.maxHolds}
+	if h, ok := u.holds[m.HoldRequestID]; ok && m.HoldRequestID != "" {
+		facts.Hold = &ledger.HoldRef{State: h.State}
+	}
 	if m.PurchaseRequestID != "" {
 		if rec, ok := u.requests[m.PurchaseRequestID]; ok && rec.refusal == nil {
 			p := u.entries[rec.version-1]
@@ -90,17 +98,24 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		p := &u.entries[facts.Purchase.Version-1]
 		p.RefundedAmount = p.RefundedAmount.Add(m.Amount)
 	}
-	return ledger.Result{Entry: u.entries[main.Version-1], Balance: main.BalanceAfter}, nil
+	return ledger.Result{Entry: u.entries[main.Version-1], Balance: main.BalanceAfter, Hold: dec.Hold}, nil
 }
 
-// commit appends a decision's entries, with ids, and takes its account.
+// commit appends a decision's entries, with ids, takes its account, and
+// moves the holds its entries made or resolved.
 func (u *user) commit(dec ledger.Decision) {
 	for _, e := range dec.Entries {
 		e.ID = ulid.Make().String()
-		if e.Type == ledger.EntryPurchase {
+		if info, _ := e.Type.Info(); info.Refundable {
 			e.RefundedAmount = decimal.Zero
 		}
 		u.entries = append(u.entries, e)
+		switch {
+		case e.Type == ledger.EntryHold:
+			u.holds[e.RequestID] = ledger.HoldOf(e)
+		case e.HoldRequestID != "":
+			u.holds[e.HoldRequestID] = ledger.ResolvedHold(u.holds[e.HoldRequestID], e)
+		}
 	}
 	u.acct = dec.After
 }
@@ -116,7 +131,44 @@ func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
 		return ledger.Result{}, &again
 	}
 	e := u.entries[rec.version-1]
-	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}, nil
+	hold := u.holds[cmp.Or(e.HoldRequestID, e.RequestID)]
+	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true, Hold: hold}, nil
+}
+
+// Holds pages through a user's holds in version order. A page token is the
+// version of the last hold of the page before.
+func (s *Store) Holds(_ context.Context, id string, q ledger.HoldQuery) ([]ledger.Hold, string, error) {
+	if err := ledger.ValidateUserID(id); err != nil {
+		return nil, "", err
+	}
+	q, err := q.Check()
+	if err != nil {
+		return nil, "", err
+	}
+	var after int64
+	if q.PageToken != "" {
+		if after, err = strconv.ParseInt(q.PageToken, 10, 64); err != nil || after < 1 {
+			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this store gave")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.users[id]
+	if !ok {
+		return nil, "", nil
+	}
+	now := s.now()
+	var out []ledger.Hold
+	for _, h := range slices.SortedFunc(maps.Values(u.holds), func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) }) {
+		if h.Version > after && q.Matches(h, now) {
+			out = append(out, h)
+		}
+	}
+	if len(out) <= q.PageSize {
+		return out, "", nil
+	}
+	out = out[:q.PageSize]
+	return out, strconv.FormatInt(out[len(out)-1].Version, 10), nil
 }
 
 func (s *Store) Balance(_ context.Context, id string) (ledger.Account, error) {

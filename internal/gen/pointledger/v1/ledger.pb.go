@@ -36,6 +36,13 @@ const (
 	// itself (before the user's next mutation, or by the expiry sweeper), so it
 	// has no request_id.
 	EntryType_ENTRY_TYPE_EXPIRATION EntryType = 5
+	// Points held for a checkout (Authorize): amount 0, held_change +x.
+	EntryType_ENTRY_TYPE_HOLD EntryType = 6
+	// A hold spent (Capture): amount -captured, held_change -x.
+	EntryType_ENTRY_TYPE_CAPTURE EntryType = 7
+	// A hold let go: amount 0, held_change -x; reason VOIDED (Void) or
+	// EXPIRED (written by the ledger, without a request_id).
+	EntryType_ENTRY_TYPE_RELEASE EntryType = 8
 )
 
 // Enum value maps for EntryType.
@@ -47,6 +54,9 @@ var (
 		3: "ENTRY_TYPE_REFUND",
 		4: "ENTRY_TYPE_ADJUSTMENT",
 		5: "ENTRY_TYPE_EXPIRATION",
+		6: "ENTRY_TYPE_HOLD",
+		7: "ENTRY_TYPE_CAPTURE",
+		8: "ENTRY_TYPE_RELEASE",
 	}
 	EntryType_value = map[string]int32{
 		"ENTRY_TYPE_UNSPECIFIED": 0,
@@ -55,6 +65,9 @@ var (
 		"ENTRY_TYPE_REFUND":      3,
 		"ENTRY_TYPE_ADJUSTMENT":  4,
 		"ENTRY_TYPE_EXPIRATION":  5,
+		"ENTRY_TYPE_HOLD":        6,
+		"ENTRY_TYPE_CAPTURE":     7,
+		"ENTRY_TYPE_RELEASE":     8,
 	}
 )
 
@@ -83,6 +96,62 @@ func (x EntryType) Number() protoreflect.EnumNumber {
 // Deprecated: Use EntryType.Descriptor instead.
 func (EntryType) EnumDescriptor() ([]byte, []int) {
 	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{0}
+}
+
+// HoldState is where a hold is: HELD until it resolves, exactly once.
+type HoldState int32
+
+const (
+	HoldState_HOLD_STATE_UNSPECIFIED HoldState = 0
+	HoldState_HOLD_STATE_HELD        HoldState = 1
+	HoldState_HOLD_STATE_CAPTURED    HoldState = 2
+	HoldState_HOLD_STATE_VOIDED      HoldState = 3
+	HoldState_HOLD_STATE_EXPIRED     HoldState = 4
+)
+
+// Enum value maps for HoldState.
+var (
+	HoldState_name = map[int32]string{
+		0: "HOLD_STATE_UNSPECIFIED",
+		1: "HOLD_STATE_HELD",
+		2: "HOLD_STATE_CAPTURED",
+		3: "HOLD_STATE_VOIDED",
+		4: "HOLD_STATE_EXPIRED",
+	}
+	HoldState_value = map[string]int32{
+		"HOLD_STATE_UNSPECIFIED": 0,
+		"HOLD_STATE_HELD":        1,
+		"HOLD_STATE_CAPTURED":    2,
+		"HOLD_STATE_VOIDED":      3,
+		"HOLD_STATE_EXPIRED":     4,
+	}
+)
+
+func (x HoldState) Enum() *HoldState {
+	p := new(HoldState)
+	*p = x
+	return p
+}
+
+func (x HoldState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HoldState) Descriptor() protoreflect.EnumDescriptor {
+	return file_pointledger_v1_ledger_proto_enumTypes[1].Descriptor()
+}
+
+func (HoldState) Type() protoreflect.EnumType {
+	return &file_pointledger_v1_ledger_proto_enumTypes[1]
+}
+
+func (x HoldState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HoldState.Descriptor instead.
+func (HoldState) EnumDescriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
 }
 
 // AccountStatus says whether an account may spend.
@@ -119,11 +188,11 @@ func (x AccountStatus) String() string {
 }
 
 func (AccountStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_pointledger_v1_ledger_proto_enumTypes[1].Descriptor()
+	return file_pointledger_v1_ledger_proto_enumTypes[2].Descriptor()
 }
 
 func (AccountStatus) Type() protoreflect.EnumType {
-	return &file_pointledger_v1_ledger_proto_enumTypes[1]
+	return &file_pointledger_v1_ledger_proto_enumTypes[2]
 }
 
 func (x AccountStatus) Number() protoreflect.EnumNumber {
@@ -132,7 +201,7 @@ func (x AccountStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AccountStatus.Descriptor instead.
 func (AccountStatus) EnumDescriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
 }
 
 // RefundStatus says how much of a purchase was refunded.
@@ -172,11 +241,11 @@ func (x RefundStatus) String() string {
 }
 
 func (RefundStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_pointledger_v1_ledger_proto_enumTypes[2].Descriptor()
+	return file_pointledger_v1_ledger_proto_enumTypes[3].Descriptor()
 }
 
 func (RefundStatus) Type() protoreflect.EnumType {
-	return &file_pointledger_v1_ledger_proto_enumTypes[2]
+	return &file_pointledger_v1_ledger_proto_enumTypes[3]
 }
 
 func (x RefundStatus) Number() protoreflect.EnumNumber {
@@ -185,7 +254,7 @@ func (x RefundStatus) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefundStatus.Descriptor instead.
 func (RefundStatus) EnumDescriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
 // Entry is one immutable change to a user's balance.
@@ -218,8 +287,16 @@ type Entry struct {
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	// Debits and expirations: what they took from the bucket of which expiry,
 	// in spending order (soonest expiry first, never-expiring last); refunds:
-	// what they gave back to which, last drawn first.
-	Draws         []*Draw `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
+	// what they gave back to which, last drawn first. Holds: what they hold
+	// of which bucket; captures: what they spent of it; releases: what they
+	// gave back.
+	Draws []*Draw `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
+	// Holds, captures and releases: the change to what is held, and what is
+	// held right after ("0" for other entries).
+	HeldChange string `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
+	HeldAfter  string `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
+	// Captures and releases: the request_id of the hold they resolve.
+	HoldRequestId string `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +443,131 @@ func (x *Entry) GetDraws() []*Draw {
 	return nil
 }
 
+func (x *Entry) GetHeldChange() string {
+	if x != nil {
+		return x.HeldChange
+	}
+	return ""
+}
+
+func (x *Entry) GetHeldAfter() string {
+	if x != nil {
+		return x.HeldAfter
+	}
+	return ""
+}
+
+func (x *Entry) GetHoldRequestId() string {
+	if x != nil {
+		return x.HoldRequestId
+	}
+	return ""
+}
+
+// Hold is points held for a checkout. Its id is the request_id of its
+// Authorize.
+type Hold struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	UserId    string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount    string                 `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	State     HoldState              `protobuf:"varint,4,opt,name=state,proto3,enum=pointledger.v1.HoldState" json:"state,omitempty"`
+	// Capturable strictly before it.
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	OrderId    string                 `protobuf:"bytes,6,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// Once captured: what the capture spent.
+	CapturedAmount string                 `protobuf:"bytes,7,opt,name=captured_amount,json=capturedAmount,proto3" json:"captured_amount,omitempty"`
+	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Hold) Reset() {
+	*x = Hold{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hold) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hold) ProtoMessage() {}
+
+func (x *Hold) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hold.ProtoReflect.Descriptor instead.
+func (*Hold) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Hold) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Hold) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Hold) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *Hold) GetState() HoldState {
+	if x != nil {
+		return x.State
+	}
+	return HoldState_HOLD_STATE_UNSPECIFIED
+}
+
+func (x *Hold) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *Hold) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Hold) GetCapturedAmount() string {
+	if x != nil {
+		return x.CapturedAmount
+	}
+	return ""
+}
+
+func (x *Hold) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // Draw is the points of one expiry time an entry moved.
 type Draw struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -378,7 +580,7 @@ type Draw struct {
 
 func (x *Draw) Reset() {
 	*x = Draw{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +592,7 @@ func (x *Draw) String() string {
 func (*Draw) ProtoMessage() {}
 
 func (x *Draw) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[1]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +605,7 @@ func (x *Draw) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Draw.ProtoReflect.Descriptor instead.
 func (*Draw) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{1}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Draw) GetExpireTime() *timestamppb.Timestamp {
@@ -431,7 +633,7 @@ type Bucket struct {
 
 func (x *Bucket) Reset() {
 	*x = Bucket{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +645,7 @@ func (x *Bucket) String() string {
 func (*Bucket) ProtoMessage() {}
 
 func (x *Bucket) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[2]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +658,7 @@ func (x *Bucket) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bucket.ProtoReflect.Descriptor instead.
 func (*Bucket) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{2}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Bucket) GetExpireTime() *timestamppb.Timestamp {
@@ -492,7 +694,7 @@ type GrantRequest struct {
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +706,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[3]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +719,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{3}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GrantRequest) GetUserId() string {
@@ -582,7 +784,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +796,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +809,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GrantResponse) GetEntry() *Entry {
@@ -644,7 +846,7 @@ type PurchaseRequest struct {
 
 func (x *PurchaseRequest) Reset() {
 	*x = PurchaseRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +858,7 @@ func (x *PurchaseRequest) String() string {
 func (*PurchaseRequest) ProtoMessage() {}
 
 func (x *PurchaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +871,7 @@ func (x *PurchaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurchaseRequest.ProtoReflect.Descriptor instead.
 func (*PurchaseRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PurchaseRequest) GetUserId() string {
@@ -718,7 +920,7 @@ type PurchaseResponse struct {
 
 func (x *PurchaseResponse) Reset() {
 	*x = PurchaseResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -730,7 +932,7 @@ func (x *PurchaseResponse) String() string {
 func (*PurchaseResponse) ProtoMessage() {}
 
 func (x *PurchaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -743,7 +945,7 @@ func (x *PurchaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurchaseResponse.ProtoReflect.Descriptor instead.
 func (*PurchaseResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PurchaseResponse) GetEntry() *Entry {
@@ -782,7 +984,7 @@ type RefundRequest struct {
 
 func (x *RefundRequest) Reset() {
 	*x = RefundRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +996,7 @@ func (x *RefundRequest) String() string {
 func (*RefundRequest) ProtoMessage() {}
 
 func (x *RefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +1009,7 @@ func (x *RefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundRequest.ProtoReflect.Descriptor instead.
 func (*RefundRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RefundRequest) GetUserId() string {
@@ -863,7 +1065,7 @@ type RefundResponse struct {
 
 func (x *RefundResponse) Reset() {
 	*x = RefundResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1077,7 @@ func (x *RefundResponse) String() string {
 func (*RefundResponse) ProtoMessage() {}
 
 func (x *RefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1090,7 @@ func (x *RefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundResponse.ProtoReflect.Descriptor instead.
 func (*RefundResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefundResponse) GetEntry() *Entry {
@@ -921,7 +1123,7 @@ type GetBalanceRequest struct {
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1135,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1148,7 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetBalanceRequest) GetUserId() string {
@@ -959,21 +1161,27 @@ func (x *GetBalanceRequest) GetUserId() string {
 type GetBalanceResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Spendable now: points whose bucket has expired are not counted, even
-	// before their EXPIRATION entry is written.
+	// The user's points now, held ones included: points whose bucket has
+	// expired are not counted, even before their EXPIRATION entry is
+	// written, nor are the points of holds that have expired.
 	Balance string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
 	// Number of entries of the user.
 	Version int64         `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	Status  AccountStatus `protobuf:"varint,4,opt,name=status,proto3,enum=pointledger.v1.AccountStatus" json:"status,omitempty"`
-	// The next buckets to expire, soonest first (at most 10).
-	Expiring      []*Bucket `protobuf:"bytes,5,rep,name=expiring,proto3" json:"expiring,omitempty"`
+	// The next buckets to expire, soonest first (at most 10). Held points
+	// are not in them.
+	Expiring []*Bucket `protobuf:"bytes,5,rep,name=expiring,proto3" json:"expiring,omitempty"`
+	// What purchases and new holds may spend: balance - held.
+	Available string `protobuf:"bytes,6,opt,name=available,proto3" json:"available,omitempty"`
+	// What open holds hold.
+	Held          string `protobuf:"bytes,7,opt,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetBalanceResponse) Reset() {
 	*x = GetBalanceResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1193,7 @@ func (x *GetBalanceResponse) String() string {
 func (*GetBalanceResponse) ProtoMessage() {}
 
 func (x *GetBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1206,7 @@ func (x *GetBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceResponse.ProtoReflect.Descriptor instead.
 func (*GetBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetBalanceResponse) GetUserId() string {
@@ -1036,6 +1244,20 @@ func (x *GetBalanceResponse) GetExpiring() []*Bucket {
 	return nil
 }
 
+func (x *GetBalanceResponse) GetAvailable() string {
+	if x != nil {
+		return x.Available
+	}
+	return ""
+}
+
+func (x *GetBalanceResponse) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
 type ListEntriesRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1049,7 +1271,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1283,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1296,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListEntriesRequest) GetUserId() string {
@@ -1109,7 +1331,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1343,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1356,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*Entry {
@@ -1175,13 +1397,16 @@ type HistoryItem struct {
 	// As on Entry.
 	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	Draws         []*Draw                `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
+	HeldChange    string                 `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
+	HeldAfter     string                 `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
+	HoldRequestId string                 `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
 	*x = HistoryItem{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1418,7 @@ func (x *HistoryItem) String() string {
 func (*HistoryItem) ProtoMessage() {}
 
 func (x *HistoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1431,7 @@ func (x *HistoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
 func (*HistoryItem) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HistoryItem) GetEntryId() string {
@@ -1321,6 +1546,27 @@ func (x *HistoryItem) GetDraws() []*Draw {
 	return nil
 }
 
+func (x *HistoryItem) GetHeldChange() string {
+	if x != nil {
+		return x.HeldChange
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetHeldAfter() string {
+	if x != nil {
+		return x.HeldAfter
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetHoldRequestId() string {
+	if x != nil {
+		return x.HoldRequestId
+	}
+	return ""
+}
+
 type ListHistoryRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1343,7 +1589,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1601,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1614,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListHistoryRequest) GetUserId() string {
@@ -1431,7 +1677,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1689,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1702,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListHistoryResponse) GetItems() []*HistoryItem {
@@ -1473,11 +1719,625 @@ func (x *ListHistoryResponse) GetNextPageToken() string {
 	return ""
 }
 
+type AuthorizeRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount    string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	OrderId   string                 `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	Metadata  map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// When the hold lets go (capturable strictly before it), or for how long
+	// it holds (JSON "900s"); not both. Neither: the program's default hold
+	// time. Past, or beyond the program's maximum: INVALID_ARGUMENT
+	// (INVALID_EXPIRY).
+	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeRequest) Reset() {
+	*x = AuthorizeRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeRequest) ProtoMessage() {}
+
+func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeRequest.ProtoReflect.Descriptor instead.
+func (*AuthorizeRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AuthorizeRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *AuthorizeRequest) GetExpireTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpireTime
+	}
+	return nil
+}
+
+func (x *AuthorizeRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type AuthorizeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hold  *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
+	// Right after the hold: balance (unchanged by it), what is available and
+	// what is held.
+	Balance   string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Available string `protobuf:"bytes,3,opt,name=available,proto3" json:"available,omitempty"`
+	Held      string `protobuf:"bytes,4,opt,name=held,proto3" json:"held,omitempty"`
+	// The original result of this request_id; the hold as it is now.
+	Replayed      bool `protobuf:"varint,5,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuthorizeResponse) Reset() {
+	*x = AuthorizeResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuthorizeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuthorizeResponse) ProtoMessage() {}
+
+func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuthorizeResponse.ProtoReflect.Descriptor instead.
+func (*AuthorizeResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AuthorizeResponse) GetHold() *Hold {
+	if x != nil {
+		return x.Hold
+	}
+	return nil
+}
+
+func (x *AuthorizeResponse) GetBalance() string {
+	if x != nil {
+		return x.Balance
+	}
+	return ""
+}
+
+func (x *AuthorizeResponse) GetAvailable() string {
+	if x != nil {
+		return x.Available
+	}
+	return ""
+}
+
+func (x *AuthorizeResponse) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *AuthorizeResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+type CaptureRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The request_id of the Authorize.
+	HoldRequestId string `protobuf:"bytes,2,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
+	// What to spend of the hold; empty: all of it. The rest is released.
+	Amount        string            `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	RequestId     string            `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureRequest) Reset() {
+	*x = CaptureRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureRequest) ProtoMessage() {}
+
+func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
+func (*CaptureRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CaptureRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *CaptureRequest) GetHoldRequestId() string {
+	if x != nil {
+		return x.HoldRequestId
+	}
+	return ""
+}
+
+func (x *CaptureRequest) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *CaptureRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CaptureRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type CaptureResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Hold          *Hold                  `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
+	Balance       string                 `protobuf:"bytes,3,opt,name=balance,proto3" json:"balance,omitempty"`
+	Available     string                 `protobuf:"bytes,4,opt,name=available,proto3" json:"available,omitempty"`
+	Held          string                 `protobuf:"bytes,5,opt,name=held,proto3" json:"held,omitempty"`
+	Replayed      bool                   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureResponse) Reset() {
+	*x = CaptureResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureResponse) ProtoMessage() {}
+
+func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
+func (*CaptureResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CaptureResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *CaptureResponse) GetHold() *Hold {
+	if x != nil {
+		return x.Hold
+	}
+	return nil
+}
+
+func (x *CaptureResponse) GetBalance() string {
+	if x != nil {
+		return x.Balance
+	}
+	return ""
+}
+
+func (x *CaptureResponse) GetAvailable() string {
+	if x != nil {
+		return x.Available
+	}
+	return ""
+}
+
+func (x *CaptureResponse) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *CaptureResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+type VoidRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The request_id of the Authorize.
+	HoldRequestId string            `protobuf:"bytes,2,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
+	RequestId     string            `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoidRequest) Reset() {
+	*x = VoidRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoidRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoidRequest) ProtoMessage() {}
+
+func (x *VoidRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoidRequest.ProtoReflect.Descriptor instead.
+func (*VoidRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *VoidRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *VoidRequest) GetHoldRequestId() string {
+	if x != nil {
+		return x.HoldRequestId
+	}
+	return ""
+}
+
+func (x *VoidRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *VoidRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type VoidResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Hold          *Hold                  `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
+	Balance       string                 `protobuf:"bytes,3,opt,name=balance,proto3" json:"balance,omitempty"`
+	Available     string                 `protobuf:"bytes,4,opt,name=available,proto3" json:"available,omitempty"`
+	Held          string                 `protobuf:"bytes,5,opt,name=held,proto3" json:"held,omitempty"`
+	Replayed      bool                   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoidResponse) Reset() {
+	*x = VoidResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoidResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoidResponse) ProtoMessage() {}
+
+func (x *VoidResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoidResponse.ProtoReflect.Descriptor instead.
+func (*VoidResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *VoidResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *VoidResponse) GetHold() *Hold {
+	if x != nil {
+		return x.Hold
+	}
+	return nil
+}
+
+func (x *VoidResponse) GetBalance() string {
+	if x != nil {
+		return x.Balance
+	}
+	return ""
+}
+
+func (x *VoidResponse) GetAvailable() string {
+	if x != nil {
+		return x.Available
+	}
+	return ""
+}
+
+func (x *VoidResponse) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *VoidResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+type ListHoldsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Only holds in these states; empty: HELD only.
+	States []HoldState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=pointledger.v1.HoldState" json:"states,omitempty"`
+	// At most this many holds: default 50; at most 500, more is read as 500.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, asked with the same states.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldsRequest) Reset() {
+	*x = ListHoldsRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldsRequest) ProtoMessage() {}
+
+func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
+func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ListHoldsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ListHoldsRequest) GetStates() []HoldState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListHoldsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListHoldsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListHoldsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Holds []*Hold                `protobuf:"bytes,1,rep,name=holds,proto3" json:"holds,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHoldsResponse) Reset() {
+	*x = ListHoldsResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHoldsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHoldsResponse) ProtoMessage() {}
+
+func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
+func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListHoldsResponse) GetHolds() []*Hold {
+	if x != nil {
+		return x.Holds
+	}
+	return nil
+}
+
+func (x *ListHoldsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x05\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x06\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -1498,10 +2358,27 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x10explains_balance\x18\x0e \x01(\bR\x0fexplainsBalance\x12;\n" +
 	"\vexpire_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12*\n" +
-	"\x05draws\x18\x10 \x03(\v2\x14.pointledger.v1.DrawR\x05draws\x1a;\n" +
+	"\x05draws\x18\x10 \x03(\v2\x14.pointledger.v1.DrawR\x05draws\x12\x1f\n" +
+	"\vheld_change\x18\x11 \x01(\tR\n" +
+	"heldChange\x12\x1d\n" +
+	"\n" +
+	"held_after\x18\x12 \x01(\tR\theldAfter\x12&\n" +
+	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"[\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x02\n" +
+	"\x04Hold\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\x12/\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x19.pointledger.v1.HoldStateR\x05state\x12;\n" +
+	"\vexpire_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12\x19\n" +
+	"\border_id\x18\x06 \x01(\tR\aorderId\x12'\n" +
+	"\x0fcaptured_amount\x18\a \x01(\tR\x0ecapturedAmount\x12;\n" +
+	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"[\n" +
 	"\x04Draw\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
@@ -1557,13 +2434,15 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\",\n" +
 	"\x11GetBalanceRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xcc\x01\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xfe\x01\n" +
 	"\x12GetBalanceResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\x125\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x1d.pointledger.v1.AccountStatusR\x06status\x122\n" +
-	"\bexpiring\x18\x05 \x03(\v2\x16.pointledger.v1.BucketR\bexpiring\"i\n" +
+	"\bexpiring\x18\x05 \x03(\v2\x16.pointledger.v1.BucketR\bexpiring\x12\x1c\n" +
+	"\tavailable\x18\x06 \x01(\tR\tavailable\x12\x12\n" +
+	"\x04held\x18\a \x01(\tR\x04held\"i\n" +
 	"\x12ListEntriesRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1571,7 +2450,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xdf\x05\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x06\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -1592,7 +2471,12 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x06reason\x18\x0e \x01(\tR\x06reason\x12;\n" +
 	"\vexpire_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12*\n" +
-	"\x05draws\x18\x10 \x03(\v2\x14.pointledger.v1.DrawR\x05draws\x1a;\n" +
+	"\x05draws\x18\x10 \x03(\v2\x14.pointledger.v1.DrawR\x05draws\x12\x1f\n" +
+	"\vheld_change\x18\x11 \x01(\tR\n" +
+	"heldChange\x12\x1d\n" +
+	"\n" +
+	"held_after\x18\x12 \x01(\tR\theldAfter\x12&\n" +
+	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
@@ -1608,14 +2492,84 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\foldest_first\x18\a \x01(\bR\voldestFirst\"p\n" +
 	"\x13ListHistoryResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.pointledger.v1.HistoryItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xa3\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf0\x02\n" +
+	"\x10AuthorizeRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x19\n" +
+	"\border_id\x18\x04 \x01(\tR\aorderId\x12J\n" +
+	"\bmetadata\x18\x05 \x03(\v2..pointledger.v1.AuthorizeRequest.MetadataEntryR\bmetadata\x12;\n" +
+	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"expireTime\x12+\n" +
+	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x01\n" +
+	"\x11AuthorizeResponse\x12(\n" +
+	"\x04hold\x18\x01 \x01(\v2\x14.pointledger.v1.HoldR\x04hold\x12\x18\n" +
+	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1c\n" +
+	"\tavailable\x18\x03 \x01(\tR\tavailable\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\tR\x04held\x12\x1a\n" +
+	"\breplayed\x18\x05 \x01(\bR\breplayed\"\x8f\x02\n" +
+	"\x0eCaptureRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12&\n" +
+	"\x0fhold_request_id\x18\x02 \x01(\tR\rholdRequestId\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12H\n" +
+	"\bmetadata\x18\x05 \x03(\v2,.pointledger.v1.CaptureRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x01\n" +
+	"\x0fCaptureResponse\x12+\n" +
+	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12(\n" +
+	"\x04hold\x18\x02 \x01(\v2\x14.pointledger.v1.HoldR\x04hold\x12\x18\n" +
+	"\abalance\x18\x03 \x01(\tR\abalance\x12\x1c\n" +
+	"\tavailable\x18\x04 \x01(\tR\tavailable\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\tR\x04held\x12\x1a\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\"\xf1\x01\n" +
+	"\vVoidRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12&\n" +
+	"\x0fhold_request_id\x18\x02 \x01(\tR\rholdRequestId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12E\n" +
+	"\bmetadata\x18\x04 \x03(\v2).pointledger.v1.VoidRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xcd\x01\n" +
+	"\fVoidResponse\x12+\n" +
+	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12(\n" +
+	"\x04hold\x18\x02 \x01(\v2\x14.pointledger.v1.HoldR\x04hold\x12\x18\n" +
+	"\abalance\x18\x03 \x01(\tR\abalance\x12\x1c\n" +
+	"\tavailable\x18\x04 \x01(\tR\tavailable\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\tR\x04held\x12\x1a\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\"\x9a\x01\n" +
+	"\x10ListHoldsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x121\n" +
+	"\x06states\x18\x02 \x03(\x0e2\x19.pointledger.v1.HoldStateR\x06states\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"g\n" +
+	"\x11ListHoldsResponse\x12*\n" +
+	"\x05holds\x18\x01 \x03(\v2\x14.pointledger.v1.HoldR\x05holds\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xe8\x01\n" +
 	"\tEntryType\x12\x1a\n" +
 	"\x16ENTRY_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ENTRY_TYPE_GRANT\x10\x01\x12\x17\n" +
 	"\x13ENTRY_TYPE_PURCHASE\x10\x02\x12\x15\n" +
 	"\x11ENTRY_TYPE_REFUND\x10\x03\x12\x19\n" +
 	"\x15ENTRY_TYPE_ADJUSTMENT\x10\x04\x12\x19\n" +
-	"\x15ENTRY_TYPE_EXPIRATION\x10\x05*e\n" +
+	"\x15ENTRY_TYPE_EXPIRATION\x10\x05\x12\x13\n" +
+	"\x0fENTRY_TYPE_HOLD\x10\x06\x12\x16\n" +
+	"\x12ENTRY_TYPE_CAPTURE\x10\a\x12\x16\n" +
+	"\x12ENTRY_TYPE_RELEASE\x10\b*\x84\x01\n" +
+	"\tHoldState\x12\x1a\n" +
+	"\x16HOLD_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fHOLD_STATE_HELD\x10\x01\x12\x17\n" +
+	"\x13HOLD_STATE_CAPTURED\x10\x02\x12\x15\n" +
+	"\x11HOLD_STATE_VOIDED\x10\x03\x12\x16\n" +
+	"\x12HOLD_STATE_EXPIRED\x10\x04*e\n" +
 	"\rAccountStatus\x12\x1e\n" +
 	"\x1aACCOUNT_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ACCOUNT_STATUS_ACTIVE\x10\x01\x12\x19\n" +
@@ -1624,7 +2578,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREFUND_STATUS_NOT_REFUNDED\x10\x01\x12$\n" +
 	" REFUND_STATUS_PARTIALLY_REFUNDED\x10\x02\x12\x1a\n" +
-	"\x16REFUND_STATUS_REFUNDED\x10\x032\x87\x04\n" +
+	"\x16REFUND_STATUS_REFUNDED\x10\x032\xc5\x06\n" +
 	"\rLedgerService\x12F\n" +
 	"\x05Grant\x12\x1c.pointledger.v1.GrantRequest\x1a\x1d.pointledger.v1.GrantResponse\"\x00\x12O\n" +
 	"\bPurchase\x12\x1f.pointledger.v1.PurchaseRequest\x1a .pointledger.v1.PurchaseResponse\"\x00\x12I\n" +
@@ -1632,7 +2586,11 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"GetBalance\x12!.pointledger.v1.GetBalanceRequest\x1a\".pointledger.v1.GetBalanceResponse\"\x03\x90\x02\x01\x12[\n" +
 	"\vListEntries\x12\".pointledger.v1.ListEntriesRequest\x1a#.pointledger.v1.ListEntriesResponse\"\x03\x90\x02\x01\x12[\n" +
-	"\vListHistory\x12\".pointledger.v1.ListHistoryRequest\x1a#.pointledger.v1.ListHistoryResponse\"\x03\x90\x02\x01B\xc8\x01\n" +
+	"\vListHistory\x12\".pointledger.v1.ListHistoryRequest\x1a#.pointledger.v1.ListHistoryResponse\"\x03\x90\x02\x01\x12R\n" +
+	"\tAuthorize\x12 .pointledger.v1.AuthorizeRequest\x1a!.pointledger.v1.AuthorizeResponse\"\x00\x12L\n" +
+	"\aCapture\x12\x1e.pointledger.v1.CaptureRequest\x1a\x1f.pointledger.v1.CaptureResponse\"\x00\x12C\n" +
+	"\x04Void\x12\x1b.pointledger.v1.VoidRequest\x1a\x1c.pointledger.v1.VoidResponse\"\x00\x12U\n" +
+	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01B\xc8\x01\n" +
 	"\x12com.pointledger.v1B\vLedgerProtoP\x01ZLgithub.com/pointledger/pointledger/internal/gen/pointledger/v1;pointledgerv1\xa2\x02\x03PXX\xaa\x02\x0ePointledger.V1\xca\x02\x0ePointledger\\V1\xe2\x02\x1aPointledger\\V1\\GPBMetadata\xea\x02\x0fPointledger::V1b\x06proto3"
 
 var (
@@ -1647,82 +2605,118 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 	return file_pointledger_v1_ledger_proto_rawDescData
 }
 
-var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
-	(AccountStatus)(0),            // 1: pointledger.v1.AccountStatus
-	(RefundStatus)(0),             // 2: pointledger.v1.RefundStatus
-	(*Entry)(nil),                 // 3: pointledger.v1.Entry
-	(*Draw)(nil),                  // 4: pointledger.v1.Draw
-	(*Bucket)(nil),                // 5: pointledger.v1.Bucket
-	(*GrantRequest)(nil),          // 6: pointledger.v1.GrantRequest
-	(*GrantResponse)(nil),         // 7: pointledger.v1.GrantResponse
-	(*PurchaseRequest)(nil),       // 8: pointledger.v1.PurchaseRequest
-	(*PurchaseResponse)(nil),      // 9: pointledger.v1.PurchaseResponse
-	(*RefundRequest)(nil),         // 10: pointledger.v1.RefundRequest
-	(*RefundResponse)(nil),        // 11: pointledger.v1.RefundResponse
-	(*GetBalanceRequest)(nil),     // 12: pointledger.v1.GetBalanceRequest
-	(*GetBalanceResponse)(nil),    // 13: pointledger.v1.GetBalanceResponse
-	(*ListEntriesRequest)(nil),    // 14: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 15: pointledger.v1.ListEntriesResponse
-	(*HistoryItem)(nil),           // 16: pointledger.v1.HistoryItem
-	(*ListHistoryRequest)(nil),    // 17: pointledger.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),   // 18: pointledger.v1.ListHistoryResponse
-	nil,                           // 19: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 20: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 21: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 22: pointledger.v1.RefundRequest.MetadataEntry
-	nil,                           // 23: pointledger.v1.HistoryItem.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 25: google.protobuf.Duration
+	(HoldState)(0),                // 1: pointledger.v1.HoldState
+	(AccountStatus)(0),            // 2: pointledger.v1.AccountStatus
+	(RefundStatus)(0),             // 3: pointledger.v1.RefundStatus
+	(*Entry)(nil),                 // 4: pointledger.v1.Entry
+	(*Hold)(nil),                  // 5: pointledger.v1.Hold
+	(*Draw)(nil),                  // 6: pointledger.v1.Draw
+	(*Bucket)(nil),                // 7: pointledger.v1.Bucket
+	(*GrantRequest)(nil),          // 8: pointledger.v1.GrantRequest
+	(*GrantResponse)(nil),         // 9: pointledger.v1.GrantResponse
+	(*PurchaseRequest)(nil),       // 10: pointledger.v1.PurchaseRequest
+	(*PurchaseResponse)(nil),      // 11: pointledger.v1.PurchaseResponse
+	(*RefundRequest)(nil),         // 12: pointledger.v1.RefundRequest
+	(*RefundResponse)(nil),        // 13: pointledger.v1.RefundResponse
+	(*GetBalanceRequest)(nil),     // 14: pointledger.v1.GetBalanceRequest
+	(*GetBalanceResponse)(nil),    // 15: pointledger.v1.GetBalanceResponse
+	(*ListEntriesRequest)(nil),    // 16: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 17: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 18: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 19: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 20: pointledger.v1.ListHistoryResponse
+	(*AuthorizeRequest)(nil),      // 21: pointledger.v1.AuthorizeRequest
+	(*AuthorizeResponse)(nil),     // 22: pointledger.v1.AuthorizeResponse
+	(*CaptureRequest)(nil),        // 23: pointledger.v1.CaptureRequest
+	(*CaptureResponse)(nil),       // 24: pointledger.v1.CaptureResponse
+	(*VoidRequest)(nil),           // 25: pointledger.v1.VoidRequest
+	(*VoidResponse)(nil),          // 26: pointledger.v1.VoidResponse
+	(*ListHoldsRequest)(nil),      // 27: pointledger.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 28: pointledger.v1.ListHoldsResponse
+	nil,                           // 29: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 30: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 31: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 32: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 33: pointledger.v1.HistoryItem.MetadataEntry
+	nil,                           // 34: pointledger.v1.AuthorizeRequest.MetadataEntry
+	nil,                           // 35: pointledger.v1.CaptureRequest.MetadataEntry
+	nil,                           // 36: pointledger.v1.VoidRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	24, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	19, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	24, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
-	24, // 5: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
-	24, // 6: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
-	20, // 7: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	24, // 8: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
-	25, // 9: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
-	3,  // 10: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	21, // 11: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
-	3,  // 12: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	22, // 13: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
-	3,  // 14: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
-	1,  // 15: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
-	5,  // 16: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
-	3,  // 17: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	0,  // 18: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
-	24, // 19: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
-	23, // 20: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
-	2,  // 21: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
-	24, // 22: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
-	4,  // 23: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
-	0,  // 24: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	24, // 25: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	24, // 26: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	16, // 27: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	6,  // 28: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	8,  // 29: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	10, // 30: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	12, // 31: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	14, // 32: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	17, // 33: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	7,  // 34: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	9,  // 35: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	11, // 36: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	13, // 37: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	15, // 38: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	18, // 39: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	37, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	29, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	37, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
+	1,  // 5: pointledger.v1.Hold.state:type_name -> pointledger.v1.HoldState
+	37, // 6: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 7: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
+	37, // 8: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 9: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
+	30, // 10: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	37, // 11: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
+	38, // 12: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
+	4,  // 13: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
+	31, // 14: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	4,  // 15: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
+	32, // 16: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	4,  // 17: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
+	2,  // 18: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
+	7,  // 19: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
+	4,  // 20: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 21: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	37, // 22: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	33, // 23: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	3,  // 24: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	37, // 25: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 26: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
+	0,  // 27: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	37, // 28: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	37, // 29: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	18, // 30: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	34, // 31: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
+	37, // 32: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
+	38, // 33: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
+	5,  // 34: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
+	35, // 35: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
+	4,  // 36: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 37: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
+	36, // 38: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
+	4,  // 39: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 40: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
+	1,  // 41: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
+	5,  // 42: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
+	8,  // 43: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	10, // 44: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	12, // 45: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	14, // 46: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	16, // 47: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	19, // 48: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	21, // 49: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
+	23, // 50: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
+	25, // 51: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
+	27, // 52: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
+	9,  // 53: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	11, // 54: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	13, // 55: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	15, // 56: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	17, // 57: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	20, // 58: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	22, // 59: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
+	24, // 60: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
+	26, // 61: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
+	28, // 62: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
+	53, // [53:63] is the sub-list for method output_type
+	43, // [43:53] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -1735,8 +2729,8 @@ func file_pointledger_v1_ledger_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   21,
+			NumEnums:      4,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

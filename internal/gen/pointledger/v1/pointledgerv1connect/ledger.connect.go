@@ -48,6 +48,14 @@ const (
 	// LedgerServiceListHistoryProcedure is the fully-qualified name of the LedgerService's ListHistory
 	// RPC.
 	LedgerServiceListHistoryProcedure = "/pointledger.v1.LedgerService/ListHistory"
+	// LedgerServiceAuthorizeProcedure is the fully-qualified name of the LedgerService's Authorize RPC.
+	LedgerServiceAuthorizeProcedure = "/pointledger.v1.LedgerService/Authorize"
+	// LedgerServiceCaptureProcedure is the fully-qualified name of the LedgerService's Capture RPC.
+	LedgerServiceCaptureProcedure = "/pointledger.v1.LedgerService/Capture"
+	// LedgerServiceVoidProcedure is the fully-qualified name of the LedgerService's Void RPC.
+	LedgerServiceVoidProcedure = "/pointledger.v1.LedgerService/Void"
+	// LedgerServiceListHoldsProcedure is the fully-qualified name of the LedgerService's ListHolds RPC.
+	LedgerServiceListHoldsProcedure = "/pointledger.v1.LedgerService/ListHolds"
 )
 
 // LedgerServiceClient is a client for the pointledger.v1.LedgerService service.
@@ -73,6 +81,33 @@ type LedgerServiceClient interface {
 	// projection lag (well under a second when the projector keeps up);
 	// ListEntries reads the ledger itself.
 	ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error)
+	// Authorize holds points for a checkout: they leave `available` (not
+	// `balance`) until Capture spends them, Void gives them back, or the hold
+	// reaches its expire_time and gives them back by time. The hold draws
+	// buckets as a purchase would (soonest expiry first) and is named by its
+	// request_id. It writes a HOLD entry (amount 0, held_change +amount).
+	// Refused with FAILED_PRECONDITION: INSUFFICIENT_BALANCE when `available`
+	// does not cover the amount, ACCOUNT_FROZEN, TOO_MANY_HOLDS when the user
+	// has as many open holds as the program allows; INVALID_ARGUMENT
+	// (INVALID_EXPIRY) for an expiry past or beyond the program's maximum.
+	Authorize(context.Context, *connect.Request[v1.AuthorizeRequest]) (*connect.Response[v1.AuthorizeResponse], error)
+	// Capture spends a hold: a CAPTURE entry that spends like a purchase
+	// (amount -captured, held_change -hold amount) and names its hold; what
+	// it does not capture goes back to the buckets it came from. It is
+	// refunded as a purchase is, by naming the capture's own request_id as
+	// purchase_request_id. A frozen account still captures its holds.
+	// Refused with NOT_FOUND (HOLD_NOT_FOUND) or FAILED_PRECONDITION:
+	// HOLD_NOT_HELD (already captured or voided), HOLD_EXPIRED (at or past its
+	// expire_time), CAPTURE_EXCEEDS_HOLD.
+	Capture(context.Context, *connect.Request[v1.CaptureRequest]) (*connect.Response[v1.CaptureResponse], error)
+	// Void gives a hold's points back: a RELEASE entry (amount 0, held_change
+	// -hold amount, reason VOIDED); points whose bucket expired while held
+	// expire at once, on the record. Refused as Capture is.
+	Void(context.Context, *connect.Request[v1.VoidRequest]) (*connect.Response[v1.VoidResponse], error)
+	// ListHolds pages through a user's holds, open ones only unless states
+	// says otherwise, oldest first (strongly consistent). A hold at or past
+	// its expire_time is EXPIRED, even before its RELEASE is written.
+	ListHolds(context.Context, *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error)
 }
 
 // NewLedgerServiceClient constructs a client for the pointledger.v1.LedgerService service. By
@@ -125,6 +160,31 @@ func NewLedgerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		authorize: connect.NewClient[v1.AuthorizeRequest, v1.AuthorizeResponse](
+			httpClient,
+			baseURL+LedgerServiceAuthorizeProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("Authorize")),
+			connect.WithClientOptions(opts...),
+		),
+		capture: connect.NewClient[v1.CaptureRequest, v1.CaptureResponse](
+			httpClient,
+			baseURL+LedgerServiceCaptureProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("Capture")),
+			connect.WithClientOptions(opts...),
+		),
+		void: connect.NewClient[v1.VoidRequest, v1.VoidResponse](
+			httpClient,
+			baseURL+LedgerServiceVoidProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("Void")),
+			connect.WithClientOptions(opts...),
+		),
+		listHolds: connect.NewClient[v1.ListHoldsRequest, v1.ListHoldsResponse](
+			httpClient,
+			baseURL+LedgerServiceListHoldsProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("ListHolds")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -136,6 +196,10 @@ type ledgerServiceClient struct {
 	getBalance  *connect.Client[v1.GetBalanceRequest, v1.GetBalanceResponse]
 	listEntries *connect.Client[v1.ListEntriesRequest, v1.ListEntriesResponse]
 	listHistory *connect.Client[v1.ListHistoryRequest, v1.ListHistoryResponse]
+	authorize   *connect.Client[v1.AuthorizeRequest, v1.AuthorizeResponse]
+	capture     *connect.Client[v1.CaptureRequest, v1.CaptureResponse]
+	void        *connect.Client[v1.VoidRequest, v1.VoidResponse]
+	listHolds   *connect.Client[v1.ListHoldsRequest, v1.ListHoldsResponse]
 }
 
 // Grant calls pointledger.v1.LedgerService.Grant.
@@ -168,6 +232,26 @@ func (c *ledgerServiceClient) ListHistory(ctx context.Context, req *connect.Requ
 	return c.listHistory.CallUnary(ctx, req)
 }
 
+// Authorize calls pointledger.v1.LedgerService.Authorize.
+func (c *ledgerServiceClient) Authorize(ctx context.Context, req *connect.Request[v1.AuthorizeRequest]) (*connect.Response[v1.AuthorizeResponse], error) {
+	return c.authorize.CallUnary(ctx, req)
+}
+
+// Capture calls pointledger.v1.LedgerService.Capture.
+func (c *ledgerServiceClient) Capture(ctx context.Context, req *connect.Request[v1.CaptureRequest]) (*connect.Response[v1.CaptureResponse], error) {
+	return c.capture.CallUnary(ctx, req)
+}
+
+// Void calls pointledger.v1.LedgerService.Void.
+func (c *ledgerServiceClient) Void(ctx context.Context, req *connect.Request[v1.VoidRequest]) (*connect.Response[v1.VoidResponse], error) {
+	return c.void.CallUnary(ctx, req)
+}
+
+// ListHolds calls pointledger.v1.LedgerService.ListHolds.
+func (c *ledgerServiceClient) ListHolds(ctx context.Context, req *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error) {
+	return c.listHolds.CallUnary(ctx, req)
+}
+
 // LedgerServiceHandler is an implementation of the pointledger.v1.LedgerService service.
 type LedgerServiceHandler interface {
 	// Grant credits points to a user, creating the account on first use.
@@ -191,6 +275,33 @@ type LedgerServiceHandler interface {
 	// projection lag (well under a second when the projector keeps up);
 	// ListEntries reads the ledger itself.
 	ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error)
+	// Authorize holds points for a checkout: they leave `available` (not
+	// `balance`) until Capture spends them, Void gives them back, or the hold
+	// reaches its expire_time and gives them back by time. The hold draws
+	// buckets as a purchase would (soonest expiry first) and is named by its
+	// request_id. It writes a HOLD entry (amount 0, held_change +amount).
+	// Refused with FAILED_PRECONDITION: INSUFFICIENT_BALANCE when `available`
+	// does not cover the amount, ACCOUNT_FROZEN, TOO_MANY_HOLDS when the user
+	// has as many open holds as the program allows; INVALID_ARGUMENT
+	// (INVALID_EXPIRY) for an expiry past or beyond the program's maximum.
+	Authorize(context.Context, *connect.Request[v1.AuthorizeRequest]) (*connect.Response[v1.AuthorizeResponse], error)
+	// Capture spends a hold: a CAPTURE entry that spends like a purchase
+	// (amount -captured, held_change -hold amount) and names its hold; what
+	// it does not capture goes back to the buckets it came from. It is
+	// refunded as a purchase is, by naming the capture's own request_id as
+	// purchase_request_id. A frozen account still captures its holds.
+	// Refused with NOT_FOUND (HOLD_NOT_FOUND) or FAILED_PRECONDITION:
+	// HOLD_NOT_HELD (already captured or voided), HOLD_EXPIRED (at or past its
+	// expire_time), CAPTURE_EXCEEDS_HOLD.
+	Capture(context.Context, *connect.Request[v1.CaptureRequest]) (*connect.Response[v1.CaptureResponse], error)
+	// Void gives a hold's points back: a RELEASE entry (amount 0, held_change
+	// -hold amount, reason VOIDED); points whose bucket expired while held
+	// expire at once, on the record. Refused as Capture is.
+	Void(context.Context, *connect.Request[v1.VoidRequest]) (*connect.Response[v1.VoidResponse], error)
+	// ListHolds pages through a user's holds, open ones only unless states
+	// says otherwise, oldest first (strongly consistent). A hold at or past
+	// its expire_time is EXPIRED, even before its RELEASE is written.
+	ListHolds(context.Context, *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error)
 }
 
 // NewLedgerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -239,6 +350,31 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	ledgerServiceAuthorizeHandler := connect.NewUnaryHandler(
+		LedgerServiceAuthorizeProcedure,
+		svc.Authorize,
+		connect.WithSchema(ledgerServiceMethods.ByName("Authorize")),
+		connect.WithHandlerOptions(opts...),
+	)
+	ledgerServiceCaptureHandler := connect.NewUnaryHandler(
+		LedgerServiceCaptureProcedure,
+		svc.Capture,
+		connect.WithSchema(ledgerServiceMethods.ByName("Capture")),
+		connect.WithHandlerOptions(opts...),
+	)
+	ledgerServiceVoidHandler := connect.NewUnaryHandler(
+		LedgerServiceVoidProcedure,
+		svc.Void,
+		connect.WithSchema(ledgerServiceMethods.ByName("Void")),
+		connect.WithHandlerOptions(opts...),
+	)
+	ledgerServiceListHoldsHandler := connect.NewUnaryHandler(
+		LedgerServiceListHoldsProcedure,
+		svc.ListHolds,
+		connect.WithSchema(ledgerServiceMethods.ByName("ListHolds")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/pointledger.v1.LedgerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LedgerServiceGrantProcedure:
@@ -253,6 +389,14 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 			ledgerServiceListEntriesHandler.ServeHTTP(w, r)
 		case LedgerServiceListHistoryProcedure:
 			ledgerServiceListHistoryHandler.ServeHTTP(w, r)
+		case LedgerServiceAuthorizeProcedure:
+			ledgerServiceAuthorizeHandler.ServeHTTP(w, r)
+		case LedgerServiceCaptureProcedure:
+			ledgerServiceCaptureHandler.ServeHTTP(w, r)
+		case LedgerServiceVoidProcedure:
+			ledgerServiceVoidHandler.ServeHTTP(w, r)
+		case LedgerServiceListHoldsProcedure:
+			ledgerServiceListHoldsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -284,4 +428,20 @@ func (UnimplementedLedgerServiceHandler) ListEntries(context.Context, *connect.R
 
 func (UnimplementedLedgerServiceHandler) ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ListHistory is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) Authorize(context.Context, *connect.Request[v1.AuthorizeRequest]) (*connect.Response[v1.AuthorizeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.Authorize is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) Capture(context.Context, *connect.Request[v1.CaptureRequest]) (*connect.Response[v1.CaptureResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.Capture is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) Void(context.Context, *connect.Request[v1.VoidRequest]) (*connect.Response[v1.VoidResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.Void is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) ListHolds(context.Context, *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ListHolds is not implemented"))
 }
