@@ -122,6 +122,17 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, err
 	}
 	fs.DurationVar(&c.expiry.Max, "max-expiry", maxExpiry, "how far ahead points may expire; a later expire_time or longer ttl is INVALID_EXPIRY (LEDGER_MAX_EXPIRY)")
+	holdTTL, err := durationFromEnv(getenv, "LEDGER_HOLD_DEFAULT_TTL", api.DefaultHoldTTL)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.expiry.HoldTTL, "hold-default-ttl", holdTTL,
+		"how long a checkout hold that names no expire_time or ttl holds its points (LEDGER_HOLD_DEFAULT_TTL)")
+	holdMax, err := durationFromEnv(getenv, "LEDGER_HOLD_MAX_TTL", api.DefaultMaxHoldTTL)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.expiry.HoldMax, "hold-max-ttl", holdMax, "how far ahead a hold may expire; later is INVALID_EXPIRY (LEDGER_HOLD_MAX_TTL)")
 	fs.BoolVar(&c.sweeper, "sweeper", getenv("LEDGER_SWEEPER") != "false",
 		"run the expiry sweeper in this process, which puts idle users' expired points on the record; several share the work (LEDGER_SWEEPER)")
 	sweepEvery, err := durationFromEnv(getenv, "LEDGER_SWEEP_INTERVAL", 15*time.Second)
@@ -150,6 +161,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	if c.expiry.DefaultTTL < 0 || c.expiry.Max <= 0 || c.expiry.DefaultTTL > c.expiry.Max {
 		return nil, fmt.Errorf("-grant-default-ttl must be 0 to -max-expiry, and -max-expiry positive")
+	}
+	if c.expiry.HoldTTL <= 0 || c.expiry.HoldMax <= 0 || c.expiry.HoldTTL > c.expiry.HoldMax {
+		return nil, fmt.Errorf("-hold-default-ttl must be positive and at most -hold-max-ttl")
 	}
 	return &c, nil
 }
