@@ -195,7 +195,7 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		HeldAfter:         e.HeldAfter.String(),
 		HoldRequestId:     e.HoldRequestID,
 	}
-	if info, _ := e.Type.Info(); info.Refundable {
+	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()
 		switch {
 		case e.RefundedAmount.IsZero():
@@ -253,7 +253,7 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		HeldAfter:         e.HeldAfter.String(),
 		HoldRequestId:     e.HoldRequestID,
 	}
-	if info, _ := e.Type.Info(); info.Refundable {
+	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()
 	}
 	return out

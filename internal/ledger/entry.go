@@ -187,3 +187,7 @@ type HistoryQuery struct {
 	Start, End  time.Time   // create_time in [Start, End); zero: unbounded
 	OldestFirst bool        // default: newest first
 }
+
+// Refundable says whether a refund may name e: a purchase or a capture,
+// which keeps the sum of its refunds in RefundedAmount.
+func (e Entry) Refundable() bool { return refundable(e.Type) }

@@ -106,7 +106,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 func (u *user) commit(dec ledger.Decision) {
 	for _, e := range dec.Entries {
 		e.ID = ulid.Make().String()
-		if info, _ := e.Type.Info(); info.Refundable {
+		if e.Refundable() {
 			e.RefundedAmount = decimal.Zero
 		}
 		u.entries = append(u.entries, e)
