@@ -355,10 +355,10 @@ func TestEntriesPages(t *testing.T) {
 		{name: "garbage", token: "!!!"},
 		{name: "altered", token: string(altered)},
 		{name: "of the old format, unversioned", token: base64.RawURLEncoding.EncodeToString([]byte(`{"u":"u2","v":0}`))},
-		{name: "of another deployment", token: pagetoken.Derived("other-ledger").Encode(0, entriesScope, "u2")},
+		{name: "of another deployment", token: pagetoken.Derived("other-ledger").Encode(0, pagetoken.EntriesRead, "u2")},
 		{name: "of ListHistory", token: l.tokens.Encode(1, "ListHistory", "u2", "")},
-		{name: "with the key, negative", token: l.tokens.Encode(-5, entriesScope, "u2")},
-		{name: "with the key, after the largest version", token: l.tokens.Encode(math.MaxInt64, entriesScope, "u2")},
+		{name: "with the key, negative", token: l.tokens.Encode(-5, pagetoken.EntriesRead, "u2")},
+		{name: "with the key, after the largest version", token: l.tokens.Encode(math.MaxInt64, pagetoken.EntriesRead, "u2")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
