@@ -72,25 +72,22 @@ func must(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request) 
 	return res
 }
 
-// sound checks the user's account against the fold of its entries, and
-// returns the account.
-func sound(t *testing.T, s ledger.Store, user string) ledger.Account {
-	t.Helper()
+// Sound checks a user's account, as the store reads it, against the fold
+// of all its entries (ledger.CheckFold: versions 1..N, the fold's version,
+// balance and buckets, not negative), and returns the account.
+func Sound(tb testing.TB, s ledger.Store, user string) ledger.Account {
+	tb.Helper()
 	ctx := context.Background()
 	acct, err := s.Balance(ctx, user)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	entries, err := s.EntriesAfter(ctx, user, 0, 1<<20)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	folded, _, err := ledger.Fold(user, entries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if folded.Version != acct.Version || !folded.Balance.Equal(acct.Balance) || acct.Balance.IsNegative() {
-		t.Fatalf("account %+v, its %d entries fold to %+v", acct, len(entries), folded)
+	if _, findings := ledger.CheckFold(acct, entries); len(findings) > 0 {
+		tb.Fatalf("account %+v, its %d entries: %v", acct, len(entries), findings)
 	}
 	return acct
 }
@@ -104,7 +101,7 @@ func foldIsBalance(t *testing.T, s ledger.Store, _ *Clock) {
 	if r.Entry.Version != 3 || !r.Balance.Equal(amount("79.5")) {
 		t.Errorf("refund = %+v, want version 3, balance 79.5", r)
 	}
-	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("79.5")) {
+	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("79.5")) {
 		t.Errorf("balance %s, want 79.5", acct.Balance)
 	}
 }
@@ -118,7 +115,7 @@ func appliedOnce(t *testing.T, s ledger.Store, _ *Clock) {
 	if _, err := apply(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "6"}); ledger.ReasonOf(err) != ledger.ReasonRequestIDReused {
 		t.Errorf("another request under the same id: %v, want %s", err, ledger.ReasonRequestIDReused)
 	}
-	if acct := sound(t, s, "u"); acct.Version != 1 {
+	if acct := Sound(t, s, "u"); acct.Version != 1 {
 		t.Errorf("version %d, want 1", acct.Version)
 	}
 }
@@ -132,7 +129,7 @@ func refusalIsFinal(t *testing.T, s ledger.Store, _ *Clock) {
 	if e, ok := ledger.AsError(err); !ok || e.Reason != ledger.ReasonInsufficientBalance || !e.Replayed {
 		t.Errorf("the refused purchase again, once covered: %v, want the same refusal, replayed", err)
 	}
-	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("10")) {
+	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("10")) {
 		t.Errorf("balance %s, want 10: the refused purchase spent nothing", acct.Balance)
 	}
 }
@@ -147,7 +144,7 @@ func refundsWithinPurchase(t *testing.T, s ledger.Store, _ *Clock) {
 	if _, err := apply(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r3", Amount: "1", PurchaseRequestID: "nothing"}); ledger.ReasonOf(err) != ledger.ReasonPurchaseNotFound {
 		t.Errorf("a refund of no purchase: %v, want %s", err, ledger.ReasonPurchaseNotFound)
 	}
-	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("96")) {
+	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("96")) {
 		t.Errorf("balance %s, want 96", acct.Balance)
 	}
 }
@@ -162,7 +159,7 @@ func frozenSpendsNothing(t *testing.T, s ledger.Store, _ *Clock) {
 		t.Errorf("a purchase on a frozen account: %v, want %s", err, ledger.ReasonAccountFrozen)
 	}
 	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "1"}) // credits still apply
-	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("11")) || acct.Status != ledger.StatusFrozen {
+	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("11")) || acct.Status != ledger.StatusFrozen {
 		t.Errorf("account %+v, want 11, frozen", acct)
 	}
 }
@@ -183,7 +180,7 @@ func pointsExpire(t *testing.T, s ledger.Store, clk *Clock) {
 	if x, err := s.Expire(ctx, "u"); err != nil || x.Entry.Type != "" {
 		t.Errorf("expire again: %+v, %v; want nothing due", x, err)
 	}
-	if acct := sound(t, s, "u"); !acct.Balance.Equal(amount("3")) || !acct.Spendable(clk.Now()).Equal(amount("3")) {
+	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("3")) || !acct.Spendable(clk.Now()).Equal(amount("3")) {
 		t.Errorf("account %+v, want the 3 that never expire", acct)
 	}
 }
@@ -204,7 +201,7 @@ func noDoubleSpend(t *testing.T, s ledger.Store, _ *Clock) {
 		})
 	}
 	wg.Wait()
-	if acct := sound(t, s, "u"); ok.Load() != 20 || !acct.Balance.IsZero() {
+	if acct := Sound(t, s, "u"); ok.Load() != 20 || !acct.Balance.IsZero() {
 		t.Errorf("%d purchases of 1 on 20 went through, balance %s; want 20 and 0", ok.Load(), acct.Balance)
 	}
 }
