@@ -1218,6 +1218,35 @@ func TestAuditOfRefusalRecords(t *testing.T) {
 	}
 }
 
+// A user whose only request was refused has a refusal record and nothing
+// else: no account item, no entry, and an audit without findings. Reads
+// write nothing. (Moved from the API's TestBalanceOfANewUser, which counted
+// the items of the table.)
+func TestAUserWithARefusalOnly(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	if a, err := l.Balance(ctx, "nobody"); err != nil || a.Version != 0 || !a.Balance.IsZero() || a.Status != ledger.StatusActive {
+		t.Errorf("balance of a new user: %+v, %v; want 0, version 0, active", a, err)
+	}
+	if _, _, err := l.Entries(ctx, "nobody", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Apply(ctx, mutation(t, ledger.EntryPurchase, "nobody", "p", "1")); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
+		t.Fatalf("purchase by a new user: %v, want %s", err, ledger.ReasonInsufficientBalance)
+	}
+	out, err := env.Client.Scan(ctx, &dynamodb.ScanInput{TableName: &env.Ledger, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 1 || out.Items[0]["SK"].(*types.AttributeValueMemberS).Value != requestPrefix+"p" {
+		t.Errorf("reads and a refused purchase wrote %d items (%v), want the refusal's record only", len(out.Items), out.Items)
+	}
+	if a, err := l.Audit(ctx, "nobody"); err != nil || len(a.Findings) != 0 || a.Account.Version != 0 {
+		t.Errorf("audit of a user with a refusal only: %+v, %v; want no account, no findings", a, err)
+	}
+}
+
 // Expiring points through the store: each entry and the aggregate keep the
 // buckets; a purchase after an expiry writes the EXPIRATION first, in its
 // own transaction; refunds go back where the purchase drew; the audit
