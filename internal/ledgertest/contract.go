@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +41,7 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 		{"a refusal is final", refusalIsFinal},
 		{"refunds stay within their purchase", refundsWithinPurchase},
 		{"a frozen account spends nothing", frozenSpendsNothing},
+		{"a status change is checked", statusChangeChecked},
 		{"points expire by time", pointsExpire},
 		{"no double spend under concurrency", noDoubleSpend},
 		{"concurrent copies of a new request apply once", concurrentCopies},
@@ -164,6 +166,31 @@ func frozenSpendsNothing(t *testing.T, s ledger.Store, _ *Clock) {
 	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "1"}) // credits still apply
 	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("11")) || acct.Status != ledger.StatusFrozen {
 		t.Errorf("account %+v, want 11, frozen", acct)
+	}
+}
+
+func statusChangeChecked(t *testing.T, s ledger.Store, _ *Clock) {
+	ctx := context.Background()
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "1"})
+	for _, tt := range []struct {
+		name, user string
+		status     ledger.Status
+		reason     string
+		want       string
+	}{
+		{name: "no user", status: ledger.StatusFrozen, want: ledger.ReasonInvalidUserID},
+		{name: "no status", user: "u", want: ledger.ReasonInvalidStatus},
+		{name: "an unknown status", user: "u", status: "CLOSED", want: ledger.ReasonInvalidStatus},
+		{name: "a reason with a control character", user: "u", status: ledger.StatusFrozen, reason: "fraud\x1b[2J", want: ledger.ReasonInvalidStatus},
+		{name: "a reason too long", user: "u", status: ledger.StatusFrozen, reason: strings.Repeat("r", ledger.MaxReasonBytes+1), want: ledger.ReasonInvalidStatus},
+		{name: "a user without an account", user: "nobody", status: ledger.StatusFrozen, want: ledger.ReasonAccountNotFound},
+	} {
+		if _, _, err := s.SetStatus(ctx, tt.user, tt.status, tt.reason); ledger.ReasonOf(err) != tt.want {
+			t.Errorf("%s: %v, want %s", tt.name, err, tt.want)
+		}
+	}
+	if acct := Sound(t, s, "u"); acct.Status != ledger.StatusActive {
+		t.Errorf("status %s after refused changes, want ACTIVE", acct.Status)
 	}
 }
 

@@ -199,12 +199,9 @@ func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	return ledger.Result{Entry: last, Balance: last.BalanceAfter}, nil
 }
 
-func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, _ string) (ledger.Account, bool, error) {
-	if err := ledger.ValidateUserID(id); err != nil {
+func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, reason string) (ledger.Account, bool, error) {
+	if err := ledger.CheckStatusChange(id, status, reason); err != nil {
 		return ledger.Account{}, false, err
-	}
-	if status != ledger.StatusActive && status != ledger.StatusFrozen {
-		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "status must be ACTIVE or FROZEN")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
