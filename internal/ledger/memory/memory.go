@@ -1,7 +1,9 @@
 // Package memory is a ledger store in memory, for fast tests of what is
 // built on a ledger. It decides with ledger.Decide, as every store must, and
 // passes the same contract suite as the DynamoDB store
-// (ledgertest.Contract); it keeps nothing across a restart.
+// (ledgertest.Contract); it keeps nothing across a restart. Beside it are a
+// history projection that follows it (History) and a reconciliation of the
+// two (Reconciler), so that the API can be tested without DynamoDB.
 package memory
 
 import (
@@ -14,6 +16,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // Store is an in-memory ledger store. One lock serialises every mutation,
@@ -23,6 +26,8 @@ type Store struct {
 	users      map[string]*user
 	now        func() time.Time
 	maxBuckets int
+	tokens     *pagetoken.Codec
+	followers  []func(ledger.Entry)
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -45,7 +50,16 @@ func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{users: map[string]*user{}, now: now}
+	return &Store{users: map[string]*user{}, now: now, tokens: pagetoken.Derived("memory")}
+}
+
+// Follow has f told of every entry the store commits from now on, in
+// version order for each user, under the store's lock: f must not call the
+// store.
+func (s *Store) Follow(f func(ledger.Entry)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.followers = append(s.followers, f)
 }
 
 func (s *Store) user(id string) *user {
@@ -83,7 +97,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		}
 		return ledger.Result{}, err
 	}
-	u.commit(dec)
+	s.commit(u, dec)
 	main := dec.Entry()
 	u.requests[m.RequestID] = record{hash: m.Hash(), version: main.Version}
 	if facts.Purchase != nil {
@@ -93,8 +107,9 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	return ledger.Result{Entry: u.entries[main.Version-1], Balance: main.BalanceAfter}, nil
 }
 
-// commit appends a decision's entries, with ids, and takes its account.
-func (u *user) commit(dec ledger.Decision) {
+// commit appends a decision's entries, with ids, takes its account, and
+// tells the followers.
+func (s *Store) commit(u *user, dec ledger.Decision) {
 	for _, e := range dec.Entries {
 		e.ID = ulid.Make().String()
 		if e.Type == ledger.EntryPurchase {
@@ -103,6 +118,11 @@ func (u *user) commit(dec ledger.Decision) {
 		u.entries = append(u.entries, e)
 	}
 	u.acct = dec.After
+	for _, e := range u.entries[len(u.entries)-len(dec.Entries):] {
+		for _, f := range s.followers {
+			f(e)
+		}
+	}
 }
 
 func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
@@ -142,6 +162,27 @@ func (s *Store) EntriesAfter(_ context.Context, id string, after int64, limit in
 	return slices.Clone(es[:min(len(es), limit)]), nil
 }
 
+// Entries returns up to pageSize entries of user in version order, after
+// the position in token, and the next page's token ("" on the last page):
+// ListEntries, paged as every store pages (pagetoken.Codec.Entries).
+func (s *Store) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
+	return s.tokens.Entries(ctx, s.EntriesAfter, user, pageSize, token)
+}
+
+// Users returns the users with entries, in order.
+func (s *Store) Users() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, u := range s.users {
+		if u.acct.Version > 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	if err := ledger.ValidateUserID(id); err != nil {
 		return ledger.Result{}, err
@@ -153,17 +194,14 @@ func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	if len(dec.Entries) == 0 {
 		return ledger.Result{Balance: u.acct.Balance}, nil
 	}
-	u.commit(dec)
+	s.commit(u, dec)
 	last := u.entries[len(u.entries)-1]
 	return ledger.Result{Entry: last, Balance: last.BalanceAfter}, nil
 }
 
-func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, _ string) (ledger.Account, bool, error) {
-	if err := ledger.ValidateUserID(id); err != nil {
+func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, reason string) (ledger.Account, bool, error) {
+	if err := ledger.CheckStatusChange(id, status, reason); err != nil {
 		return ledger.Account{}, false, err
-	}
-	if status != ledger.StatusActive && status != ledger.StatusFrozen {
-		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "status must be ACTIVE or FROZEN")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
