@@ -13,12 +13,13 @@ import (
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
+	"github.com/pointledger/pointledger/internal/servetest"
 )
 
 func TestGrantsExpire(t *testing.T) {
 	t.Parallel()
 	clk := ledgertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	s := newServerWith(t, serverOptions{now: clk.Now, expiry: api.ExpiryPolicy{DefaultTTL: 30 * 24 * time.Hour, Max: 365 * 24 * time.Hour}})
+	s := newServerWith(t, servetest.Options{Now: clk.Now, Expiry: api.ExpiryPolicy{DefaultTTL: 30 * 24 * time.Hour, Max: 365 * 24 * time.Hour}})
 	ctx := context.Background()
 	grant := func(r *pb.GrantRequest) (*pb.GrantResponse, error) {
 		r.UserId = "u"

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,59 +13,30 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
-	"github.com/pointledger/pointledger/internal/dynamotest"
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/ledger/dynamo"
-	"github.com/pointledger/pointledger/internal/projection"
-	"github.com/pointledger/pointledger/internal/reconcile"
+	"github.com/pointledger/pointledger/internal/ledger/memory"
+	"github.com/pointledger/pointledger/internal/servetest"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
-
 // server is ledgerd's API behind auth, as `ledgerd serve` wires it, on a
-// fresh ledger in DynamoDB Local.
+// fresh in-memory ledger (servetest).
 type server struct {
 	url   string
-	env   *dynamotest.Env
+	srv   *servetest.Server
 	creds auth.DevCredentials
 	h2c   *http.Client
 }
 
 func newServer(tb testing.TB, a *auth.Authenticator, creds auth.DevCredentials, limiter *auth.Limiter) *server {
 	tb.Helper()
-	env := dynamotest.New(tb)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: log})
-	history := projection.NewHistory(env.Client, env.History, store, nil)
-	opts := append(api.HandlerOptions(log), connect.WithInterceptors(auth.Interceptor()))
-	mux := http.NewServeMux()
-	path, h := pointledgerv1connect.NewLedgerServiceHandler(api.NewLedgerService(store, history, ledger.DefaultScale, log), opts...)
-	mux.Handle(path, auth.Middleware(a, limiter, log, h, opts...))
-	rec := reconcile.New(store, history, projection.NewLeaseTable(env.Client, env.Leases, nil))
-	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
-	path, h = pointledgerv1connect.NewAdminServiceHandler(api.NewAdminService(store, history, rec, noProjector, ledger.DefaultScale, log), opts...)
-	mux.Handle(path, auth.Middleware(a, limiter, log, h, opts...))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	tb.Cleanup(srv.Close)
-	h2c := &http.Client{Transport: &http.Transport{
-		Protocols:   func() *http.Protocols { var p http.Protocols; p.SetUnencryptedHTTP2(true); return &p }(),
-		DialContext: (&net.Dialer{}).DialContext,
-	}}
-	tb.Cleanup(h2c.CloseIdleConnections)
-	return &server{url: srv.URL, env: env, creds: creds, h2c: h2c}
+	srv := servetest.New(tb, servetest.Options{Auth: a, Limiter: limiter})
+	return &server{url: srv.URL, srv: srv, creds: creds, h2c: srv.H2C}
 }
 
 func newSecureServer(tb testing.TB) *server {
@@ -97,21 +67,14 @@ func (s *server) clients(token string, protocol ...connect.ClientOption) (pointl
 	return pointledgerv1connect.NewLedgerServiceClient(s.h2c, s.url, opts...), pointledgerv1connect.NewAdminServiceClient(s.h2c, s.url, opts...)
 }
 
-// itemCount is how many items the ledger and history tables hold.
-func (s *server) itemCount(tb testing.TB) int32 {
-	tb.Helper()
-	var n int32
-	for _, table := range []string{s.env.Ledger, s.env.History} {
-		p := dynamodb.NewScanPaginator(s.env.Client, &dynamodb.ScanInput{TableName: aws.String(table), Select: types.SelectCount, ConsistentRead: aws.Bool(true)})
-		for p.HasMorePages() {
-			out, err := p.NextPage(context.Background())
-			if err != nil {
-				tb.Fatal(err)
-			}
-			n += out.Count
-		}
+// written says what the store and the history hold that they did not
+// before, or hold otherwise ("" if nothing).
+func (s *server) written(before memory.Snapshot) string {
+	added, changed, removed := before.Diff(s.srv.Snapshot())
+	if len(added)+len(changed)+len(removed) == 0 {
+		return ""
 	}
-	return n
+	return fmt.Sprintf("added %v, changed %v, removed %v", added, changed, removed)
 }
 
 func reason(err error) string {
@@ -252,7 +215,7 @@ func TestRolesPerProcedure(t *testing.T) {
 				if !listed {
 					want = denied
 				}
-				before := s.itemCount(t)
+				before := s.srv.Snapshot()
 				err := proc.call(ctx, l, a, p.name+"-"+strings.ReplaceAll(c.name, " ", "_"))
 				if got := connect.CodeOf(err); err == nil && want != ok || err != nil && got != want {
 					t.Errorf("%s: %s calls %s: %v, want %v", p.name, c.name, proc.name, err, want)
@@ -261,8 +224,8 @@ func TestRolesPerProcedure(t *testing.T) {
 					if reason(err) == "" {
 						t.Errorf("%s: %s calls %s: %v has no reason", p.name, c.name, proc.name, err)
 					}
-					if after := s.itemCount(t); after != before {
-						t.Errorf("%s: %s calls %s: refused, yet the tables went from %d to %d items", p.name, c.name, proc.name, before, after)
+					if w := s.written(before); w != "" {
+						t.Errorf("%s: %s calls %s: refused, yet it wrote: %s", p.name, c.name, proc.name, w)
 					}
 				}
 			}
@@ -308,13 +271,13 @@ func TestUserMayNotRefund(t *testing.T) {
 	ctx := context.Background()
 	s.setup(t, s.creds.ServiceToken)
 	alice, _ := s.clients(s.userToken(t, "alice", time.Hour))
-	before := s.itemCount(t)
+	before := s.srv.Snapshot()
 	_, err := alice.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "alice", Amount: "50", RequestId: "undo", PurchaseRequestId: "setup-p"}))
 	if connect.CodeOf(err) != connect.CodePermissionDenied || reason(err) != auth.ReasonRoleDenied {
 		t.Errorf("alice refunds her own purchase: %v (%s), want permission_denied %s", err, reason(err), auth.ReasonRoleDenied)
 	}
-	if after := s.itemCount(t); after != before {
-		t.Errorf("a refused refund changed the tables from %d to %d items", before, after)
+	if w := s.written(before); w != "" {
+		t.Errorf("a refused refund wrote: %s", w)
 	}
 	svc, _ := s.clients(s.creds.ServiceToken)
 	if _, err := svc.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "alice", Amount: "50", RequestId: "shop-refund", PurchaseRequestId: "setup-p"})); err != nil {
@@ -415,13 +378,13 @@ func TestRateLimitPerCaller(t *testing.T) {
 			t.Fatalf("grant %d of a burst of 3: %v", i, err)
 		}
 	}
-	before := s.itemCount(t)
+	before := s.srv.Snapshot()
 	_, err = svc.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: "g3"}))
 	if connect.CodeOf(err) != connect.CodeResourceExhausted || reason(err) != auth.ReasonRateLimited {
 		t.Errorf("4th grant in a burst of 3: %v, want resource_exhausted RATE_LIMITED", err)
 	}
-	if after := s.itemCount(t); after != before {
-		t.Errorf("a rate-limited grant changed the tables from %d to %d items", before, after)
+	if w := s.written(before); w != "" {
+		t.Errorf("a rate-limited grant wrote: %s", w)
 	}
 	alice, _ := s.clients(s.userToken(t, "alice", time.Hour))
 	if _, err := alice.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"})); err != nil {

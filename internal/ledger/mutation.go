@@ -337,10 +337,25 @@ func validateMetadata(md map[string]string) error {
 	return nil
 }
 
-// Printable says whether s is valid UTF-8 of printable characters, as the
-// reasons, order ids and metadata the ledger stores must be.
-func Printable(s string) bool { return printable(s) }
+// CheckStatusChange validates a request to move user's account to status:
+// a user id, ACTIVE or FROZEN, and a reason (which may be empty) of
+// printable text of at most MaxReasonBytes. Every store checks a status
+// change with it before reading the account.
+func CheckStatusChange(user string, status Status, reason string) error {
+	if err := ValidateUserID(user); err != nil {
+		return err
+	}
+	if status != StatusActive && status != StatusFrozen {
+		return Errorf(KindInvalid, ReasonInvalidStatus, "status must be ACTIVE or FROZEN")
+	}
+	if len(reason) > MaxReasonBytes || !printable(reason) {
+		return Errorf(KindInvalid, ReasonInvalidStatus, "reason must be printable text of at most %d bytes", MaxReasonBytes)
+	}
+	return nil
+}
 
+// printable says whether s is valid UTF-8 of printable characters, as the
+// reasons, order ids and metadata the ledger stores must be.
 func printable(s string) bool {
 	if !utf8.ValidString(s) {
 		return false

@@ -1,6 +1,9 @@
 package ledger
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestPageSize(t *testing.T) {
 	t.Parallel()
@@ -28,6 +31,45 @@ func TestPageSize(t *testing.T) {
 			}
 			if err != nil || got != tt.want {
 				t.Errorf("PageSize(%d) = %d, %v; want %d", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHistoryQueryCheck(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		user     string
+		q        HistoryQuery
+		reason   string // "": valid
+		pageSize int    // when valid
+	}{
+		{name: "the defaults", user: "u1", q: HistoryQuery{}, pageSize: DefaultPageSize},
+		{name: "a page size over the maximum", user: "u1", q: HistoryQuery{PageSize: MaxPageSize + 1}, pageSize: MaxPageSize},
+		{name: "a window and types", user: "u1", q: HistoryQuery{Start: now, End: now.Add(time.Second), Types: []EntryType{EntryGrant, EntryExpiration}}, pageSize: DefaultPageSize},
+		{name: "only a start", user: "u1", q: HistoryQuery{Start: now}, pageSize: DefaultPageSize},
+		{name: "only an end", user: "u1", q: HistoryQuery{End: now}, pageSize: DefaultPageSize},
+		{name: "no user", user: "", reason: ReasonInvalidUserID},
+		{name: "a key-like user", user: "u1#H#1", reason: ReasonInvalidUserID},
+		{name: "a negative page size", user: "u1", q: HistoryQuery{PageSize: -1}, reason: ReasonInvalidPageSize},
+		{name: "end before start", user: "u1", q: HistoryQuery{Start: now, End: now.Add(-time.Nanosecond)}, reason: ReasonInvalidFilter},
+		{name: "an empty window", user: "u1", q: HistoryQuery{Start: now, End: now}, reason: ReasonInvalidFilter},
+		{name: "an unknown type", user: "u1", q: HistoryQuery{Types: []EntryType{EntryGrant, "BONUS"}}, reason: ReasonInvalidFilter},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tt.q.Check(tt.user)
+			if tt.reason != "" {
+				if e, ok := AsError(err); !ok || e.Kind != KindInvalid || e.Reason != tt.reason {
+					t.Errorf("Check = %v, want invalid %s", err, tt.reason)
+				}
+				return
+			}
+			if err != nil || got.PageSize != tt.pageSize {
+				t.Errorf("Check = %+v, %v; want page size %d", got, err, tt.pageSize)
 			}
 		})
 	}

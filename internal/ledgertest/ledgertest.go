@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/shopspring/decimal"
+
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -29,12 +31,16 @@ func Users(prefix string, n int) []string {
 
 // Storm applies ops random grants, purchases and refunds (partial, of
 // earlier purchases) to users, from workers goroutines at once. Refusals for
-// balance or refund caps are expected; any other error fails the test.
-func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64) {
+// balance or refund caps are expected; any other error fails the test. It
+// returns the books: for each user, what the acknowledged requests add up
+// to, and the numbers acknowledged and refused.
+func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64) Books {
 	tb.Helper()
 	ctx := context.Background()
 	var purchasesMu sync.Mutex
 	purchases := map[string][]string{}
+	books := Books{Balances: map[string]decimal.Decimal{}}
+	var booksMu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -75,7 +81,14 @@ func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed 
 						purchases[u] = append(purchases[u], id)
 						purchasesMu.Unlock()
 					}
+					booksMu.Lock()
+					books.Balances[u] = books.Balances[u].Add(m.Delta())
+					books.Acknowledged++
+					booksMu.Unlock()
 				case ledger.ReasonInsufficientBalance, ledger.ReasonRefundExceedsPurchase:
+					booksMu.Lock()
+					books.Refused++
+					booksMu.Unlock()
 				default:
 					tb.Errorf("%s %s: %v", typ, id, err)
 				}
@@ -83,4 +96,12 @@ func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed 
 		})
 	}
 	wg.Wait()
+	return books
+}
+
+// Books are what a Storm's answers say the ledger must hold.
+type Books struct {
+	Balances     map[string]decimal.Decimal // by user: the sum of the acknowledged requests
+	Acknowledged int
+	Refused      int
 }

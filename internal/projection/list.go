@@ -2,10 +2,7 @@ package projection
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // Items returns all of a user's history items, oldest first.
@@ -26,50 +24,13 @@ func (h *History) Items(ctx context.Context, user string) ([]ledger.Entry, error
 
 // List returns a page of a user's history and the next page's token ("" on
 // the last page). It reads the projection, which may trail the ledger by the
-// projection lag.
+// projection lag. pagetoken.Codec.History checks the query and pages, as for
+// every history.
 func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error) {
-	if err := ledger.ValidateUserID(user); err != nil {
-		return nil, "", err
-	}
-	pageSize, err := ledger.PageSize(o.PageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	o.PageSize = pageSize
-	if !o.Start.IsZero() && !o.End.IsZero() && !o.Start.Before(o.End) {
-		return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "start_time must be before end_time")
-	}
-	for _, t := range o.Types {
-		if _, ok := t.Info(); !ok {
-			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "unknown entry type %q", t)
-		}
-	}
-	q := listQuery{types: o.Types, start: o.Start, end: o.End, oldestFirst: o.OldestFirst, limit: o.PageSize + 1}
-	scope := q.tokenScope(user)
-	if o.PageToken != "" {
-		v, err := h.tokens.Decode(o.PageToken, scope...)
-		if err != nil {
-			return nil, "", err
-		}
-		// The service never gives a token after the largest version, nor
-		// one before version 1 (newest first, that page is the last one),
-		// but the key could make one: the query's bounds would overflow or
-		// cross.
-		if v < 1 || v == math.MaxInt64 || (!o.OldestFirst && v == 1) {
-			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken,
-				"page_token is not one this service gave for user %q with these filters", user)
-		}
-		q.after, q.before = v, v
-	}
-	items, _, err := h.list(ctx, user, q)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(items) <= o.PageSize {
-		return items, "", nil
-	}
-	items = items[:o.PageSize]
-	return items, h.tokens.Encode(items[len(items)-1].Version, scope...), nil
+	return h.tokens.History(user, o, func(q ledger.HistoryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
+		items, _, err := h.list(ctx, user, listQuery{types: q.Types, start: q.Start, end: q.End, oldestFirst: w.OldestFirst, after: w.After, before: w.Before, limit: w.Limit})
+		return items, err
+	})
 }
 
 type listQuery struct {
@@ -79,18 +40,6 @@ type listQuery struct {
 	after       int64 // oldest first: versions above this
 	before      int64 // newest first: versions below this (0: none)
 	limit       int
-}
-
-// tokenScope is what a page token of q pages through: a token is good only
-// for the user and the filters it was given for.
-func (q listQuery) tokenScope(user string) []string {
-	return []string{"ListHistory", user, q.fingerprint()}
-}
-
-func (q listQuery) fingerprint() string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%v|%d|%d|%v", q.types, q.start.UnixNano(), q.end.UnixNano(), q.oldestFirst)
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.Entry, bool, error) {

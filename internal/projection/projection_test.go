@@ -504,10 +504,10 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		t.Errorf("the next page from another instance: %v, %v; want versions %d and %d", page, err, total-2, total-3)
 	}
 
-	newestFirst, oldestFirst := listQuery{}.tokenScope("u1"), listQuery{oldestFirst: true}.tokenScope("u1")
+	newestFirst, oldestFirst := pagetoken.HistoryScope("u1", ledger.HistoryQuery{}), pagetoken.HistoryScope("u1", ledger.HistoryQuery{OldestFirst: true})
 	altered := []byte(next)
 	altered[10] ^= 'A' ^ 'B' // another base64url digit
-	unversioned := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"u":"u1","v":3,"f":%q}`, listQuery{}.fingerprint()))
+	unversioned := base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"u":"u1","v":3,"f":%q}`, newestFirst[2]))
 	tests := []struct {
 		name   string
 		user   string // "": u1

@@ -1,6 +1,8 @@
 package dynamo
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,10 +13,40 @@ import (
 
 var _ ledger.Store = (*Ledger)(nil)
 
+// TestContract runs the contract with group commit and without (MaxBatch
+// 1): money must behave the same either way, under the contract's
+// concurrent purchases, copies of one request and storms as well. After
+// each test every user of its table is audited (Audit: also request records
+// and refund caps, which the contract cannot see).
 func TestContract(t *testing.T) {
 	t.Parallel()
-	ledgertest.Contract(t, func(t *testing.T, now func() time.Time) ledger.Store {
-		env := dynamotest.New(t)
-		return New(env.Client, Options{Table: env.Ledger, Now: now})
+	for _, maxBatch := range []int{0, 1} {
+		t.Run(fmt.Sprint("max batch ", maxBatch), func(t *testing.T) {
+			t.Parallel()
+			ledgertest.Contract(t, func(t *testing.T, now func() time.Time) ledger.Store {
+				env := dynamotest.New(t)
+				l := New(env.Client, Options{Table: env.Ledger, Now: now, MaxBatch: maxBatch})
+				t.Cleanup(func() { auditEveryone(t, l) })
+				return l
+			})
+		})
+	}
+}
+
+// auditEveryone audits every user of l's table.
+func auditEveryone(t *testing.T, l *Ledger) {
+	t.Helper()
+	ctx := context.Background()
+	users := 0
+	err := l.Users(ctx, 1, nil, func(user string) error {
+		users++
+		a, err := l.Audit(ctx, user)
+		for _, f := range a.Findings {
+			t.Errorf("audit: %s", f)
+		}
+		return err
 	})
+	if err != nil || users == 0 {
+		t.Errorf("audit of every user: %d users, %v", users, err)
+	}
 }

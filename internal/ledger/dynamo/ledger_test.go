@@ -355,10 +355,10 @@ func TestEntriesPages(t *testing.T) {
 		{name: "garbage", token: "!!!"},
 		{name: "altered", token: string(altered)},
 		{name: "of the old format, unversioned", token: base64.RawURLEncoding.EncodeToString([]byte(`{"u":"u2","v":0}`))},
-		{name: "of another deployment", token: pagetoken.Derived("other-ledger").Encode(0, entriesScope, "u2")},
+		{name: "of another deployment", token: pagetoken.Derived("other-ledger").Encode(0, pagetoken.EntriesRead, "u2")},
 		{name: "of ListHistory", token: l.tokens.Encode(1, "ListHistory", "u2", "")},
-		{name: "with the key, negative", token: l.tokens.Encode(-5, entriesScope, "u2")},
-		{name: "with the key, after the largest version", token: l.tokens.Encode(math.MaxInt64, entriesScope, "u2")},
+		{name: "with the key, negative", token: l.tokens.Encode(-5, pagetoken.EntriesRead, "u2")},
+		{name: "with the key, after the largest version", token: l.tokens.Encode(math.MaxInt64, pagetoken.EntriesRead, "u2")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1215,6 +1215,35 @@ func TestAuditOfRefusalRecords(t *testing.T) {
 	}
 	if _, err := l.Audit(ctx, "u1"); err == nil || !strings.Contains(err.Error(), "refusal_reason") {
 		t.Errorf("audit of a refusal record without a reason: %v, want an error naming refusal_reason", err)
+	}
+}
+
+// A user whose only request was refused has a refusal record and nothing
+// else: no account item, no entry, and an audit without findings. Reads
+// write nothing. (Moved from the API's TestBalanceOfANewUser, which counted
+// the items of the table.)
+func TestAUserWithARefusalOnly(t *testing.T) {
+	t.Parallel()
+	l, env := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	if a, err := l.Balance(ctx, "nobody"); err != nil || a.Version != 0 || !a.Balance.IsZero() || a.Status != ledger.StatusActive {
+		t.Errorf("balance of a new user: %+v, %v; want 0, version 0, active", a, err)
+	}
+	if _, _, err := l.Entries(ctx, "nobody", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Apply(ctx, mutation(t, ledger.EntryPurchase, "nobody", "p", "1")); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
+		t.Fatalf("purchase by a new user: %v, want %s", err, ledger.ReasonInsufficientBalance)
+	}
+	out, err := env.Client.Scan(ctx, &dynamodb.ScanInput{TableName: &env.Ledger, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Items) != 1 || out.Items[0]["SK"].(*types.AttributeValueMemberS).Value != requestPrefix+"p" {
+		t.Errorf("reads and a refused purchase wrote %d items (%v), want the refusal's record only", len(out.Items), out.Items)
+	}
+	if a, err := l.Audit(ctx, "nobody"); err != nil || len(a.Findings) != 0 || a.Account.Version != 0 {
+		t.Errorf("audit of a user with a refusal only: %+v, %v; want no account, no findings", a, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -69,43 +68,11 @@ func (l *Ledger) get(ctx context.Context, key map[string]types.AttributeValue) (
 	return out.Item, nil
 }
 
-// entriesScope is what ListEntries' page tokens page through, with the user:
-// a token of another read or another user is refused.
-const entriesScope = "ListEntries"
-
 // Entries returns up to pageSize entries of user in version order, starting
 // after the position in token, and the token of the next page ("" on the
-// last page).
+// last page); pagetoken.Codec.Entries pages, as for every store.
 func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
-	if err := ledger.ValidateUserID(user); err != nil {
-		return nil, "", err
-	}
-	pageSize, err := ledger.PageSize(pageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	var after int64
-	if token != "" {
-		if after, err = l.tokens.Decode(token, entriesScope, user); err != nil {
-			return nil, "", err
-		}
-		// The service gives neither, but whoever holds the key could: after
-		// the largest version, after+1 would overflow and start over.
-		if after < 0 || after == math.MaxInt64 {
-			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this service gave for user %q", user)
-		}
-	}
-
-	// Ask for one more than a page: if it comes, there is a next page.
-	entries, err := l.EntriesAfter(ctx, user, after, pageSize+1)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(entries) <= pageSize {
-		return entries, "", nil
-	}
-	entries = entries[:pageSize]
-	return entries, l.tokens.Encode(entries[pageSize-1].Version, entriesScope, user), nil
+	return l.tokens.Entries(ctx, l.EntriesAfter, user, pageSize, token)
 }
 
 // EntriesAfter returns up to limit entries of user with versions above

@@ -18,14 +18,8 @@ import (
 // state only the first applies, and the second reads the new state and
 // decides again. A frozen account refuses purchases; credits still apply.
 func (l *Ledger) SetStatus(ctx context.Context, user string, status ledger.Status, reason string) (ledger.Account, bool, error) {
-	if err := ledger.ValidateUserID(user); err != nil {
+	if err := ledger.CheckStatusChange(user, status, reason); err != nil {
 		return ledger.Account{}, false, err
-	}
-	if status != ledger.StatusActive && status != ledger.StatusFrozen {
-		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "status must be ACTIVE or FROZEN")
-	}
-	if len(reason) > ledger.MaxReasonBytes || !ledger.Printable(reason) {
-		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "reason must be printable text of at most %d bytes", ledger.MaxReasonBytes)
 	}
 	for range 10 {
 		acct, err := l.account(ctx, user)

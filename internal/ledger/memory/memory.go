@@ -1,7 +1,9 @@
 // Package memory is a ledger store in memory, for fast tests of what is
 // built on a ledger. It decides with ledger.Decide, as every store must, and
 // passes the same contract suite as the DynamoDB store
-// (ledgertest.Contract); it keeps nothing across a restart.
+// (ledgertest.Contract); it keeps nothing across a restart. Beside it are a
+// history projection that follows it (History) and a reconciliation of the
+// two (Reconciler), so that the API can be tested without DynamoDB.
 package memory
 
 import (
@@ -9,7 +11,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // Store is an in-memory ledger store. One lock serialises every mutation,
@@ -27,6 +29,8 @@ type Store struct {
 	now        func() time.Time
 	maxBuckets int
 	maxHolds   int
+	tokens     *pagetoken.Codec
+	followers  []func(ledger.Entry)
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -50,7 +54,16 @@ func New(now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{users: map[string]*user{}, now: now}
+	return &Store{users: map[string]*user{}, now: now, tokens: pagetoken.Derived("memory")}
+}
+
+// Follow has f told of every entry the store commits from now on, in
+// version order for each user, under the store's lock: f must not call the
+// store.
+func (s *Store) Follow(f func(ledger.Entry)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.followers = append(s.followers, f)
 }
 
 func (s *Store) user(id string) *user {
@@ -91,7 +104,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		}
 		return ledger.Result{}, err
 	}
-	u.commit(dec)
+	s.commit(u, dec)
 	main := dec.Entry()
 	u.requests[m.RequestID] = record{hash: m.Hash(), version: main.Version}
 	if facts.Purchase != nil {
@@ -102,8 +115,8 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 }
 
 // commit appends a decision's entries, with ids, takes its account, and
-// moves the holds its entries made or resolved.
-func (u *user) commit(dec ledger.Decision) {
+// moves the holds its entries made or resolved, and tells the followers.
+func (s *Store) commit(u *user, dec ledger.Decision) {
 	for _, e := range dec.Entries {
 		e.ID = ulid.Make().String()
 		if e.Refundable() {
@@ -118,6 +131,11 @@ func (u *user) commit(dec ledger.Decision) {
 		}
 	}
 	u.acct = dec.After
+	for _, e := range u.entries[len(u.entries)-len(dec.Entries):] {
+		for _, f := range s.followers {
+			f(e)
+		}
+	}
 }
 
 func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
@@ -135,40 +153,24 @@ func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
 	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true, Hold: hold}, nil
 }
 
-// Holds pages through a user's holds in version order. A page token is the
-// version of the last hold of the page before.
+// Holds pages through a user's holds in version order.
 func (s *Store) Holds(_ context.Context, id string, q ledger.HoldQuery) ([]ledger.Hold, string, error) {
-	if err := ledger.ValidateUserID(id); err != nil {
-		return nil, "", err
-	}
-	q, err := q.Check()
-	if err != nil {
-		return nil, "", err
-	}
-	var after int64
-	if q.PageToken != "" {
-		if after, err = strconv.ParseInt(q.PageToken, 10, 64); err != nil || after < 1 {
-			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this store gave")
+	return s.tokens.Holds(id, q, func(q ledger.HoldQuery, after int64, limit int) ([]ledger.Hold, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		u, ok := s.users[id]
+		if !ok {
+			return nil, nil
 		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	u, ok := s.users[id]
-	if !ok {
-		return nil, "", nil
-	}
-	now := s.now()
-	var out []ledger.Hold
-	for _, h := range slices.SortedFunc(maps.Values(u.holds), func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) }) {
-		if h.Version > after && q.Matches(h, now) {
-			out = append(out, h)
+		now := s.now()
+		var out []ledger.Hold
+		for _, h := range slices.SortedFunc(maps.Values(u.holds), func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) }) {
+			if len(out) < limit && h.Version > after && q.Matches(h, now) {
+				out = append(out, h)
+			}
 		}
-	}
-	if len(out) <= q.PageSize {
-		return out, "", nil
-	}
-	out = out[:q.PageSize]
-	return out, strconv.FormatInt(out[len(out)-1].Version, 10), nil
+		return out, nil
+	})
 }
 
 func (s *Store) Balance(_ context.Context, id string) (ledger.Account, error) {
@@ -194,6 +196,27 @@ func (s *Store) EntriesAfter(_ context.Context, id string, after int64, limit in
 	return slices.Clone(es[:min(len(es), limit)]), nil
 }
 
+// Entries returns up to pageSize entries of user in version order, after
+// the position in token, and the next page's token ("" on the last page):
+// ListEntries, paged as every store pages (pagetoken.Codec.Entries).
+func (s *Store) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
+	return s.tokens.Entries(ctx, s.EntriesAfter, user, pageSize, token)
+}
+
+// Users returns the users with entries, in order.
+func (s *Store) Users() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, u := range s.users {
+		if u.acct.Version > 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	if err := ledger.ValidateUserID(id); err != nil {
 		return ledger.Result{}, err
@@ -205,17 +228,14 @@ func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	if len(dec.Entries) == 0 {
 		return ledger.Result{Balance: u.acct.Balance}, nil
 	}
-	u.commit(dec)
+	s.commit(u, dec)
 	last := u.entries[len(u.entries)-1]
 	return ledger.Result{Entry: last, Balance: last.BalanceAfter}, nil
 }
 
-func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, _ string) (ledger.Account, bool, error) {
-	if err := ledger.ValidateUserID(id); err != nil {
+func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, reason string) (ledger.Account, bool, error) {
+	if err := ledger.CheckStatusChange(id, status, reason); err != nil {
 		return ledger.Account{}, false, err
-	}
-	if status != ledger.StatusActive && status != ledger.StatusFrozen {
-		return ledger.Account{}, false, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidStatus, "status must be ACTIVE or FROZEN")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

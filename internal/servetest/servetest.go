@@ -1,0 +1,119 @@
+// Package servetest serves ledgerd's API for tests: its handlers with its
+// handler options, as cmd/ledgerd wires them, over the in-memory store,
+// history and reconciliation of package memory, optionally behind its
+// authentication. The tests of packages api and auth build their servers
+// here, so neither needs DynamoDB Local; the DynamoDB store passes the same
+// contract as the memory one (ledgertest.Contract), on the emulator.
+package servetest
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/memory"
+	"github.com/pointledger/pointledger/internal/projection"
+)
+
+var (
+	_ api.AdminLedger  = (*memory.Store)(nil)
+	_ api.History      = (*memory.History)(nil)
+	_ api.AdminHistory = (*memory.History)(nil)
+	_ api.Reconciler   = (*memory.Reconciler)(nil)
+)
+
+// Options say how a server is built; the zero value is ledgerd's defaults
+// without authentication.
+type Options struct {
+	// Now is the clock of the store and of the expiry policy; nil: time.Now.
+	Now func() time.Time
+	// Expiry is the program's expiry policy (its Now is set from Now).
+	Expiry api.ExpiryPolicy
+	// Auth, if not nil, authenticates every call as `ledgerd serve` does:
+	// its middleware, rate limited by Limiter (nil: none), before the
+	// handlers, and its interceptor in them.
+	Auth    *auth.Authenticator
+	Limiter *auth.Limiter
+}
+
+// Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
+// store.
+type Server struct {
+	URL  string
+	HTTP *http.Client // HTTP/1.1, many connections at once (raw requests, storms)
+	H2C  *http.Client // HTTP/2 without TLS (gRPC)
+	// Clients over HTTP, without credentials.
+	Ledger pointledgerv1connect.LedgerServiceClient
+	Admin  pointledgerv1connect.AdminServiceClient
+
+	Store   *memory.Store
+	History *memory.History // follows Store
+}
+
+// New serves ledgerd's API on a fresh store, until the test ends.
+func New(tb testing.TB, o Options) *Server {
+	tb.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := memory.New(o.Now)
+	history := memory.NewHistory(store)
+	o.Expiry.Now = o.Now
+
+	options := api.HandlerOptions(log)
+	protect := func(h http.Handler) http.Handler { return h }
+	if o.Auth != nil {
+		options = append(options, connect.WithInterceptors(auth.Interceptor()))
+		protect = func(h http.Handler) http.Handler { return auth.Middleware(o.Auth, o.Limiter, log, h, options...) }
+	}
+	mux := http.NewServeMux()
+	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
+	service.SetExpiryPolicy(o.Expiry)
+	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
+	mux.Handle(path, protect(handler))
+	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
+	admin := api.NewAdminService(store, history, memory.NewReconciler(store, history), noProjector, ledger.DefaultScale, log)
+	admin.SetExpiryPolicy(o.Expiry)
+	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
+	mux.Handle(path, protect(handler))
+
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS, as ledgerd serves it
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	tb.Cleanup(httpClient.CloseIdleConnections)
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &h2, DialContext: (&net.Dialer{}).DialContext}}
+	tb.Cleanup(h2c.CloseIdleConnections)
+	return &Server{
+		URL:     srv.URL,
+		HTTP:    httpClient,
+		H2C:     h2c,
+		Ledger:  pointledgerv1connect.NewLedgerServiceClient(httpClient, srv.URL),
+		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
+		Store:   store,
+		History: history,
+	}
+}
+
+// Snapshot is every record of the store and of the history, to compare
+// before and after a call.
+func (s *Server) Snapshot() memory.Snapshot {
+	out := s.Store.Snapshot()
+	for k, v := range s.History.Snapshot() {
+		out[k] = v
+	}
+	return out
+}
