@@ -112,31 +112,51 @@ type call func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, 
 var calls = []struct {
 	name string
 	call call
+	hold bool // it acts on the hold "h-"+id, which the test authorizes first (authorize)
 }{
 	{"Grant", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
 		_, err := l.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "5", RequestId: "g-" + id}))
 		return err
-	}},
+	}, false},
 	{"Purchase", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
 		_, err := l.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: "alice", Amount: "1", RequestId: "p-" + id}))
 		return err
-	}},
+	}, false},
 	{"Refund", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
 		_, err := l.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: "alice", Amount: "1", RequestId: "r-" + id, PurchaseRequestId: "setup-p"}))
 		return err
-	}},
+	}, false},
 	{"GetBalance", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := l.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"}))
 		return err
-	}},
+	}, false},
 	{"ListEntries", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := l.ListEntries(ctx, connect.NewRequest(&pb.ListEntriesRequest{UserId: "alice"}))
 		return err
-	}},
+	}, false},
 	{"ListHistory", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := l.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: "alice"}))
 		return err
-	}},
+	}, false},
+	{"Authorize", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: "alice", Amount: "1", RequestId: "au-" + id}))
+		if err == nil { // let it go, so that alice's holds stay within the limit
+			_, err = l.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: "alice", HoldRequestId: "au-" + id, RequestId: "auv-" + id}))
+		}
+		return err
+	}, false},
+	{"Capture", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.Capture(ctx, connect.NewRequest(&pb.CaptureRequest{UserId: "alice", HoldRequestId: "h-" + id, RequestId: "c-" + id}))
+		return err
+	}, true},
+	{"Void", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: "alice", HoldRequestId: "h-" + id, RequestId: "v-" + id}))
+		return err
+	}, true},
+	{"ListHolds", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := l.ListHolds(ctx, connect.NewRequest(&pb.ListHoldsRequest{UserId: "alice"}))
+		return err
+	}, false},
 	{"Reconcile", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
 		// A user with no entries: quick, and the role is what is tested.
 		stream, err := a.Reconcile(ctx, connect.NewRequest(&pb.ReconcileRequest{UserId: "nobody"}))
@@ -146,23 +166,23 @@ var calls = []struct {
 		for stream.Receive() {
 		}
 		return stream.Err()
-	}},
+	}, false},
 	{"Adjust", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, id string) error {
 		_, err := a.Adjust(ctx, connect.NewRequest(&pb.AdjustRequest{UserId: "alice", Amount: "1", RequestId: "a-" + id, Reason: "test"}))
 		return err
-	}},
+	}, false},
 	{"SetAccountStatus", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := a.SetAccountStatus(ctx, connect.NewRequest(&pb.SetAccountStatusRequest{UserId: "alice", Status: pb.AccountStatus_ACCOUNT_STATUS_ACTIVE, Reason: "test"}))
 		return err
-	}},
+	}, false},
 	{"RebuildProjection", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := a.RebuildProjection(ctx, connect.NewRequest(&pb.RebuildProjectionRequest{UserId: "alice"}))
 		return err
-	}},
+	}, false},
 	{"GetProjectionStatus", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := a.GetProjectionStatus(ctx, connect.NewRequest(&pb.GetProjectionStatusRequest{UserId: "alice"}))
 		return err
-	}},
+	}, false},
 }
 
 const (
@@ -190,13 +210,15 @@ func TestRolesPerProcedure(t *testing.T) {
 	}{
 		{"service", s.creds.ServiceToken, map[string]connect.Code{
 			"Grant": ok, "Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"Authorize": ok, "Capture": ok, "Void": ok, "ListHolds": ok,
 		}},
 		{"admin", s.creds.AdminToken, map[string]connect.Code{
-			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "ListHolds": ok, "Void": ok,
 			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "RebuildProjection": ok, "GetProjectionStatus": ok,
 		}},
 		{"user alice", s.userToken(t, "alice", time.Hour), map[string]connect.Code{
 			"Purchase": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"Authorize": ok, "Void": ok, "ListHolds": ok,
 		}},
 		{"user bob, for alice", s.userToken(t, "bob", time.Hour), map[string]connect.Code{}},
 		{"no token", "", allCodes(unauth)},
@@ -207,6 +229,7 @@ func TestRolesPerProcedure(t *testing.T) {
 		name string
 		opts []connect.ClientOption
 	}{{"connect", nil}, {"grpc", []connect.ClientOption{connect.WithGRPC()}}, {"grpcweb", []connect.ClientOption{connect.WithGRPCWeb()}}}
+	svc, _ := s.clients(s.creds.ServiceToken)
 	for _, p := range protocols {
 		for _, c := range callers {
 			l, a := s.clients(c.token, p.opts...)
@@ -215,8 +238,12 @@ func TestRolesPerProcedure(t *testing.T) {
 				if !listed {
 					want = denied
 				}
+				id := p.name + "-" + strings.NewReplacer(" ", "_", ",", "").Replace(c.name) + "-" + proc.name
+				if proc.hold {
+					authorize(t, svc, id)
+				}
 				before := s.srv.Snapshot()
-				err := proc.call(ctx, l, a, p.name+"-"+strings.ReplaceAll(c.name, " ", "_"))
+				err := proc.call(ctx, l, a, id)
 				if got := connect.CodeOf(err); err == nil && want != ok || err != nil && got != want {
 					t.Errorf("%s: %s calls %s: %v, want %v", p.name, c.name, proc.name, err, want)
 				}
@@ -228,8 +255,22 @@ func TestRolesPerProcedure(t *testing.T) {
 						t.Errorf("%s: %s calls %s: refused, yet it wrote: %s", p.name, c.name, proc.name, w)
 					}
 				}
+				if proc.hold && err != nil { // let it go, so that alice's holds stay within the limit
+					if _, err := svc.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: "alice", HoldRequestId: "h-" + id, RequestId: "cleanup-" + id})); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 		}
+	}
+}
+
+// authorize holds 1 of alice's points as hold "h-"+id, for a call that
+// acts on it.
+func authorize(tb testing.TB, svc pointledgerv1connect.LedgerServiceClient, id string) {
+	tb.Helper()
+	if _, err := svc.Authorize(context.Background(), connect.NewRequest(&pb.AuthorizeRequest{UserId: "alice", Amount: "1", RequestId: "h-" + id})); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -354,7 +395,11 @@ func TestInsecureDevLetsEveryoneIn(t *testing.T) {
 	s.setup(t, "")
 	l, a := s.clients("")
 	for _, proc := range calls {
-		if err := proc.call(context.Background(), l, a, "dev"); err != nil {
+		id := "dev-" + proc.name
+		if proc.hold {
+			authorize(t, l, id)
+		}
+		if err := proc.call(context.Background(), l, a, id); err != nil {
 			t.Errorf("insecure dev: %s: %v", proc.name, err)
 		}
 	}

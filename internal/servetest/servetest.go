@@ -44,6 +44,8 @@ type Options struct {
 	// handlers, and its interceptor in them.
 	Auth    *auth.Authenticator
 	Limiter *auth.Limiter
+	// MaxHolds bounds each account's open holds; 0: the default.
+	MaxHolds int
 }
 
 // Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
@@ -65,6 +67,7 @@ func New(tb testing.TB, o Options) *Server {
 	tb.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := memory.New(o.Now)
+	store.SetLimits(0, o.MaxHolds)
 	history := memory.NewHistory(store)
 	o.Expiry.Now = o.Now
 

@@ -57,6 +57,12 @@ func New(now func() time.Time) *Store {
 	return &Store{users: map[string]*user{}, now: now, tokens: pagetoken.Derived("memory")}
 }
 
+// SetLimits bounds each account's buckets and open holds as the store's
+// settings do (0: the domain's defaults). Call it before the store is used.
+func (s *Store) SetLimits(maxBuckets, maxHolds int) {
+	s.maxBuckets, s.maxHolds = maxBuckets, maxHolds
+}
+
 // Follow has f told of every entry the store commits from now on, in
 // version order for each user, under the store's lock: f must not call the
 // store.
