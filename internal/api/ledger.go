@@ -191,9 +191,10 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		Reason:            e.Reason,
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
-		HeldChange:        e.HeldChange.String(),
-		HeldAfter:         e.HeldAfter.String(),
 		HoldRequestId:     e.HoldRequestID,
+	}
+	if e.MovesHeld() {
+		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
 	}
 	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()
@@ -249,9 +250,10 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		ExplainsBalance:   e.ExplainsBalance,
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
-		HeldChange:        e.HeldChange.String(),
-		HeldAfter:         e.HeldAfter.String(),
 		HoldRequestId:     e.HoldRequestID,
+	}
+	if e.MovesHeld() {
+		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
 	}
 	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()

@@ -191,3 +191,10 @@ type HistoryQuery struct {
 // Refundable says whether a refund may name e: a purchase or a capture,
 // which keeps the sum of its refunds in RefundedAmount.
 func (e Entry) Refundable() bool { return refundable(e.Type) }
+
+// MovesHeld says whether e is a hold, a capture or a release: an entry that
+// changes what the account holds.
+func (e Entry) MovesHeld() bool {
+	info, _ := e.Type.Info()
+	return e.Type == EntryHold || info.ResolvesHold
+}

@@ -292,7 +292,7 @@ type Entry struct {
 	// gave back.
 	Draws []*Draw `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
 	// Holds, captures and releases: the change to what is held, and what is
-	// held right after ("0" for other entries).
+	// held right after (unset on other entries).
 	HeldChange string `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
 	HeldAfter  string `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
 	// Captures and releases: the request_id of the hold they resolve.
