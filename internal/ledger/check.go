@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"github.com/shopspring/decimal"
 	"slices"
 	"strings"
 )
@@ -39,7 +40,25 @@ func CheckFold(acct Account, entries []Entry) (Account, []Finding) {
 	if !slices.EqualFunc(acct.Buckets, folded.Buckets, func(a, b Bucket) bool { return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) }) {
 		add(FindingBuckets, bucketsText(folded.Buckets), bucketsText(acct.Buckets), acct.Version)
 	}
+	held := decimal.Zero
+	for _, h := range acct.Holds {
+		held = held.Add(h.Amount)
+	}
+	if !acct.Held.Equal(folded.Held) || !acct.Held.Equal(held) || acct.Available().IsNegative() {
+		add(FindingHeld, fmt.Sprintf("%s, the fold's and its open holds' sum, at most the balance", folded.Held), fmt.Sprintf("%s, its open holds summing to %s", acct.Held, held), acct.Version)
+	}
+	if !slices.EqualFunc(acct.Holds, folded.Holds, func(a, b Hold) bool { return a.RequestID == b.RequestID && a.Amount.Equal(b.Amount) }) {
+		add(FindingHolds, holdsText(folded.Holds), holdsText(acct.Holds), acct.Version)
+	}
 	return folded, out
+}
+
+func holdsText(hs []Hold) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.RequestID + ":" + h.Amount.String()
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }
 
 func bucketsText(bs []Bucket) string {
