@@ -468,3 +468,38 @@ func TestHoldItems(t *testing.T) {
 		t.Errorf("hold record: wrote %+v, read %+v, %v", captured, got, err)
 	}
 }
+
+// A ListHolds page token pages through the user and the states it was
+// given for, and nothing else.
+func TestHoldsPageTokensAreScoped(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	for _, u := range []string{"u", "v"} {
+		mustApply(t, l, mutation(t, ledger.EntryGrant, u, "g", "10"))
+		for i := range 3 {
+			mustApply(t, l, holdRequest(t, ledger.EntryHold, ledger.Request{UserID: u, RequestID: fmt.Sprint("h", i), Amount: "1"}))
+		}
+	}
+	held := []ledger.HoldState{ledger.HoldHeld}
+	page, next, err := l.Holds(ctx, "u", ledger.HoldQuery{States: held, PageSize: 1})
+	if err != nil || len(page) != 1 || next == "" {
+		t.Fatalf("first page: %v, %q, %v", page, next, err)
+	}
+	if page, _, err := l.Holds(ctx, "u", ledger.HoldQuery{PageSize: 1, PageToken: next}); err != nil || len(page) != 1 || page[0].RequestID != "h1" {
+		t.Errorf("the next page (no states: HELD, as asked first): %v, %v; want h1", page, err)
+	}
+	for name, q := range map[string]struct {
+		user string
+		q    ledger.HoldQuery
+	}{
+		"another user's":         {"v", ledger.HoldQuery{States: held, PageToken: next}},
+		"other states'":          {"u", ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldExpired}, PageToken: next}},
+		"ListEntries'":           {"u", ledger.HoldQuery{PageToken: l.tokens.Encode(1, entriesScope, "u")}},
+		"with the key, negative": {"u", ledger.HoldQuery{PageToken: l.tokens.Encode(-1, holdsScope, "u", string(ledger.HoldHeld))}},
+	} {
+		if _, _, err := l.Holds(ctx, q.user, q.q); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+			t.Errorf("a token used for %s holds: %v, want %s", name, err, ledger.ReasonInvalidPageToken)
+		}
+	}
+}

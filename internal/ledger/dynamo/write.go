@@ -370,13 +370,12 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, s
 		need = decimal.Max(need, dec.After.Held.Sub(cum))
 		running = dec.After
 	}
-	// fits says whether n more items fit the group. A decision that would
-	// not fit even an empty group releases more holds than a transaction
-	// can write (they expired together): as many of them as fit are
-	// released first, in this group, and the call is decided again in the
-	// next, until what is left of its releases fits.
-	// (Were there no hold to release, c could never commit: it is answered
-	// so.)
+	// fits says whether n more items (c's) fit the group. A decision that
+	// would not fit even an empty group releases more holds than a
+	// transaction can write (they expired together): as many of them as fit
+	// are released first, in this group, and c is decided again in the
+	// next, until what is left of its releases fits. Were there no hold to
+	// release, c could never commit, and is answered so.
 	fits := func(c *call, n int) bool {
 		if len(g.items)+n <= maxTxItems-indexReserve {
 			return true
