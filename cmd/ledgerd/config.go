@@ -71,7 +71,7 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
 		maxHolds = -1 // refused below, with the flag's name
 	}
 	fs.IntVar(&c.MaxHolds, "max-holds", maxHolds,
-		"open checkout holds one account may have; one more is refused (TOO_MANY_HOLDS) (LEDGER_MAX_HOLDS)")
+		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS) (LEDGER_MAX_HOLDS)")
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -157,8 +157,8 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if c.MaxBuckets < 1 || c.MaxBuckets > 1000 {
 		return nil, fmt.Errorf("-max-buckets (LEDGER_MAX_BUCKETS) must be 1 to 1000, not %d", c.MaxBuckets)
 	}
-	if c.MaxHolds < 1 || c.MaxHolds > 100 {
-		return nil, fmt.Errorf("-max-holds (LEDGER_MAX_HOLDS) must be 1 to 100, not %d", c.MaxHolds)
+	if c.MaxHolds < 1 || c.MaxHolds > 1000 {
+		return nil, fmt.Errorf("-max-holds (LEDGER_MAX_HOLDS) must be 1 to 1000, not %d", c.MaxHolds)
 	}
 	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens,
 		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds}
