@@ -2,9 +2,10 @@ package ledger
 
 import (
 	"fmt"
-	"github.com/shopspring/decimal"
 	"slices"
 	"strings"
+
+	"github.com/shopspring/decimal"
 )
 
 // CheckFold compares an account, as a store keeps it, with the fold of the

@@ -14,8 +14,8 @@ import (
 
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/pagetoken"
 	"github.com/pointledger/pointledger/internal/ledgertest"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // holdRequest validates a hold, capture or void of user u.
