@@ -45,7 +45,7 @@ func CheckFold(acct Account, entries []Entry) (Account, []Finding) {
 	for _, h := range acct.Holds {
 		held = held.Add(h.Amount)
 	}
-	if !acct.Held.Equal(folded.Held) || !acct.Held.Equal(held) || acct.Available().IsNegative() {
+	if !acct.Held.Equal(folded.Held) || !acct.Held.Equal(held) || acct.Held.GreaterThan(decimal.Max(acct.Balance, decimal.Zero)) {
 		add(FindingHeld, fmt.Sprintf("%s, the fold's and its open holds' sum, at most the balance", folded.Held), fmt.Sprintf("%s, its open holds summing to %s", acct.Held, held), acct.Version)
 	}
 	if !slices.EqualFunc(acct.Holds, folded.Holds, func(a, b Hold) bool { return a.RequestID == b.RequestID && a.Amount.Equal(b.Amount) }) {
