@@ -36,7 +36,7 @@ type recorder struct {
 	seconds    []*second
 	codes      map[string]int64
 	purchases  int64 // acknowledged, replays left out
-	mutations  int64 // acknowledged grants, purchases and refunds, replays left out
+	mutations  int64 // acknowledged requests that write (op.mutates), replays left out
 	steps      int64 // scenario steps completed
 }
 
@@ -88,11 +88,10 @@ func (r *recorder) record(kind string, out outcome, latency time.Duration, at ti
 	if out.replayed {
 		return // a retry's answer: the purchase was counted when it was made
 	}
-	switch kind {
-	case "purchase":
+	if kind == "purchase" {
 		r.purchases++
-		r.mutations++
-	case "grant", "refund":
+	}
+	if (op{kind: kind}).mutates() {
 		r.mutations++
 	}
 }

@@ -65,7 +65,7 @@ type Run struct {
 	Codes      map[string]int64 `json:"codes"`                  // outcome -> count: "ok" or a Connect code
 	Throughput float64          `json:"throughput"`             // acknowledged requests/s
 	Purchases  float64          `json:"purchases_per_s"`        // acknowledged, replays left out
-	Mutations  int64            `json:"mutations_acknowledged"` // grants, purchases and refunds, replays left out
+	Mutations  int64            `json:"mutations_acknowledged"` // grants, purchases, refunds, authorizations, captures and voids, replays left out
 	Steps      float64          `json:"steps_per_s"`            // scenario steps completed (a retry burst, a double-spend round: one)
 
 	// Latency of every request, whatever its outcome. Open loop: from the
@@ -119,6 +119,7 @@ type Invariants struct {
 	Granted    string   `json:"granted"`
 	Spent      string   `json:"spent"`
 	Refunded   string   `json:"refunded"`
+	Expired    string   `json:"expired"`
 	Balances   string   `json:"sum_of_balances"`
 }
 
@@ -139,7 +140,7 @@ func (i *Invariants) add(run string, o Invariants) {
 		y, _ := decimal.NewFromString(b)
 		return x.Add(y).String()
 	}
-	i.Granted, i.Spent, i.Refunded, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Balances, o.Balances)
+	i.Granted, i.Spent, i.Refunded, i.Expired, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Expired, o.Expired), sum(i.Balances, o.Balances)
 }
 
 // OK says whether every invariant held.
@@ -223,7 +224,7 @@ func (r *Report) printSummary(w io.Writer) {
 	inv := r.Invariants
 	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
 		inv.Users, inv.Entries, inv.Acked, inv.Unacked)
-	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Balances)
+	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s - expired %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Expired, inv.Balances)
 	for _, c := range inv.Checked {
 		fmt.Fprintf(w, "  checked: %s\n", c)
 	}

@@ -24,7 +24,10 @@ type op struct {
 }
 
 // mutates says whether the op writes to the ledger.
-func (o op) mutates() bool { return o.kind == "grant" || o.kind == "purchase" || o.kind == "refund" }
+func (o op) mutates() bool {
+	_, ok := entryTypeOf[o.kind]
+	return ok
+}
 
 // An outcome is what the system answered.
 type outcome struct {
