@@ -135,6 +135,9 @@ func TestRecorderMeasuresOnlyTheWindow(t *testing.T) {
 	if run.Latency.Max < 39.9 || run.Latency.Max > 40.1 || run.ByOp["purchase"].Count != 2 || run.ByOp["balance"].Count != 1 {
 		t.Errorf("latency %+v by op %+v", run.Latency, run.ByOp)
 	}
+	if c := run.CodesByOp["purchase"]; c["ok"] != 1 || c["failed_precondition"] != 1 || run.CodesByOp["balance"]["ok"] != 1 {
+		t.Errorf("outcomes by op %v, want purchase ok=1 failed_precondition=1, balance ok=1", run.CodesByOp)
+	}
 	if len(run.Timeline) != 3 || run.Timeline[0].OK != 1 || run.Timeline[0].Errors != 1 || run.Timeline[2].OK != 1 {
 		t.Errorf("timeline %+v", run.Timeline)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
@@ -42,7 +43,11 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 	switch o.kind {
 	case "grant":
 		var res *connect.Response[pb.GrantResponse]
-		if res, err = x.c.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID})); err == nil {
+		req := &pb.GrantRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID}
+		if o.ttl > 0 {
+			req.Ttl = durationpb.New(o.ttl)
+		}
+		if res, err = x.c.Grant(ctx, connect.NewRequest(req)); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "purchase":
@@ -55,6 +60,8 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 		if res, err = x.c.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, PurchaseRequestId: o.purchase})); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
+	case "authorize", "capture", "void":
+		return x.doHold(ctx, o)
 	case "balance":
 		_, err = x.c.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: o.user}))
 	case "history":
@@ -75,6 +82,51 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 			x.last = e
 		}
 		x.mu.Unlock()
+	}
+	return out
+}
+
+// doHold sends a checkout's op: an Authorize (answered with its hold, not
+// an entry), a Capture or a Void.
+func (x *connectExec) doHold(ctx context.Context, o op) outcome {
+	var e *pb.Entry
+	var h *pb.Hold
+	var replayed bool
+	var err error
+	switch o.kind {
+	case "authorize":
+		var res *connect.Response[pb.AuthorizeResponse]
+		req := &pb.AuthorizeRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, OrderId: "order-" + o.requestID}
+		if o.ttl > 0 {
+			req.Ttl = durationpb.New(o.ttl)
+		}
+		if res, err = x.c.Authorize(ctx, connect.NewRequest(req)); err == nil {
+			h, replayed = res.Msg.Hold, res.Msg.Replayed
+		}
+	case "capture":
+		var res *connect.Response[pb.CaptureResponse]
+		req := &pb.CaptureRequest{UserId: o.user, HoldRequestId: o.hold, Amount: o.amount.String(), RequestId: o.requestID}
+		if o.whole {
+			req.Amount = ""
+		}
+		if res, err = x.c.Capture(ctx, connect.NewRequest(req)); err == nil {
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
+		}
+	default: // void
+		var res *connect.Response[pb.VoidResponse]
+		if res, err = x.c.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: o.user, HoldRequestId: o.hold, RequestId: o.requestID})); err == nil {
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
+		}
+	}
+	if err != nil {
+		return outcome{code: codeOf(err)}
+	}
+	out := outcome{code: "ok", replayed: replayed}
+	if e != nil {
+		out.entryID, out.version = e.EntryId, e.Version
+	}
+	if h != nil {
+		out.expire = h.ExpireTime.AsTime()
 	}
 	return out
 }

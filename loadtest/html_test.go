@@ -31,6 +31,7 @@ func TestWriteHTML(t *testing.T) {
 					"purchase": {Count: 2000, P50: 2, P99: 9},
 					"grant":    {Count: 1003, P50: 1, P99: 5},
 				},
+				CodesByOp: map[string]map[string]int64{"purchase": {"ok": 1997, "unavailable": 3}, "grant": {"ok": 1003}},
 				Timeline: []Second{
 					{T: 0, OK: 990, Errors: 3, P50: 2, P99: 9},
 					{T: 1, OK: 1010, P50: 2.1, P99: math.NaN()},
@@ -60,6 +61,7 @@ func TestWriteHTML(t *testing.T) {
 		"user u-17: balance -5 is negative",   // the violation
 		"granted 100 − spent 60 + refunded 5", // the conservation line
 		"grant", "purchase",                   // the by-operation table
+		"ok=1997 unavailable=3", // its outcomes
 		"the batcher merged 12 purchases per transaction",
 		"ledgerd / baseline-direct: 1.25 × purchases/s", // whichever ran first
 	} {

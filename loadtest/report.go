@@ -70,10 +70,13 @@ type Run struct {
 
 	// Latency of every request, whatever its outcome. Open loop: from the
 	// time the schedule meant to send it (coordinated omission corrected).
-	Latency   Percentiles            `json:"latency"`
-	ByOp      map[string]Percentiles `json:"by_op"`     // latency by operation (purchase, grant, ...)
-	Timeline  []Second               `json:"timeline"`  // per second of the measured run
-	Histogram []Bucket               `json:"histogram"` // latency distribution, log-spaced buckets
+	Latency Percentiles            `json:"latency"`
+	ByOp    map[string]Percentiles `json:"by_op"` // latency by operation (purchase, grant, ...)
+	// CodesByOp: the outcomes of each operation, when a run has several
+	// (a checkout's authorizations refused, its captures acknowledged).
+	CodesByOp map[string]map[string]int64 `json:"codes_by_op,omitempty"`
+	Timeline  []Second                    `json:"timeline"`  // per second of the measured run
+	Histogram []Bucket                    `json:"histogram"` // latency distribution, log-spaced buckets
 
 	ItemWritesPerPurchase float64  `json:"item_writes_per_purchase,omitempty"` // ledger table, counted by the proxy
 	Transactions          int64    `json:"transactions,omitempty"`
@@ -207,7 +210,7 @@ func (r *Report) printSummary(w io.Writer) {
 			fmt.Fprintf(w, "\n%s by operation:\n", run.Name)
 			for _, op := range sortedKeys(run.ByOp) {
 				p := run.ByOp[op]
-				fmt.Fprintf(w, "  %-10s %8d requests  p50 %7.1f  p99 %7.1f  max %7.1f ms\n", op, p.Count, p.P50, p.P99, p.Max)
+				fmt.Fprintf(w, "  %-10s %8d requests  p50 %7.1f  p99 %7.1f  max %7.1f ms  %s\n", op, p.Count, p.P50, p.P99, p.Max, codeList(run.CodesByOp[op]))
 			}
 		}
 		if run.ItemWritesPerPurchase > 0 {

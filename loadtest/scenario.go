@@ -9,18 +9,22 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
 
 // An op is one request of the load.
 type op struct {
-	kind      string // grant, purchase, refund, balance, history
+	kind      string // grant, purchase, refund, authorize, capture, void, balance, history
 	user      string
 	requestID string
-	amount    decimal.Decimal
-	purchase  string // refund: the purchase's request id
-	expect    string // a code the scenario expects instead of "ok" (a probe)
+	amount    decimal.Decimal // capture: what it spends; void: what the hold holds
+	purchase  string          // refund: the purchase's request id
+	hold      string          // capture, void: the request id of the hold's Authorize
+	ttl       time.Duration   // grant, authorize: how long the points or the hold last; 0: not said
+	whole     bool            // capture: send no amount, which captures all of the hold (amount)
+	expect    string          // a code the scenario expects instead of "ok" (a probe)
 }
 
 // mutates says whether the op writes to the ledger.
@@ -34,7 +38,8 @@ type outcome struct {
 	code     string // "ok" or a Connect code ("failed_precondition", ...)
 	entryID  string // mutations: the entry written (or replayed)
 	version  int64
-	replayed bool // the answer to a request id seen before
+	replayed bool      // the answer to a request id seen before
+	expire   time.Time // authorize: when its hold lets go
 }
 
 // An executor sends ops: ledgerd over Connect, or a baseline straight to
