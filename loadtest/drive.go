@@ -429,5 +429,6 @@ func newSender(x executor, rec *recorder, b *book) sender {
 }
 
 // sentAfterKey marks the ops a step sends once an earlier op of it was
-// answered (double-spend's purchases, after their grant).
+// answered (double-spend's purchases, after their grant; a checkout's
+// capture or void, after its authorization).
 type sentAfterKey struct{}

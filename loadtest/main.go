@@ -163,7 +163,8 @@ func parseFlags(args []string) (flags, error) {
 // params checks the flags that shape the load and returns its parameters,
 // and the open loop's rate (0: none, or half of the closed loop's).
 func (f flags) params() (p *params, rate float64, err error) {
-	p = &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	p = &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36),
+		runFor: f.warmup + f.duration}
 	if !slices.Contains(scenarios, f.scenario) {
 		return nil, 0, fmt.Errorf("-scenario %q: want one of %s", f.scenario, strings.Join(scenarios, ", "))
 	}
