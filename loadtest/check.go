@@ -10,6 +10,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
@@ -73,6 +74,17 @@ func (b *book) answered(o op, out outcome) {
 	}
 }
 
+// users are the users the book sent requests for.
+func (b *book) users() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := map[string]bool{}
+	for _, s := range b.sent {
+		seen[s.op.user] = true
+	}
+	return sortedKeys(seen)
+}
+
 // transient are the codes a busy ledger may answer any request with.
 var transient = map[string]bool{"aborted": true, "unavailable": true, "deadline_exceeded": true, "canceled": true, "resource_exhausted": true}
 
@@ -81,6 +93,9 @@ type checker struct {
 	store   *dynamo.Ledger
 	history *projection.History
 	leases  *projection.LeaseTable
+	// api, if set, is ledgerd, whose view of every user's holds is checked
+	// too (checkHolds).
+	api pointledgerv1connect.LedgerServiceClient
 }
 
 // check runs every invariant over the users the book knows: reconciliation
@@ -98,6 +113,9 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 	}}
 	if len(covers) > 0 {
 		inv.Checked = append(inv.Checked, "double-spend rounds: acknowledged purchases <= what the grant covers")
+	}
+	if c.api != nil {
+		inv.Checked = append(inv.Checked, holdsChecked...)
 	}
 	rep, err := reconcile.New(c.store, c.history, c.leases).Run(ctx, reconcile.Options{ProjectionGrace: time.Minute})
 	if err != nil {
@@ -143,6 +161,14 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 		purchases := matchBook(&inv, user, byUser[user], entries)
 		if k, ok := covers[user]; ok && purchases > k {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
+		}
+		if c.api != nil {
+			v, err := readHoldsView(ctx, c.api, user)
+			if err != nil {
+				return inv, err
+			}
+			inv.Violations = append(inv.Violations, checkHolds(v, byUser[user])...)
+			inv.countHolds(v.holds)
 		}
 	}
 	granted, spent, refunded, expired := totals.Granted, totals.Spent, totals.Refunded, totals.Expired

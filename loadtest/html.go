@@ -269,6 +269,7 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{with .Invariants}}<h2>Invariants</h2>
 <p>{{.Users}} users, {{.Entries}} entries, {{.Acked}} acknowledged and {{.Unacked}} unacknowledged requests</p>
 {{if or .Granted .Spent .Refunded .Balances}}<p>granted {{.Granted}} − spent {{.Spent}} + refunded {{.Refunded}} − expired {{or .Expired "0"}} = sum of balances {{.Balances}}</p>{{end}}
+{{if .Holds}}<p>holds by how they ended:{{range $state, $n := .Holds}} {{$n}} {{$state}}{{end}}</p>{{end}}
 {{if .Checked}}<ul>{{range .Checked}}<li>checked: {{.}}</li>{{end}}</ul>{{end}}
 {{if .OK}}<p class="good">0 violations</p>{{else}}<p class="bad">{{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}</p>
 <ul>{{range .Violations}}<li class="bad">{{.}}</li>{{end}}</ul>{{end}}

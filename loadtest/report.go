@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
 )
 
 // Report is everything one loadtest invocation measured and checked. Its
@@ -124,6 +126,18 @@ type Invariants struct {
 	Refunded   string   `json:"refunded"`
 	Expired    string   `json:"expired"`
 	Balances   string   `json:"sum_of_balances"`
+	// Holds: how many holds ended in each state (checkout).
+	Holds map[ledger.HoldState]int64 `json:"holds,omitempty"`
+}
+
+// countHolds counts holds by their state.
+func (i *Invariants) countHolds(holds []ledger.Hold) {
+	if i.Holds == nil && len(holds) > 0 {
+		i.Holds = map[ledger.HoldState]int64{}
+	}
+	for _, h := range holds {
+		i.Holds[h.State]++
+	}
 }
 
 // add merges the checks after one ledgerd run into i.
@@ -133,6 +147,12 @@ func (i *Invariants) add(run string, o Invariants) {
 	}
 	for _, v := range o.Violations {
 		i.Violations = append(i.Violations, run+": "+v)
+	}
+	if i.Holds == nil && len(o.Holds) > 0 {
+		i.Holds = map[ledger.HoldState]int64{}
+	}
+	for state, n := range o.Holds {
+		i.Holds[state] += n
 	}
 	i.Users += o.Users
 	i.Entries += o.Entries
@@ -228,6 +248,10 @@ func (r *Report) printSummary(w io.Writer) {
 	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
 		inv.Users, inv.Entries, inv.Acked, inv.Unacked)
 	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s - expired %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Expired, inv.Balances)
+	if len(inv.Holds) > 0 {
+		fmt.Fprintf(w, "  holds: %d captured, %d voided, %d expired, %d held\n",
+			inv.Holds[ledger.HoldCaptured], inv.Holds[ledger.HoldVoided], inv.Holds[ledger.HoldExpired], inv.Holds[ledger.HoldHeld])
+	}
 	for _, c := range inv.Checked {
 		fmt.Fprintf(w, "  checked: %s\n", c)
 	}
