@@ -31,7 +31,17 @@ type connectExec struct {
 	c pointledgerv1connect.LedgerServiceClient
 
 	mu   sync.Mutex
-	last *pb.Entry // the last acknowledged purchase, to time the projection
+	last *pb.Entry // the last acknowledged purchase or capture, to time the projection
+}
+
+// spent remembers e, an acknowledged purchase or capture, if it is the
+// last so far.
+func (x *connectExec) spent(e *pb.Entry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.last == nil || e.CreateTime.AsTime().After(x.last.CreateTime.AsTime()) {
+		x.last = e
+	}
 }
 
 func (x *connectExec) do(ctx context.Context, o op) outcome {
@@ -77,11 +87,7 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 		out.entryID, out.version = e.EntryId, e.Version
 	}
 	if o.kind == "purchase" {
-		x.mu.Lock()
-		if x.last == nil || e.CreateTime.AsTime().After(x.last.CreateTime.AsTime()) {
-			x.last = e
-		}
-		x.mu.Unlock()
+		x.spent(e)
 	}
 	return out
 }
@@ -124,6 +130,9 @@ func (x *connectExec) doHold(ctx context.Context, o op) outcome {
 	out := outcome{code: "ok", replayed: replayed}
 	if e != nil {
 		out.entryID, out.version = e.EntryId, e.Version
+		if o.kind == "capture" {
+			x.spent(e)
+		}
 	}
 	if h != nil {
 		out.expire = h.ExpireTime.AsTime()

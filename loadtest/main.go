@@ -556,7 +556,7 @@ func addCovers(covers map[string]int, s scenario) {
 }
 
 // projectionNotes: how far the projection lagged during the runs, and how
-// soon the last purchase showed in ListHistory.
+// soon the last purchase (or capture) showed in ListHistory.
 func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) []string {
 	var notes []string
 	if len(lags) > 0 {
@@ -573,7 +573,7 @@ func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) 
 		if d, err := historyDelay(ctx, x.c, last); err != nil {
 			notes = append(notes, err.Error())
 		} else {
-			notes = append(notes, fmt.Sprintf("the last purchase was in ListHistory %s after it was committed", d.Round(time.Millisecond)))
+			notes = append(notes, fmt.Sprintf("the last purchase (or capture) was in ListHistory %s after it was committed", d.Round(time.Millisecond)))
 		}
 	}
 	return notes

@@ -183,7 +183,7 @@ func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerService
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
+	return 0, fmt.Errorf("the last purchase (or capture) was not in ListHistory 30 s after the run")
 }
 
 // pinnedEnv marks the load tool re-executed by pinEmulator; it holds the
