@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,6 +43,12 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 		{"a frozen account spends nothing", frozenSpendsNothing},
 		{"points expire by time", pointsExpire},
 		{"no double spend under concurrency", noDoubleSpend},
+		{"a hold is captured or voided", holdsCaptureAndVoid},
+		{"a hold resolves once", holdResolvesOnce},
+		{"a hold expires by time", holdExpires},
+		{"holds are listed by state", holdsListed},
+		{"a capture is refunded like a purchase", captureRefunded},
+		{"a hold resolves once under concurrency", holdResolvesOnceConcurrently},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -91,6 +98,17 @@ func sound(t *testing.T, s ledger.Store, user string) ledger.Account {
 	}
 	if folded.Version != acct.Version || !folded.Balance.Equal(acct.Balance) || acct.Balance.IsNegative() {
 		t.Fatalf("account %+v, its %d entries fold to %+v", acct, len(entries), folded)
+	}
+	held := decimal.Zero
+	for _, h := range acct.Holds {
+		held = held.Add(h.Amount)
+	}
+	if !slices.EqualFunc(folded.Buckets, acct.Buckets, func(a, b ledger.Bucket) bool { return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) }) {
+		t.Fatalf("account buckets %+v, its entries fold to %+v", acct.Buckets, folded.Buckets)
+	}
+	if !folded.Held.Equal(acct.Held) || !held.Equal(acct.Held) || acct.Available().IsNegative() ||
+		!slices.EqualFunc(folded.Holds, acct.Holds, func(a, b ledger.Hold) bool { return a.RequestID == b.RequestID && a.Amount.Equal(b.Amount) }) {
+		t.Fatalf("account holds %s in %+v (summing to %s), its entries fold to %s in %+v", acct.Held, acct.Holds, held, folded.Held, folded.Holds)
 	}
 	return acct
 }
@@ -206,5 +224,217 @@ func noDoubleSpend(t *testing.T, s ledger.Store, _ *Clock) {
 	wg.Wait()
 	if acct := sound(t, s, "u"); ok.Load() != 20 || !acct.Balance.IsZero() {
 		t.Errorf("%d purchases of 1 on 20 went through, balance %s; want 20 and 0", ok.Load(), acct.Balance)
+	}
+}
+
+// refused applies a request that must be refused for reason, and returns
+// the refusal.
+func refused(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request, reason string) ledger.Error {
+	t.Helper()
+	res, err := apply(t, s, typ, r)
+	e, ok := ledger.AsError(err)
+	if !ok || e.Reason != reason {
+		t.Fatalf("%s %+v: %+v, %v; want %s", typ, r, res, err, reason)
+	}
+	return *e
+}
+
+// available checks the user's balance and what it holds.
+func available(t *testing.T, s ledger.Store, balance, held string) {
+	t.Helper()
+	acct := sound(t, s, "u")
+	if !acct.Balance.Equal(amount(balance)) || !acct.Held.Equal(amount(held)) || !acct.Available().Equal(amount(balance).Sub(amount(held))) {
+		t.Fatalf("balance %s, held %s; want %s and %s", acct.Balance, acct.Held, balance, held)
+	}
+}
+
+func holdsCaptureAndVoid(t *testing.T, s ledger.Store, clk *Clock) {
+	expire := clk.Now().Add(time.Hour)
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	a := must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "40", OrderID: "order-1", Expire: expire})
+	if h := a.Hold; h.RequestID != "h1" || h.State != ledger.HoldHeld || !h.Amount.Equal(amount("40")) || h.OrderID != "order-1" ||
+		!h.ExpireTime.Equal(expire) || h.Version != 2 || h.UserID != "u" {
+		t.Errorf("authorize's hold = %+v", h)
+	}
+	if e := a.Entry; e.Type != ledger.EntryHold || !e.Amount.IsZero() || !e.HeldChange.Equal(amount("40")) || !e.HeldAfter.Equal(amount("40")) || !a.Balance.Equal(amount("100")) {
+		t.Errorf("authorize's entry = %+v, balance %s", e, a.Balance)
+	}
+	available(t, s, "100", "40")
+	refused(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "60.01"}, ledger.ReasonInsufficientBalance)
+
+	c := must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"}) // all of it
+	if e := c.Entry; e.Type != ledger.EntryCapture || !e.Amount.Equal(amount("-40")) || !e.HeldChange.Equal(amount("-40")) || e.HoldRequestID != "h1" ||
+		c.Hold.State != ledger.HoldCaptured || !c.Hold.CapturedAmount.Equal(amount("40")) || c.Hold.ResolveVersion != e.Version || e.OrderID != "order-1" {
+		t.Errorf("capture = %+v", c)
+	}
+	available(t, s, "60", "0")
+
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "30", Expire: expire})
+	c = must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2", Amount: "10"})
+	if !c.Entry.Amount.Equal(amount("-10")) || !c.Hold.CapturedAmount.Equal(amount("10")) || !c.Balance.Equal(amount("50")) {
+		t.Errorf("a capture of 10 of 30 = %+v", c)
+	}
+	available(t, s, "50", "0") // the 20 not captured are back
+
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h3", Amount: "20", Expire: expire})
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "h3", Amount: "20.01"}, ledger.ReasonCaptureExceedsHold)
+	v := must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v3", HoldRequestID: "h3"})
+	if e := v.Entry; e.Type != ledger.EntryRelease || !e.Amount.IsZero() || !e.HeldChange.Equal(amount("-20")) || e.Reason != ledger.ReleaseVoided ||
+		v.Hold.State != ledger.HoldVoided || v.Hold.RequestID != "h3" {
+		t.Errorf("void = %+v", v)
+	}
+	available(t, s, "50", "0")
+}
+
+func holdResolvesOnce(t *testing.T, s ledger.Store, clk *Clock) {
+	expire := clk.Now().Add(time.Hour)
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "10", Expire: expire})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "10", Expire: expire})
+	first := must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
+	must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v2", HoldRequestID: "h2"})
+
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1-again", HoldRequestID: "h1"}, ledger.ReasonHoldNotHeld)
+	refused(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v1", HoldRequestID: "h1"}, ledger.ReasonHoldNotHeld)
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2"}, ledger.ReasonHoldNotHeld)
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "nothing"}, ledger.ReasonHoldNotFound)
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c4", HoldRequestID: "g"}, ledger.ReasonHoldNotFound) // a grant is no hold
+
+	// The capture again: its original entry, and the hold as it is.
+	again := must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
+	if !again.Replayed || again.Entry.ID != first.Entry.ID || again.Hold.State != ledger.HoldCaptured || again.Hold.ResolveVersion != first.Entry.Version {
+		t.Errorf("the capture again = %+v, want %+v replayed", again, first)
+	}
+	// A refused capture again: the same refusal, even once another hold
+	// of that id could be captured.
+	e := refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "nothing"}, ledger.ReasonHoldNotFound)
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "nothing", Amount: "1", Expire: expire})
+	if e2 := refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "nothing"}, ledger.ReasonHoldNotFound); !e2.Replayed || e2.Message != e.Message {
+		t.Errorf("the refused capture again: %+v, want %+v replayed", e2, e)
+	}
+	if acct := sound(t, s, "u"); acct.Version != 6 || !acct.Balance.Equal(amount("90")) || !acct.Held.Equal(amount("1")) {
+		t.Errorf("account %+v, want version 6, balance 90, 1 held", acct)
+	}
+}
+
+func holdExpires(t *testing.T, s ledger.Store, clk *Clock) {
+	ctx := context.Background()
+	expire := clk.Now().Add(time.Hour)
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "30", Expire: expire})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "20", Expire: expire})
+	clk.Add(time.Hour - time.Microsecond)
+	must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2"}) // a microsecond before: in time
+	clk.Add(time.Microsecond)
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"}, ledger.ReasonHoldExpired)
+	refused(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v1", HoldRequestID: "h1"}, ledger.ReasonHoldExpired)
+	if acct := sound(t, s, "u"); !acct.At(clk.Now()).Available().Equal(amount("80")) {
+		t.Errorf("available at the expiry: %s, want 80 (the expired hold's 30 back)", acct.At(clk.Now()).Available())
+	}
+	x, err := s.Expire(ctx, "u")
+	if err != nil || x.Entry.Type != ledger.EntryRelease || x.Entry.Reason != ledger.ReleaseExpired || x.Entry.HoldRequestID != "h1" || !x.Entry.HeldChange.Equal(amount("-30")) {
+		t.Fatalf("the sweeper at the expiry: %+v, %v; want the RELEASE of h1", x, err)
+	}
+	available(t, s, "80", "0")
+	if x, err := s.Expire(ctx, "u"); err != nil || x.Entry.Type != "" {
+		t.Errorf("the sweeper again: %+v, %v; want nothing due", x, err)
+	}
+	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1-later", HoldRequestID: "h1"}, ledger.ReasonHoldExpired)
+	hs, _, err := s.Holds(ctx, "u", ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldExpired}})
+	if err != nil || len(hs) != 1 || hs[0].RequestID != "h1" || hs[0].State != ledger.HoldExpired || hs[0].ResolveVersion != 5 {
+		t.Errorf("expired holds = %+v, %v; want h1, released by entry 5", hs, err)
+	}
+}
+
+func holdsListed(t *testing.T, s ledger.Store, clk *Clock) {
+	ctx := context.Background()
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	for i, ttl := range []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 10 * time.Minute, 4 * time.Hour} {
+		must(t, s, ledger.EntryHold, ledger.Request{RequestID: fmt.Sprint("h", i), Amount: "1", Expire: clk.Now().Add(ttl)})
+	}
+	must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
+	must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v2", HoldRequestID: "h2"})
+	clk.Add(10 * time.Minute) // h3 expires, by time only
+	ids := func(q ledger.HoldQuery) []string {
+		t.Helper()
+		var out []string
+		for pages := 0; ; pages++ {
+			hs, next, err := s.Holds(ctx, "u", q)
+			if err != nil || pages > 10 {
+				t.Fatalf("holds %+v: %v (page %d)", q, err, pages)
+			}
+			for _, h := range hs {
+				out = append(out, fmt.Sprint(h.RequestID, ":", h.StateAt(clk.Now())))
+			}
+			if next == "" {
+				return out
+			}
+			q.PageToken = next
+		}
+	}
+	for _, tc := range []struct {
+		states []ledger.HoldState
+		want   []string
+	}{
+		{nil, []string{"h0:HELD", "h4:HELD"}},
+		{[]ledger.HoldState{ledger.HoldCaptured, ledger.HoldVoided}, []string{"h1:CAPTURED", "h2:VOIDED"}},
+		{[]ledger.HoldState{ledger.HoldExpired}, []string{"h3:EXPIRED"}},
+		{[]ledger.HoldState{ledger.HoldHeld, ledger.HoldExpired, ledger.HoldVoided, ledger.HoldCaptured}, []string{"h0:HELD", "h1:CAPTURED", "h2:VOIDED", "h3:EXPIRED", "h4:HELD"}},
+	} {
+		for _, size := range []int{1, 2, 0} {
+			if got := ids(ledger.HoldQuery{States: tc.states, PageSize: size}); !slices.Equal(got, tc.want) {
+				t.Errorf("holds %v, page size %d: %v, want %v", tc.states, size, got, tc.want)
+			}
+		}
+	}
+	if _, _, err := s.Holds(ctx, "u", ledger.HoldQuery{PageToken: "!!!"}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+		t.Errorf("a bad page token: %v, want %s", err, ledger.ReasonInvalidPageToken)
+	}
+	if hs, next, err := s.Holds(ctx, "nobody", ledger.HoldQuery{}); err != nil || len(hs) != 0 || next != "" {
+		t.Errorf("the holds of a user with none: %v, %q, %v", hs, next, err)
+	}
+}
+
+func captureRefunded(t *testing.T, s ledger.Store, clk *Clock) {
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "30", Expire: clk.Now().Add(time.Hour)})
+	must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c", HoldRequestID: "h"}) // all of it: the request names no amount
+	r := must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r1", Amount: "20", PurchaseRequestID: "c"})
+	if r.Entry.PurchaseVersion != 3 || !r.Balance.Equal(amount("90")) {
+		t.Errorf("refund of the capture = %+v, want of version 3, balance 90", r)
+	}
+	refused(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r2", Amount: "10.01", PurchaseRequestID: "c"}, ledger.ReasonRefundExceedsPurchase)
+	refused(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r3", Amount: "1", PurchaseRequestID: "h"}, ledger.ReasonPurchaseNotFound)
+	must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r4", Amount: "10", PurchaseRequestID: "c"})
+	entries, err := s.EntriesAfter(context.Background(), "u", 2, 1)
+	if err != nil || len(entries) != 1 || !entries[0].RefundedAmount.Equal(amount("30")) {
+		t.Errorf("the capture after its refunds: %+v, %v; want 30 refunded", entries, err)
+	}
+	available(t, s, "100", "0")
+}
+
+func holdResolvesOnceConcurrently(t *testing.T, s ledger.Store, clk *Clock) {
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "10", Expire: clk.Now().Add(time.Hour)})
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Go(func() {
+			typ := ledger.EntryCapture
+			if i%2 == 1 {
+				typ = ledger.EntryRelease
+			}
+			_, err := apply(t, s, typ, ledger.Request{RequestID: fmt.Sprint("r", i), HoldRequestID: "h"})
+			switch {
+			case err == nil:
+				won.Add(1)
+			case ledger.ReasonOf(err) != ledger.ReasonHoldNotHeld:
+				t.Errorf("%s %d: %v", typ, i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if acct := sound(t, s, "u"); won.Load() != 1 || acct.Version != 3 || !acct.Held.IsZero() {
+		t.Errorf("%d captures and voids of one hold went through; account %+v; want 1, version 3, nothing held", won.Load(), acct)
 	}
 }

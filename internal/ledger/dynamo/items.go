@@ -1,7 +1,10 @@
 package dynamo
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,10 +18,16 @@ import (
 // Item layout of the ledger table. The user is the partition key of every
 // item, so one user's account, entries and request records live together:
 //
-//	PK=ACCT#<user> SK=A                    account: balance, buckets, version, status, times
+//	PK=ACCT#<user> SK=A                    account: balance, buckets, held and the open
+//	                                       holds, version, status, times
 //	PK=ACCT#<user> SK=E#<version, 20 digits> entry
+//	PK=ACCT#<user> SK=H#<version, 20 digits> hold record, by the version of its HOLD entry:
+//	                                       its state, and what resolved it
 //	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, and the entry
 //	                                       version, or the refusal (kind, reason, message)
+//
+// A hold is found by its request_id through the Authorize's request record,
+// which names its HOLD entry's version, and so its hold record.
 //
 // Amounts are DynamoDB numbers written from canonical decimal strings. User
 // and request ids cannot contain '#' (see ledger.ValidateUserID), so no id can
@@ -27,6 +36,7 @@ const (
 	accountSK     = "A"
 	entryPrefix   = "E#"
 	requestPrefix = "R#"
+	holdPrefix    = "H#"
 	versionDigits = 20
 	timeLayout    = "2006-01-02T15:04:05.000000Z" // fixed width, so it sorts as text
 )
@@ -43,6 +53,12 @@ func entrySK(version int64) string { return fmt.Sprintf("%s%0*d", entryPrefix, v
 
 func entryKey(user string, version int64) map[string]types.AttributeValue {
 	return key(user, entrySK(version))
+}
+
+func holdSK(version int64) string { return fmt.Sprintf("%s%0*d", holdPrefix, versionDigits, version) }
+
+func holdKey(user string, version int64) map[string]types.AttributeValue {
+	return key(user, holdSK(version))
 }
 
 func requestKey(user, requestID string) map[string]types.AttributeValue {
@@ -111,19 +127,30 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 		}
 		item["metadata"] = &types.AttributeValueMemberM{Value: md}
 	}
-	switch e.Type {
-	case ledger.EntryGrant:
-	case ledger.EntryPurchase:
+	// What is held: only on the entries that move it or follow one that
+	// did, so that the items of a user who never held stay as they were.
+	if !e.HeldChange.IsZero() {
+		item["held_change"] = num(e.HeldChange)
+	}
+	if !e.HeldAfter.IsZero() {
+		item["held_after"] = num(e.HeldAfter)
+	}
+	if e.HoldRequestID != "" {
+		item["hold_request_id"] = str(e.HoldRequestID)
+	}
+	if info, _ := e.Type.Info(); info.Refundable {
 		item["refunded_amount"] = num(e.RefundedAmount)
+	}
+	switch e.Type {
+	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture:
 	case ledger.EntryRefund:
 		item["purchase_request_id"] = str(e.PurchaseRequestID)
 		item["purchase_version"] = numInt(e.PurchaseVersion)
-	case ledger.EntryAdjustment:
+	case ledger.EntryAdjustment, ledger.EntryRelease: // a release's reason: VOIDED or EXPIRED
 		item["reason"] = str(e.Reason)
 		if e.ExplainsBalance {
 			item["explains_balance"] = &types.AttributeValueMemberBOOL{Value: true}
 		}
-	case ledger.EntryExpiration:
 	}
 	return item
 }
@@ -166,6 +193,109 @@ func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
 		}
 	}
 	return &types.AttributeValueMemberM{Value: m}
+}
+
+// holdAttributes are what the account and a hold record both keep of a
+// hold: all it was made with.
+func holdAttributes(h ledger.Hold) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		"amount":      num(h.Amount),
+		"expire_time": str(formatTime(h.ExpireTime)),
+		"create_time": str(formatTime(h.CreateTime)),
+		"version":     numInt(h.Version),
+	}
+	if h.OrderID != "" {
+		m["order_id"] = str(h.OrderID)
+	}
+	if len(h.Draws) > 0 {
+		m["draws"] = drawsItem(h.Draws)
+	}
+	return m
+}
+
+// holdsItem is the account's open holds as a map by request_id: one
+// attribute, bounded by the store's MaxHolds keys.
+func holdsItem(hs []ledger.Hold) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(hs))
+	for _, h := range hs {
+		m[h.RequestID] = &types.AttributeValueMemberM{Value: holdAttributes(h)}
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// holdItem is the record of hold h (see the layout above): what it was
+// made with, its state, and once resolved, by which entry and for what.
+func holdItem(h ledger.Hold) map[string]types.AttributeValue {
+	item := holdAttributes(h)
+	maps.Copy(item, holdKey(h.UserID, h.Version))
+	item["request_id"] = str(h.RequestID)
+	item["user_id"] = str(h.UserID)
+	item["state"] = str(string(h.State))
+	if h.ResolveVersion > 0 {
+		item["resolve_version"] = numInt(h.ResolveVersion)
+	}
+	if h.State == ledger.HoldCaptured {
+		item["captured_amount"] = num(h.CapturedAmount)
+	}
+	return item
+}
+
+// decodeHold reads a hold record.
+func decodeHold(item map[string]types.AttributeValue) (ledger.Hold, error) {
+	d := decoder{item: item}
+	h := d.hold(d.str("request_id"), d.str("user_id"))
+	h.State = ledger.HoldState(d.str("state"))
+	switch h.State {
+	case ledger.HoldHeld, ledger.HoldCaptured, ledger.HoldVoided, ledger.HoldExpired:
+	default:
+		d.fail("state", fmt.Sprintf("%q is not a hold state", h.State))
+	}
+	if _, ok := item["resolve_version"]; ok {
+		h.ResolveVersion = d.int("resolve_version")
+	}
+	h.CapturedAmount = d.optNum("captured_amount")
+	return h, d.err("hold record")
+}
+
+// hold reads what the account and a hold record both keep of a hold (see
+// holdAttributes); it is held.
+func (d *decoder) hold(requestID, user string) ledger.Hold {
+	return ledger.Hold{
+		RequestID:  requestID,
+		UserID:     user,
+		Amount:     d.num("amount"),
+		State:      ledger.HoldHeld,
+		ExpireTime: d.time("expire_time"),
+		OrderID:    d.optStr("order_id"),
+		CreateTime: d.time("create_time"),
+		Version:    d.int("version"),
+		Draws:      d.draws("draws"),
+	}
+}
+
+// holds reads the account's open holds, in version order.
+func (d *decoder) holds(name, user string) []ledger.Hold {
+	m, ok := d.mapAttr(name)
+	if !ok {
+		return nil
+	}
+	out := make([]ledger.Hold, 0, len(m))
+	for id, v := range m {
+		hm, ok := v.(*types.AttributeValueMemberM)
+		if !ok {
+			d.fail(name+"."+id, "not a map")
+			return nil
+		}
+		inner := decoder{item: hm.Value}
+		h := inner.hold(id, user)
+		if inner.first != nil {
+			d.fail(name+"."+id, inner.first.Error())
+			return nil
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) })
+	return out
 }
 
 func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
@@ -214,10 +344,17 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 	if _, ok := item["buckets"]; ok {
 		a.Buckets = d.buckets("buckets")
 	}
-	// The never-expiring bucket is what the expiring ones leave of the
-	// balance (all of it for an account with none, or from before points
-	// expired).
-	never := a.Balance
+	// An account that never held has neither (nor one from before holds).
+	if _, ok := item["held"]; ok {
+		a.Held = d.num("held")
+	}
+	if _, ok := item["holds"]; ok {
+		a.Holds = d.holds("holds", a.UserID)
+	}
+	// The never-expiring bucket is what the expiring ones and the holds
+	// leave of the balance (all of it for an account with neither, or from
+	// before points expired).
+	never := a.Balance.Sub(a.Held)
 	for _, b := range a.Buckets {
 		never = never.Sub(b.Amount)
 	}
@@ -269,18 +406,21 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 	if _, ok := item["expire_time"]; ok {
 		e.ExpireTime = d.time("expire_time")
 	}
-	switch e.Type {
-	case ledger.EntryGrant:
-	case ledger.EntryPurchase:
+	e.HeldChange = d.optNum("held_change")
+	e.HeldAfter = d.optNum("held_after")
+	e.HoldRequestID = d.optStr("hold_request_id")
+	if info, _ := e.Type.Info(); info.Refundable {
 		e.RefundedAmount = d.num("refunded_amount")
+	}
+	switch e.Type {
+	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture:
 	case ledger.EntryRefund:
 		e.PurchaseRequestID = d.str("purchase_request_id")
 		e.PurchaseVersion = d.int("purchase_version")
-	case ledger.EntryAdjustment:
+	case ledger.EntryAdjustment, ledger.EntryRelease:
 		e.Reason = d.str("reason")
 		b, _ := item["explains_balance"].(*types.AttributeValueMemberBOOL)
 		e.ExplainsBalance = b != nil && b.Value
-	case ledger.EntryExpiration:
 	}
 	return e, true, d.err("entry")
 }
@@ -369,6 +509,24 @@ func (d *decoder) num(name string) decimal.Decimal {
 		d.fail(name, err.Error())
 	}
 	return n
+}
+
+// mapAttr reads a map attribute.
+func (d *decoder) mapAttr(name string) (map[string]types.AttributeValue, bool) {
+	m, ok := d.item[name].(*types.AttributeValueMemberM)
+	if !ok {
+		d.fail(name, "not a map")
+		return nil, false
+	}
+	return m.Value, true
+}
+
+// optNum reads a number that may be absent: zero then.
+func (d *decoder) optNum(name string) decimal.Decimal {
+	if _, ok := d.item[name]; !ok {
+		return decimal.Zero
+	}
+	return d.num(name)
 }
 
 func (d *decoder) int(name string) int64 {
@@ -464,13 +622,12 @@ func (d *decoder) draws(name string) []ledger.Draw {
 
 // buckets reads an account's buckets map, in spending order.
 func (d *decoder) buckets(name string) []ledger.Bucket {
-	m, ok := d.item[name].(*types.AttributeValueMemberM)
+	m, ok := d.mapAttr(name)
 	if !ok {
-		d.fail(name, "not a map")
 		return nil
 	}
-	out := make([]ledger.Bucket, 0, len(m.Value))
-	for k, v := range m.Value {
+	out := make([]ledger.Bucket, 0, len(m))
+	for k, v := range m {
 		n, ok := v.(*types.AttributeValueMemberN)
 		if !ok {
 			d.fail(name, "a value is not a number")

@@ -5,6 +5,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"io"
@@ -57,7 +58,19 @@ type Options struct {
 	// MaxBuckets bounds the expiry times one account holds; 0:
 	// ledger.DefaultMaxBuckets.
 	MaxBuckets int
+	// MaxHolds bounds a user's open holds; 0: ledger.DefaultMaxHolds, and
+	// never more than MaxHoldsLimit.
+	MaxHolds int
 }
+
+// MaxHoldsLimit is the most open holds a user may have in this store: the
+// mutation that finds them all expired releases each, in its own
+// transaction, a RELEASE entry and its hold record's update apiece, and
+// the most a mutation adds to that (a refund: an EXPIRATION before and
+// after it, its entry, its request record and its purchase's update; the
+// account and the index of next expiries) must still fit DynamoDB's 100
+// items.
+const MaxHoldsLimit = (maxTxItems - 1 - indexReserve - 5) / 2
 
 // Observer watches the write path. Its methods are called on the write
 // path's goroutines and must return quickly.
@@ -106,6 +119,7 @@ type Ledger struct {
 	log        *slog.Logger
 	maxBatch   int
 	maxBuckets int
+	maxHolds   int
 	linger     time.Duration
 	queues     queues
 	observe    Observer
@@ -149,6 +163,7 @@ func New(db API, o Options) *Ledger {
 		log:        o.Logger,
 		maxBatch:   min(o.MaxBatch, DefaultMaxBatch), // no group holds more
 		maxBuckets: o.MaxBuckets,
+		maxHolds:   min(cmp.Or(o.MaxHolds, ledger.DefaultMaxHolds), MaxHoldsLimit),
 		linger:     o.Linger,
 		queues:     queues{m: map[string]*userQueue{}},
 		observe:    o.Observer,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,6 +48,35 @@ func (l *Ledger) request(ctx context.Context, user, requestID string) (requestRe
 	}
 	r, err := decodeRequest(item)
 	return r, err == nil, err
+}
+
+// hold reads the record of the hold whose HOLD entry has version.
+func (l *Ledger) hold(ctx context.Context, user string, version int64) (ledger.Hold, bool, error) {
+	item, err := l.get(ctx, holdKey(user, version))
+	if err != nil {
+		return ledger.Hold{}, false, fmt.Errorf("get hold %d of %q: %w", version, user, err)
+	}
+	if len(item) == 0 {
+		return ledger.Hold{}, false, nil
+	}
+	h, err := decodeHold(item)
+	return h, err == nil, err
+}
+
+// holdByRequest reads the record of the hold of request_id id, which its
+// request record finds: not found if the user made no hold of that id. A
+// hold's request record without its hold record is an error: the two are
+// written together.
+func (l *Ledger) holdByRequest(ctx context.Context, user, id string) (ledger.Hold, bool, error) {
+	rec, ok, err := l.request(ctx, user, id)
+	if err != nil || !ok || rec.Refusal != nil || rec.Type != ledger.EntryHold {
+		return ledger.Hold{}, false, err
+	}
+	h, ok, err := l.hold(ctx, user, rec.Version)
+	if err == nil && !ok {
+		err = fmt.Errorf("hold %q of %q: its record %s is missing", id, user, holdSK(rec.Version))
+	}
+	return h, ok, err
 }
 
 func (l *Ledger) entry(ctx context.Context, user string, version int64) (ledger.Entry, bool, error) {
@@ -108,40 +138,125 @@ func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token s
 	return entries, l.tokens.Encode(entries[pageSize-1].Version, entriesScope, user), nil
 }
 
+// holdsScope is what ListHolds' page tokens page through, with the user
+// and the states asked for.
+const holdsScope = "ListHolds"
+
+// Holds pages through user's holds in the states q asks for (none: HELD),
+// oldest first, read consistently. A held hold at or past its expire_time
+// is EXPIRED (ledger.Hold.StateAt), and matches states as that. The open
+// holds alone, the default, are the account's: one read, however many
+// holds the user ever made; other states read the hold records.
+func (l *Ledger) Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error) {
+	if err := ledger.ValidateUserID(user); err != nil {
+		return nil, "", err
+	}
+	q, err := q.Check()
+	if err != nil {
+		return nil, "", err
+	}
+	scope := []string{holdsScope, user}
+	for _, st := range q.States {
+		scope = append(scope, string(st))
+	}
+	var after int64
+	if q.PageToken != "" {
+		if after, err = l.tokens.Decode(q.PageToken, scope...); err != nil {
+			return nil, "", err
+		}
+		if after < 0 || after == math.MaxInt64 { // see Entries
+			return nil, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidPageToken, "page_token is not one this service gave for user %q", user)
+		}
+	}
+	now := l.now()
+	var page []ledger.Hold
+	// take keeps h if it is on this page, and says whether to read on:
+	// one more than a page says there is a next one.
+	take := func(h ledger.Hold) bool {
+		if h.Version > after && q.Matches(h, now) {
+			page = append(page, h)
+		}
+		return len(page) <= q.PageSize
+	}
+	if slices.Equal(q.States, []ledger.HoldState{ledger.HoldHeld}) {
+		acct, err := l.account(ctx, user)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, h := range acct.Holds {
+			if !take(h) {
+				break
+			}
+		}
+	} else if err := l.holdRecords(ctx, user, after, take); err != nil {
+		return nil, "", err
+	}
+	if len(page) <= q.PageSize {
+		return page, "", nil
+	}
+	page = page[:q.PageSize]
+	return page, l.tokens.Encode(page[len(page)-1].Version, scope...), nil
+}
+
+// holdRecords calls fn with user's hold records past version after, in
+// version order, read consistently, until fn says to stop.
+func (l *Ledger) holdRecords(ctx context.Context, user string, after int64, fn func(ledger.Hold) bool) error {
+	return l.versions(ctx, user, holdPrefix, after, func() int { return 100 }, func(item map[string]types.AttributeValue) (bool, error) {
+		h, err := decodeHold(item)
+		return err == nil && fn(h), err
+	})
+}
+
 // EntriesAfter returns up to limit entries of user with versions above
 // after, in version order, read consistently.
 func (l *Ledger) EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error) {
 	var entries []ledger.Entry
+	if limit <= 0 {
+		return nil, nil
+	}
+	err := l.versions(ctx, user, entryPrefix, after, func() int { return limit - len(entries) }, func(item map[string]types.AttributeValue) (bool, error) {
+		e, _, err := decodeEntry(item)
+		entries = append(entries, e)
+		return err == nil && len(entries) < limit, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// versions reads user's items of a kind keyed by version (prefix: entries,
+// holds) past version after, in version order and consistently, at most
+// left() a query (and 1000), and calls fn with each until it says to stop
+// or fails.
+func (l *Ledger) versions(ctx context.Context, user, prefix string, after int64, left func() int, fn func(map[string]types.AttributeValue) (bool, error)) error {
 	var start map[string]types.AttributeValue
-	for len(entries) < limit {
+	for {
 		out, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:              &l.table,
 			ConsistentRead:         aws.Bool(true),
 			KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :from AND :to"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":pk":   str(partitionKey(user)),
-				":from": str(entrySK(after + 1)),
-				":to":   str(entryPrefix + "99999999999999999999"),
+				":from": str(fmt.Sprintf("%s%0*d", prefix, versionDigits, after+1)),
+				":to":   str(prefix + "99999999999999999999"),
 			},
-			Limit:             aws.Int32(int32(min(limit-len(entries), 1000))),
+			Limit:             aws.Int32(int32(min(left(), 1000))),
 			ExclusiveStartKey: start,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("query entries of %q: %w", user, err)
+			return fmt.Errorf("query %s items of %q: %w", prefix, user, err)
 		}
 		for _, item := range out.Items {
-			e, _, err := decodeEntry(item)
-			if err != nil {
-				return nil, err
+			if more, err := fn(item); err != nil || !more {
+				return err
 			}
-			entries = append(entries, e)
 		}
 		if out.LastEvaluatedKey == nil {
-			break
+			return nil
 		}
 		start = out.LastEvaluatedKey
 	}
-	return entries, nil
 }
 
 // Ping checks that the ledger table answers a read.

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -154,6 +155,8 @@ type planned struct {
 	purchase requestRecord // refunds: the purchase
 	request  int           // index of its request record in the transaction
 	cap      int           // refunds: index of the purchase update; else -1
+	holds    []int         // indexes of its hold records' puts and updates
+	hold     ledger.Hold   // the hold it made or resolved (ledger.Decision.Hold)
 }
 
 // refusal is a call the domain refused.
@@ -243,7 +246,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			l.cache(user, g.after)
 			l.observe.GroupCommitted(len(g.members) + g.recorded)
 			for _, p := range g.members {
-				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.entry.BalanceAfter}, nil)
+				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.entry.BalanceAfter, Hold: p.hold}, nil)
 			}
 			for _, r := range g.repeats {
 				r.c.finish(l.replay(ctx, r.c.m, r.rec))
@@ -304,7 +307,49 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 	touched := map[int64]bool{}             // purchases refunded in this group (one update per item)
 	byRequest := map[string]*planned{}      // members by request_id
 	records := map[string]requestRecord{}   // a transaction may write a request record once
+	holds := groupHolds{made: map[string]bool{}, resolved: map[string]ledger.HoldState{}}
 	now := l.now().UTC().Truncate(time.Microsecond)
+	// add puts dec's entries into the group as p's (and its request
+	// record, if it has one), and moves the group's account on.
+	add := func(p *planned, dec ledger.Decision) {
+		for j, e := range dec.Entries {
+			e = l.putEntry(&g, p, e, running, now)
+			holds.note(e)
+			if dec.Main < 0 { // the sweeper's: its answer is its last entry
+				p.entry = e
+			}
+			if j == dec.Main {
+				p.entry, p.hold = e, dec.Hold
+				p.request = len(g.items)
+				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+					TableName:                           &l.table,
+					Item:                                requestItem(p.c.m, e),
+					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
+					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+				}})
+			}
+		}
+		g.members = append(g.members, p)
+		cum = cum.Add(dec.After.Balance.Sub(running.Balance))
+		// What is available (balance less held) must cover every step:
+		// the starting balance must be at least what is held then, less
+		// the change so far.
+		need = decimal.Max(need, dec.After.Held.Sub(cum))
+		running = dec.After
+	}
+	// room says whether n more items fit the group. A call that would not
+	// fit even an empty group could never commit (MaxHoldsLimit keeps
+	// every mutation within one): it is answered so, and skipped.
+	room := func(c *call, n int) (fits, skip bool) {
+		switch {
+		case len(g.items)+n <= maxTxItems-indexReserve:
+			return true, false
+		case len(g.items) == 1:
+			c.finish(ledger.Result{}, fmt.Errorf("a mutation of user %q takes %d items, more than a transaction holds", c.m.UserID, n))
+			return false, true
+		}
+		return false, false
+	}
 loop:
 	for i, c := range calls {
 		m := c.m
@@ -318,18 +363,13 @@ loop:
 				c.finish(ledger.Result{Balance: running.Balance}, nil) // nothing due
 				continue
 			}
-			if len(g.items)+len(dec.Entries) > maxTxItems-indexReserve {
+			if fits, skip := room(c, entryItems(dec.Entries)); skip {
+				continue
+			} else if !fits {
 				g.later = calls[i:]
 				break
 			}
-			p := &planned{c: c, request: -1, cap: -1}
-			for _, e := range dec.Entries {
-				p.entry = l.putEntry(&g, p, e, now)
-			}
-			g.members = append(g.members, p)
-			cum = cum.Add(dec.After.Balance.Sub(running.Balance))
-			need = decimal.Max(need, cum.Neg())
-			running = dec.After
+			add(&planned{c: c, request: -1, cap: -1}, dec)
 			continue
 		}
 		if rec, ok := records[m.RequestID]; ok {
@@ -356,12 +396,12 @@ loop:
 					purchases[m.PurchaseRequestID] = rec
 				}
 			}
-			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type == ledger.EntryPurchase {
+			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && refundable(p.entry.Type) {
 				g.later = calls[i:] // its purchase commits in this group: refund it in the next
 				break
 			}
 			switch {
-			case ok && rec.Type == ledger.EntryPurchase:
+			case ok && refundable(rec.Type):
 				if touched[rec.Version] {
 					g.later = calls[i:] // one update of the purchase per transaction
 					break loop
@@ -382,11 +422,36 @@ loop:
 					c.finish(ledger.Result{}, err)
 					continue
 				}
+				// The entry says what was spent: a capture's request may
+				// have asked for all of its hold, and named no amount.
 				purchase = rec
-				purchase.Refunded = pe.RefundedAmount
-				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Draws: pe.Draws, Refunded: pe.RefundedAmount}
+				purchase.Amount, purchase.Refunded = pe.Amount.Neg(), pe.RefundedAmount
+				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type, Amount: purchase.Amount, Draws: pe.Draws, Refunded: pe.RefundedAmount}
 			case ok: // not a purchase: the domain refuses it
 				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
+			}
+		}
+		if info.ResolvesHold {
+			switch st, resolved := holds.resolved[m.HoldRequestID]; {
+			case holds.made[m.HoldRequestID]:
+				g.later = calls[i:] // its hold commits in this group: its record may be written once
+				break loop
+			case resolved:
+				facts.Hold = &ledger.HoldRef{State: st}
+			case !isOpen(running, m.HoldRequestID):
+				// Not open: its record says whether it resolved or never was.
+				h, found, err := l.holdByRequest(ctx, m.UserID, m.HoldRequestID)
+				if err != nil {
+					c.finish(ledger.Result{}, err)
+					continue
+				}
+				if found && h.Version > acct.Version {
+					g.behind = true // made by another writer since the account was read
+					break loop
+				}
+				if found {
+					facts.Hold = &ledger.HoldRef{State: h.State}
+				}
 			}
 		}
 		if m.ExplainBalance && running.Version > 0 {
@@ -403,7 +468,7 @@ loop:
 			}
 			facts.EntriesSum = sum
 		}
-		facts.MaxBuckets = l.maxBuckets
+		facts.MaxBuckets, facts.MaxHolds = l.maxBuckets, l.maxHolds
 		if len(g.items)+1 > maxTxItems-indexReserve { // a refusal takes 1; a decision is sized below
 			g.later = calls[i:]
 			break
@@ -429,41 +494,26 @@ loop:
 			g.refused = append(g.refused, r)
 			continue
 		}
-		size := len(dec.Entries) + 1 // its entries and its request record
+		size := entryItems(dec.Entries) + 1 // its entries, with their hold records, and its request record
 		if info.RefersToPurchase {
 			size++
 		}
-		if len(g.items)+size > maxTxItems-indexReserve {
+		if fits, skip := room(c, size); skip {
+			continue
+		} else if !fits {
 			g.later = calls[i:]
 			break
 		}
 		p := &planned{c: c, purchase: purchase, cap: -1}
-		for j, e := range dec.Entries {
-			e = l.putEntry(&g, p, e, now)
-			if j == dec.Main {
-				p.entry = e
-				p.request = len(g.items)
-				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-					TableName:                           &l.table,
-					Item:                                requestItem(m, e),
-					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-				}})
-			}
-		}
-		e := p.entry
+		add(p, dec)
 		if info.RefersToPurchase {
 			p.cap = len(g.items)
 			g.items = append(g.items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
 			touched[purchase.Version] = true
 		}
-		g.members = append(g.members, p)
 		byRequest[m.RequestID] = p
-		records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: e.Type, Version: e.Version}
+		records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: p.entry.Type, Version: p.entry.Version}
 		needsActive = needsActive || info.NeedsActive
-		cum = cum.Add(dec.After.Balance.Sub(running.Balance))
-		need = decimal.Max(need, cum.Neg())
-		running = dec.After
 	}
 	g.after = running
 	// The index of next expiries follows the account, in this transaction
@@ -481,9 +531,34 @@ loop:
 	return g
 }
 
+func isOpen(acct ledger.Account, holdRequestID string) bool {
+	_, ok := acct.Hold(holdRequestID)
+	return ok
+}
+
+// groupHolds are the holds a group's entries made or resolved: a
+// transaction may write a hold's record once, and a capture or a void of
+// a hold its group resolved must be refused as the group leaves it.
+type groupHolds struct {
+	made     map[string]bool
+	resolved map[string]ledger.HoldState
+}
+
+// note notes what e does to a hold.
+func (h groupHolds) note(e ledger.Entry) {
+	switch {
+	case e.Type == ledger.EntryHold:
+		h.made[e.RequestID] = true
+	case e.HoldRequestID != "":
+		h.resolved[e.HoldRequestID] = ledger.ResolvedHold(ledger.Hold{}, e).State
+	}
+}
+
 // putEntry gives e its id and adds its put to the group, as one of p's
-// entries; it returns e with its id.
-func (l *Ledger) putEntry(g *group, p *planned, e ledger.Entry, now time.Time) ledger.Entry {
+// entries, with what it does to its hold's record: a HOLD puts it, a
+// CAPTURE or a RELEASE resolves the hold it resolves of acct, the account
+// it was decided on. It returns e with its id.
+func (l *Ledger) putEntry(g *group, p *planned, e ledger.Entry, acct ledger.Account, now time.Time) ledger.Entry {
 	e.ID = l.newID(now)
 	p.puts = append(p.puts, len(g.items))
 	g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
@@ -491,7 +566,32 @@ func (l *Ledger) putEntry(g *group, p *planned, e ledger.Entry, now time.Time) l
 		Item:                entryItem(e),
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	}})
+	switch {
+	case e.Type == ledger.EntryHold:
+		p.holds = append(p.holds, len(g.items))
+		g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
+			TableName:           &l.table,
+			Item:                holdItem(ledger.HoldOf(e)),
+			ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		}})
+	case e.HoldRequestID != "":
+		h, _ := acct.Hold(e.HoldRequestID)
+		p.holds = append(p.holds, len(g.items))
+		g.items = append(g.items, types.TransactWriteItem{Update: holdResolveUpdate(l.table, ledger.ResolvedHold(h, e))})
+	}
 	return e
+}
+
+// entryItems is how many items entries take in a transaction: each its
+// own, and a HOLD, CAPTURE or RELEASE its hold's record too.
+func entryItems(entries []ledger.Entry) int {
+	n := len(entries)
+	for _, e := range entries {
+		if e.Type == ledger.EntryHold || e.HoldRequestID != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // indexReserve is the room a group keeps for the index of next expiries:
@@ -607,6 +707,14 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 				return 0, fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
 			}
 		}
+		for _, i := range p.holds {
+			// The account, as planned, holds the hold open, and its record
+			// is not HELD (or not there): no race explains that, only a
+			// ledger changed behind its back, which the audit reports.
+			if code(i) == "ConditionalCheckFailed" {
+				return 0, nil, fmt.Errorf("hold record of user %q at item %d is not the open hold the account holds: reconcile", g.before.UserID, i)
+			}
+		}
 	}
 	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
 }
@@ -620,7 +728,7 @@ func (l *Ledger) refundedOf(ctx context.Context, user string, version int64, old
 			return decimal.Decimal{}, err
 		}
 	}
-	if !ok || e.Type != ledger.EntryPurchase {
+	if !ok || !refundable(e.Type) {
 		return decimal.Decimal{}, fmt.Errorf("refund cap of entry %d of %q failed: it is no purchase", version, user)
 	}
 	return e.RefundedAmount, nil
@@ -719,7 +827,21 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	if !ok {
 		return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Version)
 	}
-	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}, nil
+	res := ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}
+	// A hold, a capture or a void answers with its hold as it is now.
+	switch {
+	case e.Type == ledger.EntryHold:
+		res.Hold, ok, err = l.hold(ctx, m.UserID, e.Version)
+	case e.HoldRequestID != "":
+		res.Hold, ok, err = l.holdByRequest(ctx, m.UserID, e.HoldRequestID)
+	}
+	if err == nil && !ok {
+		err = fmt.Errorf("request %q of user %q: the record of the hold its %s entry names is missing", m.RequestID, m.UserID, e.Type)
+	}
+	if err != nil {
+		return ledger.Result{}, err
+	}
+	return res, nil
 }
 
 // condition is a condition expression with its names and values.
@@ -732,9 +854,10 @@ type condition struct {
 // accountCondition holds only for the account a group was planned on: no
 // account for a new user, else the version and the balance (a balance
 // changed without a new version, what reconciliation reports, must not be
-// overwritten from a cache), the status if withStatus (a group that spends
-// on purchases, or records a refusal), and a balance that covers the
-// group's debits at every step (need).
+// overwritten from a cache) and what is held, if anything is, the status
+// if withStatus (a group that spends on purchases, or records a refusal),
+// and a balance that leaves what is available covering the group's debits
+// and holds at every step (need).
 func accountCondition(before ledger.Account, withStatus bool, need decimal.Decimal) condition {
 	if before.Version == 0 {
 		return condition{expr: "attribute_not_exists(PK)"}
@@ -745,6 +868,10 @@ func accountCondition(before ledger.Account, withStatus bool, need decimal.Decim
 			":expected": numInt(before.Version),
 			":before":   num(before.Balance),
 		},
+	}
+	if len(before.Holds) > 0 || !before.Held.IsZero() {
+		c.expr += " AND held = :held"
+		c.values[":held"] = num(before.Held)
 	}
 	if withStatus {
 		c.expr += " AND #status = :status"
@@ -770,15 +897,24 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	names := cond.names
 	set := []string{"balance = :balance", "version = :version", "update_time = :now"}
 	var remove []string
-	// The expiring buckets: written only when there are some (or were), so
-	// that an account whose points never expire updates as few attributes
-	// as it ever did.
+	// The expiring buckets, and what is held: written only when there are
+	// some (or were), so that an account whose points never expire and
+	// that never holds updates as few attributes as it ever did. (Not by
+	// NextExpiry, which holds count in.)
 	switch {
-	case !after.NextExpiry().IsZero():
+	case expires(after.Buckets):
 		set = append(set, "buckets = :buckets")
 		values[":buckets"] = bucketsItem(after.Buckets)
-	case !before.NextExpiry().IsZero():
+	case expires(before.Buckets):
 		remove = append(remove, "buckets")
+	}
+	switch {
+	case len(after.Holds) > 0 && !sameHolds(before, after):
+		set = append(set, "held = :heldAfter", "holds = :holds")
+		values[":heldAfter"] = num(after.Held)
+		values[":holds"] = holdsItem(after.Holds)
+	case len(after.Holds) == 0 && len(before.Holds) > 0:
+		remove = append(remove, "held", "holds")
 	}
 
 	if before.Version == 0 {
@@ -800,6 +936,17 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// expires says whether any of bs expires.
+func expires(bs []ledger.Bucket) bool {
+	return slices.ContainsFunc(bs, func(b ledger.Bucket) bool { return !b.Expire.IsZero() })
+}
+
+// sameHolds says whether a and b hold the same open holds (a hold never
+// changes while open).
+func sameHolds(a, b ledger.Account) bool {
+	return a.Held.Equal(b.Held) && slices.EqualFunc(a.Holds, b.Holds, func(x, y ledger.Hold) bool { return x.RequestID == y.RequestID })
 }
 
 // accountCheck holds a group of refusals alone to the account they were
@@ -831,12 +978,45 @@ func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecor
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":refund":   num(m.Amount),
-			":purchase": str(string(ledger.EntryPurchase)),
+			":purchase": str(string(purchase.Type)), // a purchase or a capture
 			":read":     num(purchase.Refunded),
 			":cap":      num(purchase.Amount.Sub(m.Amount)),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// holdResolveUpdate writes that hold h resolved (ledger.ResolvedHold):
+// only if its record is still HELD, so that a hold resolves once even were
+// the account's condition wrong.
+func holdResolveUpdate(table string, h ledger.Hold) *types.Update {
+	set := "SET #state = :state, resolve_version = :version"
+	values := map[string]types.AttributeValue{
+		":state":   str(string(h.State)),
+		":version": numInt(h.ResolveVersion),
+		":held":    str(string(ledger.HoldHeld)),
+		":id":      str(h.RequestID),
+	}
+	if h.State == ledger.HoldCaptured {
+		set += ", captured_amount = :captured"
+		values[":captured"] = num(h.CapturedAmount)
+	}
+	return &types.Update{
+		TableName:                           &table,
+		Key:                                 holdKey(h.UserID, h.Version),
+		UpdateExpression:                    &set,
+		ConditionExpression:                 aws.String("#state = :held AND request_id = :id"),
+		ExpressionAttributeNames:            map[string]string{"#state": "state"}, // a reserved word
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// refundable says whether a refund may name an entry of type t (a purchase
+// or a capture).
+func refundable(t ledger.EntryType) bool {
+	info, _ := t.Info()
+	return info.Refundable
 }
 
 // sameAccount says whether two reads of an aggregate show the same state.
