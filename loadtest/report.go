@@ -227,7 +227,7 @@ func (r *Report) printSummary(w io.Writer) {
 	}
 	for _, run := range r.Runs {
 		if len(run.ByOp) > 1 {
-			fmt.Fprintf(w, "\n%s by operation:\n", run.Name)
+			fmt.Fprintf(w, "\n%s by operation (%.0f steps/s):\n", run.Name, run.Steps)
 			for _, op := range sortedKeys(run.ByOp) {
 				p := run.ByOp[op]
 				fmt.Fprintf(w, "  %-10s %8d requests  p50 %7.1f  p99 %7.1f  max %7.1f ms  %s\n", op, p.Count, p.P50, p.P99, p.Max, codeList(run.CodesByOp[op]))
