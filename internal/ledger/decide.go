@@ -285,11 +285,21 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	return d, nil
 }
 
-// DecideExpiry is what the sweeper asks: the expiration of acct's buckets
-// due at now, if any, and the account after it.
+// DecideExpiry is what the sweeper asks: the releases of acct's holds and
+// the expiration of its buckets due at now, if any, and the account after.
 func DecideExpiry(acct Account, now time.Time) Decision {
+	return DecideExpiryUpTo(acct, now, -1)
+}
+
+// DecideExpiryUpTo is DecideExpiry for a store that writes a bounded number
+// of entries at once: it releases at most n of the holds due (the oldest
+// first; n < 0: all of them), and expires the buckets only once no hold
+// due is left, since releases give back to buckets. Decided again on the
+// account after, until it decides nothing, it writes what DecideExpiry
+// writes at once.
+func DecideExpiryUpTo(acct Account, now time.Time, n int) Decision {
 	d := Decision{Main: -1}
-	d.After = acct.expire(Time(acct, now), &d.Entries)
+	d.After = acct.expireUpTo(Time(acct, now), n, &d.Entries)
 	return d
 }
 
@@ -297,10 +307,20 @@ func DecideExpiry(acct Account, now time.Time) Decision {
 // then an expiration of the account's buckets that have expired at t (with
 // what those releases gave back to them), and returns the account after.
 func (a Account) expire(t time.Time, entries *[]Entry) Account {
+	return a.expireUpTo(t, -1, entries)
+}
+
+// expireUpTo is expire that releases at most n holds (n < 0: all), and
+// expires the buckets only if it released every hold due.
+func (a Account) expireUpTo(t time.Time, n int, entries *[]Entry) Account {
 	for _, h := range a.Holds {
 		if live(h.ExpireTime, t) {
 			continue
 		}
+		if n == 0 {
+			return a // more are due: the buckets wait for them
+		}
+		n--
 		e := Entry{
 			UserID:        a.UserID,
 			Version:       a.Version + 1,

@@ -84,6 +84,14 @@ type Entry struct {
 	HoldRequestID string
 }
 
+// System says whether the ledger wrote e itself, not asked by a request,
+// so that it has no request_id: an entry of a System type (EXPIRATION), or
+// the RELEASE of a hold that expired.
+func (e Entry) System() bool {
+	info, _ := e.Type.Info()
+	return info.System || (e.Type == EntryRelease && e.Reason == ReleaseExpired)
+}
+
 // Account is the aggregate: a versioned snapshot of the fold of a user's
 // entries. The zero Account (version 0, balance 0) is a user with no entries.
 type Account struct {

@@ -17,6 +17,11 @@ const (
 	FindingRequestMismatch     = "request_mismatch"      // a request record's type or amount != its entry's
 	FindingDuplicateRequest    = "duplicate_request"     // two request records claim one entry
 	FindingBuckets             = "buckets"               // the aggregate's buckets != the fold of the entries' credits and draws
+	FindingHeld                = "held"                  // the aggregate's held != the fold's, or != the sum of its open holds
+	FindingHolds               = "holds"                 // the aggregate's open holds != the fold's (by request_id and amount)
+	FindingHoldRecord          = "hold_record"           // a hold's record disagrees with its entries, or one of the two is missing
+	FindingHoldResolved        = "hold_resolved"         // a hold resolved more than once (two CAPTUREs or RELEASEs name it)
+	FindingCaptureOverHold     = "capture_over_hold"     // a capture spent more than its hold held
 
 	FindingProjectionMissing  = "projection_missing"  // history lacks an entry (after the grace period)
 	FindingProjectionExtra    = "projection_extra"    // history has an entry the ledger does not

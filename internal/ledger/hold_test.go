@@ -238,6 +238,9 @@ func TestHeldPointsWhoseBucketExpires(t *testing.T) {
 		if dec.Entry().Reason != ReleaseVoided || last.Type != EntryExpiration || !last.Amount.Equal(d("-8")) {
 			t.Fatalf("entries = %+v, want the release, then the expiration of the 8 it gave back", dec.Entries)
 		}
+		if dec.Entry().System() {
+			t.Errorf("a void, asked for by a request, is System()")
+		}
 		if !b.acct.Balance.Equal(d("3")) || !b.acct.Held.IsZero() {
 			t.Errorf("balance %s held %s, want 3 and 0", b.acct.Balance, b.acct.Held)
 		}
@@ -253,6 +256,11 @@ func TestHeldPointsWhoseBucketExpires(t *testing.T) {
 		want := []string{"RELEASE 0 -8 EXPIRED", "EXPIRATION -10 0 "}
 		if fmt.Sprint(got) != fmt.Sprint(want) || dec.Entries[0].HoldRequestID != id {
 			t.Fatalf("the sweeper's entries = %q, want %q", got, want)
+		}
+		for _, e := range dec.Entries {
+			if !e.System() || e.RequestID != "" {
+				t.Errorf("%s %s: the ledger's own entry, with no request_id: System() = %v, request_id %q", e.Type, e.Reason, e.System(), e.RequestID)
+			}
 		}
 		b.entries, b.acct = append(b.entries, dec.Entries...), dec.After
 		if !b.acct.Balance.Equal(d("3")) || len(b.acct.Holds) != 0 || !b.acct.NextExpiry().IsZero() {
@@ -423,5 +431,48 @@ func TestHoldsKeepTheAccountsSums(t *testing.T) {
 				t.Fatalf("seed %d: hold %s resolved %d times", seed, id, n)
 			}
 		}
+	}
+}
+
+// A store that writes a bounded number of entries at once releases many
+// holds due together in parts, and ends where one expiry would: the
+// buckets expire once the last hold due is released.
+func TestExpiryInParts(t *testing.T) {
+	t.Parallel()
+	b := newBook(t)
+	b.must(t0, EntryGrant, Request{Amount: "100", Expire: t0.Add(time.Hour)}, Facts{})
+	b.must(t0, EntryGrant, Request{Amount: "7"}, Facts{})
+	for i := range 5 {
+		b.hold(t0, "5", t0.Add(time.Duration(10+i)*time.Minute))
+	}
+	b.hold(t0, "3", t0.Add(3*time.Hour)) // not due
+	at := t0.Add(2 * time.Hour)
+	whole := DecideExpiry(b.acct, at)
+	if none := DecideExpiryUpTo(b.acct, at, 0); len(none.Entries) != 0 || none.After.Version != b.acct.Version {
+		t.Fatalf("at most 0 releases: %+v, want nothing", none.Entries)
+	}
+	var parts []int
+	for {
+		d := DecideExpiryUpTo(b.acct, at, 2)
+		if len(d.Entries) == 0 {
+			break
+		}
+		for _, e := range d.Entries[:len(d.Entries)-1] {
+			if e.Type == EntryExpiration {
+				t.Fatalf("part %d: an EXPIRATION before its last entry: %+v", len(parts), d.Entries)
+			}
+		}
+		parts = append(parts, len(d.Entries))
+		b.entries, b.acct = append(b.entries, d.Entries...), d.After
+		assertHoldsSum(t, b)
+	}
+	if fmt.Sprint(parts) != "[2 2 2]" { // releases 2, 2, then 1 and the EXPIRATION of the buckets
+		t.Errorf("parts of %v entries, want [2 2 2]", parts)
+	}
+	if last := b.entries[len(b.entries)-1]; last.Type != EntryExpiration || !last.Amount.Equal(d("-97")) {
+		t.Errorf("last entry %+v, want the EXPIRATION of 97 (3 of the bucket stay held)", last)
+	}
+	if w := whole.After; w.Version != b.acct.Version || !w.Balance.Equal(b.acct.Balance) || !w.Held.Equal(b.acct.Held) || len(w.Holds) != 1 || len(b.acct.Holds) != 1 {
+		t.Errorf("in parts %+v, at once %+v", b.acct, w)
 	}
 }

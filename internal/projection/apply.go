@@ -94,7 +94,7 @@ func (h *History) commit(ctx context.Context, st State, batch []ledger.Entry) (S
 	var refunded []int64                    // those versions, in order
 	for _, e := range batch {
 		next = next.Add(e)
-		if e.Type == ledger.EntryPurchase {
+		if info, _ := e.Type.Info(); info.Refundable { // a purchase or a capture
 			e.RefundedAmount = decimal.Zero
 			inBatch[e.Version] = len(items)
 		}

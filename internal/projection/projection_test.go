@@ -733,6 +733,41 @@ func TestRefundsOfOnePurchaseAppliedTogether(t *testing.T) {
 	f.assertHistoryEqualsLedger(t, []string{"u1"})
 }
 
+// A capture is refunded as a purchase is: read from the ledger after its
+// refund (as a gap is filled), it enters history at refunded 0, and the
+// refund adds to it once.
+func TestARefundedCaptureReadFromTheLedger(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, r := range []struct {
+		typ ledger.EntryType
+		req ledger.Request
+	}{
+		{ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"}},
+		{ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "30", Expire: time.Now().Add(time.Hour)}},
+		{ledger.EntryCapture, ledger.Request{RequestID: "c", HoldRequestID: "h"}},
+		{ledger.EntryRefund, ledger.Request{RequestID: "r", Amount: "12", PurchaseRequestID: "c"}},
+	} {
+		r.req.UserID = "u1"
+		m, err := ledger.NewMutation(r.typ, r.req, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := f.store.EntriesAfter(ctx, "u1", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries); err != nil { // the capture as the ledger has it: refunded 12
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+}
+
 // A refund whose purchase is missing from history (a corrupted projection)
 // fails with an error that says so, instead of retrying as a race.
 func TestARefundOfAPurchaseMissingFromHistory(t *testing.T) {

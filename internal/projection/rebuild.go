@@ -84,7 +84,7 @@ func (h *History) rebuild(ctx context.Context, user string, done *int64) error {
 	}
 	var ops []types.TransactWriteItem
 	for _, e := range entries[min(*done, target):target] {
-		if e.Type == ledger.EntryPurchase {
+		if info, _ := e.Type.Info(); info.Refundable { // a purchase or a capture
 			e.RefundedAmount = refunded[e.Version]
 		}
 		ops = append(ops, types.TransactWriteItem{Put: &types.Put{TableName: &h.table, Item: h.historyItem(e)}})

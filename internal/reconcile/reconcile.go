@@ -437,7 +437,7 @@ func compareProjection(user string, entries []ledger.Entry, st projection.State,
 			continue
 		}
 		delete(byVersion, e.Version)
-		if e.Type == ledger.EntryPurchase {
+		if info, _ := e.Type.Info(); info.Refundable { // a purchase or a capture
 			if want := refunded[e.Version]; want.Equal(h.RefundedAmount) {
 				h.RefundedAmount = e.RefundedAmount // equal, whatever the decimal's form
 			} else {
@@ -478,7 +478,7 @@ func totals(s projection.State) string {
 func describe(e ledger.Entry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s balance_after %s request %s", e.Type, e.Amount, e.BalanceAfter, e.RequestID)
-	if e.Type == ledger.EntryPurchase {
+	if info, _ := e.Type.Info(); info.Refundable {
 		fmt.Fprintf(&b, " refunded %s", e.RefundedAmount)
 	}
 	return b.String()

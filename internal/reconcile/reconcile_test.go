@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,6 +232,40 @@ func TestEveryCorruptionIsFound(t *testing.T) {
 		return a.UserID == "balance" && a.Amount == "7" && !a.Debit && a.ExplainBalance && a.ExpectedBalance == "107"
 	}) {
 		t.Errorf("proposed adjustments = %+v, want one explaining 7 of balance's 107", rep.Proposed)
+	}
+}
+
+// Holds reconcile: a ledger with holds captured (and a capture refunded,
+// whose refunded amount history keeps as a purchase's), voided and open is
+// clean; the same with a hold's record edited by hand in DynamoDB, to say
+// voided where its entries say captured, is found.
+func TestAHoldRecordEditedByHandIsFound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	expire := time.Now().Add(time.Hour)
+	for _, u := range []string{"sound", "edited"} {
+		f.apply(t, ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "g", Amount: "100"})
+		f.apply(t, ledger.EntryHold, ledger.Request{UserID: u, RequestID: "h1", Amount: "30", Expire: expire})
+		f.apply(t, ledger.EntryCapture, ledger.Request{UserID: u, RequestID: "c1", HoldRequestID: "h1"})
+		f.apply(t, ledger.EntryRefund, ledger.Request{UserID: u, RequestID: "r1", Amount: "12", PurchaseRequestID: "c1"})
+		f.apply(t, ledger.EntryHold, ledger.Request{UserID: u, RequestID: "h2", Amount: "20", Expire: expire})
+		f.apply(t, ledger.EntryRelease, ledger.Request{UserID: u, RequestID: "v2", HoldRequestID: "h2"})
+		f.apply(t, ledger.EntryHold, ledger.Request{UserID: u, RequestID: "h3", Amount: "5", Expire: expire})
+	}
+	if _, err := f.history.RebuildAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rep := f.run(t, Options{}); !rep.Clean || len(rep.Findings) != 0 {
+		t.Fatalf("a ledger with holds: %+v, want clean", rep.Findings)
+	}
+	f.set(t, f.env.Ledger, "edited", fmt.Sprintf("H#%020d", 2), "state", str(string(ledger.HoldVoided)))
+	rep := f.run(t, Options{})
+	if rep.Clean || len(rep.Findings) != 1 {
+		t.Fatalf("findings %v, want one", rep.Findings)
+	}
+	if fd := rep.Findings[0]; fd.UserID != "edited" || fd.Kind != ledger.FindingHoldRecord || !slices.Equal(fd.Versions, []int64{2}) ||
+		!strings.Contains(fd.Expected, "CAPTURED") || !strings.Contains(fd.Found, "VOIDED") {
+		t.Errorf("finding %+v, want the edited user's hold record at version 2, captured, found voided", fd)
 	}
 }
 

@@ -25,12 +25,19 @@ type Audit struct {
 }
 
 // Audit reads a user's whole partition with consistent reads and checks the
-// invariants of package ledger: the aggregate is the fold of the entries,
-// versions run 1..N, no balance goes negative, request records and entries
-// match one to one (a refusal record names no entry, and no entry has
-// one), and refunds stay within their purchases. It may run
-// while mutations commit: what commits after it has read the account is left
-// for the next audit.
+// invariants of package ledger: the aggregate is the fold of the entries
+// (its balance, buckets, what it holds and its open holds), versions run
+// 1..N, no balance goes negative, request records and entries match one to
+// one (a refusal record names no entry, and no entry has one), refunds stay
+// within their purchases (or captures), and each hold's record agrees with
+// its entries: it resolved at most once, as its record says, and its
+// capture spent no more than it held. It may run while mutations commit:
+// what commits after it has read the account is left for the next audit.
+//
+// An open hold past its expiry is no finding, however long ago: time
+// decides that it has expired (a balance read counts it available, a
+// capture is refused), and its RELEASE is written by the user's next
+// mutation or the sweeper, whenever they come.
 func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	var items []map[string]types.AttributeValue
 	p := dynamodb.NewQueryPaginator(l.db, &dynamodb.QueryInput{
@@ -51,6 +58,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	var entries []ledger.Entry
 	requests := map[string]requestRecord{} // the records of entries
 	refusals := map[string]requestRecord{} // the records of refusals (decodeRequest checks their reason)
+	var holds []ledger.Hold                // the hold records, in version order
 	for _, item := range items {
 		sk := item["SK"].(*types.AttributeValueMemberS).Value
 		switch {
@@ -66,6 +74,12 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 				return Audit{}, err
 			}
 			entries = append(entries, e) // the query returns them in version order
+		case strings.HasPrefix(sk, holdPrefix):
+			h, err := decodeHold(item)
+			if err != nil {
+				return Audit{}, err
+			}
+			holds = append(holds, h)
 		case strings.HasPrefix(sk, requestPrefix):
 			r, err := decodeRequest(item)
 			if err != nil {
@@ -97,6 +111,9 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	for _, r := range requests {
 		newest = max(newest, r.Version)
 	}
+	for _, h := range holds {
+		newest = max(newest, h.Version, h.ResolveVersion)
+	}
 	if newest > acct.Version {
 		now, err := l.account(ctx, user)
 		if err != nil {
@@ -105,6 +122,12 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		if now.Version >= newest {
 			entries = slices.DeleteFunc(entries, func(e ledger.Entry) bool { return e.Version > acct.Version })
 			maps.DeleteFunc(requests, func(_ string, r requestRecord) bool { return r.Version > acct.Version })
+			holds = slices.DeleteFunc(holds, func(h ledger.Hold) bool { return h.Version > acct.Version })
+			for i, h := range holds {
+				if h.ResolveVersion > acct.Version { // resolved since: held, as of the account read
+					holds[i].State, holds[i].ResolveVersion, holds[i].CapturedAmount = ledger.HoldHeld, 0, decimal.Zero
+				}
+			}
 		}
 	}
 
@@ -126,7 +149,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		if e.Type == ledger.EntryRefund {
 			refunds[e.PurchaseVersion] = refunds[e.PurchaseVersion].Add(e.Amount)
 		}
-		if info, _ := e.Type.Info(); info.System {
+		if e.System() {
 			if e.RequestID != "" {
 				add(ledger.FindingRequestMismatch, "no request_id on an entry the ledger writes itself", e.RequestID, e.Version)
 			}
@@ -141,7 +164,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			add(ledger.FindingEntryWithoutRequest, "request record "+e.RequestID, "none", e.Version)
 		case r.Version != e.Version:
 			add(ledger.FindingRequestWithoutEntry, e.Version, r.Version, e.Version, r.Version)
-		case r.Type != e.Type || !r.Amount.Equal(e.Amount.Abs()):
+		case r.Type != e.Type || !asked(r, e):
 			add(ledger.FindingRequestMismatch, fmt.Sprint(e.Type, " ", e.Amount.Abs()), fmt.Sprint(r.Type, " ", r.Amount), e.Version)
 		}
 	}
@@ -150,7 +173,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			continue
 		}
 		p, ok := byVersion[e.PurchaseVersion]
-		if !ok || p.Type != ledger.EntryPurchase || p.RequestID != e.PurchaseRequestID {
+		if !ok || !refundable(p.Type) || p.RequestID != e.PurchaseRequestID {
 			add(ledger.FindingRefundTarget, "purchase "+e.PurchaseRequestID, fmt.Sprintf("%s %s", p.Type, p.RequestID), e.Version, e.PurchaseVersion)
 		}
 	}
@@ -187,6 +210,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	if stored, fold := expiringOnly(acct.Buckets), expiringOnly(folded.Buckets); !slices.EqualFunc(stored, fold, sameBucket) {
 		add(ledger.FindingBuckets, bucketsString(fold), bucketsString(stored), acct.Version)
 	}
+	findings = append(findings, auditHolds(acct, folded, entries, holds)...)
 	if acct.Version != int64(len(entries)) {
 		add(ledger.FindingVersionMismatch, len(entries), acct.Version, acct.Version)
 	}
@@ -206,7 +230,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		}
 	}
 	for _, e := range entries {
-		if e.Type != ledger.EntryPurchase {
+		if !refundable(e.Type) {
 			continue
 		}
 		// Refunds committed while the query ran may be in the purchase's
@@ -237,4 +261,122 @@ func bucketsString(bs []ledger.Bucket) string {
 		parts[i] = expiryKey(b.Expire) + ":" + b.Amount.String()
 	}
 	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// asked says whether request record r asked for what entry e did: the
+// amount of a purchase, grant, refund or adjustment, what a hold holds, a
+// capture's amount (none: all of its hold), nothing for a void.
+func asked(r requestRecord, e ledger.Entry) bool {
+	switch {
+	case e.Type == ledger.EntryHold:
+		return r.Amount.Equal(e.HeldChange)
+	case e.Type == ledger.EntryCapture && r.Amount.IsZero():
+		return e.Amount.Equal(e.HeldChange)
+	case e.Type == ledger.EntryRelease:
+		return r.Amount.IsZero()
+	}
+	return r.Amount.Equal(e.Amount.Abs())
+}
+
+// auditHolds checks what acct holds against folded, the fold of its
+// entries, and each hold's record (records, in version order) against the
+// entries that made and resolved it.
+func auditHolds(acct, folded ledger.Account, entries []ledger.Entry, records []ledger.Hold) []ledger.Finding {
+	var findings []ledger.Finding
+	add := func(kind string, expected, found any, versions ...int64) {
+		findings = append(findings, ledger.Finding{UserID: acct.UserID, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
+	}
+	sum := decimal.Zero
+	for _, h := range acct.Holds {
+		sum = sum.Add(h.Amount)
+	}
+	if !acct.Held.Equal(folded.Held) || !acct.Held.Equal(sum) {
+		add(ledger.FindingHeld, fmt.Sprintf("%s (the fold), the sum of the open holds", folded.Held), fmt.Sprintf("%s, open holds summing to %s", acct.Held, sum), acct.Version)
+	}
+	if stored, fold := holdsString(acct.Holds), holdsString(folded.Holds); stored != fold {
+		add(ledger.FindingHolds, fold, stored, acct.Version)
+	}
+
+	made := map[string]ledger.Entry{}       // HOLD entries by their request_id
+	resolved := map[string][]ledger.Entry{} // CAPTUREs and RELEASEs by the hold they name
+	byVersion := make(map[int64]ledger.Hold, len(records))
+	for _, h := range records {
+		byVersion[h.Version] = h
+	}
+	for _, e := range entries {
+		switch {
+		case e.Type == ledger.EntryHold:
+			made[e.RequestID] = e
+		case e.HoldRequestID != "":
+			resolved[e.HoldRequestID] = append(resolved[e.HoldRequestID], e)
+		}
+	}
+	for id, es := range resolved {
+		h, ok := made[id]
+		if !ok {
+			add(ledger.FindingHoldRecord, "a HOLD entry with request_id "+id, "none", versionsOf(es)...)
+			continue
+		}
+		if len(es) > 1 {
+			add(ledger.FindingHoldResolved, "at most one CAPTURE or RELEASE of hold "+id, len(es), versionsOf(es)...)
+		}
+		for _, e := range es {
+			if e.Type == ledger.EntryCapture && e.Amount.Neg().GreaterThan(h.HeldChange) {
+				add(ledger.FindingCaptureOverHold, "<= "+h.HeldChange.String(), e.Amount.Neg(), h.Version, e.Version)
+			}
+		}
+	}
+	for _, e := range entries {
+		if e.Type != ledger.EntryHold {
+			continue
+		}
+		want := ledger.HoldOf(e)
+		if es := resolved[e.RequestID]; len(es) > 0 {
+			want = ledger.ResolvedHold(want, es[0])
+		}
+		got, ok := byVersion[e.Version]
+		delete(byVersion, e.Version)
+		switch {
+		case !ok:
+			add(ledger.FindingHoldRecord, holdString(want), "none", e.Version)
+		case holdString(got) != holdString(want):
+			add(ledger.FindingHoldRecord, holdString(want), holdString(got), e.Version)
+		}
+	}
+	for _, h := range records {
+		if _, ok := byVersion[h.Version]; ok {
+			add(ledger.FindingHoldRecord, "no hold record without its HOLD entry", holdString(h), h.Version)
+		}
+	}
+	return findings
+}
+
+// holdString is what a hold record says, as an audit compares it.
+func holdString(h ledger.Hold) string {
+	s := fmt.Sprintf("%s %s %s expires %s", h.RequestID, h.Amount, h.State, expiryKey(h.ExpireTime))
+	if h.ResolveVersion > 0 {
+		s += fmt.Sprint(" resolved by ", h.ResolveVersion)
+	}
+	if h.State == ledger.HoldCaptured {
+		s += " captured " + h.CapturedAmount.String()
+	}
+	return s
+}
+
+// holdsString is open holds by request_id and amount.
+func holdsString(hs []ledger.Hold) string {
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.RequestID + ":" + h.Amount.String()
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func versionsOf(es []ledger.Entry) []int64 {
+	vs := make([]int64, len(es))
+	for i, e := range es {
+		vs[i] = e.Version
+	}
+	return vs
 }

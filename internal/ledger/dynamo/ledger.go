@@ -58,19 +58,11 @@ type Options struct {
 	// MaxBuckets bounds the expiry times one account holds; 0:
 	// ledger.DefaultMaxBuckets.
 	MaxBuckets int
-	// MaxHolds bounds a user's open holds; 0: ledger.DefaultMaxHolds, and
-	// never more than MaxHoldsLimit.
+	// MaxHolds bounds a user's open holds; 0: ledger.DefaultMaxHolds. They
+	// live in the account item, which every mutation of the user rewrites:
+	// each costs it some 150 bytes, and more with draws on many buckets.
 	MaxHolds int
 }
-
-// MaxHoldsLimit is the most open holds a user may have in this store: the
-// mutation that finds them all expired releases each, in its own
-// transaction, a RELEASE entry and its hold record's update apiece, and
-// the most a mutation adds to that (a refund: an EXPIRATION before and
-// after it, its entry, its request record and its purchase's update; the
-// account and the index of next expiries) must still fit DynamoDB's 100
-// items.
-const MaxHoldsLimit = (maxTxItems - 1 - indexReserve - 5) / 2
 
 // Observer watches the write path. Its methods are called on the write
 // path's goroutines and must return quickly.
@@ -163,7 +155,7 @@ func New(db API, o Options) *Ledger {
 		log:        o.Logger,
 		maxBatch:   min(o.MaxBatch, DefaultMaxBatch), // no group holds more
 		maxBuckets: o.MaxBuckets,
-		maxHolds:   min(cmp.Or(o.MaxHolds, ledger.DefaultMaxHolds), MaxHoldsLimit),
+		maxHolds:   cmp.Or(o.MaxHolds, ledger.DefaultMaxHolds),
 		linger:     o.Linger,
 		queues:     queues{m: map[string]*userQueue{}},
 		observe:    o.Observer,

@@ -459,26 +459,26 @@ func TestAnAuditAcrossPagesWhilePurchasesCommit(t *testing.T) {
 // new version (the drift reconciliation reports).
 func setBalance(tb testing.TB, env *dynamotest.Env, user string, balance int64) {
 	tb.Helper()
-	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName: &env.Ledger, Key: accountKey(user),
-		UpdateExpression:          aws.String("SET balance = :b"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(balance))},
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
+	setAttribute(tb, env, user, accountSK, "balance", num(decimal.NewFromInt(balance)))
 }
 
 // freeze sets an account's status behind the ledger's back (there is no
 // freeze API yet).
 func freeze(tb testing.TB, env *dynamotest.Env, user string) {
 	tb.Helper()
+	setAttribute(tb, env, user, accountSK, "status", str(string(ledger.StatusFrozen)))
+}
+
+// setAttribute sets an attribute of a user's item (sort key sk) behind the
+// ledger's back.
+func setAttribute(tb testing.TB, env *dynamotest.Env, user, sk, name string, v types.AttributeValue) {
+	tb.Helper()
 	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
 		TableName:                 &env.Ledger,
-		Key:                       accountKey(user),
-		UpdateExpression:          aws.String("SET #s = :frozen"),
-		ExpressionAttributeNames:  map[string]string{"#s": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":frozen": str(string(ledger.StatusFrozen))},
+		Key:                       key(user, sk),
+		UpdateExpression:          aws.String("SET #a = :v"),
+		ExpressionAttributeNames:  map[string]string{"#a": name},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":v": v},
 	})
 	if err != nil {
 		tb.Fatal(err)

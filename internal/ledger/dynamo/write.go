@@ -200,8 +200,8 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	defer cancel()
 	conflicts := 0
 	var lastConflict error
-	purchases := map[string]requestRecord{} // refunds' purchases: records never change
-	var fresh *ledger.Account               // just read: the next try plans on it
+	seen := seen{purchases: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}
+	var fresh *ledger.Account // just read: the next try plans on it
 	for len(calls) > 0 {
 		var acct ledger.Account
 		var err error
@@ -211,7 +211,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			finishAll(calls, err)
 			return later
 		}
-		g := l.plan(ctx, acct, calls, purchases)
+		g := l.plan(ctx, acct, calls, seen)
 		later = g.later
 		current := calls[:len(calls)-len(g.later)] // g.later is what follows the group in calls
 		if g.behind {
@@ -299,7 +299,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 }
 
 // plan folds calls over acct, in order, into a group.
-func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, purchases map[string]requestRecord) group {
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen seen) group {
 	g := group{before: acct, items: []types.TransactWriteItem{{}}} // item 0: the account, below
 	running := acct
 	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
@@ -337,18 +337,27 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, p
 		need = decimal.Max(need, dec.After.Held.Sub(cum))
 		running = dec.After
 	}
-	// room says whether n more items fit the group. A call that would not
-	// fit even an empty group could never commit (MaxHoldsLimit keeps
-	// every mutation within one): it is answered so, and skipped.
-	room := func(c *call, n int) (fits, skip bool) {
-		switch {
-		case len(g.items)+n <= maxTxItems-indexReserve:
-			return true, false
-		case len(g.items) == 1:
-			c.finish(ledger.Result{}, fmt.Errorf("a mutation of user %q takes %d items, more than a transaction holds", c.m.UserID, n))
-			return false, true
+	// fits says whether n more items fit the group. A decision that would
+	// not fit even an empty group releases more holds than a transaction
+	// can write (they expired together): as many of them as fit are
+	// released first, in this group, and the call is decided again in the
+	// next, until what is left of its releases fits.
+	// (Were there no hold to release, c could never commit: it is answered
+	// so.)
+	fits := func(c *call, n int) bool {
+		if len(g.items)+n <= maxTxItems-indexReserve {
+			return true
 		}
-		return false, false
+		if len(g.items) > 1 {
+			return false
+		}
+		dec := ledger.DecideExpiryUpTo(running, now, (maxTxItems-indexReserve-1)/2)
+		if len(dec.Entries) == 0 {
+			c.finish(ledger.Result{}, fmt.Errorf("a mutation of user %q takes %d items, more than a transaction holds", c.m.UserID, n))
+			return false
+		}
+		add(&planned{c: &call{ctx: ctx, m: ledger.Mutation{UserID: acct.UserID}, sweep: true, done: make(chan struct{})}, request: -1, cap: -1}, dec)
+		return false
 	}
 loop:
 	for i, c := range calls {
@@ -363,9 +372,7 @@ loop:
 				c.finish(ledger.Result{Balance: running.Balance}, nil) // nothing due
 				continue
 			}
-			if fits, skip := room(c, entryItems(dec.Entries)); skip {
-				continue
-			} else if !fits {
+			if !fits(c, entryItems(dec.Entries)) {
 				g.later = calls[i:]
 				break
 			}
@@ -383,7 +390,7 @@ loop:
 		var facts ledger.Facts
 		var purchase requestRecord
 		if info.RefersToPurchase {
-			rec, ok := purchases[m.PurchaseRequestID]
+			rec, ok := seen.purchases[m.PurchaseRequestID]
 			if !ok {
 				found := false
 				var err error
@@ -393,7 +400,7 @@ loop:
 				}
 				// A refused request wrote no entry: there is nothing to refund.
 				if ok = found && rec.Refusal == nil; ok {
-					purchases[m.PurchaseRequestID] = rec
+					seen.purchases[m.PurchaseRequestID] = rec
 				}
 			}
 			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && refundable(p.entry.Type) {
@@ -438,7 +445,10 @@ loop:
 				break loop
 			case resolved:
 				facts.Hold = &ledger.HoldRef{State: st}
-			case !isOpen(running, m.HoldRequestID):
+			case isOpen(running, m.HoldRequestID):
+			case seen.resolved[m.HoldRequestID] != "":
+				facts.Hold = &ledger.HoldRef{State: seen.resolved[m.HoldRequestID]}
+			default:
 				// Not open: its record says whether it resolved or never was.
 				h, found, err := l.holdByRequest(ctx, m.UserID, m.HoldRequestID)
 				if err != nil {
@@ -451,6 +461,9 @@ loop:
 				}
 				if found {
 					facts.Hold = &ledger.HoldRef{State: h.State}
+				}
+				if found && h.State != ledger.HoldHeld {
+					seen.resolved[m.HoldRequestID] = h.State
 				}
 			}
 		}
@@ -498,9 +511,10 @@ loop:
 		if info.RefersToPurchase {
 			size++
 		}
-		if fits, skip := room(c, size); skip {
-			continue
-		} else if !fits {
+		if !fits(c, size) {
+			if isDone(c) {
+				continue
+			}
 			g.later = calls[i:]
 			break
 		}
@@ -534,6 +548,14 @@ loop:
 func isOpen(acct ledger.Account, holdRequestID string) bool {
 	_, ok := acct.Hold(holdRequestID)
 	return ok
+}
+
+// seen is what a commit read that stays true while it tries its groups
+// again: request records of refunds' purchases (records never change) and
+// the states of resolved holds (a hold resolves once).
+type seen struct {
+	purchases map[string]requestRecord
+	resolved  map[string]ledger.HoldState
 }
 
 // groupHolds are the holds a group's entries made or resolved: a
