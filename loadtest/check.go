@@ -188,7 +188,7 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 func matchBook(inv *Invariants, user string, sent []*sentRequest, entries []ledger.Entry) (purchases int) {
 	byRequest := map[string][]ledger.Entry{}
 	for _, e := range entries {
-		if !writtenByLedger(e) {
+		if !e.System() { // no request asked for it
 			byRequest[e.RequestID] = append(byRequest[e.RequestID], e)
 		}
 	}
@@ -240,12 +240,4 @@ func moved(e ledger.Entry) decimal.Decimal {
 		return e.HeldChange.Abs()
 	}
 	return e.Amount.Abs()
-}
-
-// writtenByLedger says whether the ledger wrote e itself, asked by no
-// request: an expiration, or the release of a hold that expired (before
-// the user's next mutation, or by the sweeper).
-func writtenByLedger(e ledger.Entry) bool {
-	info, _ := e.Type.Info()
-	return e.RequestID == "" && (info.System || e.Type == ledger.EntryRelease && e.Reason == ledger.ReleaseExpired)
 }
