@@ -360,11 +360,14 @@ func countProxy(rec *recorder, e *env) (before, after *ddbproxy.Stats) {
 
 // withProxy adds what the proxy counted while the run was measured.
 func withProxy(run *Run, e *env, table string, before, after *ddbproxy.Stats) {
-	if e == nil || e.proxy == nil || run.Purchases == 0 {
+	if e == nil || e.proxy == nil || run.Mutations == 0 {
 		return
 	}
 	writes := after.ItemWrites[table] - before.ItemWrites[table]
-	run.ItemWritesPerPurchase = float64(writes) / (run.Purchases * run.DurationS)
+	if run.Purchases > 0 {
+		run.ItemWritesPerPurchase = float64(writes) / (run.Purchases * run.DurationS)
+	}
+	run.ItemWritesPerMutation = float64(writes) / float64(run.Mutations)
 	run.Transactions, run.Conflicts = after.Transactions-before.Transactions, after.Conflicts-before.Conflicts
 	// Where DynamoDB's time went, by operation.
 	var parts []string

@@ -80,7 +80,10 @@ type Run struct {
 	Timeline  []Second                    `json:"timeline"`  // per second of the measured run
 	Histogram []Bucket                    `json:"histogram"` // latency distribution, log-spaced buckets
 
-	ItemWritesPerPurchase float64  `json:"item_writes_per_purchase,omitempty"` // ledger table, counted by the proxy
+	ItemWritesPerPurchase float64 `json:"item_writes_per_purchase,omitempty"` // ledger table, counted by the proxy
+	// ItemWritesPerMutation: the same per acknowledged mutation of any kind
+	// (a checkout's authorizations, captures and voids).
+	ItemWritesPerMutation float64  `json:"item_writes_per_mutation,omitempty"`
 	Transactions          int64    `json:"transactions,omitempty"`
 	Conflicts             int64    `json:"transaction_conflicts,omitempty"`
 	Notes                 []string `json:"notes,omitempty"` // findings of the run itself (the naive baseline's damage, ...)
@@ -236,6 +239,9 @@ func (r *Report) printSummary(w io.Writer) {
 		if run.ItemWritesPerPurchase > 0 {
 			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged purchase (%d transactions, %d cancelled for conflict)\n",
 				run.Name, run.ItemWritesPerPurchase, run.Transactions, run.Conflicts)
+		} else if run.ItemWritesPerMutation > 0 {
+			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged mutation (%d transactions, %d cancelled for conflict)\n",
+				run.Name, run.ItemWritesPerMutation, run.Transactions, run.Conflicts)
 		}
 		for _, n := range run.Notes {
 			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
