@@ -48,6 +48,7 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var e *pb.Entry
+	var h *pb.Hold // an Authorize is answered with its hold, not an entry
 	var err error
 	replayed := false
 	switch o.kind {
@@ -70,36 +71,6 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 		if res, err = x.c.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, PurchaseRequestId: o.purchase})); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
-	case "authorize", "capture", "void":
-		return x.doHold(ctx, o)
-	case "balance":
-		_, err = x.c.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: o.user}))
-	case "history":
-		_, err = x.c.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: o.user, PageSize: 20}))
-	default:
-		err = connect.NewError(connect.CodeUnimplemented, fmt.Errorf("op %q", o.kind))
-	}
-	if err != nil {
-		return outcome{code: codeOf(err)}
-	}
-	out := outcome{code: "ok", replayed: replayed}
-	if e != nil {
-		out.entryID, out.version = e.EntryId, e.Version
-	}
-	if o.kind == "purchase" {
-		x.spent(e)
-	}
-	return out
-}
-
-// doHold sends a checkout's op: an Authorize (answered with its hold, not
-// an entry), a Capture or a Void.
-func (x *connectExec) doHold(ctx context.Context, o op) outcome {
-	var e *pb.Entry
-	var h *pb.Hold
-	var replayed bool
-	var err error
-	switch o.kind {
 	case "authorize":
 		var res *connect.Response[pb.AuthorizeResponse]
 		req := &pb.AuthorizeRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, OrderId: "order-" + o.requestID}
@@ -118,11 +89,17 @@ func (x *connectExec) doHold(ctx context.Context, o op) outcome {
 		if res, err = x.c.Capture(ctx, connect.NewRequest(req)); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
-	default: // void
+	case "void":
 		var res *connect.Response[pb.VoidResponse]
 		if res, err = x.c.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: o.user, HoldRequestId: o.hold, RequestId: o.requestID})); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
+	case "balance":
+		_, err = x.c.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: o.user}))
+	case "history":
+		_, err = x.c.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: o.user, PageSize: 20}))
+	default:
+		err = connect.NewError(connect.CodeUnimplemented, fmt.Errorf("op %q", o.kind))
 	}
 	if err != nil {
 		return outcome{code: codeOf(err)}
@@ -130,7 +107,7 @@ func (x *connectExec) doHold(ctx context.Context, o op) outcome {
 	out := outcome{code: "ok", replayed: replayed}
 	if e != nil {
 		out.entryID, out.version = e.EntryId, e.Version
-		if o.kind == "capture" {
+		if o.kind == "purchase" || o.kind == "capture" {
 			x.spent(e)
 		}
 	}
