@@ -44,6 +44,7 @@ type Config struct {
 	MaxBatch        int
 	BatchLinger     time.Duration
 	MaxBuckets      int // distinct expiry times one account may hold
+	MaxHolds        int // open holds one account may have
 
 	metrics *metrics.Metrics // nil: not measured
 }
@@ -65,6 +66,12 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
 	}
 	fs.IntVar(&c.MaxBuckets, "max-buckets", maxBuckets,
 		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS) (LEDGER_MAX_BUCKETS)")
+	maxHolds, err := intFromEnv(getenv, "LEDGER_MAX_HOLDS", ledger.DefaultMaxHolds)
+	if err != nil {
+		maxHolds = -1 // refused below, with the flag's name
+	}
+	fs.IntVar(&c.MaxHolds, "max-holds", maxHolds,
+		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS) (LEDGER_MAX_HOLDS)")
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -150,7 +157,11 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if c.MaxBuckets < 1 || c.MaxBuckets > 1000 {
 		return nil, fmt.Errorf("-max-buckets (LEDGER_MAX_BUCKETS) must be 1 to 1000, not %d", c.MaxBuckets)
 	}
-	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens, MaxBuckets: c.MaxBuckets}
+	if c.MaxHolds < 1 || c.MaxHolds > 1000 {
+		return nil, fmt.Errorf("-max-holds (LEDGER_MAX_HOLDS) must be 1 to 1000, not %d", c.MaxHolds)
+	}
+	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens,
+		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}

@@ -13,7 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,16 +36,94 @@ import (
 
 // sent is one request as its client saw it, after all its retries.
 type sent struct {
-	user, kind, id string
-	amount         decimal.Decimal
-	ttl            time.Duration // grants: expiring after this; 0: never
-	acked          bool
-	entryID        string
-	last           string // the last answer's code
+	user, id string
+	typ      ledger.EntryType // GRANT, PURCHASE, HOLD (Authorize), CAPTURE or RELEASE (Void)
+	amount   decimal.Decimal  // zero for a void, and a capture of all of its hold
+	ttl      time.Duration    // grants: expiring after this (0: never); holds: their ttl
+	hold     string           // captures and voids: the request_id of the hold
+	acked    bool
+	entryID  string // "" for an authorization, whose answer is its hold
+	last     string // the last answer's code
 }
 
-// TestNoPointLostOrRepeatedThroughFaults: clients buy and grant on a few
-// users through ledgerd, which talks to DynamoDB Local through a proxy that
+// call sends s once and returns the entry its answer names (none for an
+// authorization).
+func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, s *sent) (*pb.Entry, error) {
+	switch s.typ {
+	case ledger.EntryGrant:
+		r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id}
+		if s.ttl > 0 {
+			r.Ttl = durationpb.New(s.ttl) // the same ttl on every retry: the same request
+		}
+		res, err := client.Grant(ctx, connect.NewRequest(r))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg.Entry, nil
+	case ledger.EntryHold:
+		_, err := client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, Ttl: durationpb.New(s.ttl)}))
+		return nil, err
+	case ledger.EntryCapture:
+		r := &pb.CaptureRequest{UserId: s.user, RequestId: s.id, HoldRequestId: s.hold}
+		if !s.amount.IsZero() {
+			r.Amount = s.amount.String()
+		}
+		res, err := client.Capture(ctx, connect.NewRequest(r))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg.Entry, nil
+	case ledger.EntryRelease:
+		res, err := client.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: s.user, RequestId: s.id, HoldRequestId: s.hold}))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg.Entry, nil
+	case ledger.EntryPurchase:
+		res, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id}))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg.Entry, nil
+	case ledger.EntryRefund, ledger.EntryAdjustment, ledger.EntryExpiration:
+	}
+	return nil, fmt.Errorf("the load sends no %s", s.typ)
+}
+
+// next is a worker's next request: mostly purchases, some grants (half of
+// them expiring, some within the run), authorizations (whose ttls end
+// within the run, so that some holds expire), and captures (of all of the
+// hold or part of it) and voids of the worker's acknowledged holds.
+func next(rng *rand.Rand, users []string, holds *[]*sent, id string) *sent {
+	s := &sent{user: users[rng.IntN(len(users))], typ: ledger.EntryPurchase, id: id, amount: decimal.NewFromInt(int64(1 + rng.IntN(3)))}
+	switch k := rng.IntN(20); {
+	case k < 4:
+		s.typ, s.amount = ledger.EntryGrant, decimal.NewFromInt(20)
+		if rng.IntN(2) == 0 {
+			s.ttl = time.Duration(2+rng.IntN(30)) * time.Second
+		}
+	case k < 7:
+		s.typ, s.ttl = ledger.EntryHold, time.Duration(2+rng.IntN(20))*time.Second
+	case k < 10 && len(*holds) > 0:
+		i := rng.IntN(len(*holds))
+		h := (*holds)[i]
+		*holds = slices.Delete(*holds, i, i+1)
+		s.user, s.hold, s.typ, s.amount = h.user, h.id, ledger.EntryCapture, decimal.Zero // zero: all of it, by naming no amount
+		switch rng.IntN(4) {
+		case 0:
+			s.typ = ledger.EntryRelease
+		case 1:
+		case 2:
+			s.amount = h.amount
+		default:
+			s.amount = decimal.Max(decimal.NewFromInt(1), h.amount.Sub(decimal.NewFromInt(1)))
+		}
+	}
+	return s
+}
+
+// TestNoPointLostOrRepeatedThroughFaults: clients buy and grant, and
+// authorize, capture and void holds, on a few users through ledgerd, which talks to DynamoDB Local through a proxy that
 // injects latency spikes, closed connections, and transactions carried out
 // whose answers are lost or late. Meanwhile ledgerd and the projector (its
 // own process, `ledgerd project`, killed while it applies the load's
@@ -53,8 +131,11 @@ type sent struct {
 // emulator, persisting with -dbPath, is stopped under load and restarted. Clients retry whatever has no
 // definite answer with the same request id, as a client of a ledger must.
 // After quiescence: reconciliation is clean (aggregate = fold, no negative
-// balance, history = ledger, sums), every acknowledged request is exactly
-// one entry, every other at most one, and no entry is unaccounted for.
+// balance, holds and their records agree, history = ledger, sums), every
+// acknowledged request is exactly one entry, every other at most one, and
+// no entry is unaccounted for; what is held is the sum of the open holds;
+// every hold made has its record, and every capture or void applied
+// resolved its hold, by its own entry, for what it says.
 func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of faults")
@@ -126,32 +207,19 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 				time.Sleep(time.Duration(min(attempt, 10)) * 50 * time.Millisecond)
 			}
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			var e *pb.Entry
-			var err error
-			if s.kind == "grant" {
-				var res *connect.Response[pb.GrantResponse]
-				r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id}
-				if s.ttl > 0 {
-					r.Ttl = durationpb.New(s.ttl) // the same ttl on every retry: the same request
-				}
-				if res, err = client.Grant(rctx, connect.NewRequest(r)); err == nil {
-					e = res.Msg.Entry
-				}
-			} else {
-				var res *connect.Response[pb.PurchaseResponse]
-				if res, err = client.Purchase(rctx, connect.NewRequest(&pb.PurchaseRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id})); err == nil {
-					e = res.Msg.Entry
-				}
-			}
+			e, err := call(rctx, client, s)
 			cancel()
 			s.last = connect.CodeOf(err).String()
 			if err == nil {
-				s.acked, s.entryID, s.last = true, e.EntryId, "ok"
+				s.acked, s.last = true, "ok"
+				if e != nil {
+					s.entryID = e.EntryId
+				}
 				ackedSoFar.Add(1)
 				return
 			}
 			switch connect.CodeOf(err) {
-			case connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeInvalidArgument:
+			case connect.CodeFailedPrecondition, connect.CodeNotFound, connect.CodeAlreadyExists, connect.CodeInvalidArgument:
 				return // a definite answer: refused, nothing written
 			default:
 			}
@@ -164,18 +232,16 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			var holds []*sent // this worker's acknowledged holds, not yet captured or voided
 			for n := 0; runCtx.Err() == nil; n++ {
-				s := &sent{user: users[rng.IntN(len(users))], kind: "purchase", id: fmt.Sprintf("w%d-%d", w, n), amount: decimal.NewFromInt(int64(1 + rng.IntN(3)))}
-				if rng.IntN(5) == 0 {
-					s.kind, s.amount = "grant", decimal.NewFromInt(20)
-					if rng.IntN(2) == 0 { // expiring, some of them within the run
-						s.ttl = time.Duration(2+rng.IntN(30)) * time.Second
-					}
-				}
+				s := next(rng, users, &holds, fmt.Sprintf("w%d-%d", w, n))
 				mu.Lock()
 				book = append(book, s)
 				mu.Unlock()
 				do(s)
+				if s.typ == ledger.EntryHold && s.acked {
+					holds = append(holds, s)
+				}
 			}
 		})
 	}
@@ -235,27 +301,59 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	// The book against the ledger.
 	byID := map[string]ledger.Entry{}
 	counts := map[string]int{}
+	holds := map[string]ledger.Hold{} // every hold, by user/request_id
 	expirations := 0
+	var violations int
+	violate := func(format string, args ...any) {
+		violations++
+		t.Errorf(format, args...)
+	}
 	for _, u := range users {
 		entries, err := store.EntriesAfter(ctx, u, 0, math.MaxInt) // all of them
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			if e.Type == ledger.EntryExpiration {
-				expirations++ // the ledger's own: no request made it
+			if e.System() {
+				expirations++ // the ledger's own (expirations, releases of expired holds): no request made it
 				continue
 			}
 			byID[u+"/"+e.RequestID] = e
 			counts[u+"/"+e.RequestID]++
 		}
+		all := ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldCaptured, ledger.HoldVoided, ledger.HoldExpired}, PageSize: ledger.MaxPageSize}
+		for {
+			hs, next, err := store.Holds(ctx, u, all)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hs {
+				holds[u+"/"+h.RequestID] = h
+			}
+			if all.PageToken = next; next == "" {
+				break
+			}
+		}
+		// What is held is the sum of the open holds, as the fold of the
+		// entries has them (reconciliation checked it too, with the records).
+		acct, err := store.Balance(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		folded, _, err := ledger.Fold(u, entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := decimal.Zero
+		for _, h := range acct.Holds {
+			sum = sum.Add(h.Amount)
+		}
+		if !acct.Held.Equal(sum) || !acct.Held.Equal(folded.Held) || len(acct.Holds) != len(folded.Holds) || acct.Available().IsNegative() {
+			violate("%s: held %s, its %d open holds sum to %s, the fold holds %s in %d", u, acct.Held, len(acct.Holds), sum, folded.Held, len(folded.Holds))
+		}
 	}
 	var acked, unacked, unknown int
-	violations := 0
-	violate := func(format string, args ...any) {
-		violations++
-		t.Errorf(format, args...)
-	}
+	ackedByType := map[ledger.EntryType]int{}
 	for _, s := range book {
 		k := s.user + "/" + s.id
 		n := counts[k]
@@ -263,20 +361,40 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 		switch {
 		case s.acked:
 			acked++
-			if n != 1 || byID[k].ID != s.entryID {
-				violate("acknowledged %s %s: %d entries (entry %s, acknowledged %s)", s.kind, k, n, byID[k].ID, s.entryID)
+			ackedByType[s.typ]++
+			if n != 1 || (s.entryID != "" && byID[k].ID != s.entryID) {
+				violate("acknowledged %s %s: %d entries (entry %s, acknowledged %s)", s.typ, k, n, byID[k].ID, s.entryID)
 			}
 		default:
 			unacked++
-			if s.last != "failed_precondition" && s.last != "already_exists" {
+			if s.last != "failed_precondition" && s.last != "not_found" && s.last != "already_exists" {
 				unknown++ // gave up without a definite answer
 			}
 			if n > 1 {
-				violate("unacknowledged %s %s (%s): %d entries", s.kind, k, s.last, n)
+				violate("unacknowledged %s %s (%s): %d entries", s.typ, k, s.last, n)
 			}
 		}
-		if n == 1 && !strings.EqualFold(string(byID[k].Type), s.kind) {
-			violate("%s: a %s, its entry a %s", k, s.kind, byID[k].Type)
+		if n == 1 && byID[k].Type != s.typ {
+			violate("%s: a %s, its entry a %s", k, s.typ, byID[k].Type)
+		}
+		// A hold made has its record; a capture or a void applied resolved
+		// its hold, by that entry, once and for what it says.
+		switch e := byID[k]; {
+		case n != 1:
+		case s.typ == ledger.EntryHold:
+			if h, ok := holds[k]; !ok || h.Version != e.Version || !h.Amount.Equal(s.amount) {
+				violate("hold %s (entry %d of %s): its record is %+v", k, e.Version, s.amount, h)
+			}
+		case s.typ == ledger.EntryCapture || s.typ == ledger.EntryRelease:
+			h := holds[s.user+"/"+s.hold]
+			captured := s.amount
+			if captured.IsZero() {
+				captured = h.Amount
+			}
+			if h.ResolveVersion != e.Version || (s.typ == ledger.EntryCapture && (h.State != ledger.HoldCaptured || !h.CapturedAmount.Equal(captured))) ||
+				(s.typ == ledger.EntryRelease && h.State != ledger.HoldVoided) {
+				violate("%s %s of hold %s (entry %d): the hold's record is %+v", s.typ, k, s.hold, e.Version, h)
+			}
 		}
 	}
 	for k := range counts {
@@ -286,15 +404,15 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	if st.Faults.Total() == 0 || st.Faults.LostAnswers == 0 || kills != 3 || projectorKills != 3 || emulatorRestarts != 1 {
 		t.Errorf("the faults did not happen: %+v, %d kills of ledgerd, %d of the projector, %d emulator restarts", st.Faults, kills, projectorKills, emulatorRestarts)
 	}
-	if acked < minAcked {
-		t.Errorf("only %d requests acknowledged: the test proves little", acked)
+	if acked < minAcked || ackedByType[ledger.EntryHold] == 0 || ackedByType[ledger.EntryCapture] == 0 {
+		t.Errorf("only %d requests acknowledged (%v): the test proves little", acked, ackedByType)
 	}
-	t.Logf("%d requests (%d attempts, %d retries): %d acknowledged, %d refused or unanswered (%d without a definite answer); "+
+	t.Logf("%d requests (%d attempts, %d retries): %d acknowledged (%v), %d refused or unanswered (%d without a definite answer); "+
 		"faults: %d spikes, %d resets, %d lost answers, %d late answers; %d SIGKILLs of ledgerd, %d of the projector, %d emulator restarts; "+
-		"%d entries reconciled (%d expirations); %d violations",
-		len(book), attempts.Load(), retries.Load(), acked, unacked, unknown,
+		"%d entries reconciled (%d the ledger's own: expirations, releases of expired holds); %d holds; %d violations",
+		len(book), attempts.Load(), retries.Load(), acked, ackedByType, unacked, unknown,
 		st.Faults.Spikes, st.Faults.Resets, st.Faults.LostAnswers, st.Faults.LateAnswers, kills, projectorKills, emulatorRestarts,
-		report.Entries, expirations, violations)
+		report.Entries, expirations, len(holds), violations)
 	if t.Failed() {
 		t.Logf("ledgerd's logs:\n%s", logs.String())
 	}

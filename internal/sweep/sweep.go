@@ -1,10 +1,12 @@
-// Package sweep puts expired points on the record for users who are idle.
+// Package sweep puts expired points and holds on the record for users who
+// are idle.
 //
 // Expiry is decided by time: a bucket past its expire_time is not spendable,
-// whether or not an entry says so, and a user's next mutation writes the
-// EXPIRATION first. For users who make no mutation, a Sweeper writes it: it
-// asks the store's index of next expiries which users have points due
-// (never a table scan), and has the store decide each on a consistent read.
+// and a hold past its own is released, whether or not an entry says so, and
+// a user's next mutation writes the RELEASEs and the EXPIRATION first. For
+// users who make no mutation, a Sweeper writes them: it asks the store's
+// index of next expiries which users have points or holds due (never a
+// table scan), and has the store decide each on a consistent read.
 // The index is split in shards; each pass takes a lease on a shard before
 // it sweeps it, so several sweepers (one in each ledgerd serve, say) share
 // the work without doing it twice at once. Doing it twice would be harmless
@@ -50,7 +52,7 @@ type Progress struct {
 	Passes   int64           `json:"passes"`
 	Shards   int64           `json:"shards_swept"`
 	Users    int64           `json:"users_checked"` // nominated by the index
-	Expired  int64           `json:"users_expired"` // who had points due
+	Expired  int64           `json:"users_expired"` // who had points or holds due
 	Points   decimal.Decimal `json:"points_expired"`
 	Duration time.Duration   `json:"duration"` // spent sweeping
 }
@@ -146,8 +148,10 @@ func (s *Sweeper) sweepShard(ctx context.Context, shard int, p *Progress) error 
 				}
 				mu.Lock()
 				p.Users++
-				if res.Entry.Type == ledger.EntryExpiration {
+				if res.Entry.Type != "" { // its last entry: releases of holds come first
 					p.Expired++
+				}
+				if res.Entry.Type == ledger.EntryExpiration {
 					p.Points = p.Points.Sub(res.Entry.Amount)
 				}
 				mu.Unlock()

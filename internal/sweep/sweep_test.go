@@ -132,6 +132,55 @@ func TestTheSweeperExpiresIdleUsersDuePointsOnly(t *testing.T) {
 	}
 }
 
+// An idle user whose only expiring thing is a hold (its points never
+// expire) is in the index by the hold's expiry, and the pass after it
+// releases the hold; the user leaves the index.
+func TestTheSweeperReleasesAnIdleUsersExpiredHold(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	expire := f.clk.Now().Add(time.Hour)
+	f.grant(t, "idle", "g", "10", time.Time{})
+	m, err := ledger.NewMutation(ledger.EntryHold, ledger.Request{UserID: "idle", RequestID: "h", Amount: "4", Expire: expire}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Apply(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	due := func(at time.Time) []string {
+		var users []string
+		for shard := range dynamo.ExpiryShards {
+			if err := f.store.DueUsers(ctx, shard, at, func(u string) error { users = append(users, u); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return users
+	}
+	if got := due(expire); len(got) != 1 || got[0] != "idle" {
+		t.Fatalf("users due at the hold's expiry: %v, want idle", got)
+	}
+	f.clk.Add(time.Hour - time.Microsecond)
+	if p, err := f.sweeper("a").Pass(ctx); err != nil || p.Expired != 0 {
+		t.Fatalf("a pass before the expiry: %+v, %v; want nothing released", p, err)
+	}
+	f.clk.Add(time.Microsecond)
+	p, err := f.sweeper("a").Pass(ctx)
+	if err != nil || p.Expired != 1 || !p.Points.IsZero() {
+		t.Fatalf("a pass at the expiry: %+v, %v; want one user's hold released, no points expired", p, err)
+	}
+	es := f.entries(t, "idle")
+	if last := es[len(es)-1]; len(es) != 3 || last.Type != ledger.EntryRelease || last.Reason != ledger.ReleaseExpired || last.HoldRequestID != "h" {
+		t.Errorf("idle's entries = %+v, want the grant, the hold and its RELEASE", es)
+	}
+	if got := due(expire.Add(24 * time.Hour)); len(got) != 0 {
+		t.Errorf("users due after the release: %v, want none", got)
+	}
+	if a, err := f.store.Audit(ctx, "idle"); err != nil || len(a.Findings) > 0 || !a.Account.Balance.Equal(decimal.NewFromInt(10)) || !a.Account.Held.IsZero() {
+		t.Errorf("audit: %+v, %v", a, err)
+	}
+}
+
 // Two sweepers share the shards: a shard one holds, the other skips.
 func TestSweepersShareShardsByLease(t *testing.T) {
 	t.Parallel()

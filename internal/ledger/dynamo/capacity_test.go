@@ -24,30 +24,10 @@ import (
 func BenchmarkPurchaseCapacity(b *testing.B) {
 	for _, buckets := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
-			env := dynamotest.New(b)
-			rec := &writeRecorder{API: env.Client}
-			now := time.Now()
-			l := New(rec, Options{Table: env.Ledger, MaxBatch: 1, MaxBuckets: 100})
-			ctx := context.Background()
-			for i := range buckets {
-				r := ledger.Request{UserID: "u", RequestID: fmt.Sprint("g", i), Amount: "1000000"}
-				if i > 0 {
-					r.Expire = now.Add(time.Duration(24*365+i) * time.Hour) // distinct, and after the run
-				}
-				m, err := ledger.NewMutation(ledger.EntryGrant, r, ledger.DefaultScale)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := l.Apply(ctx, m); err != nil {
-					b.Fatal(err)
-				}
-			}
-			rec.reset()
+			l, rec := capacityLedger(b, buckets)
 			b.ResetTimer()
 			for i := range b.N {
-				if _, err := l.Apply(ctx, mutation(b, ledger.EntryPurchase, "u", fmt.Sprint("p", i), "1")); err != nil {
-					b.Fatal(err)
-				}
+				mustApply(b, l, mutation(b, ledger.EntryPurchase, "u", fmt.Sprint("p", i), "1"))
 			}
 			b.StopTimer()
 			items, units, accountKB := rec.totals()
@@ -58,13 +38,78 @@ func BenchmarkPurchaseCapacity(b *testing.B) {
 	}
 }
 
+// What an authorization and its capture write, for a user holding 1, 10
+// and 100 buckets and, besides the hold of each round, 0 or 10 other open
+// holds, as BenchmarkPurchaseCapacity counts it. The open holds live in
+// the account item, which every mutation rewrites.
+//
+//	go test -run '^$' -bench HoldCapacity -benchtime 50x ./internal/ledger/dynamo/
+func BenchmarkHoldCapacity(b *testing.B) {
+	for _, buckets := range []int{1, 10, 100} {
+		for _, open := range []int{0, 10} {
+			b.Run(fmt.Sprintf("buckets=%d/open=%d", buckets, open), func(b *testing.B) {
+				l, rec := capacityLedger(b, buckets)
+				expire := time.Now().Add(24 * time.Hour)
+				for i := range open {
+					mustApply(b, l, holdRequest(b, ledger.EntryHold, ledger.Request{RequestID: fmt.Sprint("open", i), Amount: "1", Expire: expire}))
+				}
+				rec.reset()
+				var authorize, capture [2]int // items, units
+				b.ResetTimer()
+				for i := range b.N {
+					id := fmt.Sprint("h", i)
+					mustApply(b, l, holdRequest(b, ledger.EntryHold, ledger.Request{RequestID: id, Amount: "1", Expire: expire}))
+					items, units, _ := rec.totals()
+					authorize[0], authorize[1] = authorize[0]+items, authorize[1]+units
+					rec.reset()
+					mustApply(b, l, holdRequest(b, ledger.EntryCapture, ledger.Request{RequestID: "c" + id, HoldRequestID: id}))
+					items, units, _ = rec.totals()
+					capture[0], capture[1] = capture[0]+items, capture[1]+units
+					rec.reset()
+				}
+				b.StopTimer()
+				_, _, accountKB := rec.totals()
+				b.ReportMetric(float64(authorize[0])/float64(b.N), "items/authorize")
+				b.ReportMetric(float64(authorize[1])/float64(b.N), "WCU/authorize")
+				b.ReportMetric(float64(capture[0])/float64(b.N), "items/capture")
+				b.ReportMetric(float64(capture[1])/float64(b.N), "WCU/capture")
+				b.ReportMetric(accountKB, "account-KB")
+			})
+		}
+	}
+}
+
+// capacityLedger is a ledger of one user, u, granted a million points in
+// each of buckets buckets, without grouping, whose transactions rec counts
+// from now on.
+func capacityLedger(b *testing.B, buckets int) (*Ledger, *writeRecorder) {
+	env := dynamotest.New(b)
+	rec := &writeRecorder{API: env.Client, sizes: map[string]int{}}
+	now := time.Now()
+	l := New(rec, Options{Table: env.Ledger, MaxBatch: 1, MaxBuckets: 100})
+	for i := range buckets {
+		r := ledger.Request{UserID: "u", RequestID: fmt.Sprint("g", i), Amount: "1000000"}
+		if i > 0 {
+			r.Expire = now.Add(time.Duration(24*365+i) * time.Hour) // distinct, and after the run
+		}
+		m, err := ledger.NewMutation(ledger.EntryGrant, r, ledger.DefaultScale)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mustApply(b, l, m)
+	}
+	rec.reset()
+	return l, rec
+}
+
 // writeRecorder counts what transactions write.
 type writeRecorder struct {
 	API
 	mu        sync.Mutex
 	items     int
 	units     int
-	accountKB float64 // the last account item's size
+	accountKB float64        // the last account item's size
+	sizes     map[string]int // the items written, by key: an update is charged by the larger of before and after
 }
 
 func (w *writeRecorder) reset() { w.mu.Lock(); w.items, w.units = 0, 0; w.mu.Unlock() }
@@ -87,10 +132,14 @@ func (w *writeRecorder) TransactWriteItems(ctx context.Context, in *dynamodb.Tra
 		switch {
 		case it.Put != nil:
 			size = itemSize(it.Put.Item)
+			w.sizes[itemKey(it.Put.Item)] = size
 		case it.Update != nil:
 			// An update is charged by the larger of the item before and
-			// after; the account after a purchase is about its size before.
-			size = w.updatedSize(it.Update)
+			// after.
+			k := itemKey(it.Update.Key)
+			after := w.updatedSize(it.Update)
+			size = max(after, w.sizes[k])
+			w.sizes[k] = after
 		default:
 			size = 1 // a condition check: charged as a read, not a write
 		}
@@ -100,10 +149,15 @@ func (w *writeRecorder) TransactWriteItems(ctx context.Context, in *dynamodb.Tra
 	return out, nil
 }
 
-// updatedSize approximates an updated item's size by its key and the values
-// the update sets (the account's are all of its attributes but a few).
+// updatedSize approximates an updated item's size after the update: an
+// account's by its key and the values the update sets (all of its
+// attributes but a few), another item's (a purchase's refunded amount, a
+// hold record's state) as it was written, with what the update adds.
 func (w *writeRecorder) updatedSize(u *types.Update) int {
 	size := itemSize(u.Key) + 100 // the attributes it keeps: user id, status, times
+	if sk, ok := u.Key["SK"].(*types.AttributeValueMemberS); !ok || sk.Value != accountSK {
+		size = w.sizes[itemKey(u.Key)]
+	}
 	for k, v := range u.ExpressionAttributeValues {
 		size += len(k) + attributeSize(v)
 	}
@@ -111,6 +165,15 @@ func (w *writeRecorder) updatedSize(u *types.Update) int {
 		w.accountKB = float64(size) / 1024
 	}
 	return size
+}
+
+func itemKey(item map[string]types.AttributeValue) string {
+	pk, _ := item["PK"].(*types.AttributeValueMemberS)
+	sk, _ := item["SK"].(*types.AttributeValueMemberS)
+	if pk == nil || sk == nil {
+		return ""
+	}
+	return pk.Value + " " + sk.Value
 }
 
 // itemSize is an item's size as DynamoDB counts it: names and values.

@@ -413,3 +413,93 @@ func TestAnAuditWhileAHoldIsCaptured(t *testing.T) {
 		t.Errorf("account %+v, want version 4 holding 7", acct)
 	}
 }
+
+// Items of holds read back as written; the items of a user who never held
+// carry none of their attributes, and an account item without them (from
+// before holds) holds nothing, its balance all in its buckets.
+func TestHoldItems(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	d := decimal.RequireFromString
+	draws := []ledger.Draw{{Expire: at.Add(time.Hour), Amount: d("3")}, {Amount: d("2")}}
+	for _, e := range []ledger.Entry{
+		{Type: ledger.EntryHold, HeldChange: d("5"), HeldAfter: d("5"), ExpireTime: at.Add(time.Minute), Draws: draws, RequestID: "h"},
+		{Type: ledger.EntryCapture, Amount: d("-4"), HeldChange: d("-5"), HeldAfter: d("1"), HoldRequestID: "h", Draws: draws[:1], RequestID: "c", RefundedAmount: d("1")},
+		{Type: ledger.EntryRelease, HeldChange: d("-1"), HoldRequestID: "h0", Reason: ledger.ReleaseExpired},
+		{Type: ledger.EntryGrant, Amount: d("7"), HeldAfter: d("1"), RequestID: "g"},
+	} {
+		e.ID, e.UserID, e.Version, e.CreateTime, e.BalanceAfter = "01J", "u", 4, at, d("9")
+		got, ok, err := decodeEntry(entryItem(e))
+		if err != nil || !ok || got.Type != e.Type || !got.HeldChange.Equal(e.HeldChange) || !got.HeldAfter.Equal(e.HeldAfter) || got.HoldRequestID != e.HoldRequestID ||
+			got.Reason != e.Reason || !got.ExpireTime.Equal(e.ExpireTime) || len(got.Draws) != len(e.Draws) || !got.RefundedAmount.Equal(e.RefundedAmount) {
+			t.Errorf("%s: wrote %+v, read %+v, %v", e.Type, e, got, err)
+		}
+	}
+	grant := entryItem(ledger.Entry{ID: "01J", UserID: "u", Version: 1, Type: ledger.EntryGrant, Amount: d("1"), BalanceAfter: d("1"), RequestID: "g", CreateTime: at})
+	for _, name := range []string{"held_change", "held_after", "hold_request_id", "reason", "refunded_amount"} {
+		if _, ok := grant[name]; ok {
+			t.Errorf("a grant of a user who never held has %s", name)
+		}
+	}
+
+	open := []ledger.Hold{
+		{RequestID: "b", UserID: "u", Amount: d("2"), State: ledger.HoldHeld, ExpireTime: at.Add(time.Hour), CreateTime: at, Version: 7, Draws: draws[1:]},
+		{RequestID: "a", UserID: "u", Amount: d("3"), State: ledger.HoldHeld, ExpireTime: at.Add(time.Minute), OrderID: "o", CreateTime: at, Version: 3, Draws: draws[:1]},
+	}
+	item := key("u", accountSK)
+	item["user_id"], item["balance"], item["version"], item["status"] = str("u"), num(d("9")), numInt(8), str(string(ledger.StatusActive))
+	item["create_time"], item["update_time"] = str(formatTime(at)), str(formatTime(at))
+	old, _, err := decodeAccount(item)
+	if err != nil || len(old.Holds) != 0 || !old.Held.IsZero() || len(old.Buckets) != 1 || !old.Buckets[0].Amount.Equal(d("9")) {
+		t.Errorf("an account from before holds: %+v, %v; want no holds, 9 never expiring", old, err)
+	}
+	item["held"], item["holds"] = num(d("5")), holdsItem(open)
+	acct, _, err := decodeAccount(item)
+	if err != nil || len(acct.Holds) != 2 || acct.Holds[0].RequestID != "a" || acct.Holds[1].RequestID != "b" || acct.Holds[0].OrderID != "o" ||
+		!acct.Holds[0].ExpireTime.Equal(at.Add(time.Minute)) || len(acct.Holds[1].Draws) != 1 || acct.Holds[1].UserID != "u" {
+		t.Errorf("holds read back = %+v, %v; want a then b (version order), as written", acct.Holds, err)
+	}
+	if len(acct.Buckets) != 1 || !acct.Buckets[0].Amount.Equal(d("4")) {
+		t.Errorf("buckets = %+v, want the balance less what is held, 4, never expiring", acct.Buckets)
+	}
+
+	captured := ledger.ResolvedHold(open[1], ledger.Entry{Type: ledger.EntryCapture, Version: 9, Amount: d("-2")})
+	if got, err := decodeHold(holdItem(captured)); err != nil || holdString(got) != holdString(captured) || got.Version != 3 || got.OrderID != "o" {
+		t.Errorf("hold record: wrote %+v, read %+v, %v", captured, got, err)
+	}
+}
+
+// A ListHolds page token pages through the user and the states it was
+// given for, and nothing else.
+func TestHoldsPageTokensAreScoped(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t, nil, DefaultRetry)
+	ctx := context.Background()
+	for _, u := range []string{"u", "v"} {
+		mustApply(t, l, mutation(t, ledger.EntryGrant, u, "g", "10"))
+		for i := range 3 {
+			mustApply(t, l, holdRequest(t, ledger.EntryHold, ledger.Request{UserID: u, RequestID: fmt.Sprint("h", i), Amount: "1"}))
+		}
+	}
+	held := []ledger.HoldState{ledger.HoldHeld}
+	page, next, err := l.Holds(ctx, "u", ledger.HoldQuery{States: held, PageSize: 1})
+	if err != nil || len(page) != 1 || next == "" {
+		t.Fatalf("first page: %v, %q, %v", page, next, err)
+	}
+	if page, _, err := l.Holds(ctx, "u", ledger.HoldQuery{PageSize: 1, PageToken: next}); err != nil || len(page) != 1 || page[0].RequestID != "h1" {
+		t.Errorf("the next page (no states: HELD, as asked first): %v, %v; want h1", page, err)
+	}
+	for name, q := range map[string]struct {
+		user string
+		q    ledger.HoldQuery
+	}{
+		"another user's":         {"v", ledger.HoldQuery{States: held, PageToken: next}},
+		"other states'":          {"u", ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldExpired}, PageToken: next}},
+		"ListEntries'":           {"u", ledger.HoldQuery{PageToken: l.tokens.Encode(1, entriesScope, "u")}},
+		"with the key, negative": {"u", ledger.HoldQuery{PageToken: l.tokens.Encode(-1, holdsScope, "u", string(ledger.HoldHeld))}},
+	} {
+		if _, _, err := l.Holds(ctx, q.user, q.q); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+			t.Errorf("a token used for %s holds: %v, want %s", name, err, ledger.ReasonInvalidPageToken)
+		}
+	}
+}

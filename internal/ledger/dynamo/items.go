@@ -22,7 +22,10 @@ import (
 //	                                       holds, version, status, times
 //	PK=ACCT#<user> SK=E#<version, 20 digits> entry
 //	PK=ACCT#<user> SK=H#<version, 20 digits> hold record, by the version of its HOLD entry:
-//	                                       its state, and what resolved it
+//	                                       what it was made with (request_id, amount,
+//	                                       expire_time, order_id, create_time, draws), its
+//	                                       state, and once resolved resolve_version (the
+//	                                       entry that did) and a capture's captured_amount
 //	PK=ACCT#<user> SK=R#<request_id>       request record: hash, type, amount, and the entry
 //	                                       version, or the refusal (kind, reason, message)
 //

@@ -92,11 +92,13 @@ func (noObserver) Retried(string)     {}
 
 // DefaultMaxBatch fills the 100 items of a transaction: an account update,
 // room for the index of next expiries (indexReserve) and two items a
-// mutation. A refund takes three, an expiration before a mutation one more,
-// and planning closes a group early when the next mutation would not fit,
-// so such groups are smaller. (Items are small, a few hundred bytes to
-// under 4 KB with the most metadata validation allows and 100 buckets, so
-// 100 of them stay far under the transaction's 4 MB.)
+// mutation. A refund, an authorization, a capture or a void takes three, an
+// expiration before a mutation one more and a release of an expired hold
+// two, and planning closes a group early when the next mutation would not
+// fit, so such groups are smaller. (Items are small, a few hundred bytes to
+// under 4 KB with the most metadata validation allows and 100 buckets, and
+// the account some 150 bytes more for each open hold, so 100 of them stay
+// far under the transaction's 4 MB.)
 const DefaultMaxBatch = (maxTxItems - 1 - indexReserve) / 2
 
 // maxTxItems is DynamoDB's limit of items in one TransactWriteItems.

@@ -25,43 +25,76 @@ import (
 // goroutine per busy user commits them in groups of up to Options.MaxBatch
 // (1 turns grouping off). A group is one TransactWriteItems:
 //
-//	0        Update account A         (balance, buckets, version; the next expiry, for the sweeper)
+//	0        Update account A         (balance, buckets, held and the open holds, version;
+//	                                   the next expiry, for the sweeper)
 //	                                  if version = expected AND balance = the balance read
+//	                                  AND held = the held read      (if it holds anything)
 //	                                  AND status = the status read  (if the group has a type a frozen
 //	                                                                 account refuses, or a refusal)
-//	                                  AND balance >= :need        (the least starting balance
-//	                                                               the group's debits require)
+//	                                  AND balance >= :need        (the least starting balance that
+//	                                                               leaves what is available, balance
+//	                                                               less held, covering every step)
 //	         (a group of refusals alone: ConditionCheck account A, the same condition)
 //	then, per mutation, in order, for its entries:
-//	         Put entry E#<version>     if it does not exist        (an EXPIRATION of what is due first,
+//	         Put entry E#<version>     if it does not exist        (RELEASEs of holds that expired and
+//	                                                               an EXPIRATION of what is due first,
 //	                                                               then its own entry, then for a refund
-//	                                                               the EXPIRATION of what it gave back
-//	                                                               to expired buckets)
-//	         Put request R#<id>        if it does not exist        (the idempotency key)
-//	         Update purchase E#<v>     if refunded_amount = the amount read  (refunds: it decided
-//	                                  AND refunded_amount <= amount - refund   where the points go back)
+//	                                                               or a capture or void the EXPIRATION
+//	                                                               of what it gave back to expired buckets)
+//	           and for a HOLD:
+//	         Put hold H#<version>      if it does not exist        (its record, HELD)
+//	           for a CAPTURE or a RELEASE:
+//	         Update hold H#<v>         if state = HELD AND request_id = its hold's  (resolved once:
+//	                                                               CAPTURED, VOIDED or EXPIRED)
+//	         Put request R#<id>        if it does not exist        (the idempotency key; not for the
+//	                                                               ledger's own entries)
+//	         Update purchase E#<v>     if refunded_amount = the amount read  (refunds of a purchase or a
+//	                                  AND refunded_amount <= amount - refund  capture: it decided
+//	                                                                         where the points go back)
 //	or for a final refusal (ledger.Kind.Final):
 //	         Put request R#<id>        if it does not exist        (the refusal, no entry version)
+//	last     Delete and Put index items (when the next expiry moves: see expiry.go)
+//
+// So a purchase or a grant takes 2 items, a refund 3, an authorization, a
+// capture or a void 3 (its entry, its hold's record, its request record),
+// each entry written before it 1 more and each release 2; a group closes
+// when the next mutation would pass 100 items with the account and the
+// index's 2.
 //
 // Planning folds the queued mutations over the aggregate in order, each
 // decided by the domain (ledger.Decide) on the account so far and the facts
 // read for it (a refund's purchase, the entries an explaining adjustment
-// explains). Each one the domain allows joins the group; one it refuses (a
-// purchase the balance does not cover, a purchase on a frozen account, ...)
-// has its refusal recorded under its request_id in the same transaction,
-// and is answered once that commits: the account's condition makes the
-// record commit only on the account the refusal was decided on, so a
-// refusal decided on a stale cache fails it and is decided again, as an
-// entry would be. The same request again then finds the record and gets
-// the same refusal, replayed (see replay), and is never tried anew. The
-// aggregate is cached per user between groups; a refund of a purchase
-// newer than the cache has the account read again first (its entry would
-// otherwise take the purchase's key, and DynamoDB refuses two actions on
-// one item), and a stale cache otherwise just fails the account's
-// condition.
+// explains, the record of a hold a capture or void names that the account
+// does not hold open). Each one the domain allows joins the group; one it
+// refuses (a purchase the balance does not cover, a purchase on a frozen
+// account, a capture of a hold already captured, ...) has its refusal
+// recorded under its request_id in the same transaction, and is answered
+// once that commits: the account's condition makes the record commit only
+// on the account the refusal was decided on, so a refusal decided on a
+// stale cache fails it and is decided again, as an entry would be. The
+// same request again then finds the record and gets the same refusal,
+// replayed (see replay), and is never tried anew. The aggregate is cached
+// per user between groups; a refund of a purchase, or a capture or void of
+// a hold, newer than the cache has the account read again first (the
+// refund's entry would otherwise take the purchase's key, and DynamoDB
+// refuses two actions on one item; the hold would be refused as unknown),
+// and a stale cache otherwise just fails the account's condition.
 //
-// The sweeper's Expire is a call with no mutation: the EXPIRATION of what
-// is due, planned like the expiration before a mutation, with no request.
+// Holds: a transaction writes a hold's record once, so a capture or void
+// of a hold made in its group waits for the next group, and one of a hold
+// its group resolved is refused as the group leaves it (HOLD_NOT_HELD, or
+// HOLD_EXPIRED), not as the record, read, still says. Holds that expired
+// together are released by the next mutation, or by the sweeper, each with
+// its RELEASE and its record's update; when there are more than one
+// transaction can hold, as many as fit are released in a group of their
+// own first (ledger.DecideExpiryUpTo), and the mutation is decided again in
+// the next. A hold's record failing its condition while the account, as
+// planned, holds the hold open is no race: the ledger was changed behind
+// its back, and the calls are answered internal (reconcile finds it).
+//
+// The sweeper's Expire is a call with no mutation: the releases of holds
+// and the EXPIRATION of what is due, planned like those before a mutation,
+// with no request.
 //
 // An adjustment that explains the balance (see ledger.Mutation) starts a
 // group of its own: it is checked against the sum of the entries up to the
@@ -337,13 +370,12 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, s
 		need = decimal.Max(need, dec.After.Held.Sub(cum))
 		running = dec.After
 	}
-	// fits says whether n more items fit the group. A decision that would
-	// not fit even an empty group releases more holds than a transaction
-	// can write (they expired together): as many of them as fit are
-	// released first, in this group, and the call is decided again in the
-	// next, until what is left of its releases fits.
-	// (Were there no hold to release, c could never commit: it is answered
-	// so.)
+	// fits says whether n more items (c's) fit the group. A decision that
+	// would not fit even an empty group releases more holds than a
+	// transaction can write (they expired together): as many of them as fit
+	// are released first, in this group, and c is decided again in the
+	// next, until what is left of its releases fits. Were there no hold to
+	// release, c could never commit, and is answered so.
 	fits := func(c *call, n int) bool {
 		if len(g.items)+n <= maxTxItems-indexReserve {
 			return true
