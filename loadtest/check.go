@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
@@ -74,6 +74,17 @@ func (b *book) answered(o op, out outcome) {
 	}
 }
 
+// users are the users the book sent requests for.
+func (b *book) users() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	seen := map[string]bool{}
+	for _, s := range b.sent {
+		seen[s.op.user] = true
+	}
+	return sortedKeys(seen)
+}
+
 // transient are the codes a busy ledger may answer any request with.
 var transient = map[string]bool{"aborted": true, "unavailable": true, "deadline_exceeded": true, "canceled": true, "resource_exhausted": true}
 
@@ -82,6 +93,9 @@ type checker struct {
 	store   *dynamo.Ledger
 	history *projection.History
 	leases  *projection.LeaseTable
+	// api, if set, is ledgerd, whose view of every user's holds is checked
+	// too (checkHolds).
+	api pointledgerv1connect.LedgerServiceClient
 }
 
 // check runs every invariant over the users the book knows: reconciliation
@@ -95,10 +109,13 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 		"history = ledger for every user (after the projection catches up)",
 		"sum of all entries = sum of all balances",
 		"every acknowledged request is exactly one entry (same type, amount and entry id as acknowledged); every unacknowledged one at most one; no entry the load test did not ask for",
-		"conservation over the load test's users: granted - spent + refunded = sum of balances",
+		"conservation over the load test's users: granted - spent + refunded - expired = sum of balances",
 	}}
 	if len(covers) > 0 {
 		inv.Checked = append(inv.Checked, "double-spend rounds: acknowledged purchases <= what the grant covers")
+	}
+	if c.api != nil {
+		inv.Checked = append(inv.Checked, holdsChecked...)
 	}
 	rep, err := reconcile.New(c.store, c.history, c.leases).Run(ctx, reconcile.Options{ProjectionGrace: time.Minute})
 	if err != nil {
@@ -145,11 +162,19 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 		if k, ok := covers[user]; ok && purchases > k {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
 		}
+		if c.api != nil {
+			v, err := readHoldsView(ctx, c.api, user)
+			if err != nil {
+				return inv, err
+			}
+			inv.Violations = append(inv.Violations, checkHolds(v, byUser[user])...)
+			inv.countHolds(v.holds)
+		}
 	}
-	granted, spent, refunded := totals.Granted, totals.Spent, totals.Refunded
-	inv.Granted, inv.Spent, inv.Refunded, inv.Balances = granted.String(), spent.String(), refunded.String(), balances.String()
-	if !granted.Sub(spent).Add(refunded).Add(totals.Adjusted).Equal(balances) {
-		inv.Violations = append(inv.Violations, fmt.Sprintf("conservation: granted %s - spent %s + refunded %s != sum of balances %s", granted, spent, refunded, balances))
+	granted, spent, refunded, expired := totals.Granted, totals.Spent, totals.Refunded, totals.Expired
+	inv.Granted, inv.Spent, inv.Refunded, inv.Expired, inv.Balances = granted.String(), spent.String(), refunded.String(), expired.String(), balances.String()
+	if !granted.Sub(spent).Add(refunded).Add(totals.Adjusted).Sub(expired).Equal(balances) {
+		inv.Violations = append(inv.Violations, fmt.Sprintf("conservation: granted %s - spent %s + refunded %s - expired %s != sum of balances %s", granted, spent, refunded, expired, balances))
 	}
 	slices.Sort(inv.Violations)
 	return inv, nil
@@ -163,7 +188,9 @@ func (c *checker) check(ctx context.Context, b *book, covers map[string]int) (In
 func matchBook(inv *Invariants, user string, sent []*sentRequest, entries []ledger.Entry) (purchases int) {
 	byRequest := map[string][]ledger.Entry{}
 	for _, e := range entries {
-		byRequest[e.RequestID] = append(byRequest[e.RequestID], e)
+		if !e.System() { // no request asked for it
+			byRequest[e.RequestID] = append(byRequest[e.RequestID], e)
+		}
 	}
 	for _, s := range sent {
 		es := byRequest[s.op.requestID]
@@ -180,10 +207,12 @@ func matchBook(inv *Invariants, user string, sent []*sentRequest, entries []ledg
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s (not acknowledged: %v) has %d entries", user, s.op.requestID, s.codes, len(es)))
 		case len(es) == 1:
 			e := es[0]
-			if !strings.EqualFold(string(e.Type), s.op.kind) || !e.Amount.Abs().Equal(s.op.amount) {
-				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s was a %s of %s, its entry a %s of %s", user, s.op.requestID, s.op.kind, s.op.amount, e.Type, e.Amount))
+			if e.Type != entryTypeOf[s.op.kind] || !moved(e).Equal(s.op.amount) {
+				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s was a %s of %s, its entry a %s of %s", user, s.op.requestID, s.op.kind, s.op.amount, e.Type, moved(e)))
 			}
-			if s.acks > 0 && (len(s.entries) != 1 || !s.entries[e.ID]) {
+			// An Authorize is answered with its hold, not an entry: there is
+			// no entry id to compare.
+			if s.acks > 0 && s.op.kind != "authorize" && (len(s.entries) != 1 || !s.entries[e.ID]) {
 				inv.Violations = append(inv.Violations, fmt.Sprintf("%s: request %s acknowledged with entries %v, its entry is %s", user, s.op.requestID, sortedKeys(s.entries), e.ID))
 			}
 			if e.Type == ledger.EntryPurchase {
@@ -195,4 +224,20 @@ func matchBook(inv *Invariants, user string, sent []*sentRequest, entries []ledg
 		inv.Violations = append(inv.Violations, fmt.Sprintf("%s: entry of request %s, which the load test never sent", user, rid))
 	}
 	return purchases
+}
+
+// entryTypeOf is the entry each kind of op the load test sends asks for.
+var entryTypeOf = map[string]ledger.EntryType{
+	"grant": ledger.EntryGrant, "purchase": ledger.EntryPurchase, "refund": ledger.EntryRefund,
+	"authorize": ledger.EntryHold, "capture": ledger.EntryCapture, "void": ledger.EntryRelease,
+}
+
+// moved is what an entry moved, as its request named it: the points held
+// or released for a hold or a release (their amount is 0), else the
+// change to the balance.
+func moved(e ledger.Entry) decimal.Decimal {
+	if info, _ := e.Type.Info(); info.NoAmount {
+		return e.HeldChange.Abs()
+	}
+	return e.Amount.Abs()
 }

@@ -135,6 +135,9 @@ func TestRecorderMeasuresOnlyTheWindow(t *testing.T) {
 	if run.Latency.Max < 39.9 || run.Latency.Max > 40.1 || run.ByOp["purchase"].Count != 2 || run.ByOp["balance"].Count != 1 {
 		t.Errorf("latency %+v by op %+v", run.Latency, run.ByOp)
 	}
+	if c := run.CodesByOp["purchase"]; c["ok"] != 1 || c["failed_precondition"] != 1 || run.CodesByOp["balance"]["ok"] != 1 {
+		t.Errorf("outcomes by op %v, want purchase ok=1 failed_precondition=1, balance ok=1", run.CodesByOp)
+	}
 	if len(run.Timeline) != 3 || run.Timeline[0].OK != 1 || run.Timeline[0].Errors != 1 || run.Timeline[2].OK != 1 {
 		t.Errorf("timeline %+v", run.Timeline)
 	}
@@ -169,5 +172,35 @@ func TestZipfFavoursTheFirstUsers(t *testing.T) {
 	// With exponent 1, user 0 takes 1/H(1000) ~ 13% and user 1 half of it.
 	if counts[0] < 11000 || counts[0] > 15000 || counts[1] < counts[0]/3 || counts[1] > counts[0]*2/3 {
 		t.Errorf("user 0 picked %d times, user 1 %d, of 100000", counts[0], counts[1])
+	}
+}
+
+// Expirations and the releases of expired holds are the ledger's own
+// entries: no request asked for them, and they are not strangers. An entry
+// without a request id of any other type is.
+func TestMatchBookLeavesOutWhatTheLedgerWroteItself(t *testing.T) {
+	d := decimal.RequireFromString
+	b := newBook()
+	g := op{kind: "grant", user: "u", requestID: "g", amount: d("10")}
+	a := op{kind: "authorize", user: "u", requestID: "a", amount: d("4")}
+	for _, o := range []op{g, a} {
+		b.sending(o)
+		b.answered(o, outcome{code: "ok", entryID: "e-" + o.requestID})
+	}
+	entries := []ledger.Entry{
+		{ID: "e-g", Version: 1, Type: ledger.EntryGrant, Amount: d("10"), RequestID: "g"},
+		{ID: "e-a", Version: 2, Type: ledger.EntryHold, HeldChange: d("4"), RequestID: "a"},
+		{Version: 3, Type: ledger.EntryRelease, HeldChange: d("-4"), Reason: ledger.ReleaseExpired, HoldRequestID: "a"},
+		{Version: 4, Type: ledger.EntryExpiration, Amount: d("-10")},
+	}
+	var inv Invariants
+	matchBook(&inv, "u", []*sentRequest{b.sent["g"], b.sent["a"]}, entries)
+	if !inv.OK() || inv.Acked != 2 {
+		t.Errorf("violations %v, acked %d: want none and 2", inv.Violations, inv.Acked)
+	}
+	stranger := ledger.Entry{Version: 5, Type: ledger.EntryPurchase, Amount: d("-1")}
+	matchBook(&inv, "u", []*sentRequest{b.sent["g"], b.sent["a"]}, append(entries, stranger))
+	if len(inv.Violations) != 1 || !strings.Contains(inv.Violations[0], "never sent") {
+		t.Errorf("a purchase without a request id: violations %v, want one of a request never sent", inv.Violations)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -35,8 +36,9 @@ type recorder struct {
 	byOp       map[string]*hdrhistogram.Histogram
 	seconds    []*second
 	codes      map[string]int64
+	codesByOp  map[string]map[string]int64
 	purchases  int64 // acknowledged, replays left out
-	mutations  int64 // acknowledged grants, purchases and refunds, replays left out
+	mutations  int64 // acknowledged requests that write (op.mutates), replays left out
 	steps      int64 // scenario steps completed
 }
 
@@ -46,7 +48,7 @@ type second struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{all: newHist(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}}
+	return &recorder{all: newHist(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}, codesByOp: map[string]map[string]int64{}}
 }
 
 // measure starts measuring now, for d.
@@ -74,6 +76,10 @@ func (r *recorder) record(kind string, out outcome, latency time.Duration, at ti
 	}
 	_ = h.RecordValue(us)
 	r.codes[out.code]++
+	if r.codesByOp[kind] == nil {
+		r.codesByOp[kind] = map[string]int64{}
+	}
+	r.codesByOp[kind][out.code]++
 	i := int(at.Sub(r.begin) / time.Second)
 	for len(r.seconds) <= i {
 		r.seconds = append(r.seconds, &second{hist: newHist()})
@@ -88,11 +94,10 @@ func (r *recorder) record(kind string, out outcome, latency time.Duration, at ti
 	if out.replayed {
 		return // a retry's answer: the purchase was counted when it was made
 	}
-	switch kind {
-	case "purchase":
+	if kind == "purchase" {
 		r.purchases++
-		r.mutations++
-	case "grant", "refund":
+	}
+	if (op{kind: kind}).mutates() {
 		r.mutations++
 	}
 }
@@ -147,6 +152,12 @@ func (r *recorder) run() Run {
 	}
 	for k, h := range r.byOp {
 		run.ByOp[k] = percentiles(h)
+	}
+	if len(r.codesByOp) > 1 {
+		run.CodesByOp = map[string]map[string]int64{}
+		for k, codes := range r.codesByOp {
+			run.CodesByOp[k] = maps.Clone(codes)
+		}
 	}
 	// Every second of the measurement, those in which nothing was answered
 	// too (a stall at the end must show).
@@ -418,5 +429,6 @@ func newSender(x executor, rec *recorder, b *book) sender {
 }
 
 // sentAfterKey marks the ops a step sends once an earlier op of it was
-// answered (double-spend's purchases, after their grant).
+// answered (double-spend's purchases, after their grant; a checkout's
+// capture or void, after its authorization).
 type sentAfterKey struct{}

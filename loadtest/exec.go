@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
@@ -30,19 +31,34 @@ type connectExec struct {
 	c pointledgerv1connect.LedgerServiceClient
 
 	mu   sync.Mutex
-	last *pb.Entry // the last acknowledged purchase, to time the projection
+	last *pb.Entry // the last acknowledged purchase or capture, to time the projection
+}
+
+// spent remembers e, an acknowledged purchase or capture, if it is the
+// last so far.
+func (x *connectExec) spent(e *pb.Entry) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.last == nil || e.CreateTime.AsTime().After(x.last.CreateTime.AsTime()) {
+		x.last = e
+	}
 }
 
 func (x *connectExec) do(ctx context.Context, o op) outcome {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	var e *pb.Entry
+	var h *pb.Hold // an Authorize is answered with its hold, not an entry
 	var err error
 	replayed := false
 	switch o.kind {
 	case "grant":
 		var res *connect.Response[pb.GrantResponse]
-		if res, err = x.c.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID})); err == nil {
+		req := &pb.GrantRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID}
+		if o.ttl > 0 {
+			req.Ttl = durationpb.New(o.ttl)
+		}
+		if res, err = x.c.Grant(ctx, connect.NewRequest(req)); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "purchase":
@@ -53,6 +69,29 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 	case "refund":
 		var res *connect.Response[pb.RefundResponse]
 		if res, err = x.c.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, PurchaseRequestId: o.purchase})); err == nil {
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
+		}
+	case "authorize":
+		var res *connect.Response[pb.AuthorizeResponse]
+		req := &pb.AuthorizeRequest{UserId: o.user, Amount: o.amount.String(), RequestId: o.requestID, OrderId: "order-" + o.requestID}
+		if o.ttl > 0 {
+			req.Ttl = durationpb.New(o.ttl)
+		}
+		if res, err = x.c.Authorize(ctx, connect.NewRequest(req)); err == nil {
+			h, replayed = res.Msg.Hold, res.Msg.Replayed
+		}
+	case "capture":
+		var res *connect.Response[pb.CaptureResponse]
+		req := &pb.CaptureRequest{UserId: o.user, HoldRequestId: o.hold, Amount: o.amount.String(), RequestId: o.requestID}
+		if o.whole {
+			req.Amount = ""
+		}
+		if res, err = x.c.Capture(ctx, connect.NewRequest(req)); err == nil {
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
+		}
+	case "void":
+		var res *connect.Response[pb.VoidResponse]
+		if res, err = x.c.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: o.user, HoldRequestId: o.hold, RequestId: o.requestID})); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "balance":
@@ -68,13 +107,12 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 	out := outcome{code: "ok", replayed: replayed}
 	if e != nil {
 		out.entryID, out.version = e.EntryId, e.Version
-	}
-	if o.kind == "purchase" {
-		x.mu.Lock()
-		if x.last == nil || e.CreateTime.AsTime().After(x.last.CreateTime.AsTime()) {
-			x.last = e
+		if o.kind == "purchase" || o.kind == "capture" {
+			x.spent(e)
 		}
-		x.mu.Unlock()
+	}
+	if h != nil {
+		out.expire = h.ExpireTime.AsTime()
 	}
 	return out
 }

@@ -258,17 +258,18 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 <p class="muted">{{.Mode}} loop, load {{load .}}, {{.DurationS}} s, {{.Requests}} requests, {{.OK}} acknowledged</p>
 <div>{{throughputChart .}}{{latencyChart .}}{{histogramChart .Histogram}}</div>
 {{if gt (len .ByOp) 1}}<table>
-<tr><th>operation</th><th>requests</th><th>mean ms</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>
-{{range $op, $p := .ByOp}}<tr><td>{{$op}}</td><td>{{$p.Count}}</td><td>{{printf "%.1f" $p.Mean}}</td><td>{{printf "%.1f" $p.P50}}</td><td>{{printf "%.1f" $p.P90}}</td><td>{{printf "%.1f" $p.P99}}</td><td>{{printf "%.1f" $p.P999}}</td><td>{{printf "%.1f" $p.Max}}</td></tr>
+<tr><th>operation</th><th>requests</th><th>mean ms</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>outcomes</th></tr>
+{{range $op, $p := .ByOp}}<tr><td>{{$op}}</td><td>{{$p.Count}}</td><td>{{printf "%.1f" $p.Mean}}</td><td>{{printf "%.1f" $p.P50}}</td><td>{{printf "%.1f" $p.P90}}</td><td>{{printf "%.1f" $p.P99}}</td><td>{{printf "%.1f" $p.P999}}</td><td>{{printf "%.1f" $p.Max}}</td><td class="text">{{codes (index $run.CodesByOp $op)}}</td></tr>
 {{end}}</table>{{end}}
-{{if or (gt .ItemWritesPerPurchase 0.0) .Notes}}<ul>
-{{if gt .ItemWritesPerPurchase 0.0}}<li>{{printf "%.2f" .ItemWritesPerPurchase}} ledger item writes per acknowledged purchase ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{end}}
+{{if or (gt .ItemWritesPerPurchase 0.0) (gt .ItemWritesPerMutation 0.0) .Notes}}<ul>
+{{if gt .ItemWritesPerPurchase 0.0}}<li>{{printf "%.2f" .ItemWritesPerPurchase}} ledger item writes per acknowledged purchase ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{else if gt .ItemWritesPerMutation 0.0}}<li>{{printf "%.2f" .ItemWritesPerMutation}} ledger item writes per acknowledged mutation ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{end}}
 {{range .Notes}}<li>{{.}}</li>
 {{end}}</ul>{{end}}
 {{end}}
 {{with .Invariants}}<h2>Invariants</h2>
 <p>{{.Users}} users, {{.Entries}} entries, {{.Acked}} acknowledged and {{.Unacked}} unacknowledged requests</p>
-{{if or .Granted .Spent .Refunded .Balances}}<p>granted {{.Granted}} − spent {{.Spent}} + refunded {{.Refunded}} = sum of balances {{.Balances}}</p>{{end}}
+{{if or .Granted .Spent .Refunded .Balances}}<p>granted {{.Granted}} − spent {{.Spent}} + refunded {{.Refunded}} − expired {{or .Expired "0"}} = sum of balances {{.Balances}}</p>{{end}}
+{{if .Holds}}<p>holds by how they ended:{{range $state, $n := .Holds}} {{$n}} {{$state}}{{end}}</p>{{end}}
 {{if .Checked}}<ul>{{range .Checked}}<li>checked: {{.}}</li>{{end}}</ul>{{end}}
 {{if .OK}}<p class="good">0 violations</p>{{else}}<p class="bad">{{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}</p>
 <ul>{{range .Violations}}<li class="bad">{{.}}</li>{{end}}</ul>{{end}}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pointledger/pointledger/internal/ledger"
 )
 
 func TestWriteHTML(t *testing.T) {
@@ -31,6 +33,7 @@ func TestWriteHTML(t *testing.T) {
 					"purchase": {Count: 2000, P50: 2, P99: 9},
 					"grant":    {Count: 1003, P50: 1, P99: 5},
 				},
+				CodesByOp: map[string]map[string]int64{"purchase": {"ok": 1997, "unavailable": 3}, "grant": {"ok": 1003}},
 				Timeline: []Second{
 					{T: 0, OK: 990, Errors: 3, P50: 2, P99: 9},
 					{T: 1, OK: 1010, P50: 2.1, P99: math.NaN()},
@@ -45,6 +48,7 @@ func TestWriteHTML(t *testing.T) {
 			Checked:    []string{"every acknowledged purchase is in the ledger"},
 			Violations: []string{"user u-17: balance -5 is negative"},
 			Granted:    "100", Spent: "60", Refunded: "5", Balances: "45",
+			Holds: map[ledger.HoldState]int64{ledger.HoldCaptured: 7, ledger.HoldExpired: 2},
 		},
 	}
 	page := renderHTML(t, r)
@@ -60,6 +64,8 @@ func TestWriteHTML(t *testing.T) {
 		"user u-17: balance -5 is negative",   // the violation
 		"granted 100 − spent 60 + refunded 5", // the conservation line
 		"grant", "purchase",                   // the by-operation table
+		"ok=1997 unavailable=3", // its outcomes
+		"holds by how they ended: 7 CAPTURED 2 EXPIRED",
 		"the batcher merged 12 purchases per transaction",
 		"ledgerd / baseline-direct: 1.25 × purchases/s", // whichever ran first
 	} {

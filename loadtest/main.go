@@ -163,7 +163,8 @@ func parseFlags(args []string) (flags, error) {
 // params checks the flags that shape the load and returns its parameters,
 // and the open loop's rate (0: none, or half of the closed loop's).
 func (f flags) params() (p *params, rate float64, err error) {
-	p = &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	p = &params{ids: new(atomic.Int64), users: f.users, spends: f.spends, covers: f.covers, runID: strconv.FormatInt(time.Now().UnixNano(), 36),
+		runFor: f.warmup + f.duration}
 	if !slices.Contains(scenarios, f.scenario) {
 		return nil, 0, fmt.Errorf("-scenario %q: want one of %s", f.scenario, strings.Join(scenarios, ", "))
 	}
@@ -359,11 +360,14 @@ func countProxy(rec *recorder, e *env) (before, after *ddbproxy.Stats) {
 
 // withProxy adds what the proxy counted while the run was measured.
 func withProxy(run *Run, e *env, table string, before, after *ddbproxy.Stats) {
-	if e == nil || e.proxy == nil || run.Purchases == 0 {
+	if e == nil || e.proxy == nil || run.Mutations == 0 {
 		return
 	}
 	writes := after.ItemWrites[table] - before.ItemWrites[table]
-	run.ItemWritesPerPurchase = float64(writes) / (run.Purchases * run.DurationS)
+	if run.Purchases > 0 {
+		run.ItemWritesPerPurchase = float64(writes) / (run.Purchases * run.DurationS)
+	}
+	run.ItemWritesPerMutation = float64(writes) / float64(run.Mutations)
 	run.Transactions, run.Conflicts = after.Transactions-before.Transactions, after.Conflicts-before.Conflicts
 	// Where DynamoDB's time went, by operation.
 	var parts []string
@@ -424,7 +428,14 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 		}
 		defer stop()
 		var stopLedgerd func()
-		if url, opsURL, token, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e); err != nil {
+		var args []string
+		if r.f.scenario == "checkout" {
+			// The check waits for the sweeper to release the holds the run
+			// left open: at its 15 s default it would wait longer than the
+			// holds lasted.
+			args = []string{"-sweep-interval", checkoutSweepInterval.String()}
+		}
+		if url, opsURL, token, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e, args...); err != nil {
 			return Run{}, err
 		}
 		defer stopLedgerd()
@@ -453,17 +464,26 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	}
 	withProxy(&run, e, prefix+migrations.LedgerTable, before, after)
 	run.Notes = append(run.Notes, projectionNotes(ctx, x, <-lags)...)
-	r.rep.Runs = append(r.rep.Runs, run)
-
-	fmt.Printf("%s: checking the invariants...\n", name)
-	if err := catchUp(ctx, r.http, opsURL, db, prefix); err != nil {
-		return Run{}, err
-	}
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
 	c := &checker{
 		store:   store,
 		history: projection.NewHistory(db, prefix+migrations.HistoryTable, store, nil),
 		leases:  projection.NewLeaseTable(db, prefix+migrations.LeaseTable, nil),
+	}
+	if _, ok := s.(*checkout); ok {
+		c.api = x.c
+		fmt.Printf("%s: waiting for the holds left open to expire (ttl %s) and be released...\n", name, holdTTL)
+		note, err := expiryNote(ctx, store, b.users())
+		if err != nil {
+			return Run{}, err
+		}
+		run.Notes = append(run.Notes, note)
+	}
+	r.rep.Runs = append(r.rep.Runs, run)
+
+	fmt.Printf("%s: checking the invariants...\n", name)
+	if err := catchUp(ctx, r.http, opsURL, db, prefix); err != nil {
+		return Run{}, err
 	}
 	covers := map[string]int{}
 	addCovers(covers, s)
@@ -473,6 +493,29 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	}
 	r.rep.Invariants.add(name, inv)
 	return run, nil
+}
+
+// checkoutSweepInterval is the sweep interval of the ledgerd a checkout
+// run starts.
+const checkoutSweepInterval = time.Second
+
+// expiryPatience bounds the wait for the ledger to put what expired on the
+// record: a few passes of a sweeper at ledgerd's default interval (15 s),
+// which a -target may keep.
+const expiryPatience = 2 * time.Minute
+
+// expiryNote waits for the ledger to put the expired holds and points of
+// users on the record (awaitExpiry) and says how long it took; the checks
+// after it report what is still off the record.
+func expiryNote(ctx context.Context, store *dynamo.Ledger, users []string) (string, error) {
+	took, pending, err := awaitExpiry(ctx, store.Balance, users, expiryPatience)
+	if err != nil {
+		return "", err
+	}
+	if len(pending) > 0 {
+		return fmt.Sprintf("%d users still had expired holds or points off the record %s after the last hold expired", len(pending), took.Round(time.Second)), nil
+	}
+	return fmt.Sprintf("every expired hold and point was on the record %s after the last hold had expired", took.Round(100*time.Millisecond)), nil
 }
 
 func progressOut() io.Writer { return os.Stderr }
@@ -516,7 +559,7 @@ func addCovers(covers map[string]int, s scenario) {
 }
 
 // projectionNotes: how far the projection lagged during the runs, and how
-// soon the last purchase showed in ListHistory.
+// soon the last purchase (or capture) showed in ListHistory.
 func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) []string {
 	var notes []string
 	if len(lags) > 0 {
@@ -533,7 +576,7 @@ func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) 
 		if d, err := historyDelay(ctx, x.c, last); err != nil {
 			notes = append(notes, err.Error())
 		} else {
-			notes = append(notes, fmt.Sprintf("the last purchase was in ListHistory %s after it was committed", d.Round(time.Millisecond)))
+			notes = append(notes, fmt.Sprintf("the last purchase (or capture) was in ListHistory %s after it was committed", d.Round(time.Millisecond)))
 		}
 	}
 	return notes

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
 )
 
 // Report is everything one loadtest invocation measured and checked. Its
@@ -65,17 +67,23 @@ type Run struct {
 	Codes      map[string]int64 `json:"codes"`                  // outcome -> count: "ok" or a Connect code
 	Throughput float64          `json:"throughput"`             // acknowledged requests/s
 	Purchases  float64          `json:"purchases_per_s"`        // acknowledged, replays left out
-	Mutations  int64            `json:"mutations_acknowledged"` // grants, purchases and refunds, replays left out
+	Mutations  int64            `json:"mutations_acknowledged"` // grants, purchases, refunds, authorizations, captures and voids, replays left out
 	Steps      float64          `json:"steps_per_s"`            // scenario steps completed (a retry burst, a double-spend round: one)
 
 	// Latency of every request, whatever its outcome. Open loop: from the
 	// time the schedule meant to send it (coordinated omission corrected).
-	Latency   Percentiles            `json:"latency"`
-	ByOp      map[string]Percentiles `json:"by_op"`     // latency by operation (purchase, grant, ...)
-	Timeline  []Second               `json:"timeline"`  // per second of the measured run
-	Histogram []Bucket               `json:"histogram"` // latency distribution, log-spaced buckets
+	Latency Percentiles            `json:"latency"`
+	ByOp    map[string]Percentiles `json:"by_op"` // latency by operation (purchase, grant, ...)
+	// CodesByOp: the outcomes of each operation, when a run has several
+	// (a checkout's authorizations refused, its captures acknowledged).
+	CodesByOp map[string]map[string]int64 `json:"codes_by_op,omitempty"`
+	Timeline  []Second                    `json:"timeline"`  // per second of the measured run
+	Histogram []Bucket                    `json:"histogram"` // latency distribution, log-spaced buckets
 
-	ItemWritesPerPurchase float64  `json:"item_writes_per_purchase,omitempty"` // ledger table, counted by the proxy
+	ItemWritesPerPurchase float64 `json:"item_writes_per_purchase,omitempty"` // ledger table, counted by the proxy
+	// ItemWritesPerMutation: the same per acknowledged mutation of any kind
+	// (a checkout's authorizations, captures and voids).
+	ItemWritesPerMutation float64  `json:"item_writes_per_mutation,omitempty"`
 	Transactions          int64    `json:"transactions,omitempty"`
 	Conflicts             int64    `json:"transaction_conflicts,omitempty"`
 	Notes                 []string `json:"notes,omitempty"` // findings of the run itself (the naive baseline's damage, ...)
@@ -119,7 +127,20 @@ type Invariants struct {
 	Granted    string   `json:"granted"`
 	Spent      string   `json:"spent"`
 	Refunded   string   `json:"refunded"`
+	Expired    string   `json:"expired"`
 	Balances   string   `json:"sum_of_balances"`
+	// Holds: how many holds ended in each state (checkout).
+	Holds map[ledger.HoldState]int64 `json:"holds,omitempty"`
+}
+
+// countHolds counts holds by their state.
+func (i *Invariants) countHolds(holds []ledger.Hold) {
+	if i.Holds == nil && len(holds) > 0 {
+		i.Holds = map[ledger.HoldState]int64{}
+	}
+	for _, h := range holds {
+		i.Holds[h.State]++
+	}
 }
 
 // add merges the checks after one ledgerd run into i.
@@ -130,6 +151,12 @@ func (i *Invariants) add(run string, o Invariants) {
 	for _, v := range o.Violations {
 		i.Violations = append(i.Violations, run+": "+v)
 	}
+	if i.Holds == nil && len(o.Holds) > 0 {
+		i.Holds = map[ledger.HoldState]int64{}
+	}
+	for state, n := range o.Holds {
+		i.Holds[state] += n
+	}
 	i.Users += o.Users
 	i.Entries += o.Entries
 	i.Acked += o.Acked
@@ -139,7 +166,7 @@ func (i *Invariants) add(run string, o Invariants) {
 		y, _ := decimal.NewFromString(b)
 		return x.Add(y).String()
 	}
-	i.Granted, i.Spent, i.Refunded, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Balances, o.Balances)
+	i.Granted, i.Spent, i.Refunded, i.Expired, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Expired, o.Expired), sum(i.Balances, o.Balances)
 }
 
 // OK says whether every invariant held.
@@ -203,15 +230,18 @@ func (r *Report) printSummary(w io.Writer) {
 	}
 	for _, run := range r.Runs {
 		if len(run.ByOp) > 1 {
-			fmt.Fprintf(w, "\n%s by operation:\n", run.Name)
+			fmt.Fprintf(w, "\n%s by operation (%.0f steps/s):\n", run.Name, run.Steps)
 			for _, op := range sortedKeys(run.ByOp) {
 				p := run.ByOp[op]
-				fmt.Fprintf(w, "  %-10s %8d requests  p50 %7.1f  p99 %7.1f  max %7.1f ms\n", op, p.Count, p.P50, p.P99, p.Max)
+				fmt.Fprintf(w, "  %-10s %8d requests  p50 %7.1f  p99 %7.1f  max %7.1f ms  %s\n", op, p.Count, p.P50, p.P99, p.Max, codeList(run.CodesByOp[op]))
 			}
 		}
 		if run.ItemWritesPerPurchase > 0 {
 			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged purchase (%d transactions, %d cancelled for conflict)\n",
 				run.Name, run.ItemWritesPerPurchase, run.Transactions, run.Conflicts)
+		} else if run.ItemWritesPerMutation > 0 {
+			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged mutation (%d transactions, %d cancelled for conflict)\n",
+				run.Name, run.ItemWritesPerMutation, run.Transactions, run.Conflicts)
 		}
 		for _, n := range run.Notes {
 			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
@@ -223,7 +253,11 @@ func (r *Report) printSummary(w io.Writer) {
 	inv := r.Invariants
 	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
 		inv.Users, inv.Entries, inv.Acked, inv.Unacked)
-	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Balances)
+	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s - expired %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Expired, inv.Balances)
+	if len(inv.Holds) > 0 {
+		fmt.Fprintf(w, "  holds: %d captured, %d voided, %d expired, %d held\n",
+			inv.Holds[ledger.HoldCaptured], inv.Holds[ledger.HoldVoided], inv.Holds[ledger.HoldExpired], inv.Holds[ledger.HoldHeld])
+	}
 	for _, c := range inv.Checked {
 		fmt.Fprintf(w, "  checked: %s\n", c)
 	}

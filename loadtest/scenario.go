@@ -9,29 +9,37 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
 
 // An op is one request of the load.
 type op struct {
-	kind      string // grant, purchase, refund, balance, history
+	kind      string // grant, purchase, refund, authorize, capture, void, balance, history
 	user      string
 	requestID string
-	amount    decimal.Decimal
-	purchase  string // refund: the purchase's request id
-	expect    string // a code the scenario expects instead of "ok" (a probe)
+	amount    decimal.Decimal // capture: what it spends; void: what the hold holds
+	purchase  string          // refund: the purchase's request id
+	hold      string          // capture, void: the request id of the hold's Authorize
+	ttl       time.Duration   // grant, authorize: how long the points or the hold last; 0: not said
+	whole     bool            // capture: send no amount, which captures all of the hold (amount)
+	expect    string          // a code the scenario expects instead of "ok" (a probe)
 }
 
 // mutates says whether the op writes to the ledger.
-func (o op) mutates() bool { return o.kind == "grant" || o.kind == "purchase" || o.kind == "refund" }
+func (o op) mutates() bool {
+	_, ok := entryTypeOf[o.kind]
+	return ok
+}
 
 // An outcome is what the system answered.
 type outcome struct {
 	code     string // "ok" or a Connect code ("failed_precondition", ...)
 	entryID  string // mutations: the entry written (or replayed)
 	version  int64
-	replayed bool // the answer to a request id seen before
+	replayed bool      // the answer to a request id seen before
+	expire   time.Time // authorize: when its hold lets go
 }
 
 // An executor sends ops: ledgerd over Connect, or a baseline straight to
@@ -60,6 +68,7 @@ type params struct {
 	covers  int // double-spend: how many of them the balance covers
 	mix     map[string]int
 	runID   string
+	runFor  time.Duration // from the end of the setup: warm-up and measurement
 	ids     *atomic.Int64 // request ids of this process, shared by copies
 	userTag string        // distinguishes the users of one run (service, baselines)
 }
@@ -72,13 +81,22 @@ func (p *params) userName(i int) string { return fmt.Sprintf("lt-%s-%s-%d", p.ru
 
 // grantAll grants p.grant to users 0..n-1.
 func (p *params) grantAll(ctx context.Context, send sender, n int) error {
+	return seed(ctx, send, n, func(i int) []op {
+		return []op{{kind: "grant", user: p.userName(i), requestID: "grant-" + p.userName(i), amount: p.grant}}
+	})
+}
+
+// seed sends the grants of users 0..n-1, 16 users at a time, and fails if
+// any was not acknowledged.
+func seed(ctx context.Context, send sender, n int, grants func(user int) []op) error {
 	var failed atomic.Int64
 	var first atomic.Value
 	parallelDo(ctx, 16, n, func(i int) {
-		o := op{kind: "grant", user: p.userName(i), requestID: "grant-" + p.userName(i), amount: p.grant}
-		if out := send(ctx, o); out.code != "ok" {
-			failed.Add(1)
-			first.CompareAndSwap(nil, fmt.Sprintf("grant to %s: %s", o.user, out.code))
+		for _, o := range grants(i) {
+			if out := send(ctx, o); out.code != "ok" {
+				failed.Add(1)
+				first.CompareAndSwap(nil, fmt.Sprintf("grant to %s: %s", o.user, out.code))
+			}
 		}
 	})
 	if failed.Load() > 0 {
@@ -309,10 +327,10 @@ func pickZipf(n int) func(*rand.Rand) int {
 }
 
 // newScenario builds the scenario name; baseline: the variant a baseline
-// runs, which only grants and purchases (mixed and retry-storm become
-// uniform purchases).
+// runs, which only grants and purchases (mixed, retry-storm and checkout
+// become uniform purchases).
 func newScenario(name string, p *params, baseline bool) scenario {
-	if baseline && (name == "mixed" || name == "retry-storm") {
+	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout") {
 		name = "uniform"
 	}
 	switch name {
@@ -326,11 +344,13 @@ func newScenario(name string, p *params, baseline bool) scenario {
 		return &retryStorm{p: p}
 	case "mixed":
 		return newMixed(p)
+	case "checkout":
+		return &checkout{p: p}
 	}
 	return &spread{p, pickUniform(p.users)}
 }
 
-var scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed"}
+var scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout"}
 
 // parallelDo runs f(0..n-1) on k goroutines.
 func parallelDo(ctx context.Context, k, n int, f func(int)) {

@@ -62,10 +62,10 @@ func (e *env) proxyStats() ddbproxy.Stats {
 }
 
 // startLedgerd migrates e's tables and starts ledgerd on them, on free
-// ports, with fresh credentials; it returns ledgerd's URL, its operations
-// listener's (for the projection's status), a service token and how to stop
-// it.
-func startLedgerd(ctx context.Context, bin string, e *env) (url, opsURL, token string, stop func(), err error) {
+// ports, with fresh credentials, and args added to its serve's; it returns
+// ledgerd's URL, its operations listener's (for the projection's status), a
+// service token and how to stop it.
+func startLedgerd(ctx context.Context, bin string, e *env, args ...string) (url, opsURL, token string, stop func(), err error) {
 	creds := auth.GenerateDev()
 	environ := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+e.endpoint, "LEDGER_LOG_LEVEL=warn",
 		"LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()))
@@ -86,7 +86,7 @@ func startLedgerd(ctx context.Context, bin string, e *env) (url, opsURL, token s
 		}
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	serve := exec.Command(bin, "serve", "-listen", addrs[0], "-ops-listen", addrs[1])
+	serve := exec.Command(bin, append([]string{"serve", "-listen", addrs[0], "-ops-listen", addrs[1]}, args...)...)
 	serve.Env, serve.Stderr = environ, os.Stderr
 	if err := serve.Start(); err != nil {
 		return "", "", "", nil, err
@@ -183,7 +183,7 @@ func historyDelay(ctx context.Context, client pointledgerv1connect.LedgerService
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("the last purchase was not in ListHistory 30 s after the run")
+	return 0, fmt.Errorf("the last purchase (or capture) was not in ListHistory 30 s after the run")
 }
 
 // pinnedEnv marks the load tool re-executed by pinEmulator; it holds the
