@@ -36,6 +36,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	fs.StringVar(&o.User, "user", "", "reconcile only this user")
 	fs.BoolVar(&o.RepairProjection, "repair-projection", false, "rebuild the history of users whose projection disagrees with the ledger")
 	fs.DurationVar(&o.ProjectionGrace, "projection-grace", 5*time.Second, "how long a projection behind the ledger may take to catch up before it is a finding")
+	fs.DurationVar(&o.SweepGrace, "sweep-grace", reconcile.DefaultSweepGrace, "how long an expired bucket or hold may stay off the record before it is a finding (expiry_not_recorded)")
 	jsonFile := fs.String("json", "", "write the report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return fail(err)

@@ -22,6 +22,7 @@ const (
 	FindingHoldRecord          = "hold_record"           // a hold's record disagrees with its entries, or one of the two is missing
 	FindingHoldResolved        = "hold_resolved"         // a hold resolved more than once (two CAPTUREs or RELEASEs name it)
 	FindingCaptureOverHold     = "capture_over_hold"     // a capture spent more than its hold held
+	FindingExpiryNotRecorded   = "expiry_not_recorded"   // a bucket or hold expired long ago, and no entry says so yet (is the sweeper running?)
 
 	FindingProjectionMissing  = "projection_missing"  // history lacks an entry (after the grace period)
 	FindingProjectionExtra    = "projection_extra"    // history has an entry the ledger does not

@@ -54,6 +54,7 @@ type Options struct {
 	Rate             int           // at most this many items read per second; 0 = no limit
 	RepairProjection bool          // rebuild the history of users whose projection disagrees
 	ProjectionGrace  time.Duration // how long a projection behind the ledger may take to catch up; default 5s
+	SweepGrace       time.Duration // how long an expired bucket or hold may stay off the record; default DefaultSweepGrace
 	Owner            string        // name in the lease table; default "reconcile-<time>"
 	LeaseTTL         time.Duration // default 30s
 	Progress         func(Progress)
@@ -166,6 +167,13 @@ func New(store Store, history History, leases *projection.LeaseTable) *Reconcile
 	return &Reconciler{store: store, history: history, leases: leases, now: time.Now}
 }
 
+// DefaultSweepGrace is how long after its expiry a bucket or a hold may
+// wait for its EXPIRATION or RELEASE before reconciliation reports it: time
+// decides that it expired (a balance read does not count it, a capture is
+// refused), but the sweeper should put it on the record within a minute,
+// and one that has not for this long says the sweeper is not running.
+const DefaultSweepGrace = 10 * time.Minute
+
 // LeaseKey is the lease-table key of the reconciliation lease.
 const LeaseKey = "LOCK#reconcile"
 
@@ -177,6 +185,9 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 	}
 	if o.ProjectionGrace <= 0 {
 		o.ProjectionGrace = 5 * time.Second
+	}
+	if o.SweepGrace <= 0 {
+		o.SweepGrace = DefaultSweepGrace
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 30 * time.Second
@@ -262,7 +273,7 @@ func (p *pass) user(ctx context.Context, user string) error {
 		return err
 	}
 	p.items.Add(int64(a.Items))
-	findings := a.Findings
+	findings := append(a.Findings, notRecorded(a.Account, p.start.Add(-p.o.SweepGrace))...)
 	projFindings, err := p.projection(ctx, user, a)
 	if err != nil {
 		return err
@@ -473,6 +484,29 @@ func sameTotals(a, b projection.State) bool {
 
 func totals(s projection.State) string {
 	return fmt.Sprintf("version %d balance %s %s", s.Version, s.Balance, s.Totals)
+}
+
+// notRecorded reports acct's buckets and open holds that expired before
+// cutoff and are still on the account: expired by time, not yet on the
+// record (see DefaultSweepGrace).
+func notRecorded(acct ledger.Account, cutoff time.Time) []ledger.Finding {
+	var out []ledger.Finding
+	add := func(what string, expire time.Time) {
+		out = append(out, ledger.Finding{UserID: acct.UserID, Kind: ledger.FindingExpiryNotRecorded,
+			Expected: "on the record within the sweep grace of its expiry", Found: fmt.Sprintf("%s expired at %s, still on the account", what, expire.UTC().Format(time.RFC3339)),
+			Versions: []int64{acct.Version}})
+	}
+	for _, b := range acct.Buckets {
+		if !b.Expire.IsZero() && b.Expire.Before(cutoff) {
+			add(fmt.Sprintf("bucket of %s", b.Amount), b.Expire)
+		}
+	}
+	for _, h := range acct.Holds {
+		if h.ExpireTime.Before(cutoff) {
+			add(fmt.Sprintf("hold %q of %s", h.RequestID, h.Amount), h.ExpireTime)
+		}
+	}
+	return out
 }
 
 func describe(e ledger.Entry) string {

@@ -572,6 +572,13 @@ func TestLiabilityAndBreakage(t *testing.T) {
 	grant("a", "g2", "20", time.Date(2027, 1, 15, 0, 0, 0, 0, time.UTC)) // 2027-01
 	grant("b", "g1", "5", t0.Add(48*time.Hour))                          // 2026-11, expires unrecorded
 	grant("b", "g2", "7", time.Time{})                                   // never
+	hold, err := ledger.NewMutation(ledger.EntryHold, ledger.Request{UserID: "b", RequestID: "h", Amount: "1", Expire: t0.Add(71 * time.Hour)}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Apply(ctx, hold); err != nil { // 1 of the soonest bucket (5); the hold expires an hour before the audit
+		t.Fatal(err)
+	}
 	clk = t0.Add(72 * time.Hour)
 	if _, err := store.Expire(ctx, "a"); err != nil {
 		t.Fatal(err)
@@ -581,12 +588,41 @@ func TestLiabilityAndBreakage(t *testing.T) {
 	if _, err := f.history.RebuildAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond})
+	rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b's bucket expired a day ago, and no sweeper ran: that is reported;
+	// its hold expired an hour ago, within the sweep grace: that is not.
+	var kinds []string
+	for _, f := range rep.Findings {
+		kinds = append(kinds, f.UserID+" "+f.Kind+": "+f.Found)
+	}
+	if want := []string{"b expiry_not_recorded: bucket of 4 expired at 2026-11-24T10:00:00Z, still on the account"}; !slices.Equal(kinds, want) {
+		t.Errorf("findings %q, want %q", kinds, want)
+	}
+	late, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(late.Findings) != 2 || !strings.Contains(late.Findings[1].Found, `hold "h" of 1`) {
+		t.Errorf("with a grace of 30 minutes, findings %v; want the bucket and the hold", late.Findings)
+	}
+	if _, err := store.Expire(ctx, "b"); err != nil { // what the sweeper would do
+		t.Fatal(err)
+	}
+	if _, err := f.history.RebuildAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 30 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantLiability := []MonthAmount{{"2027-01", "20"}, {"never", "7"}}
 	wantBreakage := []MonthAmount{{"2026-11", "15"}}
+	if !rep.Clean {
+		t.Errorf("after the sweep, findings: %v", rep.Findings)
+	}
 	if !slices.Equal(rep.Liability, wantLiability) || !slices.Equal(rep.Breakage, wantBreakage) {
 		t.Errorf("liability %v, breakage %v; want %v and %v", rep.Liability, rep.Breakage, wantLiability, wantBreakage)
 	}

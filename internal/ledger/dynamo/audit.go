@@ -34,10 +34,11 @@ type Audit struct {
 // capture spent no more than it held. It may run while mutations commit:
 // what commits after it has read the account is left for the next audit.
 //
-// An open hold past its expiry is no finding, however long ago: time
-// decides that it has expired (a balance read counts it available, a
-// capture is refused), and its RELEASE is written by the user's next
-// mutation or the sweeper, whenever they come.
+// An open hold past its expiry is no finding of the audit: time decides
+// that it has expired (a balance read counts it available, a capture is
+// refused), and its RELEASE is written by the user's next mutation or the
+// sweeper. Reconciliation reports one still open long after its expiry
+// (reconcile.DefaultSweepGrace), as it does an expired bucket.
 func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 	var items []map[string]types.AttributeValue
 	p := dynamodb.NewQueryPaginator(l.db, &dynamodb.QueryInput{
