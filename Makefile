@@ -146,14 +146,14 @@ breaking: tools ## refuse proto changes that break clients of the last release (
 	buf breaking proto --against '.git#ref=$(PROTO_RELEASED),subdir=proto'
 
 .PHONY: generate
-generate: tools ## lint the protos and regenerate internal/gen
-	cd proto && buf lint && buf generate --output ../internal
+generate: tools ## lint the protos and regenerate gen/
+	cd proto && buf lint && buf generate --output ..
 
 .PHONY: generate-check
-generate-check: tools ## fail if internal/gen is not what the protos generate
+generate-check: tools ## fail if gen/ is not what the protos generate
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	(cd proto && buf lint && buf generate --output "$$tmp") && \
-	diff -r "$$tmp/gen" internal/gen || { echo "internal/gen is stale: run 'make generate' and commit"; exit 1; }
+	diff -r "$$tmp/gen" gen || { echo "gen/ is stale: run 'make generate' and commit"; exit 1; }
 
 SCENARIO ?= uniform
 

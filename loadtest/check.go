@@ -10,7 +10,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"

@@ -11,8 +11,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
 
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 

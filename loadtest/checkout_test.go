@@ -16,8 +16,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/memory"
 	"github.com/pointledger/pointledger/internal/ledgertest"

@@ -49,10 +49,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/migrations"

@@ -18,11 +18,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 )
 
 // env is a DynamoDB the load test started: DynamoDB Local, and with

@@ -15,9 +15,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/auth"
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 )
 
 // Secure by default: no credentials, no serving.

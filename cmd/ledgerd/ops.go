@@ -23,8 +23,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 )

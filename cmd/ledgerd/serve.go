@@ -13,9 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"

@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"

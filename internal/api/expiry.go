@@ -6,7 +6,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 

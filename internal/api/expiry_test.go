@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/api"
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/servetest"

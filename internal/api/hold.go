@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 

@@ -24,8 +24,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/api"
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/memory"
 )

@@ -16,8 +16,8 @@ import (
 	"github.com/shopspring/decimal"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/memory"
 	"github.com/pointledger/pointledger/internal/ledgertest"

@@ -1,7 +1,7 @@
 package auth
 
 import (
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 )
 
 // rule is who may call one procedure.

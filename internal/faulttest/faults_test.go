@@ -24,11 +24,11 @@ import (
 	"github.com/shopspring/decimal"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
-	pb "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
-	"github.com/pointledger/pointledger/internal/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/migrations"

@@ -2590,8 +2590,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\tAuthorize\x12 .pointledger.v1.AuthorizeRequest\x1a!.pointledger.v1.AuthorizeResponse\"\x00\x12L\n" +
 	"\aCapture\x12\x1e.pointledger.v1.CaptureRequest\x1a\x1f.pointledger.v1.CaptureResponse\"\x00\x12C\n" +
 	"\x04Void\x12\x1b.pointledger.v1.VoidRequest\x1a\x1c.pointledger.v1.VoidResponse\"\x00\x12U\n" +
-	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01B\xc8\x01\n" +
-	"\x12com.pointledger.v1B\vLedgerProtoP\x01ZLgithub.com/pointledger/pointledger/internal/gen/pointledger/v1;pointledgerv1\xa2\x02\x03PXX\xaa\x02\x0ePointledger.V1\xca\x02\x0ePointledger\\V1\xe2\x02\x1aPointledger\\V1\\GPBMetadata\xea\x02\x0fPointledger::V1b\x06proto3"
+	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
 
 var (
 	file_pointledger_v1_ledger_proto_rawDescOnce sync.Once

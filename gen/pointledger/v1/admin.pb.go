@@ -1273,9 +1273,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x06Adjust\x12\x1d.pointledger.v1.AdjustRequest\x1a\x1e.pointledger.v1.AdjustResponse\"\x00\x12g\n" +
 	"\x10SetAccountStatus\x12'.pointledger.v1.SetAccountStatusRequest\x1a(.pointledger.v1.SetAccountStatusResponse\"\x00\x12j\n" +
 	"\x11RebuildProjection\x12(.pointledger.v1.RebuildProjectionRequest\x1a).pointledger.v1.RebuildProjectionResponse\"\x00\x12s\n" +
-	"\x13GetProjectionStatus\x12*.pointledger.v1.GetProjectionStatusRequest\x1a+.pointledger.v1.GetProjectionStatusResponse\"\x03\x90\x02\x01B\xc7\x01\n" +
-	"\x12com.pointledger.v1B\n" +
-	"AdminProtoP\x01ZLgithub.com/pointledger/pointledger/internal/gen/pointledger/v1;pointledgerv1\xa2\x02\x03PXX\xaa\x02\x0ePointledger.V1\xca\x02\x0ePointledger\\V1\xe2\x02\x1aPointledger\\V1\\GPBMetadata\xea\x02\x0fPointledger::V1b\x06proto3"
+	"\x13GetProjectionStatus\x12*.pointledger.v1.GetProjectionStatusRequest\x1a+.pointledger.v1.GetProjectionStatusResponse\"\x03\x90\x02\x01BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
 
 var (
 	file_pointledger_v1_admin_proto_rawDescOnce sync.Once

@@ -8,7 +8,7 @@ import (
 	connect "connectrpc.com/connect"
 	context "context"
 	errors "errors"
-	v1 "github.com/pointledger/pointledger/internal/gen/pointledger/v1"
+	v1 "github.com/pointledger/pointledger/gen/pointledger/v1"
 	http "net/http"
 	strings "strings"
 )
