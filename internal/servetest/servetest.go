@@ -7,6 +7,7 @@
 package servetest
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
@@ -109,6 +111,24 @@ func New(tb testing.TB, o Options) *Server {
 		Store:   store,
 		History: history,
 	}
+}
+
+// ErrorInfo is err's Connect code and its google.rpc.ErrorInfo detail, the
+// reason a client branches on (nil when it has none; CodeUnknown and nil
+// for an error that is not a Connect error).
+func ErrorInfo(err error) (connect.Code, *errdetails.ErrorInfo) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return connect.CodeUnknown, nil
+	}
+	for _, d := range ce.Details() {
+		if m, err := d.Value(); err == nil {
+			if info, ok := m.(*errdetails.ErrorInfo); ok {
+				return ce.Code(), info
+			}
+		}
+	}
+	return ce.Code(), nil
 }
 
 // Snapshot is every record of the store and of the history, to compare
