@@ -48,6 +48,9 @@ type Options struct {
 	Limiter *auth.Limiter
 	// MaxHolds bounds each account's open holds; 0: the default.
 	MaxHolds int
+	// HistoryWait is how long ListHistory waits for a min_version; 0: the
+	// default (api.DefaultHistoryWait).
+	HistoryWait time.Duration
 }
 
 // Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
@@ -61,7 +64,7 @@ type Server struct {
 	Admin  pointledgerv1connect.AdminServiceClient
 
 	Store   *memory.Store
-	History *memory.History // follows Store
+	History *memory.History // follows Store (History.Pause: as a projector that lags)
 }
 
 // New serves ledgerd's API on a fresh store, until the test ends.
@@ -82,6 +85,9 @@ func New(tb testing.TB, o Options) *Server {
 	mux := http.NewServeMux()
 	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
 	service.SetExpiryPolicy(o.Expiry)
+	if o.HistoryWait > 0 {
+		service.SetHistoryWait(o.HistoryWait)
+	}
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, protect(handler))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }

@@ -1589,7 +1589,19 @@ type ListHistoryRequest struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Oldest first instead of newest first.
-	OldestFirst   bool `protobuf:"varint,7,opt,name=oldest_first,json=oldestFirst,proto3" json:"oldest_first,omitempty"`
+	OldestFirst bool `protobuf:"varint,7,opt,name=oldest_first,json=oldestFirst,proto3" json:"oldest_first,omitempty"`
+	// Read your writes: answer only from a history that has every entry up
+	// to this version, such as a mutation's entry.version or GetBalance's
+	// version. The service waits for the projection to reach it, for at most
+	// its history wait (ledgerd -history-wait, 2 s by default; less when the
+	// request's deadline is nearer), then answers UNAVAILABLE
+	// (HISTORY_BEHIND), whose message says the version the history reached:
+	// try again later, or read the ledger (ListEntries). 0: the history as it
+	// is, at once. Negative: INVALID_ARGUMENT (INVALID_MIN_VERSION). Past the
+	// user's version in the ledger, which no answer gave: FAILED_PRECONDITION
+	// (MIN_VERSION_AHEAD_OF_LEDGER), at once. It filters nothing, and a page
+	// token stays good with another min_version.
+	MinVersion    int64 `protobuf:"varint,8,opt,name=min_version,json=minVersion,proto3" json:"min_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1671,6 +1683,13 @@ func (x *ListHistoryRequest) GetOldestFirst() bool {
 		return x.OldestFirst
 	}
 	return false
+}
+
+func (x *ListHistoryRequest) GetMinVersion() int64 {
+	if x != nil {
+		return x.MinVersion
+	}
+	return 0
 }
 
 type ListHistoryResponse struct {
@@ -2486,7 +2505,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
 	"\x12ListHistoryRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2496,7 +2515,9 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12!\n" +
-	"\foldest_first\x18\a \x01(\bR\voldestFirst\"p\n" +
+	"\foldest_first\x18\a \x01(\bR\voldestFirst\x12\x1f\n" +
+	"\vmin_version\x18\b \x01(\x03R\n" +
+	"minVersion\"p\n" +
 	"\x13ListHistoryResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.pointledger.v1.HistoryItemR\x05items\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf0\x02\n" +
