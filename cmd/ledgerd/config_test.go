@@ -1,8 +1,12 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/api"
 )
 
 func TestPageTokenKey(t *testing.T) {
@@ -52,6 +56,49 @@ func TestPageTokenKey(t *testing.T) {
 			_, err = tokens.Decode(derived, "ListEntries", "alice")
 			if same := tt.key == "" && tt.prefix == ""; (err == nil) != same {
 				t.Errorf("a token of the default key: err = %v, want accepted %v", err, same)
+			}
+		})
+	}
+}
+
+func TestHistoryWaitSetting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		env     string // LEDGER_HISTORY_WAIT
+		want    time.Duration
+		wantErr bool
+	}{
+		{name: "default", want: api.DefaultHistoryWait},
+		{name: "variable", env: "500ms", want: 500 * time.Millisecond},
+		{name: "flag over variable", args: []string{"-history-wait", "1s"}, env: "500ms", want: time.Second},
+		{name: "no wait", args: []string{"-history-wait", "0"}, want: 0},
+		{name: "negative", args: []string{"-history-wait", "-1s"}, wantErr: true},
+		{name: "past the bound", env: "31s", wantErr: true},
+		{name: "not a duration", env: "soon", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			getenv := func(name string) string {
+				if name == "LEDGER_HISTORY_WAIT" {
+					return tt.env
+				}
+				return ""
+			}
+			c, err := serveFlags(tt.args, getenv, io.Discard)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("history wait %v: no error", c.historyWait)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.historyWait != tt.want {
+				t.Errorf("history wait = %v, want %v", c.historyWait, tt.want)
 			}
 		})
 	}

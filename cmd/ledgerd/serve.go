@@ -68,7 +68,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	defer stopOps()
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
-		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit)
+		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit,
+		"history_wait", c.historyWait)
 	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
 }
 
@@ -79,8 +80,11 @@ type serveConfig struct {
 	auth    authConfig
 	opsAddr string
 	expiry  api.ExpiryPolicy
-	sweeper bool
-	sweep   time.Duration // between the sweeper's passes
+	// historyWait: how long ListHistory waits for the history to reach a
+	// min_version.
+	historyWait time.Duration
+	sweeper     bool
+	sweep       time.Duration // between the sweeper's passes
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -133,6 +137,12 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, err
 	}
 	fs.DurationVar(&c.expiry.HoldMax, "hold-max-ttl", holdMax, "how far ahead a hold may expire; later is INVALID_EXPIRY (LEDGER_HOLD_MAX_TTL)")
+	historyWait, err := durationFromEnv(getenv, "LEDGER_HISTORY_WAIT", api.DefaultHistoryWait)
+	if err != nil {
+		return nil, err
+	}
+	fs.DurationVar(&c.historyWait, "history-wait", historyWait,
+		"how long ListHistory waits for the history to reach a request's min_version before it answers UNAVAILABLE (HISTORY_BEHIND); 0: not at all (LEDGER_HISTORY_WAIT)")
 	fs.BoolVar(&c.sweeper, "sweeper", getenv("LEDGER_SWEEPER") != "false",
 		"run the expiry sweeper in this process, which puts idle users' expired points on the record; several share the work (LEDGER_SWEEPER)")
 	sweepEvery, err := durationFromEnv(getenv, "LEDGER_SWEEP_INTERVAL", 15*time.Second)
@@ -164,6 +174,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	if c.expiry.HoldTTL <= 0 || c.expiry.HoldMax <= 0 || c.expiry.HoldTTL > c.expiry.HoldMax {
 		return nil, fmt.Errorf("-hold-default-ttl must be positive and at most -hold-max-ttl")
+	}
+	if c.historyWait < 0 || c.historyWait > api.MaxHistoryWait {
+		return nil, fmt.Errorf("-history-wait (LEDGER_HISTORY_WAIT) must be 0 to %v, not %v", api.MaxHistoryWait, c.historyWait)
 	}
 	return &c, nil
 }
@@ -208,6 +221,7 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	mux := http.NewServeMux()
 	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
 	service.SetExpiryPolicy(c.expiry)
+	service.SetHistoryWait(c.historyWait)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, protect(handler))
 	projectorStatus := func() (projection.Status, bool) {

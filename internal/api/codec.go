@@ -33,6 +33,18 @@ const compressMinBytes = 2048
 // jsonCodec writes JSON with the proto field names (user_id, balance_after),
 // the names used everywhere else: in requests, in DynamoDB, in logs. It
 // rejects unknown fields, so a misspelt field is an error, not a default.
+//
+// Answers carry every field, zero values included (a new user's "version":
+// "0", "replayed": false, "holds": []), so that a client reads the same
+// shape whatever the values, and need not know proto3's rule that a zero is
+// left out. That is EmitDefaultValues, not EmitUnpopulated: both emit every
+// scalar, list and map, but EmitUnpopulated also writes null for a message
+// field that is not set, and here those are timestamps whose absence is
+// the value (no expire_time: the points never expire). null would be a
+// second spelling of it that every client would have to type as nullable;
+// EmitDefaultValues leaves such a field out, as the C++ and Java
+// libraries' "always print fields with no presence" and connect-es's
+// alwaysEmitImplicit do, so clients built on them read the same JSON.
 type jsonCodec struct{ name string }
 
 func (c jsonCodec) Name() string { return c.name }
@@ -42,7 +54,7 @@ func (c jsonCodec) Marshal(v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("json codec: %T is not a proto.Message", v)
 	}
-	return protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	return protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(m)
 }
 
 func (c jsonCodec) Unmarshal(b []byte, v any) error {

@@ -15,6 +15,7 @@ import (
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // Ledger is what the service needs of a ledger store.
@@ -25,18 +26,22 @@ type Ledger interface {
 	Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error)
 }
 
-// History is what the service needs of the history projection.
+// History is what the service needs of the history projection: its pages,
+// and its state, read consistently, whose version is the last entry it has
+// (ListHistory's min_version waits on it).
 type History interface {
 	List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error)
+	State(ctx context.Context, user string) (projection.State, error)
 }
 
 // LedgerService implements pointledger.v1.LedgerService.
 type LedgerService struct {
-	ledger  Ledger
-	history History
-	scale   int32
-	expiry  ExpiryPolicy
-	log     *slog.Logger
+	ledger      Ledger
+	history     History
+	scale       int32
+	expiry      ExpiryPolicy
+	historyWait time.Duration // how long ListHistory waits for a min_version
+	log         *slog.Logger
 }
 
 var _ pointledgerv1connect.LedgerServiceHandler = (*LedgerService)(nil)
@@ -44,7 +49,7 @@ var _ pointledgerv1connect.LedgerServiceHandler = (*LedgerService)(nil)
 // NewLedgerService serves l and h; amounts may have at most scale digits
 // after the point.
 func NewLedgerService(l Ledger, h History, scale int32, log *slog.Logger) *LedgerService {
-	return &LedgerService{ledger: l, history: h, scale: scale, expiry: ExpiryPolicy{Now: time.Now}, log: log}
+	return &LedgerService{ledger: l, history: h, scale: scale, expiry: ExpiryPolicy{Now: time.Now}, historyWait: DefaultHistoryWait, log: log}
 }
 
 // SetExpiryPolicy sets when granted points expire (default: a grant without
@@ -139,7 +144,7 @@ func (s *LedgerService) ListEntries(ctx context.Context, req *connect.Request[pb
 
 func (s *LedgerService) ListHistory(ctx context.Context, req *connect.Request[pb.ListHistoryRequest]) (*connect.Response[pb.ListHistoryResponse], error) {
 	r := req.Msg
-	o := ledger.HistoryQuery{PageSize: int(r.PageSize), PageToken: r.PageToken, OldestFirst: r.OldestFirst}
+	o := ledger.HistoryQuery{PageSize: int(r.PageSize), PageToken: r.PageToken, OldestFirst: r.OldestFirst, Consistent: r.MinVersion > 0}
 	for _, t := range r.Types {
 		et, ok := entryTypeFromProto(t)
 		if !ok {
@@ -163,6 +168,15 @@ func (s *LedgerService) ListHistory(ctx context.Context, req *connect.Request[pb
 			return nil, s.toConnect(ctx, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "%s: %v", t.name, err))
 		}
 		*t.into = t.ts.AsTime()
+	}
+	if r.MinVersion != 0 {
+		// A malformed query is refused before the wait, not after it.
+		if _, err := o.Check(r.UserId); err != nil {
+			return nil, s.toConnect(ctx, err)
+		}
+		if err := s.awaitHistory(ctx, r.UserId, r.MinVersion); err != nil {
+			return nil, s.toConnect(ctx, err)
+		}
 	}
 	items, next, err := s.history.List(ctx, r.UserId, o)
 	if err != nil {

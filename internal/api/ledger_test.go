@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
@@ -127,35 +125,15 @@ func (s *testServer) assertWroteNothing(tb testing.TB, what string, before memor
 
 // reason returns the Connect code and ErrorInfo reason of err.
 func reason(err error) (connect.Code, string) {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return connect.CodeUnknown, ""
-	}
-	for _, d := range ce.Details() {
-		if m, err := d.Value(); err == nil {
-			if info, ok := m.(*errdetails.ErrorInfo); ok {
-				return ce.Code(), info.Reason
-			}
-		}
-	}
-	return ce.Code(), ""
+	code, info := servetest.ErrorInfo(err)
+	return code, info.GetReason()
 }
 
 // replayedRefusal says whether err's ErrorInfo marks it a replayed refusal
 // (metadata replayed: "true").
 func replayedRefusal(err error) bool {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return false
-	}
-	for _, d := range ce.Details() {
-		if m, err := d.Value(); err == nil {
-			if info, ok := m.(*errdetails.ErrorInfo); ok {
-				return info.Metadata["replayed"] == "true"
-			}
-		}
-	}
-	return false
+	_, info := servetest.ErrorInfo(err)
+	return info.GetMetadata()["replayed"] == "true"
 }
 
 // A refused request sent again is refused again, with the same code, reason

@@ -2,7 +2,6 @@ package auth_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
@@ -78,18 +76,8 @@ func (s *server) written(before memory.Snapshot) string {
 }
 
 func reason(err error) string {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return ""
-	}
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if info, ok := v.(*errdetails.ErrorInfo); ok {
-				return info.Reason
-			}
-		}
-	}
-	return ""
+	_, info := servetest.ErrorInfo(err)
+	return info.GetReason()
 }
 
 // setup gives alice 100 points and a purchase of 50 ("setup-p") to refund.

@@ -194,6 +194,10 @@ type HistoryQuery struct {
 	Types       []EntryType // none: every type
 	Start, End  time.Time   // create_time in [Start, End); zero: unbounded
 	OldestFirst bool        // default: newest first
+	// Consistent reads the history strongly consistent, so that a read
+	// after its state showed a version has that version's item (read your
+	// writes); it costs a store twice the reads.
+	Consistent bool
 }
 
 // Refundable says whether a refund may name e: a purchase or a capture,

@@ -51,6 +51,11 @@ const (
 	ReasonCaptureExceedsHold    = "CAPTURE_EXCEEDS_HOLD"
 	ReasonTooManyHolds          = "TOO_MANY_HOLDS"
 	ReasonInvalidHold           = "INVALID_HOLD"
+	// ListHistory's min_version: negative; past the user's ledger; not
+	// reached by the history within the wait.
+	ReasonInvalidMinVersion = "INVALID_MIN_VERSION"
+	ReasonMinVersionAhead   = "MIN_VERSION_AHEAD_OF_LEDGER"
+	ReasonHistoryBehind     = "HISTORY_BEHIND"
 )
 
 // Final says whether a refusal of this kind is the request's answer for

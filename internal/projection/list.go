@@ -24,11 +24,13 @@ func (h *History) Items(ctx context.Context, user string) ([]ledger.Entry, error
 
 // List returns a page of a user's history and the next page's token ("" on
 // the last page). It reads the projection, which may trail the ledger by the
-// projection lag. pagetoken.Codec.History checks the query and pages, as for
-// every history.
+// projection lag; q.Consistent reads it strongly consistent, so that a page
+// read after State has every item up to the state's version (an eventually
+// consistent Query may not yet see items the consistent state read did).
+// pagetoken.Codec.History checks the query and pages, as for every history.
 func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error) {
 	return h.tokens.History(user, o, func(q ledger.HistoryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
-		items, _, err := h.list(ctx, user, listQuery{types: q.Types, start: q.Start, end: q.End, oldestFirst: w.OldestFirst, after: w.After, before: w.Before, limit: w.Limit})
+		items, _, err := h.list(ctx, user, listQuery{types: q.Types, start: q.Start, end: q.End, oldestFirst: w.OldestFirst, after: w.After, before: w.Before, limit: w.Limit, consistent: q.Consistent})
 		return items, err
 	})
 }
@@ -40,6 +42,7 @@ type listQuery struct {
 	after       int64 // oldest first: versions above this
 	before      int64 // newest first: versions below this (0: none)
 	limit       int
+	consistent  bool
 }
 
 func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.Entry, bool, error) {
@@ -79,6 +82,7 @@ func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.
 		KeyConditionExpression:    aws.String("PK = :pk AND SK BETWEEN :lo AND :hi"),
 		ExpressionAttributeValues: values,
 		ScanIndexForward:          aws.Bool(q.oldestFirst),
+		ConsistentRead:            aws.Bool(q.consistent),
 		Limit:                     aws.Int32(int32(min(max(q.limit, 25), 1000))),
 	}
 	if len(filters) > 0 {

@@ -7,6 +7,7 @@
 package servetest
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
@@ -46,6 +48,9 @@ type Options struct {
 	Limiter *auth.Limiter
 	// MaxHolds bounds each account's open holds; 0: the default.
 	MaxHolds int
+	// HistoryWait is how long ListHistory waits for a min_version; 0: the
+	// default (api.DefaultHistoryWait).
+	HistoryWait time.Duration
 }
 
 // Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
@@ -59,7 +64,7 @@ type Server struct {
 	Admin  pointledgerv1connect.AdminServiceClient
 
 	Store   *memory.Store
-	History *memory.History // follows Store
+	History *memory.History // follows Store (History.Pause: as a projector that lags)
 }
 
 // New serves ledgerd's API on a fresh store, until the test ends.
@@ -80,6 +85,9 @@ func New(tb testing.TB, o Options) *Server {
 	mux := http.NewServeMux()
 	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
 	service.SetExpiryPolicy(o.Expiry)
+	if o.HistoryWait > 0 {
+		service.SetHistoryWait(o.HistoryWait)
+	}
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, protect(handler))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
@@ -109,6 +117,24 @@ func New(tb testing.TB, o Options) *Server {
 		Store:   store,
 		History: history,
 	}
+}
+
+// ErrorInfo is err's Connect code and its google.rpc.ErrorInfo detail, the
+// reason a client branches on (nil when it has none; CodeUnknown and nil
+// for an error that is not a Connect error).
+func ErrorInfo(err error) (connect.Code, *errdetails.ErrorInfo) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return connect.CodeUnknown, nil
+	}
+	for _, d := range ce.Details() {
+		if m, err := d.Value(); err == nil {
+			if info, ok := m.(*errdetails.ErrorInfo); ok {
+				return ce.Code(), info
+			}
+		}
+	}
+	return ce.Code(), nil
 }
 
 // Snapshot is every record of the store and of the history, to compare

@@ -269,17 +269,23 @@ type Entry struct {
 	// Signed change to the balance: a purchase of 10 is "-10".
 	Amount string `protobuf:"bytes,5,opt,name=amount,proto3" json:"amount,omitempty"`
 	// The balance right after this entry.
-	BalanceAfter string                 `protobuf:"bytes,6,opt,name=balance_after,json=balanceAfter,proto3" json:"balance_after,omitempty"`
-	RequestId    string                 `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	OrderId      string                 `protobuf:"bytes,8,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	Metadata     map[string]string      `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Purchases only: the sum of the refunds of this purchase so far.
+	BalanceAfter string `protobuf:"bytes,6,opt,name=balance_after,json=balanceAfter,proto3" json:"balance_after,omitempty"`
+	// "" on the entries the ledger writes itself: EXPIRATION, and the RELEASE
+	// of an expired hold.
+	RequestId string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// "" when the request gave none.
+	OrderId    string                 `protobuf:"bytes,8,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Metadata   map[string]string      `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Purchases and captures: the sum of their refunds so far ("0" before
+	// any). "" on other entries, which cannot be refunded.
 	RefundedAmount string `protobuf:"bytes,11,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
-	// Refunds only: the request_id of the refunded purchase.
+	// Refunds: the request_id of the refunded purchase or capture; "" on
+	// other entries.
 	PurchaseRequestId string `protobuf:"bytes,12,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
-	// Adjustments only: why, and whether the entry explains the balance
-	// (records a difference the balance already had) instead of moving it.
+	// Adjustments: why, and whether the entry explains the balance (records
+	// a difference the balance already had) instead of moving it. Releases:
+	// VOIDED or EXPIRED. "" and false on other entries.
 	Reason          string `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"`
 	ExplainsBalance bool   `protobuf:"varint,14,opt,name=explains_balance,json=explainsBalance,proto3" json:"explains_balance,omitempty"`
 	// Credits (grants, credit adjustments): when these points expire; unset:
@@ -292,10 +298,11 @@ type Entry struct {
 	// gave back.
 	Draws []*Draw `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
 	// Holds, captures and releases: the change to what is held, and what is
-	// held right after (unset on other entries).
+	// held right after ("0" when nothing is). "" on other entries.
 	HeldChange string `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
 	HeldAfter  string `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
-	// Captures and releases: the request_id of the hold they resolve.
+	// Captures and releases: the request_id of the hold they resolve; "" on
+	// other entries.
 	HoldRequestId string `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -475,7 +482,7 @@ type Hold struct {
 	// Capturable strictly before it.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	OrderId    string                 `protobuf:"bytes,6,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	// Once captured: what the capture spent.
+	// Once captured: what the capture spent; "" in any other state.
 	CapturedAmount string                 `protobuf:"bytes,7,opt,name=captured_amount,json=capturedAmount,proto3" json:"captured_amount,omitempty"`
 	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -571,7 +578,7 @@ func (x *Hold) GetCreateTime() *timestamppb.Timestamp {
 // Draw is the points of one expiry time an entry moved.
 type Draw struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Unset: the never-expiring bucket.
+	// Unset (left out of JSON): the never-expiring bucket.
 	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1387,21 +1394,21 @@ type HistoryItem struct {
 	OrderId      string                 `protobuf:"bytes,8,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	Metadata     map[string]string      `protobuf:"bytes,10,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Purchases only: the sum of their refunds so far, and what that makes them.
+	// Purchases and captures: the sum of their refunds so far ("0" before
+	// any), and what that makes them. Other entries: "" and
+	// REFUND_STATUS_UNSPECIFIED.
 	RefundedAmount string       `protobuf:"bytes,11,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
 	RefundStatus   RefundStatus `protobuf:"varint,12,opt,name=refund_status,json=refundStatus,proto3,enum=pointledger.v1.RefundStatus" json:"refund_status,omitempty"`
-	// Refunds only: the request_id of the refunded purchase.
-	PurchaseRequestId string `protobuf:"bytes,13,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
-	// Adjustments only: why.
-	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
-	// As on Entry.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Draws         []*Draw                `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
-	HeldChange    string                 `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
-	HeldAfter     string                 `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
-	HoldRequestId string                 `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The rest as on Entry ("" where it does not apply).
+	PurchaseRequestId string                 `protobuf:"bytes,13,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
+	Reason            string                 `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	ExpireTime        *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Draws             []*Draw                `protobuf:"bytes,16,rep,name=draws,proto3" json:"draws,omitempty"`
+	HeldChange        string                 `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
+	HeldAfter         string                 `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
+	HoldRequestId     string                 `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
@@ -1582,7 +1589,19 @@ type ListHistoryRequest struct {
 	StartTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
 	EndTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Oldest first instead of newest first.
-	OldestFirst   bool `protobuf:"varint,7,opt,name=oldest_first,json=oldestFirst,proto3" json:"oldest_first,omitempty"`
+	OldestFirst bool `protobuf:"varint,7,opt,name=oldest_first,json=oldestFirst,proto3" json:"oldest_first,omitempty"`
+	// Read your writes: answer only from a history that has every entry up
+	// to this version, such as a mutation's entry.version or GetBalance's
+	// version. The service waits for the projection to reach it, for at most
+	// its history wait (ledgerd -history-wait, 2 s by default; less when the
+	// request's deadline is nearer), then answers UNAVAILABLE
+	// (HISTORY_BEHIND), whose message says the version the history reached:
+	// try again later, or read the ledger (ListEntries). 0: the history as it
+	// is, at once. Negative: INVALID_ARGUMENT (INVALID_MIN_VERSION). Past the
+	// user's version in the ledger, which no answer gave: FAILED_PRECONDITION
+	// (MIN_VERSION_AHEAD_OF_LEDGER), at once. It filters nothing, and a page
+	// token stays good with another min_version.
+	MinVersion    int64 `protobuf:"varint,8,opt,name=min_version,json=minVersion,proto3" json:"min_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1664,6 +1683,13 @@ func (x *ListHistoryRequest) GetOldestFirst() bool {
 		return x.OldestFirst
 	}
 	return false
+}
+
+func (x *ListHistoryRequest) GetMinVersion() int64 {
+	if x != nil {
+		return x.MinVersion
+	}
+	return 0
 }
 
 type ListHistoryResponse struct {
@@ -2479,7 +2505,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
 	"\x12ListHistoryRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2489,7 +2515,9 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
 	"start_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
 	"\bend_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12!\n" +
-	"\foldest_first\x18\a \x01(\bR\voldestFirst\"p\n" +
+	"\foldest_first\x18\a \x01(\bR\voldestFirst\x12\x1f\n" +
+	"\vmin_version\x18\b \x01(\x03R\n" +
+	"minVersion\"p\n" +
 	"\x13ListHistoryResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.pointledger.v1.HistoryItemR\x05items\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf0\x02\n" +

@@ -20,15 +20,18 @@ import (
 // order (a purchase's refunded amount being the sum of the refunds applied
 // after it) and a state folded with projection.State.Add. It follows a
 // Store: the store tells it of each entry as it commits, so it does not
-// trail the ledger as the projector does. A user whose entries it missed
-// (committed before it followed) stays behind until Rebuild, as versions
-// are applied in order only.
+// trail the ledger as the projector does, unless paused (Pause) to stand
+// for a projector that lags. A user whose entries it missed (committed
+// before it followed) stays behind until Rebuild, as versions are applied
+// in order only.
 type History struct {
 	store  *Store
 	tokens *pagetoken.Codec
 
-	mu    sync.Mutex
-	users map[string]*userHistory
+	mu      sync.Mutex
+	users   map[string]*userHistory
+	paused  bool
+	pending []ledger.Entry // committed while paused, in commit order
 }
 
 type userHistory struct {
@@ -44,10 +47,39 @@ func NewHistory(s *Store) *History {
 	return h
 }
 
-// follow applies an entry the store committed (under the store's lock).
+// follow applies an entry the store committed (under the store's lock), or
+// keeps it for Resume while paused.
 func (h *History) follow(e ledger.Entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.paused {
+		h.pending = append(h.pending, e)
+		return
+	}
+	h.applyFollowed(e)
+}
+
+// Pause makes the history trail the store, as history trails the ledger
+// while the projector lags or is stopped: what the store commits from now
+// on is applied only by Resume.
+func (h *History) Pause() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.paused = true
+}
+
+// Resume applies what the store committed while the history was paused,
+// in commit order, and follows the store again.
+func (h *History) Resume() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.pending {
+		h.applyFollowed(e)
+	}
+	h.paused, h.pending = false, nil
+}
+
+func (h *History) applyFollowed(e ledger.Entry) {
 	u, ok := h.users[e.UserID]
 	if !ok {
 		u = &userHistory{state: projection.State{UserID: e.UserID}}

@@ -79,7 +79,9 @@ type LedgerServiceClient interface {
 	// unless oldest_first, optionally filtered by type and time. It reads the
 	// projection built from the ledger's stream, which trails the ledger by the
 	// projection lag (well under a second when the projector keeps up);
-	// ListEntries reads the ledger itself.
+	// ListEntries reads the ledger itself. To show a change just made, pass
+	// its version as min_version: the answer then has it, or is UNAVAILABLE
+	// (HISTORY_BEHIND), never a history without it.
 	ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error)
 	// Authorize holds points for a checkout: they leave `available` (not
 	// `balance`) until Capture spends them, Void gives them back, or the hold
@@ -273,7 +275,9 @@ type LedgerServiceHandler interface {
 	// unless oldest_first, optionally filtered by type and time. It reads the
 	// projection built from the ledger's stream, which trails the ledger by the
 	// projection lag (well under a second when the projector keeps up);
-	// ListEntries reads the ledger itself.
+	// ListEntries reads the ledger itself. To show a change just made, pass
+	// its version as min_version: the answer then has it, or is UNAVAILABLE
+	// (HISTORY_BEHIND), never a history without it.
 	ListHistory(context.Context, *connect.Request[v1.ListHistoryRequest]) (*connect.Response[v1.ListHistoryResponse], error)
 	// Authorize holds points for a checkout: they leave `available` (not
 	// `balance`) until Capture spends them, Void gives them back, or the hold
