@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -17,7 +18,8 @@ import (
 // Go checkout over each protocol, and the TypeScript one (its pinned npm
 // packages, its code generated from proto/ with its own protoc-gen-es,
 // type-checked, run with tsx) likewise. Each exits non-zero on any answer
-// it did not expect.
+// it did not expect. Then the commands of docs/clients.md answer as it
+// shows.
 func TestExamplesBesideMakeRun(t *testing.T) {
 	t.Parallel()
 	// The TypeScript is made ready while the stack starts.
@@ -45,6 +47,30 @@ func TestExamplesBesideMakeRun(t *testing.T) {
 	out, err := d.shell(". .local/dev.env && cd " + tsDir + " && node_modules/.bin/tsx src/checkout.ts connect grpc grpcweb")
 	if err != nil || strings.Count(out, "checkout ok\n") != 3 {
 		t.Errorf("ts checkout over connect, grpc and grpcweb: %v\n%s", err, out)
+	}
+
+	// docs/clients.md's commands, at the repository's root as it says: its
+	// proto/ and .cache/bin/buf beside make run's .local/dev.env.
+	for _, name := range []string{"proto", ".cache"} {
+		target, err := filepath.Abs(filepath.Join("../..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(d.dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := readSteps(t, "../../docs/clients.md", "clients")
+	if len(steps) < 2 {
+		t.Fatalf("docs/clients.md has %d commands, want curl's and buf curl's", len(steps))
+	}
+	for _, step := range steps {
+		cmd := exec.Command("bash", "-c", step.command)
+		cmd.Dir, cmd.Env = d.dir, d.env
+		out, _ := cmd.CombinedOutput() // buf curl exits non-zero on a refusal, as it should
+		if got, want := normalize(t, string(out)), normalize(t, step.answer); !reflect.DeepEqual(got, want) {
+			t.Errorf("docs/clients.md command:\n%s\nanswered:\n%s\nthe docs show:\n%s", step.command, out, step.answer)
+		}
 	}
 	d.interrupt(t)
 }
