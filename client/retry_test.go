@@ -158,8 +158,9 @@ func TestRetryEndsWithTheCallersContext(t *testing.T) {
 		if err := grant(ctx, c, "g"); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
 			t.Errorf("grant: %v, want deadline_exceeded", err)
 		}
-		if n := len(f.sent()); n != 1 {
-			t.Errorf("%d attempts after the caller's deadline, want 1", n)
+		// One attempt, or none if the deadline came first (a busy machine).
+		if n := len(f.sent()); n > 1 {
+			t.Errorf("%d attempts: retried after the caller's deadline", n)
 		}
 	})
 	t.Run("backoff", func(t *testing.T) {
@@ -167,14 +168,22 @@ func TestRetryEndsWithTheCallersContext(t *testing.T) {
 		aborted := connect.NewError(connect.CodeAborted, errors.New("conflict"))
 		f := &flaky{errs: []error{aborted, aborted}}
 		c := client.New(serveFlaky(t, f), client.WithRetry(client.RetryPolicy{MaxAttempts: 2, InitialBackoff: time.Hour, MaxBackoff: time.Hour}))
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		go func() { // once the first attempt is in, and most likely answered
+			for len(f.sent()) == 0 {
+				time.Sleep(10 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond)
+			cancel()
+		}()
 		start := time.Now()
 		err := grant(ctx, c, "g")
-		if connect.CodeOf(err) != connect.CodeAborted {
-			t.Errorf("grant: %v, want the last answer, aborted", err)
+		if code := connect.CodeOf(err); code != connect.CodeAborted && code != connect.CodeCanceled {
+			t.Errorf("grant: %v, want the last answer, aborted (or canceled, if the cancellation came first)", err)
 		}
-		// Random in [0, 1 h]: a wait of less than a minute is most unlikely.
+		// The wait is random in [0, 1 h]: one of less than a minute is
+		// most unlikely.
 		if took := time.Since(start); took > time.Minute {
 			t.Errorf("grant took %v: the backoff outlived the caller's context", took)
 		}
@@ -184,15 +193,16 @@ func TestRetryEndsWithTheCallersContext(t *testing.T) {
 // An attempt that runs out of its own time is retried within the caller's.
 func TestRetryBoundsEachAttempt(t *testing.T) {
 	t.Parallel()
-	f := &flaky{delay: time.Minute}
-	policy := fast
-	policy.AttemptTimeout = 100 * time.Millisecond
+	f := &flaky{delay: time.Minute} // the first attempt only
+	// Attempts of half a second, and many: on a busy machine an answer may
+	// take longer than one attempt.
+	policy := client.RetryPolicy{MaxAttempts: 10, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, AttemptTimeout: 500 * time.Millisecond}
 	c := client.New(serveFlaky(t, f), client.WithRetry(policy))
 	if err := grant(context.Background(), c, "g"); err != nil {
-		t.Fatalf("grant: %v, want success on the second attempt", err)
+		t.Fatalf("grant: %v, want success after the first attempt timed out", err)
 	}
-	if n := len(f.sent()); n != 2 {
-		t.Errorf("%d attempts, want 2", n)
+	if n := len(f.sent()); n < 2 {
+		t.Errorf("%d attempts, want the slow one and more", n)
 	}
 }
 
