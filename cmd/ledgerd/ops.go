@@ -61,7 +61,9 @@ func healthHandlers(mux *http.ServeMux, health pinger, log *slog.Logger) {
 //   - GET /projection/status: the projector in this process, as JSON;
 //   - with health (serve): grpc.health.v1 as on the API's port, and gRPC
 //     server reflection (v1 and v1alpha), so that grpcurl and buf curl can
-//     list and describe the services without proto files.
+//     list and describe the services without proto files, and the
+//     google.rpc.ErrorInfo every error carries (registered by genproto's
+//     errdetails, which package api imports).
 //
 // None of them asks for credentials: the listener must stay private
 // (loopback by default).

@@ -346,6 +346,14 @@ func TestReflectionListsTheServices(t *testing.T) {
 	if want := []string{"UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN"}; !slices.Equal(statuses, want) {
 		t.Errorf("health statuses = %q, want %q", statuses, want)
 	}
+	// grpcurl describe google.rpc.ErrorInfo: the detail every error carries.
+	files, err = stream.FileContainingSymbol("google.rpc.ErrorInfo")
+	if err != nil {
+		t.Fatalf("file containing google.rpc.ErrorInfo: %v", err)
+	}
+	if len(files) == 0 || files[0].GetName() != "google/rpc/error_details.proto" {
+		t.Errorf("file containing google.rpc.ErrorInfo: %v", files)
+	}
 }
 
 // The API's port answers strangers with nothing about the host or the

@@ -181,14 +181,22 @@ var codeBlock = regexp.MustCompile("(?s)```(sh|json)\n(.*?)```")
 
 func readQuickstart(t *testing.T) []quickstartStep {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	return readSteps(t, "../../README.md", "quickstart")
+}
+
+// readSteps returns the commands (sh blocks) of a Markdown file between
+// <!-- name:begin --> and <!-- name:end -->, each with the answer (the json
+// block after it) that the file shows.
+func readSteps(t *testing.T, path, name string) []quickstartStep {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "<!-- quickstart:begin -->")
-	section, _, ok2 := strings.Cut(section, "<!-- quickstart:end -->")
+	_, section, ok := strings.Cut(string(b), "<!-- "+name+":begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- "+name+":end -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no quickstart:begin/end section")
+		t.Fatalf("%s has no %s:begin/end section", path, name)
 	}
 	var steps []quickstartStep
 	for _, m := range codeBlock.FindAllStringSubmatch(section, -1) {
@@ -197,7 +205,7 @@ func readQuickstart(t *testing.T) []quickstartStep {
 			steps = append(steps, quickstartStep{command: m[2]})
 		case "json":
 			if len(steps) == 0 || steps[len(steps)-1].answer != "" {
-				t.Fatalf("README quick start: a json block without its command: %s", m[2])
+				t.Fatalf("%s, %s: a json block without its command: %s", path, name, m[2])
 			}
 			steps[len(steps)-1].answer = m[2]
 		}

@@ -14,6 +14,10 @@ import (
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail on every error.
 const ErrorDomain = "pointledger.v1"
 
+// ReasonInternal is the reason of an internal error: a bug or an unexpected
+// failure of the store, whose details stay in the log.
+const ReasonInternal = "INTERNAL"
+
 var codes = map[ledger.Kind]connect.Code{
 	ledger.KindInvalid:            connect.CodeInvalidArgument,
 	ledger.KindFailedPrecondition: connect.CodeFailedPrecondition,
@@ -49,7 +53,7 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeDeadlineExceeded, ctx.Err())
 	}
 	log.ErrorContext(ctx, "internal error", "error", err)
-	return withReason(connect.NewError(connect.CodeInternal, errors.New("internal error; the request may be retried with the same request_id")), "INTERNAL")
+	return withReason(connect.NewError(connect.CodeInternal, errors.New("internal error; the request may be retried with the same request_id")), ReasonInternal)
 }
 
 func withReason(err *connect.Error, reason string) *connect.Error {

@@ -1,34 +1,12 @@
 package auth
 
 import (
-	"context"
-
 	"connectrpc.com/connect"
+
+	"github.com/pointledger/pointledger/client"
 )
 
 // Bearer is a client interceptor that sends token on every call, unary or
-// streaming: connect.WithInterceptors(auth.Bearer(token)).
-func Bearer(token string) connect.Interceptor { return bearer("Bearer " + token) }
-
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().IsClient {
-			req.Header().Set("Authorization", string(b))
-		}
-		return next(ctx, req)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", string(b))
-		return conn
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
-}
+// streaming: connect.WithInterceptors(auth.Bearer(token)). It is the public
+// client's (client.Bearer), so that there is one implementation.
+func Bearer(token string) connect.Interceptor { return client.Bearer(token) }

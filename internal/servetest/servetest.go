@@ -70,6 +70,14 @@ type Server struct {
 // New serves ledgerd's API on a fresh store, until the test ends.
 func New(tb testing.TB, o Options) *Server {
 	tb.Helper()
+	s, stop := Start(o)
+	tb.Cleanup(stop)
+	return s
+}
+
+// Start serves ledgerd's API on a fresh store until stop is called, for
+// what runs outside a test (a TestMain serving runnable examples).
+func Start(o Options) (s *Server, stop func()) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := memory.New(o.Now)
 	store.SetLimits(0, o.MaxHolds)
@@ -101,13 +109,15 @@ func New(tb testing.TB, o Options) *Server {
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS, as ledgerd serves it
 	srv.Start()
-	tb.Cleanup(srv.Close)
 	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	tb.Cleanup(httpClient.CloseIdleConnections)
 	var h2 http.Protocols
 	h2.SetUnencryptedHTTP2(true)
 	h2c := &http.Client{Transport: &http.Transport{Protocols: &h2, DialContext: (&net.Dialer{}).DialContext}}
-	tb.Cleanup(h2c.CloseIdleConnections)
+	stop = func() {
+		srv.Close()
+		httpClient.CloseIdleConnections()
+		h2c.CloseIdleConnections()
+	}
 	return &Server{
 		URL:     srv.URL,
 		HTTP:    httpClient,
@@ -116,7 +126,7 @@ func New(tb testing.TB, o Options) *Server {
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: history,
-	}
+	}, stop
 }
 
 // ErrorInfo is err's Connect code and its google.rpc.ErrorInfo detail, the

@@ -1,0 +1,109 @@
+package client
+
+import (
+	"errors"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+)
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo that ledgerd puts
+// on every error it sends.
+const ErrorDomain = "pointledger.v1"
+
+// A Reason says why ledgerd refused a call: the reason of its error's
+// google.rpc.ErrorInfo. Reasons are stable; programs branch on them, never
+// on messages. The code (connect.CodeOf) says what kind of refusal it is.
+type Reason string
+
+// The reasons ledgerd sends (a test checks this list against the server's).
+const (
+	// invalid_argument: the request is malformed; nothing was written.
+	ReasonInvalidAmount     Reason = "INVALID_AMOUNT"
+	ReasonInvalidUserID     Reason = "INVALID_USER_ID"
+	ReasonInvalidRequestID  Reason = "INVALID_REQUEST_ID"
+	ReasonInvalidOrderID    Reason = "INVALID_ORDER_ID"
+	ReasonInvalidMetadata   Reason = "INVALID_METADATA"
+	ReasonInvalidPageSize   Reason = "INVALID_PAGE_SIZE"
+	ReasonInvalidPageToken  Reason = "INVALID_PAGE_TOKEN"
+	ReasonInvalidFilter     Reason = "INVALID_FILTER"
+	ReasonInvalidAdjustment Reason = "INVALID_ADJUSTMENT"
+	ReasonInvalidStatus     Reason = "INVALID_STATUS"
+	ReasonInvalidExpiry     Reason = "INVALID_EXPIRY"
+	ReasonInvalidHold       Reason = "INVALID_HOLD"
+
+	// failed_precondition and not_found: refusals, final for their
+	// request_id (sent again, they come back replayed: IsReplayed).
+	ReasonInsufficientBalance   Reason = "INSUFFICIENT_BALANCE"
+	ReasonAccountFrozen         Reason = "ACCOUNT_FROZEN"
+	ReasonRefundExceedsPurchase Reason = "REFUND_EXCEEDS_PURCHASE"
+	ReasonPurchaseNotFound      Reason = "PURCHASE_NOT_FOUND"
+	ReasonAccountNotFound       Reason = "ACCOUNT_NOT_FOUND"
+	ReasonBalanceLimit          Reason = "BALANCE_LIMIT"
+	ReasonTooManyBuckets        Reason = "TOO_MANY_BUCKETS"
+	ReasonHoldNotFound          Reason = "HOLD_NOT_FOUND"
+	ReasonHoldNotHeld           Reason = "HOLD_NOT_HELD"
+	ReasonHoldExpired           Reason = "HOLD_EXPIRED"
+	ReasonCaptureExceedsHold    Reason = "CAPTURE_EXCEEDS_HOLD"
+	ReasonTooManyHolds          Reason = "TOO_MANY_HOLDS"
+	// AdminService: an explaining Adjust, a second Reconcile.
+	ReasonBalanceMoved          Reason = "BALANCE_MOVED"
+	ReasonNothingToExplain      Reason = "NOTHING_TO_EXPLAIN"
+	ReasonNotTheDifference      Reason = "NOT_THE_DIFFERENCE"
+	ReasonReconciliationRunning Reason = "RECONCILIATION_RUNNING"
+
+	// already_exists: the request_id was used for another request.
+	ReasonRequestIDReused Reason = "REQUEST_ID_REUSED"
+
+	// aborted, unavailable, internal: nothing was decided; the same request
+	// may be sent again (Retry does).
+	ReasonTooManyConflicts Reason = "TOO_MANY_CONFLICTS"
+	ReasonThrottled        Reason = "THROTTLED"
+	ReasonInternal         Reason = "INTERNAL"
+
+	// unauthenticated, permission_denied, resource_exhausted: the token.
+	ReasonMissingToken   Reason = "MISSING_TOKEN"
+	ReasonInvalidToken   Reason = "INVALID_TOKEN"
+	ReasonTokenExpired   Reason = "TOKEN_EXPIRED"
+	ReasonRoleNotAllowed Reason = "ROLE_NOT_ALLOWED"
+	ReasonOtherUser      Reason = "OTHER_USER"
+	ReasonRateLimited    Reason = "RATE_LIMITED"
+)
+
+// errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a
+// *connect.Error that carries one.
+func errorInfo(err error) (*errdetails.ErrorInfo, bool) {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil, false
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if info, ok := v.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info, true
+		}
+	}
+	return nil, false
+}
+
+// ReasonOf returns the reason of err, a ledgerd error; "" if err is nil or
+// has no reason (a failure of the network, of a proxy, or of the client
+// itself).
+func ReasonOf(err error) Reason {
+	if info, ok := errorInfo(err); ok {
+		return Reason(info.GetReason())
+	}
+	return ""
+}
+
+// IsReplayed says whether err is a refusal recorded earlier for the same
+// request_id, sent again: the request was refused before, and is refused
+// again without a new attempt (its ErrorInfo metadata has replayed:
+// "true").
+func IsReplayed(err error) bool {
+	info, ok := errorInfo(err)
+	return ok && info.GetMetadata()["replayed"] == "true"
+}
