@@ -31,6 +31,7 @@ const (
 	ReasonInvalidStatus     Reason = "INVALID_STATUS"
 	ReasonInvalidExpiry     Reason = "INVALID_EXPIRY"
 	ReasonInvalidHold       Reason = "INVALID_HOLD"
+	ReasonInvalidMinVersion Reason = "INVALID_MIN_VERSION"
 
 	// failed_precondition and not_found: refusals, final for their
 	// request_id (sent again, they come back replayed: IsReplayed).
@@ -46,6 +47,9 @@ const (
 	ReasonHoldExpired           Reason = "HOLD_EXPIRED"
 	ReasonCaptureExceedsHold    Reason = "CAPTURE_EXCEEDS_HOLD"
 	ReasonTooManyHolds          Reason = "TOO_MANY_HOLDS"
+	// ListHistory's min_version beyond the ledger's version (a read: not
+	// recorded).
+	ReasonMinVersionAhead Reason = "MIN_VERSION_AHEAD_OF_LEDGER"
 	// AdminService: an explaining Adjust, a second Reconcile.
 	ReasonBalanceMoved          Reason = "BALANCE_MOVED"
 	ReasonNothingToExplain      Reason = "NOTHING_TO_EXPLAIN"
@@ -59,7 +63,9 @@ const (
 	// may be sent again (Retry does).
 	ReasonTooManyConflicts Reason = "TOO_MANY_CONFLICTS"
 	ReasonThrottled        Reason = "THROTTLED"
-	ReasonInternal         Reason = "INTERNAL"
+	// ListHistory's min_version not reached by the history within the wait.
+	ReasonHistoryBehind Reason = "HISTORY_BEHIND"
+	ReasonInternal      Reason = "INTERNAL"
 
 	// unauthenticated, permission_denied, resource_exhausted: the token.
 	ReasonMissingToken   Reason = "MISSING_TOKEN"
