@@ -49,7 +49,7 @@ const (
 	ReasonTooManyHolds          Reason = "TOO_MANY_HOLDS"
 	// ListHistory's min_version beyond the ledger's version (a read: not
 	// recorded).
-	ReasonMinVersionAhead Reason = "MIN_VERSION_AHEAD_OF_LEDGER"
+	ReasonMinVersionAheadOfLedger Reason = "MIN_VERSION_AHEAD_OF_LEDGER"
 	// AdminService: an explaining Adjust, a second Reconcile.
 	ReasonBalanceMoved          Reason = "BALANCE_MOVED"
 	ReasonNothingToExplain      Reason = "NOTHING_TO_EXPLAIN"
