@@ -200,7 +200,8 @@ func (p *ports) close() {
 // the health checks, and nothing else.
 func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator, log *slog.Logger) http.Handler {
 	// Every RPC is authenticated (and rate limited per caller) before its
-	// body is read; the interceptor then checks the user id it acts for.
+	// body is read; the interceptor then checks the user id it acts for. A
+	// path that names no procedure is answered unimplemented before that.
 	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
 	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
@@ -209,7 +210,7 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
 	service.SetExpiryPolicy(c.expiry)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
-	mux.Handle(path, protect(handler))
+	mux.Handle(path, api.KnownProcedures(api.LedgerServiceDescriptor(), protect(handler), options...))
 	projectorStatus := func() (projection.Status, bool) {
 		if projector == nil {
 			return projection.Status{}, false
@@ -220,11 +221,12 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 		projectorStatus, int32(c.AmountScale), log)
 	admin.SetExpiryPolicy(c.expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
-	mux.Handle(path, protect(handler))
+	mux.Handle(path, api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
-	// the host or the process (404 even for another method on /healthz).
-	mux.Handle("/", http.NotFoundHandler())
+	// the host or the process (404 even for another method on /healthz),
+	// and an RPC that names no service is told it does not exist.
+	mux.Handle("/", api.NoService(options...))
 	return mux
 }
 
