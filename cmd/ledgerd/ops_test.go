@@ -430,16 +430,12 @@ func TestPublicPortSaysNothing(t *testing.T) {
 // get answers GET url's status and body.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	res, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(body)
+	status, _, body := send(t, req)
+	return status, body
 }
 
 // What the public port no longer says, the operations listener does.
