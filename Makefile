@@ -12,14 +12,15 @@ export PATH := $(TOOLS):$(PATH)
 
 # Code generation: buf with local plugins (the Buf registry is not used).
 # buf comes prebuilt from npm (its tarball's SHA-256 pinned per platform);
-# the plugins' versions are those of google.golang.org/protobuf and
-# connectrpc.com/connect in go.mod.
+# the Go plugins' versions are those of google.golang.org/protobuf and
+# connectrpc.com/connect in go.mod; the OpenAPI plugin's is its own.
 BUF_VERSION := 1.75.0
 BUF_SHA256_linux-x64 := 98b19d4b2b46130e083157490c54dfdcb8ea771e53204d3c6a06a2b12edd0503
 BUF_SHA256_linux-aarch64 := ea5b4981ad7199a482609c3f1f7230767e095c4a5a7e96ae74a21225a1fc75dc
 BUF_PLATFORM := linux-$(subst x86_64,x64,$(subst arm64,aarch64,$(shell uname -m)))
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_CONNECT_GO_VERSION := v1.21.1
+PROTOC_GEN_CONNECT_OPENAPI_VERSION := v0.25.7
 # The protos of the last release: `make breaking` refuses wire and JSON
 # changes that would break its clients. Move it when a release is cut.
 PROTO_RELEASED := d50f5f28c366f90f24e315363393c8e36c280d37
@@ -128,7 +129,7 @@ chromium: ## install Debian's chromium at CHROMIUM_VERSION if it is missing (apt
 	apt-get install -y -qq --no-install-recommends --allow-downgrades chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION) >/dev/null
 
 .PHONY: tools
-tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION) ## install buf and the protoc plugins at pinned versions
+tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION) $(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) ## install buf and the protoc plugins at pinned versions
 
 $(TOOLS)/buf-$(BUF_VERSION):
 	@test -n "$(BUF_SHA256_$(BUF_PLATFORM))" || { echo "no pinned buf for $(BUF_PLATFORM)"; exit 1; }
@@ -145,6 +146,18 @@ $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 
 $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION):
 	GOBIN=$(TOOLS) $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
+	touch $@
+
+# Not `go install module@version`: that also reads the module's list of
+# versions (for a deprecation notice), which a proxy may refuse (ours has,
+# 403). `go get` of the exact version in a scratch module reads that version
+# alone, and builds it with the dependencies its go.mod names, checked against
+# the checksum database as any download.
+$(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION):
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd "$$tmp" && \
+	$(GO) mod init tools >/dev/null 2>&1 && \
+	$(GO) get github.com/sudorandom/protoc-gen-connect-openapi@$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) && \
+	GOBIN=$(TOOLS) $(GO) install github.com/sudorandom/protoc-gen-connect-openapi
 	touch $@
 
 $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION):
@@ -166,14 +179,15 @@ breaking: tools ## refuse proto changes that break clients of the last release (
 	buf breaking proto --against '.git#ref=$(PROTO_RELEASED),subdir=proto'
 
 .PHONY: generate
-generate: tools ## lint the protos and regenerate gen/
-	cd proto && buf lint && buf generate --output ..
+generate: tools ## lint the protos and regenerate gen/ and openapi/
+	cd proto && buf lint && buf generate --output .. && buf generate --template buf.gen.openapi.yaml --output ..
 
 .PHONY: generate-check
-generate-check: tools ## fail if gen/ is not what the protos generate
+generate-check: tools ## fail if gen/ or openapi/ is not what the protos generate
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	(cd proto && buf lint && buf generate --output "$$tmp") && \
-	diff -r "$$tmp/gen" gen || { echo "gen/ is stale: run 'make generate' and commit"; exit 1; }
+	(cd proto && buf lint && buf generate --output "$$tmp" && buf generate --template buf.gen.openapi.yaml --output "$$tmp") && \
+	diff -r "$$tmp/gen" gen && diff -r "$$tmp/openapi" openapi || \
+	{ echo "gen/ or openapi/ is stale: run 'make generate' and commit"; exit 1; }
 
 SCENARIO ?= uniform
 
