@@ -291,7 +291,11 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 		}
 		res.Body.Close()
 	}
-	if got, most := reads()-before, time.Since(start).Seconds()+2; got > most {
+	// At most one read for each second the probes span, the second they
+	// start in, one already under way when counting began, and one of the
+	// gRPC health watch above: against 200 without the cache. (Two, the
+	// bound before, failed once on a machine loaded 15 times over.)
+	if got, most := reads()-before, time.Since(start).Seconds()+3; got > most {
 		t.Errorf("%d health probes in %.1f s made %v DynamoDB reads, want at most %.0f (one a second)", probes, time.Since(start).Seconds(), got, most)
 	}
 }
