@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -50,6 +51,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		warnInsecure(ctx, log, time.Minute)
 	}
 	c.metrics = metrics.New()
+	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
+	if err != nil {
+		return err
+	}
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
@@ -63,13 +68,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		sweeper = c.newSweeper(parts, c.sweep, log)
 	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
-	srv := apiServer(c.apiHandler(parts, projector, health, authn, log), log)
+	srv := apiServer(c.apiHandler(parts, projector, health, authn, peers, log), log)
 	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, log), log)
 	defer stopOps()
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit,
-		"history_wait", c.historyWait, "cors_origins", c.corsOrigins)
+		"history_wait", c.historyWait, "cors_origins", c.corsOrigins,
+
+		"peers", c.affinity.peers, "self", c.affinity.self, "forward_timeout", c.affinity.timeout)
+	if peers != nil {
+		c.metrics.WatchPeers(peers.Count)
+		// Until its first round of checks, this instance owns every user.
+		go peers.Run(ctx)
+	}
 	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
 }
 
@@ -78,6 +90,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 type serveConfig struct {
 	Config
 	auth        authConfig
+	affinity    affinityConfig
 	corsOrigins []string // browser origins whose scripts may call; none: no CORS
 	opsAddr     string
 	expiry      api.ExpiryPolicy
@@ -161,6 +174,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	corsOrigins := fs.String("cors-origins", getenv("LEDGER_CORS_ORIGINS"),
 		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS (LEDGER_CORS_ORIGINS)")
+	if err := c.affinity.flags(fs, getenv); err != nil {
+		return nil, err
+	}
 	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -216,20 +232,27 @@ func (p *ports) close() {
 }
 
 // apiHandler is what the API's port serves: the ledger and admin services,
-// the health checks, and nothing else.
-func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator, log *slog.Logger) http.Handler {
+// the health checks (and the peers', with peers), and nothing else.
+func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator,
+	peers *affinity.Peers, log *slog.Logger,
+) http.Handler {
 	// Every RPC is authenticated (and rate limited per caller) before its
-	// body is read; the interceptor then checks the user id it acts for. A
+	// body is read; the interceptor then checks the user id it acts for,
+	// and only then may a mutation be forwarded to its user's owner. A
 	// path that names no procedure is answered unimplemented before that.
 	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
 	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
+	mux := http.NewServeMux()
+	if peers != nil {
+		options = append(options, connect.WithInterceptors(peers.Forwarder()))
+		mux.Handle("GET "+affinity.HealthPath, peers.Handler(authn.PeerOnly, health.Ping))
+	}
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 	// Browsers of the allowed origins get their preflights answered before
 	// any of that, and can read every answer of the services, refusals
 	// included; the health checks are for probes, not browsers.
 	allowCORS := corsHandler(c.corsOrigins)
 
-	mux := http.NewServeMux()
 	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
 	service.SetExpiryPolicy(c.expiry)
 	service.SetHistoryWait(c.historyWait)

@@ -51,6 +51,12 @@ type Options struct {
 	// HistoryWait is how long ListHistory waits for a min_version; 0: the
 	// default (api.DefaultHistoryWait).
 	HistoryWait time.Duration
+	// Interceptors go after auth's, where `ledgerd serve` puts affinity's
+	// forwarder.
+	Interceptors []connect.Interceptor
+	// Routes are more handlers on the API's port, by pattern (a peer
+	// health endpoint).
+	Routes map[string]http.Handler
 }
 
 // Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
@@ -65,7 +71,13 @@ type Server struct {
 
 	Store   *memory.Store
 	History *memory.History // follows Store (History.Pause: as a projector that lags)
+
+	srv *httptest.Server
 }
+
+// Close stops serving, as a crashed instance would; the test's end does
+// it too.
+func (s *Server) Close() { s.srv.Close() }
 
 // New serves ledgerd's API on a fresh store, until the test ends.
 func New(tb testing.TB, o Options) *Server {
@@ -90,7 +102,11 @@ func Start(o Options) (s *Server, stop func()) {
 		options = append(options, connect.WithInterceptors(auth.Interceptor()))
 		protect = func(h http.Handler) http.Handler { return auth.Middleware(o.Auth, o.Limiter, log, h, options...) }
 	}
+	options = append(options, connect.WithInterceptors(o.Interceptors...))
 	mux := http.NewServeMux()
+	for pattern, h := range o.Routes {
+		mux.Handle(pattern, h)
+	}
 	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
 	service.SetExpiryPolicy(o.Expiry)
 	if o.HistoryWait > 0 {
@@ -127,6 +143,7 @@ func Start(o Options) (s *Server, stop func()) {
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: history,
+		srv:     srv,
 	}, stop
 }
 
