@@ -22,6 +22,12 @@
 //
 // -pin-emulator gives DynamoDB Local a CPU of its own (see pinEmulator).
 //
+// -instances N starts N ledgerd on the one DynamoDB, behind the load tool
+// as their round-robin load balancer (balancer), and reports each one's
+// part from its /metrics; -affinity gives them their peers; -compare
+// measures one instance, N, and N with affinity, in turn; -kill-one
+// SIGKILLs one mid-measurement (fleetRun).
+//
 // Then it checks the invariants over everything sent to ledgerd, prints a
 // summary table, and writes the report as JSON and HTML into -out. A
 // violation, or a run of ledgerd with no mutation acknowledged, exits 1.
