@@ -34,6 +34,8 @@ func writeDevEnv(path string, e devEnv) error {
 	if e.dev != nil {
 		export("TOKEN", e.dev.ServiceToken)
 		export("ADMIN_TOKEN", e.dev.AdminToken)
+		// What a second ledgerd beside it needs to forward to it (-peers).
+		export("LEDGER_PEER_TOKEN", e.dev.PeerToken)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

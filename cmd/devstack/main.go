@@ -215,10 +215,16 @@ func dynamoDBPort(getenv func(string) string, logf func(string, ...any)) (int, e
 // them after).
 func devCredentials(dir string, logf func(string, ...any)) (auth.DevCredentials, error) {
 	d, err := auth.ReadDevDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		d = auth.GenerateDev()
 		if _, err = d.WriteDir(dir); err == nil {
 			logf("made local dev credentials in %s/ (keep them out of git; /.local/ is ignored)", dir)
+		}
+	case err == nil && d.PeerToken == "": // made before there were peers
+		d.AddPeer()
+		if _, err = d.WriteDir(dir); err == nil {
+			logf("added a peer token to the local dev credentials in %s/", dir)
 		}
 	}
 	if err != nil {

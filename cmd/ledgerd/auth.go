@@ -139,8 +139,8 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	file := fs.String("auth-file", getenv("LEDGER_AUTH_FILE"), "credentials file whose first user token key signs (LEDGER_AUTH_FILE)")
 	user := fs.String("user", "", "mint a user token for this user id")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the user token, at most -user-token-max-lifetime")
-	newToken := fs.String("new", "", "instead: print a new random service or admin token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
-	name := fs.String("name", "", "with -new service|admin: the token's name in the credentials file")
+	newToken := fs.String("new", "", "instead: print a new random service, admin or peer token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
+	name := fs.String("name", "", "with -new service|admin|peer: the token's name in the credentials file")
 	var maxLifetime time.Duration
 	if err := userTokenMaxLifetimeFlag(fs, getenv, &maxLifetime); err != nil {
 		return err
@@ -153,7 +153,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	case "key":
 		fmt.Fprintln(stdout, auth.NewKey())
 		return nil
-	case string(auth.RoleService), string(auth.RoleAdmin):
+	case string(auth.RoleService), string(auth.RoleAdmin), string(auth.RolePeer):
 		if *name == "" {
 			return errors.New("-new " + *newToken + " needs -name")
 		}
@@ -163,7 +163,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			*name, *newToken, auth.HashToken(secret))
 		return nil
 	default:
-		return fmt.Errorf("-new %q: want service, admin or key", *newToken)
+		return fmt.Errorf("-new %q: want service, admin, peer or key", *newToken)
 	}
 	if *user == "" {
 		return errors.New("give -user (or -new)")

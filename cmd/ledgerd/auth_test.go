@@ -135,14 +135,18 @@ func TestTokenCommand(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"token", "-new", "service", "-name", "checkout"}, none, &out, &errOut); err != nil {
-		t.Fatal(err)
+	for _, role := range []string{"service", "peer"} {
+		out.Reset()
+		errOut.Reset()
+		if err := run(context.Background(), []string{"token", "-new", role, "-name", "n"}, none, &out, &errOut); err != nil {
+			t.Fatal(err)
+		}
+		secret := strings.TrimSpace(out.String())
+		if !strings.Contains(errOut.String(), auth.HashToken(secret)) || !strings.Contains(errOut.String(), `"role": "`+role+`"`) {
+			t.Errorf("-new %s printed %q and %q: want the token and its credentials entry", role, secret, errOut.String())
+		}
 	}
-	secret := strings.TrimSpace(out.String())
-	if !strings.Contains(errOut.String(), auth.HashToken(secret)) || !strings.Contains(errOut.String(), `"role": "service"`) {
-		t.Errorf("-new service printed %q and %q: want the token and its credentials entry", secret, errOut.String())
-	}
-	for _, args := range [][]string{{"token"}, {"token", "-user", "alice"}, {"token", "-new", "user"}, {"token", "-new", "admin"}} {
+	for _, args := range [][]string{{"token"}, {"token", "-user", "alice"}, {"token", "-new", "user"}, {"token", "-new", "admin"}, {"token", "-new", "peer"}} {
 		if err := run(context.Background(), args, none, &out, &errOut); err == nil {
 			t.Errorf("ledgerd %v succeeded", args)
 		}

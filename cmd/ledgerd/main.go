@@ -46,8 +46,8 @@ commands:
             clean, 1 on findings, 2 when it could not finish
   expire    run the expiry sweeper alone (serve runs one too), or one pass
             with -once
-  token     mint a user token (-user U), or make a new service/admin
-            token or signing key (-new service|admin|key)
+  token     mint a user token (-user U), or make a new service/admin/peer
+            token or signing key (-new service|admin|peer|key)
   version   print the version
 
 Run 'ledgerd <command> -h' for the flags; every flag can also be set by its

@@ -66,14 +66,15 @@ func ledgerdBinary(t *testing.T) string {
 // ledgerdProcess is the real binary, built from this package and serving
 // against the test binary's DynamoDB Local.
 type ledgerdProcess struct {
-	addr    string
-	opsAddr string // its operations listener
-	bin     string
-	env     []string
-	prefix  string // of the tables
-	cmd     *exec.Cmd
-	out     *dynamolocal.Output // its stdout and stderr
-	creds   auth.DevCredentials // its auth file: LEDGER_AUTH_FILE in env
+	addr     string
+	opsAddr  string // its operations listener
+	bin      string
+	env      []string
+	prefix   string // of the tables
+	insecure bool   // -insecure-dev: no credentials
+	cmd      *exec.Cmd
+	out      *dynamolocal.Output // its stdout and stderr
+	creds    auth.DevCredentials // its auth file: LEDGER_AUTH_FILE in env
 }
 
 // ledgerClient calls p's LedgerService as a trusted service.
@@ -93,6 +94,16 @@ func startLedgerd(t *testing.T, extraEnv ...string) *ledgerdProcess {
 // -insecure-dev.
 func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
+	p := newLedgerd(t, insecure, extraEnv...)
+	p.start(t)
+	return p
+}
+
+// newLedgerd makes ready a ledgerd of a deployment of its own: its tables
+// migrated, fresh credentials (or none, insecure), its environment, a free
+// port; start serves it.
+func newLedgerd(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess {
+	t.Helper()
 	emu := dynamotest.Emulator(t)
 	bin := ledgerdBinary(t)
 	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "_"
@@ -101,14 +112,12 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 	if err := os.WriteFile(authFile, creds.Credentials.JSON(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Port 0: tests run side by side, each ledgerd with its own.
-	serveArgs := []string{"serve", "-ops-listen", "127.0.0.1:0", "-listen"}
 	if insecure {
 		authFile = ""
-		serveArgs = []string{"serve", "-insecure-dev", "-ops-listen", "127.0.0.1:0", "-listen"}
 	}
 	env := append(os.Environ(),
 		"LEDGER_AUTH_FILE="+authFile,
+		"LEDGER_PEER_TOKEN="+creds.PeerToken, // only read with -peers
 		"LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint,
 		"LEDGER_TABLE_PREFIX="+prefix,
 		"LEDGER_LOG_FORMAT=text",
@@ -121,13 +130,33 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 			t.Fatalf("ledgerd migrate: %v\n%s", err, out)
 		}
 	}
+	p := &ledgerdProcess{bin: bin, env: env, prefix: prefix, insecure: insecure, creds: creds}
+	return p.another(t)
+}
+
+// another is one more ledgerd of p's deployment: the same tables,
+// credentials and environment, on a free port of its own.
+func (p *ledgerdProcess) another(t *testing.T) *ledgerdProcess {
+	t.Helper()
 	port, err := dynamolocal.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: bin, env: env, prefix: prefix, out: &dynamolocal.Output{}, creds: creds}
-	p.cmd = exec.Command(bin, append(serveArgs, p.addr)...)
-	p.cmd.Env = env
+	return &ledgerdProcess{addr: fmt.Sprintf("127.0.0.1:%d", port), bin: p.bin, env: p.env, prefix: p.prefix,
+		insecure: p.insecure, out: &dynamolocal.Output{}, creds: p.creds}
+}
+
+// start serves p, with args added to serve's, until the test ends, and
+// waits until it is healthy.
+func (p *ledgerdProcess) start(t *testing.T, args ...string) {
+	t.Helper()
+	// Port 0: tests run side by side, each ledgerd with its own.
+	serveArgs := []string{"serve", "-ops-listen", "127.0.0.1:0"}
+	if p.insecure {
+		serveArgs = append(serveArgs, "-insecure-dev")
+	}
+	p.cmd = exec.Command(p.bin, append(append(serveArgs, args...), "-listen", p.addr)...)
+	p.cmd.Env = p.env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -136,7 +165,7 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 		_ = p.cmd.Process.Kill()
 		_ = p.cmd.Wait()
 		if t.Failed() {
-			t.Logf("ledgerd output:\n%s", p.out)
+			t.Logf("ledgerd %s output:\n%s", p.addr, p.out)
 		}
 	})
 	deadline := time.Now().Add(2 * time.Minute) // bounds a hang; says nothing about speed
@@ -147,7 +176,7 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 			if res.StatusCode == http.StatusOK {
 				// The operations listener is bound before the API's port serves.
 				p.opsAddr = opsAddr(t, p.out.String())
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {

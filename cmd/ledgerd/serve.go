@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -50,6 +51,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		warnInsecure(ctx, log, time.Minute)
 	}
 	c.metrics = metrics.New()
+	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
+	if err != nil {
+		return err
+	}
 	parts, err := c.parts(ctx, getenv, log)
 	if err != nil {
 		return err
@@ -63,12 +68,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		sweeper = c.newSweeper(parts, c.sweep, log)
 	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
-	srv := apiServer(c.apiHandler(parts, projector, health, authn, log), log)
+	srv := apiServer(c.apiHandler(parts, projector, health, authn, peers, log), log)
 	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, log), log)
 	defer stopOps()
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
-		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit)
+		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit,
+		"peers", c.affinity.peers, "self", c.affinity.self, "forward_timeout", c.affinity.timeout)
+	if peers != nil {
+		c.metrics.WatchPeers(peers.Count)
+		// Until its first round of checks, this instance owns every user.
+		go peers.Run(ctx)
+	}
 	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
 }
 
@@ -76,11 +87,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 // its own (who may call, where operators reach it).
 type serveConfig struct {
 	Config
-	auth    authConfig
-	opsAddr string
-	expiry  api.ExpiryPolicy
-	sweeper bool
-	sweep   time.Duration // between the sweeper's passes
+	auth     authConfig
+	affinity affinityConfig
+	opsAddr  string
+	expiry   api.ExpiryPolicy
+	sweeper  bool
+	sweep    time.Duration // between the sweeper's passes
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -148,6 +160,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	if err := c.auth.flags(fs, getenv); err != nil {
 		return nil, err
 	}
+	if err := c.affinity.flags(fs, getenv); err != nil {
+		return nil, err
+	}
 	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -197,15 +212,22 @@ func (p *ports) close() {
 }
 
 // apiHandler is what the API's port serves: the ledger and admin services,
-// the health checks, and nothing else.
-func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator, log *slog.Logger) http.Handler {
+// the health checks (and the peers', with peers), and nothing else.
+func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator,
+	peers *affinity.Peers, log *slog.Logger,
+) http.Handler {
 	// Every RPC is authenticated (and rate limited per caller) before its
-	// body is read; the interceptor then checks the user id it acts for.
+	// body is read; the interceptor then checks the user id it acts for,
+	// and only then may a mutation be forwarded to its user's owner.
 	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
 	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
+	mux := http.NewServeMux()
+	if peers != nil {
+		options = append(options, connect.WithInterceptors(peers.Forwarder()))
+		mux.Handle("GET "+affinity.HealthPath, peers.Handler(peerOnly(authn), health.Ping))
+	}
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 
-	mux := http.NewServeMux()
 	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
 	service.SetExpiryPolicy(c.expiry)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)

@@ -221,6 +221,11 @@ func TestRolesPerProcedure(t *testing.T) {
 			"Authorize": ok, "Void": ok, "ListHolds": ok,
 		}},
 		{"user bob, for alice", s.userToken(t, "bob", time.Hour), map[string]connect.Code{}},
+		// Another instance forwarding a mutation to alice's owner: the
+		// mutations that queue per user, and nothing else.
+		{"peer", s.creds.PeerToken, map[string]connect.Code{
+			"Grant": ok, "Purchase": ok, "Refund": ok, "Authorize": ok, "Capture": ok, "Void": ok, "Adjust": ok,
+		}},
 		{"no token", "", allCodes(unauth)},
 		{"expired user token", expired, allCodes(unauth)},
 		{"unknown opaque token", auth.NewSecret(), allCodes(unauth)},
@@ -434,5 +439,58 @@ func TestRateLimitPerCaller(t *testing.T) {
 	alice, _ := s.clients(s.userToken(t, "alice", time.Hour))
 	if _, err := alice.GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"})); err != nil {
 		t.Errorf("another caller, with a full bucket: %v", err)
+	}
+	// A peer forwards the calls of every caller of its instance, which
+	// limited each of them: it has no bucket of its own to empty.
+	peer, _ := s.clients(creds.PeerToken)
+	for i := range 10 {
+		if _, err := peer.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: fmt.Sprint("peer-g", i)})); err != nil {
+			t.Fatalf("grant %d forwarded by a peer: %v", i, err)
+		}
+	}
+}
+
+// A call is forwarded when a peer makes it, or, without authentication,
+// when it says so; a service that says so is not believed.
+func TestForwarded(t *testing.T) {
+	t.Parallel()
+	creds := auth.GenerateDev()
+	secure, err := auth.NewAuthenticator(creds.Credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		name   string
+		authn  *auth.Authenticator
+		token  string
+		header bool
+		want   bool
+	}{
+		{"peer", secure, creds.PeerToken, true, true},
+		{"peer without the header", secure, creds.PeerToken, false, true},
+		{"service with the header", secure, creds.ServiceToken, true, false},
+		{"insecure dev with the header", auth.InsecureDev(), "", true, true},
+		{"insecure dev without it", auth.InsecureDev(), "", false, false},
+	} {
+		var got bool
+		h := auth.Middleware(tc.authn, nil, log, http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			got = auth.Forwarded(r.Context(), r.Header)
+		}))
+		req := httptest.NewRequest(http.MethodPost, pointledgerv1connect.LedgerServicePurchaseProcedure, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		if tc.header {
+			req.Header.Set(auth.ForwardedHeader, "http://10.0.0.1:8080")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || got != tc.want {
+			t.Errorf("%s: HTTP %d, forwarded %v; want 200, %v", tc.name, rec.Code, got, tc.want)
+		}
+	}
+	if auth.Forwarded(context.Background(), http.Header{auth.ForwardedHeader: {"x"}}) {
+		t.Error("a call that did not pass the middleware is forwarded")
 	}
 }

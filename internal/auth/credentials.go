@@ -9,13 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // Credentials is the credentials file (JSON): the keys that sign user tokens
-// and the hashes of the service and admin tokens. It holds no token itself.
+// and the hashes of the service, admin and peer tokens. It holds no token itself.
 //
 //	{
 //	  "issuer": "pointledger",
@@ -34,7 +36,7 @@ type Credentials struct {
 	Tokens        []OpaqueToken `json:"tokens,omitempty"`
 }
 
-// OpaqueToken is a service or admin token, known by its SHA-256 only.
+// OpaqueToken is a service, admin or peer token, known by its SHA-256 only.
 type OpaqueToken struct {
 	Name   string `json:"name"`
 	Role   Role   `json:"role"`
@@ -86,8 +88,8 @@ func (c *Credentials) check() error {
 	}
 	names := map[string]bool{}
 	for _, t := range c.Tokens {
-		if t.Role != RoleService && t.Role != RoleAdmin {
-			return fmt.Errorf("token %q: role %q: want service or admin (user tokens are signed, not listed)", t.Name, t.Role)
+		if t.Role != RoleService && t.Role != RoleAdmin && t.Role != RolePeer {
+			return fmt.Errorf("token %q: role %q: want service, admin or peer (user tokens are signed, not listed)", t.Name, t.Role)
 		}
 		if t.Name == "" || names[t.Name] {
 			return fmt.Errorf("token %q: every token needs a name of its own", t.Name)
@@ -132,15 +134,19 @@ func HashToken(token string) string {
 }
 
 // DevCredentials are freshly generated credentials for local development and
-// tests, with their service and admin tokens in the clear.
+// tests, with their service, admin and peer tokens in the clear.
 type DevCredentials struct {
 	Credentials  *Credentials
 	ServiceToken string
 	AdminToken   string
+	// PeerToken is what the instances of one deployment send each other
+	// (LEDGER_PEER_TOKEN); "" in a folder written before peers existed.
+	PeerToken string
 }
 
 // GenerateDev makes credentials with one signing key, one service token
-// ("dev-service") and one admin token ("dev-admin").
+// ("dev-service"), one admin token ("dev-admin") and one peer token
+// ("dev-peer").
 func GenerateDev() DevCredentials {
 	d := DevCredentials{ServiceToken: NewSecret(), AdminToken: NewSecret()}
 	d.Credentials = &Credentials{
@@ -152,7 +158,17 @@ func GenerateDev() DevCredentials {
 			{Name: "dev-admin", Role: RoleAdmin, SHA256: HashToken(d.AdminToken)},
 		},
 	}
+	d.AddPeer()
 	return d
+}
+
+// AddPeer gives d a new peer token ("dev-peer", in place of one it has),
+// for credentials made before there were peers.
+func (d *DevCredentials) AddPeer() {
+	const name = "dev-peer"
+	d.PeerToken = NewSecret()
+	d.Credentials.Tokens = slices.DeleteFunc(d.Credentials.Tokens, func(t OpaqueToken) bool { return t.Name == name })
+	d.Credentials.Tokens = append(d.Credentials.Tokens, OpaqueToken{Name: name, Role: RolePeer, SHA256: HashToken(d.PeerToken)})
 }
 
 // JSON is the credentials file's content.
@@ -166,10 +182,11 @@ const (
 	DevCredentialsFile  = "credentials.json"
 	DevServiceTokenFile = "service.token"
 	DevAdminTokenFile   = "admin.token"
+	DevPeerTokenFile    = "peer.token"
 )
 
 // WriteDir writes d into dir (created, private): the credentials file and
-// the service and admin tokens, one file each. It returns the credentials
+// the service, admin and peer tokens, one file each. It returns the credentials
 // file's path.
 func (d DevCredentials) WriteDir(dir string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -180,6 +197,9 @@ func (d DevCredentials) WriteDir(dir string) (string, error) {
 		DevServiceTokenFile: []byte(d.ServiceToken + "\n"),
 		DevAdminTokenFile:   []byte(d.AdminToken + "\n"),
 	}
+	if d.PeerToken != "" {
+		files[DevPeerTokenFile] = []byte(d.PeerToken + "\n")
+	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			return "", err
@@ -188,7 +208,8 @@ func (d DevCredentials) WriteDir(dir string) (string, error) {
 	return filepath.Join(dir, DevCredentialsFile), nil
 }
 
-// ReadDevDir reads what WriteDir wrote.
+// ReadDevDir reads what WriteDir wrote. A folder written before peers
+// existed has no peer token: PeerToken is "" (see AddPeer).
 func ReadDevDir(dir string) (DevCredentials, error) {
 	var d DevCredentials
 	c, err := LoadCredentials(filepath.Join(dir, DevCredentialsFile))
@@ -202,6 +223,13 @@ func ReadDevDir(dir string) (DevCredentials, error) {
 			return d, err
 		}
 		*to = strings.TrimSpace(string(b))
+	}
+	b, err := os.ReadFile(filepath.Join(dir, DevPeerTokenFile))
+	switch {
+	case err == nil:
+		d.PeerToken = strings.TrimSpace(string(b))
+	case !errors.Is(err, fs.ErrNotExist):
+		return d, err
 	}
 	return d, nil
 }

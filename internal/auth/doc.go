@@ -15,6 +15,13 @@
 //     and history, and purchase for itself; nothing else. Not refund: a
 //     refund is the shop's decision (service), else a user could undo a
 //     purchase and keep the goods.
+//   - peer: an opaque secret like a service token, which the instances of
+//     one deployment send each other when one forwards a mutation to the
+//     instance that owns its user (package affinity). May call the
+//     mutations that queue per user (Grant, Purchase, Refund, Authorize,
+//     Capture, Void, Adjust) for any user, and is not rate limited: the
+//     instance it came through authenticated, authorized and limited the
+//     caller. A peer's call is never forwarded again (Forwarded).
 //
 // Invariants: no secret is compiled in; opaque tokens are compared by hash
 // in constant time; a procedure missing from the policy is refused; the

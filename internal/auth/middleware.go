@@ -15,7 +15,7 @@ import (
 const errorDomain = "pointledger.v1"
 
 // Middleware authenticates, checks the role and applies the rate limit
-// before the request body is read, then passes the identity on in the
+// (not to peers) before the request body is read, then passes the identity on in the
 // context. It answers refusals in the caller's protocol (Connect, gRPC or
 // gRPC-Web). opts are the handlers' options (their codecs tell the protocols
 // apart). limiter may be nil (no limit). Refusals are logged at info, like
@@ -28,7 +28,9 @@ func Middleware(a *Authenticator, limiter *Limiter, log *slog.Logger, next http.
 			// The path of an RPC is /package.Service/Method: the procedure.
 			err = allowProcedure(id, "/"+strings.TrimPrefix(r.URL.Path, "/"))
 		}
-		if err == nil && !limiter.Allow(id) {
+		// A peer's calls were limited where their callers called; its one
+		// bucket would be every caller of that instance at once.
+		if err == nil && id.Role != RolePeer && !limiter.Allow(id) {
 			err = rateLimited
 		}
 		if err != nil {
@@ -43,6 +45,19 @@ func Middleware(a *Authenticator, limiter *Limiter, log *slog.Logger, next http.
 		}
 		next.ServeHTTP(w, r.WithContext(WithIdentity(r.Context(), id)))
 	})
+}
+
+// ForwardedHeader marks a call that another instance forwarded to the
+// user's owner (package affinity); its value names the sender, for logs.
+const ForwardedHeader = "Pointledger-Forwarded"
+
+// Forwarded reports whether the call of ctx, with request header h, was
+// forwarded by another instance: its caller is a peer, or, on a server
+// without authentication (-insecure-dev), where every caller may act as a
+// peer, it carries ForwardedHeader. Such a call is never forwarded again.
+func Forwarded(ctx context.Context, h http.Header) bool {
+	id, ok := IdentityFrom(ctx)
+	return ok && (id.Role == RolePeer || id.Role == roleInsecureDev && h.Get(ForwardedHeader) != "")
 }
 
 var rateLimited = &authError{reason: ReasonRateLimited, msg: "rate limit exceeded; retry later"}

@@ -9,28 +9,34 @@ type rule struct {
 	service bool // any user
 	admin   bool // any user
 	user    bool // only for the user id of the token
+	// peer: forwarded by another ledgerd to the user's owner, for any
+	// user; the caller was checked where it called.
+	peer bool
 }
 
 // policy is the access table. A procedure not in it is refused to everyone.
+// The peer role may call exactly the mutations that go through a user's
+// queue of the write path, which are what an instance forwards to the
+// user's owner (package affinity); SetAccountStatus does not queue.
 // Refund is the service's alone: a refund is the shop's decision, not the
 // buyer's, or a user could undo any purchase of its own and keep the goods;
 // an admin gives points back through Adjust, with a reason.
 var policy = map[string]rule{
-	pointledgerv1connect.LedgerServiceGrantProcedure:       {service: true},
-	pointledgerv1connect.LedgerServicePurchaseProcedure:    {service: true, user: true},
-	pointledgerv1connect.LedgerServiceRefundProcedure:      {service: true},
+	pointledgerv1connect.LedgerServiceGrantProcedure:       {service: true, peer: true},
+	pointledgerv1connect.LedgerServicePurchaseProcedure:    {service: true, user: true, peer: true},
+	pointledgerv1connect.LedgerServiceRefundProcedure:      {service: true, peer: true},
 	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true},
 	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true},
 	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true},
 	// A user holds its own points at a checkout and may let go of its own
 	// holds; capturing is the shop's decision. An admin may read and void.
-	pointledgerv1connect.LedgerServiceAuthorizeProcedure: {service: true, user: true},
-	pointledgerv1connect.LedgerServiceCaptureProcedure:   {service: true},
-	pointledgerv1connect.LedgerServiceVoidProcedure:      {service: true, admin: true, user: true},
+	pointledgerv1connect.LedgerServiceAuthorizeProcedure: {service: true, user: true, peer: true},
+	pointledgerv1connect.LedgerServiceCaptureProcedure:   {service: true, peer: true},
+	pointledgerv1connect.LedgerServiceVoidProcedure:      {service: true, admin: true, user: true, peer: true},
 	pointledgerv1connect.LedgerServiceListHoldsProcedure: {service: true, admin: true, user: true},
 
 	pointledgerv1connect.AdminServiceReconcileProcedure:           {admin: true},
-	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true},
+	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true, peer: true},
 	pointledgerv1connect.AdminServiceSetAccountStatusProcedure:    {admin: true},
 	pointledgerv1connect.AdminServiceRebuildProjectionProcedure:   {admin: true},
 	pointledgerv1connect.AdminServiceGetProjectionStatusProcedure: {admin: true},
@@ -42,7 +48,8 @@ func allowProcedure(id Identity, procedure string) error {
 	if !ok {
 		return denied(ReasonRoleDenied, "no role may call "+procedure)
 	}
-	if id.Role == roleInsecureDev || (r.service && id.is(RoleService)) || (r.admin && id.is(RoleAdmin)) || (r.user && id.Role == RoleUser) {
+	if id.Role == roleInsecureDev || (r.service && id.is(RoleService)) || (r.admin && id.is(RoleAdmin)) || (r.user && id.Role == RoleUser) ||
+		(r.peer && id.Role == RolePeer) {
 		return nil
 	}
 	return denied(ReasonRoleDenied, "role "+string(id.Role)+" may not call "+procedure)
@@ -65,3 +72,7 @@ func allowMessage(id Identity, procedure string, msg any) error {
 	}
 	return nil
 }
+
+// PeerMayCall reports whether the peer role may call procedure: whether it
+// is a mutation that one instance forwards to the user's owner.
+func PeerMayCall(procedure string) bool { return policy[procedure].peer }

@@ -22,6 +22,10 @@ const (
 	RoleService Role = "service"
 	RoleUser    Role = "user"
 	RoleAdmin   Role = "admin"
+	// RolePeer is another ledgerd of the deployment forwarding a mutation
+	// to the instance that owns its user (package affinity): the caller
+	// was authenticated and authorized by the instance it reached first.
+	RolePeer Role = "peer"
 	// roleInsecureDev is every caller of a server started with
 	// -insecure-dev: it may do what service and admin may.
 	roleInsecureDev Role = "insecure-dev"

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +26,7 @@ func TestParseCredentialsRefusesWhatCouldNotWork(t *testing.T) {
 		{"nobody", `{"issuer":"i","audience":"a"}`, "nobody could call"},
 		{"short key", `{"issuer":"i","audience":"a","user_token_keys":["c2hvcnQ="]}`, "at least 32"},
 		{"not base64", `{"issuer":"i","audience":"a","user_token_keys":["!!"]}`, "not base64"},
-		{"user role listed", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"user","sha256":"` + hash + `"}]}`, "want service or admin"},
+		{"user role listed", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"user","sha256":"` + hash + `"}]}`, "want service, admin or peer"},
 		{"bad hash", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"admin","sha256":"abc"}]}`, "64 hex"},
 		{"same name", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"admin","sha256":"` + hash + `"},{"name":"n","role":"service","sha256":"` + hash + `"}]}`, "name of its own"},
 		{"misspelt field", `{"issuer":"i","audience":"a","user_token_key":["x"]}`, "unknown field"},
@@ -182,6 +184,7 @@ func TestOpaqueTokens(t *testing.T) {
 	for token, want := range map[string]auth.Identity{
 		d.ServiceToken: {Role: auth.RoleService, Subject: "dev-service"},
 		d.AdminToken:   {Role: auth.RoleAdmin, Subject: "dev-admin"},
+		d.PeerToken:    {Role: auth.RolePeer, Subject: "dev-peer"},
 	} {
 		if id, err := a.Authenticate("bearer " + token); err != nil || id != want {
 			t.Errorf("%s: %v, %v; want %v", want.Subject, id, err, want)
@@ -203,8 +206,25 @@ func TestDevCredentialsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := auth.ReadDevDir(dir)
-	if err != nil || got.ServiceToken != d.ServiceToken || got.AdminToken != d.AdminToken || got.Credentials.UserTokenKeys[0] != d.Credentials.UserTokenKeys[0] {
+	if err != nil || got.ServiceToken != d.ServiceToken || got.AdminToken != d.AdminToken || got.PeerToken != d.PeerToken ||
+		got.Credentials.UserTokenKeys[0] != d.Credentials.UserTokenKeys[0] {
 		t.Errorf("read back %+v, %v; want what was written", got, err)
+	}
+	// A folder from before peers: no peer token, until one is added.
+	if err := os.Remove(filepath.Join(dir, auth.DevPeerTokenFile)); err != nil {
+		t.Fatal(err)
+	}
+	old, err := auth.ReadDevDir(dir)
+	if err != nil || old.PeerToken != "" {
+		t.Fatalf("a folder without %s: %+v, %v; want it read, without a peer token", auth.DevPeerTokenFile, old, err)
+	}
+	old.AddPeer()
+	a, err := auth.NewAuthenticator(old.Credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := a.Authenticate("Bearer " + old.PeerToken); err != nil || id.Role != auth.RolePeer {
+		t.Errorf("the peer token added: %v, %v; want role peer", id, err)
 	}
 }
 

@@ -2,7 +2,9 @@
 // the API's requests (by procedure and Connect code, and their latency), the
 // write path (group sizes, retries, TransactionConflicts, through the
 // dynamo.Observer hook), every DynamoDB call (by operation and outcome,
-// through an AWS SDK middleware) and the projection (lag, entries applied).
+// through an AWS SDK middleware), the projection (lag, entries applied) and
+// user affinity (calls forwarded to their user's owner, failures,
+// fallbacks, peers live, through the affinity.Observer hook).
 //
 // Every name starts with pointledger_; the domain packages know nothing of
 // Prometheus.
@@ -22,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 )
@@ -37,9 +40,15 @@ type Metrics struct {
 	conflicts       prometheus.Counter
 	dynamoCalls     *prometheus.CounterVec
 	dynamoDuration  *prometheus.HistogramVec
+	forwarded       *prometheus.CounterVec
+	forwardFailures *prometheus.CounterVec
+	fallbacks       *prometheus.CounterVec
 }
 
-var _ dynamo.Observer = (*Metrics)(nil)
+var (
+	_ dynamo.Observer   = (*Metrics)(nil)
+	_ affinity.Observer = (*Metrics)(nil)
+)
 
 // New returns the metrics, registered with a new registry that also holds
 // the Go runtime's and the process's.
@@ -77,11 +86,24 @@ func New() *Metrics {
 			Help:    "Time of a DynamoDB call (with the SDK's own retries), by operation.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"operation"}),
+		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pointledger_forwarded_total",
+			Help: "Mutations sent to the instance that owns their user, which answered them (a refusal too), by procedure.",
+		}, []string{"procedure"}),
+		forwardFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pointledger_forward_failures_total",
+			Help: "Mutations sent to their user's owner that got no answer, by reason: unreachable, timeout, refused (the peer token).",
+		}, []string{"reason"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pointledger_forward_fallbacks_total",
+			Help: "Mutations committed by this instance after their user's owner gave no answer, by procedure.",
+		}, []string{"procedure"}),
 	}
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.dynamoCalls, m.dynamoDuration,
+		m.forwarded, m.forwardFailures, m.fallbacks,
 	)
 	return m
 }
@@ -103,6 +125,31 @@ func (m *Metrics) Retried(reason string) {
 	if reason == dynamo.RetryTransactionConflict {
 		m.conflicts.Inc()
 	}
+}
+
+// Forwarded implements affinity.Observer.
+func (m *Metrics) Forwarded(procedure string) { m.forwarded.WithLabelValues(procedure).Inc() }
+
+// ForwardFailed implements affinity.Observer.
+func (m *Metrics) ForwardFailed(_, reason string) { m.forwardFailures.WithLabelValues(reason).Inc() }
+
+// FellBack implements affinity.Observer.
+func (m *Metrics) FellBack(procedure string) { m.fallbacks.WithLabelValues(procedure).Inc() }
+
+// WatchPeers exports how many of the deployment's instances this one sees
+// live (itself included) and down.
+func (m *Metrics) WatchPeers(count func() (live, down int)) {
+	gauge := func(state string, pick func(live, down int) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "pointledger_peers",
+			Help:        "Instances of the deployment this one sees, by state: live (itself included; they own users) or down.",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 { return float64(pick(count())) })
+	}
+	m.registry.MustRegister(
+		gauge("live", func(live, _ int) int { return live }),
+		gauge("down", func(_, down int) int { return down }),
+	)
 }
 
 // WatchProjector exports the status of the projector running in this

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 )
 
@@ -49,5 +50,43 @@ func TestOutcome(t *testing.T) {
 		if got := outcome(tt.err); got != tt.want {
 			t.Errorf("outcome(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+func TestAffinity(t *testing.T) {
+	t.Parallel()
+	m := New()
+	const purchase = "/pointledger.v1.LedgerService/Purchase"
+	m.Forwarded(purchase)
+	m.Forwarded(purchase)
+	m.ForwardFailed(purchase, affinity.FailUnreachable)
+	m.FellBack(purchase)
+	live, down := 2, 1
+	m.WatchPeers(func() (int, int) { return live, down })
+	for name, c := range map[string]struct {
+		got, want float64
+	}{
+		"forwarded":   {testutil.ToFloat64(m.forwarded.WithLabelValues(purchase)), 2},
+		"unreachable": {testutil.ToFloat64(m.forwardFailures.WithLabelValues(affinity.FailUnreachable)), 1},
+		"fallbacks":   {testutil.ToFloat64(m.fallbacks.WithLabelValues(purchase)), 1},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", name, c.got, c.want)
+		}
+	}
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() == "pointledger_peers" {
+			for _, s := range f.GetMetric() {
+				peers[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+			}
+		}
+	}
+	if peers["live"] != 2 || peers["down"] != 1 {
+		t.Errorf("pointledger_peers = %v, want live 2 and down 1", peers)
 	}
 }

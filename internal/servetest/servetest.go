@@ -46,6 +46,12 @@ type Options struct {
 	Limiter *auth.Limiter
 	// MaxHolds bounds each account's open holds; 0: the default.
 	MaxHolds int
+	// Interceptors go after auth's, where `ledgerd serve` puts affinity's
+	// forwarder.
+	Interceptors []connect.Interceptor
+	// Routes are more handlers on the API's port, by pattern (a peer
+	// health endpoint).
+	Routes map[string]http.Handler
 }
 
 // Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
@@ -60,7 +66,13 @@ type Server struct {
 
 	Store   *memory.Store
 	History *memory.History // follows Store
+
+	srv *httptest.Server
 }
+
+// Close stops serving, as a crashed instance would; the test's end does
+// it too.
+func (s *Server) Close() { s.srv.Close() }
 
 // New serves ledgerd's API on a fresh store, until the test ends.
 func New(tb testing.TB, o Options) *Server {
@@ -77,7 +89,11 @@ func New(tb testing.TB, o Options) *Server {
 		options = append(options, connect.WithInterceptors(auth.Interceptor()))
 		protect = func(h http.Handler) http.Handler { return auth.Middleware(o.Auth, o.Limiter, log, h, options...) }
 	}
+	options = append(options, connect.WithInterceptors(o.Interceptors...))
 	mux := http.NewServeMux()
+	for pattern, h := range o.Routes {
+		mux.Handle(pattern, h)
+	}
 	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
 	service.SetExpiryPolicy(o.Expiry)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
@@ -108,6 +124,7 @@ func New(tb testing.TB, o Options) *Server {
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: history,
+		srv:     srv,
 	}
 }
 
