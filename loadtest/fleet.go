@@ -36,10 +36,11 @@ type instance struct {
 
 // fleetOptions say how to start a fleet.
 type fleetOptions struct {
-	bin       string   // the ledgerd binary
-	instances int      // how many
-	affinity  bool     // each told of its peers, so that a user's mutations go to one owner
-	args      []string // added to every serve's flags
+	bin       string        // the ledgerd binary
+	instances int           // how many
+	affinity  bool          // each told of its peers, so that a user's mutations go to one owner
+	health    time.Duration // with affinity: how often the instances check each other (-peer-health-interval)
+	args      []string      // added to every serve's flags
 }
 
 // startFleet migrates e's tables and starts o.instances ledgerd serve on
@@ -48,7 +49,9 @@ type fleetOptions struct {
 func startFleet(ctx context.Context, o fleetOptions, e *env) (*fleet, error) {
 	creds := auth.GenerateDev()
 	environ := append(os.Environ(), e.ledgerdEnv()...)
-	environ = append(environ, "LEDGER_LOG_LEVEL=warn", "LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()))
+	environ = append(environ, "LEDGER_LOG_LEVEL=warn", "LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()),
+		"LEDGER_PEER_TOKEN="+creds.PeerToken) // what -peers needs; unused without
+
 	migrate := exec.CommandContext(ctx, o.bin, "migrate")
 	migrate.Env = environ
 	if out, err := migrate.CombinedOutput(); err != nil {
@@ -75,6 +78,9 @@ func startFleet(ctx context.Context, o fleetOptions, e *env) (*fleet, error) {
 		args := append([]string{"serve", "-listen", addrs[2*i], "-ops-listen", addrs[2*i+1]}, o.args...)
 		if o.affinity {
 			args = append(args, f.peerArgs(i)...)
+			if o.health > 0 {
+				args = append(args, "-peer-health-interval", o.health.String())
+			}
 		}
 		in.cmd = exec.Command(o.bin, args...)
 		in.cmd.Env, in.cmd.Stderr = environ, prefixed(os.Stderr, in.name+": ")

@@ -11,10 +11,11 @@ import (
 	"github.com/pointledger/pointledger/internal/dynamotest"
 )
 
-// Two ledgerd on one DynamoDB (the test binary's DynamoDB Local, through
-// -dynamodb-endpoint), one of them SIGKILLed mid-run: the load tool takes
-// it out of its rotation, the other serves every user, and the checks
-// pass. The report has both instances' figures.
+// Two ledgerd with affinity on one DynamoDB (the test binary's DynamoDB
+// Local, through -dynamodb-endpoint), one of them SIGKILLed mid-run: the
+// load tool takes it out of its rotation, the other serves every user, and
+// the checks pass. The report has both instances' figures, forwarding
+// included.
 func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ledgerd and runs two of them for a few seconds")
@@ -29,7 +30,7 @@ func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	t.Setenv("LEDGER_SWEEPER", "false")
 	out := t.TempDir()
 	ok, err := run(context.Background(), []string{"-ledgerd", bin, "-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint,
-		"-instances", "2", "-kill-one", "1500ms", "-health-interval", "200ms",
+		"-instances", "2", "-affinity", "-kill-one", "1500ms", "-health-interval", "200ms",
 		"-scenario", "uniform", "-users", "20", "-concurrency", "8", "-warmup", "1s", "-duration", "4s",
 		"-baselines=false", "-out", out})
 	if err != nil {
@@ -48,8 +49,8 @@ func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	if diff := f.Total.OK - rep.Runs[0].OK; f.Instances != 2 || len(f.PerInstance) != 2 || diff < -8 || diff > 8 {
 		t.Errorf("fleet = %+v, want 2 instances whose acknowledgements add up to about the run's %d", f, rep.Runs[0].OK)
 	}
-	if f.Total.Committed == 0 || f.Total.Groups == 0 {
-		t.Errorf("total = %+v, want the write path's commits from /metrics", f.Total)
+	if f.Total.Committed == 0 || f.Total.Groups == 0 || f.Total.Forwarded == 0 {
+		t.Errorf("total = %+v, want the write path's commits and forwards from /metrics", f.Total)
 	}
 	k := f.Kill
 	if k == nil || k.TakenOutAfterMS < 0 || k.ServedLater == 0 || len(k.Late) != 0 {

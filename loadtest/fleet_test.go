@@ -44,6 +44,13 @@ pointledger_write_retries_total{reason="transaction_conflict"} 4
 pointledger_write_retries_total{reason="version_moved"} 2
 # TYPE pointledger_requests_total counter
 pointledger_requests_total{code="ok",procedure="/pointledger.v1.LedgerService/Purchase"} 100
+# TYPE pointledger_forwarded_total counter
+pointledger_forwarded_total{procedure="/pointledger.v1.LedgerService/Purchase"} 7
+pointledger_forwarded_total{procedure="/pointledger.v1.LedgerService/Grant"} 1
+# TYPE pointledger_forward_failures_total counter
+pointledger_forward_failures_total{reason="unreachable"} 2
+# TYPE pointledger_forward_fallbacks_total counter
+pointledger_forward_fallbacks_total{procedure="/pointledger.v1.LedgerService/Purchase"} 2
 `
 
 func TestAWritePathIsWhatItsMetricsCountedMeanwhile(t *testing.T) {
@@ -66,6 +73,9 @@ func TestAWritePathIsWhatItsMetricsCountedMeanwhile(t *testing.T) {
 	}
 	if want := map[string]int64{"transaction_conflict": 3, "version_moved": 2}; !maps.Equal(fig.Retries, want) {
 		t.Errorf("retries = %v, want %v", fig.Retries, want)
+	}
+	if fig.Forwarded != 8 || fig.FellBack != 2 || !maps.Equal(fig.ForwardFailures, map[string]int64{"unreachable": 2}) {
+		t.Errorf("forwarding = %d forwarded, %v failed, %d fell back; want 8, unreachable=2, 2", fig.Forwarded, fig.ForwardFailures, fig.FellBack)
 	}
 	if got := groupList(fig.GroupSizes); got != "1:1 3-4:2 33-48:2" {
 		t.Errorf("groupList = %q", got)

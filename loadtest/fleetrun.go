@@ -226,6 +226,13 @@ func instanceFigures(name string, n targetCounts, w writePath, durationS float64
 	for reason, k := range w.retries {
 		fig.Retries[reason] = int64(k)
 	}
+	fig.Forwarded, fig.FellBack = int64(w.forwarded), int64(w.fellBack)
+	if len(w.forwardFailed) > 0 {
+		fig.ForwardFailures = map[string]int64{}
+		for reason, k := range w.forwardFailed {
+			fig.ForwardFailures[reason] = int64(k)
+		}
+	}
 	return fig
 }
 

@@ -281,5 +281,5 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{if .OK}}<p class="good">0 violations</p>{{else}}<p class="bad">{{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}</p>
 <ul>{{range .Violations}}<li class="bad">{{.}}</li>{{end}}</ul>{{end}}
 {{end}}</body></html>
-{{define "instance"}}<tr><td>{{.Name}}</td><td>{{.Calls}}</td><td>{{.OK}}</td><td>{{printf "%.0f" .Purchases}}</td><td>{{.Committed}}</td><td>{{.Groups}}</td><td>{{printf "%.1f" .MeanGroup}}</td><td>{{.Conflicts}}</td><td class="text">{{codes .Retries}}</td><td class="text">{{groups .GroupSizes}}</td><td class="text">{{codes .Codes}}{{with .Note}} ({{.}}){{end}}</td></tr>
+{{define "instance"}}<tr><td>{{.Name}}</td><td>{{.Calls}}</td><td>{{.OK}}</td><td>{{printf "%.0f" .Purchases}}</td><td>{{.Committed}}</td><td>{{.Groups}}</td><td>{{printf "%.1f" .MeanGroup}}</td><td>{{.Conflicts}}</td><td class="text">{{codes .Retries}}</td><td class="text">{{groups .GroupSizes}}</td><td class="text">{{codes .Codes}}{{if or .Forwarded .FellBack .ForwardFailures}}; forwarded {{.Forwarded}}, no answer {{codes .ForwardFailures}}, committed here instead {{.FellBack}}{{end}}{{with .Note}} ({{.}}){{end}}</td></tr>
 {{end}}`

@@ -235,7 +235,10 @@ func (f flags) checkFleet() error {
 
 // failoverWindow is how long after a kill the other instances may take to
 // serve every user: the load balancer's health checks' window (healthFails
-// failed checks, and one more interval for the check in flight).
+// failed checks, and one more interval for the check in flight). Under
+// affinity the instances check each other at the same interval
+// (-peer-health-interval), and one that forwards to the dead owner commits
+// the call itself at once, so the window is the same.
 func (f flags) failoverWindow() time.Duration {
 	return time.Duration(healthFails+1) * f.healthInterval
 }
@@ -504,7 +507,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 			return Run{}, err
 		}
 		defer stop()
-		o := fleetOptions{bin: r.f.ledgerd, instances: c.instances, affinity: c.affinity}
+		o := fleetOptions{bin: r.f.ledgerd, instances: c.instances, affinity: c.affinity, health: r.f.healthInterval}
 		if r.f.scenario == "checkout" {
 			// The check waits for the sweeper to release the holds the run
 			// left open: at its 15 s default it would wait longer than the

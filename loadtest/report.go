@@ -131,7 +131,13 @@ type InstanceFigures struct {
 	GroupSizes map[string]int64 `json:"group_sizes"`           // "1", "2", "3-4", ... "33-48": groups of that many mutations
 	Conflicts  int64            `json:"transaction_conflicts"` // its transactions DynamoDB cancelled for a conflict
 	Retries    map[string]int64 `json:"retries"`               // its write path's attempts tried again, by reason
-	Note       string           `json:"note,omitempty"`
+	// Under affinity: mutations it sent to their user's owner and had
+	// answered there, those the owner gave no answer to (by reason), and
+	// those it then committed itself.
+	Forwarded       int64            `json:"forwarded,omitempty"`
+	ForwardFailures map[string]int64 `json:"forward_failures,omitempty"`
+	FellBack        int64            `json:"fell_back,omitempty"`
+	Note            string           `json:"note,omitempty"`
 }
 
 // Kill is what -kill-one did and what followed.
@@ -364,6 +370,10 @@ func printFleet(w io.Writer, run string, f *Fleet) {
 	for _, in := range append(slices.Clone(f.PerInstance), f.Total) {
 		fmt.Fprintf(w, "  %-10s %8d %8d %11.0f %10d %8d %6.1f %9d  retries: %s; groups: %s; %s\n", in.Name, in.Calls, in.OK, in.Purchases,
 			in.Committed, in.Groups, in.MeanGroup, in.Conflicts, orNone(codeList(in.Retries)), orNone(groupList(in.GroupSizes)), codeList(in.Codes))
+		if f.Affinity {
+			fmt.Fprintf(w, "  %-10s forwarded to the owner %d, no answer from it %d (%s), committed here instead %d\n", "",
+				in.Forwarded, sum(in.ForwardFailures), orNone(codeList(in.ForwardFailures)), in.FellBack)
+		}
 		if in.Note != "" {
 			fmt.Fprintf(w, "  %-10s (%s)\n", "", in.Note)
 		}
@@ -395,6 +405,14 @@ func groupList(sizes map[string]int64) string {
 		parts[i] = fmt.Sprintf("%s:%d", k, sizes[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func orNone(s string) string {

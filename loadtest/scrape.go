@@ -24,6 +24,14 @@ type writePath struct {
 	sizes     map[float64]float64 // groups of at most le mutations (its cumulative buckets)
 	conflicts float64             // pointledger_transaction_conflicts_total
 	retries   map[string]float64  // pointledger_write_retries_total, by reason
+
+	// Affinity: mutations sent to their user's owner and answered there
+	// (pointledger_forwarded_total), those the owner gave no answer to, by
+	// reason (pointledger_forward_failures_total), and those committed here
+	// then (pointledger_forward_fallbacks_total).
+	forwarded     float64
+	forwardFailed map[string]float64
+	fellBack      float64
 }
 
 // scrape reads the write path's metrics from an operations listener.
@@ -49,7 +57,7 @@ func parseWritePath(r io.Reader) (writePath, error) {
 	if err != nil {
 		return writePath{}, fmt.Errorf("parse /metrics: %w", err)
 	}
-	w := writePath{sizes: map[float64]float64{}, retries: map[string]float64{}}
+	w := writePath{sizes: map[float64]float64{}, retries: map[string]float64{}, forwardFailed: map[string]float64{}}
 	if f := families["pointledger_group_commit_size"]; f != nil {
 		for _, m := range f.Metric {
 			h := m.GetHistogram()
@@ -60,17 +68,31 @@ func parseWritePath(r io.Reader) (writePath, error) {
 			}
 		}
 	}
-	if f := families["pointledger_transaction_conflicts_total"]; f != nil {
-		for _, m := range f.Metric {
-			w.conflicts += m.GetCounter().GetValue()
-		}
-	}
+	w.conflicts = counterSum(families["pointledger_transaction_conflicts_total"])
 	if f := families["pointledger_write_retries_total"]; f != nil {
 		for _, m := range f.Metric {
 			w.retries[label(m, "reason")] += m.GetCounter().GetValue()
 		}
 	}
+	w.forwarded = counterSum(families["pointledger_forwarded_total"])
+	w.fellBack = counterSum(families["pointledger_forward_fallbacks_total"])
+	if f := families["pointledger_forward_failures_total"]; f != nil {
+		for _, m := range f.Metric {
+			w.forwardFailed[label(m, "reason")] += m.GetCounter().GetValue()
+		}
+	}
 	return w, nil
+}
+
+// counterSum adds a counter family's values up, whatever their labels.
+func counterSum(f *dto.MetricFamily) float64 {
+	var n float64
+	if f != nil {
+		for _, m := range f.Metric {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
 }
 
 func label(m *dto.Metric, name string) string {
@@ -85,13 +107,20 @@ func label(m *dto.Metric, name string) string {
 // minus is what was counted after before.
 func (w writePath) minus(before writePath) writePath {
 	d := writePath{groups: w.groups - before.groups, committed: w.committed - before.committed,
-		conflicts: w.conflicts - before.conflicts, sizes: map[float64]float64{}, retries: map[string]float64{}}
+		conflicts: w.conflicts - before.conflicts, forwarded: w.forwarded - before.forwarded, fellBack: w.fellBack - before.fellBack,
+		sizes: map[float64]float64{}, retries: minusEach(w.retries, before.retries), forwardFailed: minusEach(w.forwardFailed, before.forwardFailed)}
 	for le, n := range w.sizes {
 		d.sizes[le] = n - before.sizes[le]
 	}
-	for reason, n := range w.retries {
-		if n -= before.retries[reason]; n != 0 {
-			d.retries[reason] = n
+	return d
+}
+
+// minusEach is each of a's counts less b's, those that moved.
+func minusEach(a, b map[string]float64) map[string]float64 {
+	d := map[string]float64{}
+	for k, n := range a {
+		if n -= b[k]; n != 0 {
+			d[k] = n
 		}
 	}
 	return d
@@ -100,13 +129,17 @@ func (w writePath) minus(before writePath) writePath {
 // plus adds two instances' figures up.
 func (w writePath) plus(o writePath) writePath {
 	s := writePath{groups: w.groups + o.groups, committed: w.committed + o.committed, conflicts: w.conflicts + o.conflicts,
-		sizes: map[float64]float64{}, retries: map[string]float64{}}
+		forwarded: w.forwarded + o.forwarded, fellBack: w.fellBack + o.fellBack,
+		sizes: map[float64]float64{}, retries: map[string]float64{}, forwardFailed: map[string]float64{}}
 	for _, x := range []writePath{w, o} {
 		for le, n := range x.sizes {
 			s.sizes[le] += n
 		}
 		for reason, n := range x.retries {
 			s.retries[reason] += n
+		}
+		for reason, n := range x.forwardFailed {
+			s.forwardFailed[reason] += n
 		}
 	}
 	return s
