@@ -22,6 +22,8 @@ pointledger_group_commit_size_sum 14
 pointledger_group_commit_size_count 12
 # TYPE pointledger_transaction_conflicts_total counter
 pointledger_transaction_conflicts_total 1
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 2.5
 # TYPE pointledger_write_retries_total counter
 pointledger_write_retries_total{reason="transaction_conflict"} 1
 `
@@ -39,6 +41,8 @@ pointledger_group_commit_size_sum 119
 pointledger_group_commit_size_count 17
 # TYPE pointledger_transaction_conflicts_total counter
 pointledger_transaction_conflicts_total 4
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total 12.5
 # TYPE pointledger_write_retries_total counter
 pointledger_write_retries_total{reason="transaction_conflict"} 4
 pointledger_write_retries_total{reason="version_moved"} 2
@@ -73,6 +77,9 @@ func TestAWritePathIsWhatItsMetricsCountedMeanwhile(t *testing.T) {
 	}
 	if want := map[string]int64{"transaction_conflict": 3, "version_moved": 2}; !maps.Equal(fig.Retries, want) {
 		t.Errorf("retries = %v, want %v", fig.Retries, want)
+	}
+	if fig.CPU != 1 {
+		t.Errorf("CPU = %v, want 10 s over 10 s: 1", fig.CPU)
 	}
 	if fig.Forwarded != 8 || fig.FellBack != 2 || !maps.Equal(fig.ForwardFailures, map[string]int64{"unreachable": 2}) {
 		t.Errorf("forwarding = %d forwarded, %v failed, %d fell back; want 8, unreachable=2, 2", fig.Forwarded, fig.ForwardFailures, fig.FellBack)

@@ -219,6 +219,7 @@ func instanceFigures(name string, n targetCounts, w writePath, durationS float64
 		Retries: map[string]int64{}}
 	if durationS > 0 {
 		fig.Purchases = float64(n.purchases) / durationS
+		fig.CPU = w.cpu / durationS
 	}
 	if w.groups > 0 {
 		fig.MeanGroup = w.committed / w.groups

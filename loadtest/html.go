@@ -268,7 +268,7 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{end}}</ul>{{end}}
 {{with .Fleet}}<p>{{.Instances}} instances{{if .Affinity}} with affinity{{end}}, balanced by {{.Balancer}}; the write path from each one's <code>/metrics</code>:</p>
 <table>
-<tr><th>instance</th><th>calls</th><th>ok</th><th>purchases/s</th><th>committed</th><th>groups</th><th>mean group</th><th>conflicts</th><th>retries</th><th>group sizes</th><th>outcomes</th></tr>
+<tr><th>instance</th><th>calls</th><th>ok</th><th>purchases/s</th><th>committed</th><th>groups</th><th>mean group</th><th>conflicts</th><th>CPUs</th><th>retries</th><th>group sizes</th><th>outcomes</th></tr>
 {{range .PerInstance}}{{template "instance" .}}{{end}}{{template "instance" .Total}}</table>
 {{with .Kill}}<p>SIGKILL of {{.Instance}} {{printf "%.1f" .AtS}} s into the measurement: {{if ge .TakenOutAfterMS 0.0}}taken out of the balancer {{printf "%.0f" .TakenOutAfterMS}} ms after it, by {{.TakenOutBy}}{{else}}never taken out of the balancer{{end}}; {{.FailedCalls}} calls to it cut off or refused; {{if ge .LastFailureMS 0.0}}the last mutation that failed for want of an instance was sent {{printf "%.0f" .LastFailureMS}} ms after the kill{{else}}no mutation failed for want of an instance{{end}} (window {{printf "%.0f" .WindowMS}} ms); {{.ServedLater}} mutations sent after the window served, over {{.Users}} users.</p>{{end}}
 {{end}}
@@ -281,5 +281,5 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{if .OK}}<p class="good">0 violations</p>{{else}}<p class="bad">{{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}</p>
 <ul>{{range .Violations}}<li class="bad">{{.}}</li>{{end}}</ul>{{end}}
 {{end}}</body></html>
-{{define "instance"}}<tr><td>{{.Name}}</td><td>{{.Calls}}</td><td>{{.OK}}</td><td>{{printf "%.0f" .Purchases}}</td><td>{{.Committed}}</td><td>{{.Groups}}</td><td>{{printf "%.1f" .MeanGroup}}</td><td>{{.Conflicts}}</td><td class="text">{{codes .Retries}}</td><td class="text">{{groups .GroupSizes}}</td><td class="text">{{codes .Codes}}{{if or .Forwarded .FellBack .ForwardFailures}}; forwarded {{.Forwarded}}, no answer {{codes .ForwardFailures}}, committed here instead {{.FellBack}}{{end}}{{with .Note}} ({{.}}){{end}}</td></tr>
+{{define "instance"}}<tr><td>{{.Name}}</td><td>{{.Calls}}</td><td>{{.OK}}</td><td>{{printf "%.0f" .Purchases}}</td><td>{{.Committed}}</td><td>{{.Groups}}</td><td>{{printf "%.1f" .MeanGroup}}</td><td>{{.Conflicts}}</td><td>{{printf "%.2f" .CPU}}</td><td class="text">{{codes .Retries}}</td><td class="text">{{groups .GroupSizes}}</td><td class="text">{{codes .Codes}}{{if or .Forwarded .FellBack .ForwardFailures}}; forwarded {{.Forwarded}}, no answer {{codes .ForwardFailures}}, committed here instead {{.FellBack}}{{end}}{{with .Note}} ({{.}}){{end}}</td></tr>
 {{end}}`

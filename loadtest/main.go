@@ -527,6 +527,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	rec, b := newRecorder(), newBook()
 	before, after := countProxy(rec, e)
 	fr := newFleetRun(instances, r.http, token, r.f.healthInterval, killAfter, r.f.failoverWindow(), rec)
+	cpu := newCPUWatch(e, rec)
 	x := fr.b
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -555,6 +556,13 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 		return Run{}, err
 	}
 	withProxy(&run, e, prefix+migrations.LedgerTable, before, after)
+	instancesCPU := -1.0
+	if run.Fleet != nil && r.f.target == "" {
+		instancesCPU = run.Fleet.Total.CPU
+	}
+	if note := cpu.note(instancesCPU); note != "" {
+		run.Notes = append(run.Notes, note)
+	}
 	run.Notes = append(run.Notes, projectionNotes(ctx, x.client(), x.lastSpent(), <-lags)...)
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
 	chk := &checker{

@@ -137,7 +137,10 @@ type InstanceFigures struct {
 	Forwarded       int64            `json:"forwarded,omitempty"`
 	ForwardFailures map[string]int64 `json:"forward_failures,omitempty"`
 	FellBack        int64            `json:"fell_back,omitempty"`
-	Note            string           `json:"note,omitempty"`
+	// CPU: the CPUs the process kept busy, on average (CPU seconds a
+	// second of the measurement, from process_cpu_seconds_total).
+	CPU  float64 `json:"cpu"`
+	Note string  `json:"note,omitempty"`
 }
 
 // Kill is what -kill-one did and what followed.
@@ -366,10 +369,10 @@ func printFleet(w io.Writer, run string, f *Fleet) {
 		mode += ", with affinity"
 	}
 	fmt.Fprintf(w, "%s: %d instances, %s; write path from each one's /metrics:\n", run, f.Instances, mode)
-	fmt.Fprintf(w, "  %-10s %8s %8s %11s %10s %8s %6s %9s  %s\n", "instance", "calls", "ok", "purchases/s", "committed", "groups", "mean", "conflicts", "retries; group sizes; outcomes")
+	fmt.Fprintf(w, "  %-10s %8s %8s %11s %10s %8s %6s %9s %5s  %s\n", "instance", "calls", "ok", "purchases/s", "committed", "groups", "mean", "conflicts", "CPUs", "retries; group sizes; outcomes")
 	for _, in := range append(slices.Clone(f.PerInstance), f.Total) {
-		fmt.Fprintf(w, "  %-10s %8d %8d %11.0f %10d %8d %6.1f %9d  retries: %s; groups: %s; %s\n", in.Name, in.Calls, in.OK, in.Purchases,
-			in.Committed, in.Groups, in.MeanGroup, in.Conflicts, orNone(codeList(in.Retries)), orNone(groupList(in.GroupSizes)), codeList(in.Codes))
+		fmt.Fprintf(w, "  %-10s %8d %8d %11.0f %10d %8d %6.1f %9d %5.2f  retries: %s; groups: %s; %s\n", in.Name, in.Calls, in.OK, in.Purchases,
+			in.Committed, in.Groups, in.MeanGroup, in.Conflicts, in.CPU, orNone(codeList(in.Retries)), orNone(groupList(in.GroupSizes)), codeList(in.Codes))
 		if f.Affinity {
 			fmt.Fprintf(w, "  %-10s forwarded to the owner %d, no answer from it %d (%s), committed here instead %d\n", "",
 				in.Forwarded, sum(in.ForwardFailures), orNone(codeList(in.ForwardFailures)), in.FellBack)

@@ -32,6 +32,8 @@ type writePath struct {
 	forwarded     float64
 	forwardFailed map[string]float64
 	fellBack      float64
+
+	cpu float64 // CPU seconds the process used (process_cpu_seconds_total)
 }
 
 // scrape reads the write path's metrics from an operations listener.
@@ -74,6 +76,7 @@ func parseWritePath(r io.Reader) (writePath, error) {
 			w.retries[label(m, "reason")] += m.GetCounter().GetValue()
 		}
 	}
+	w.cpu = counterSum(families["process_cpu_seconds_total"])
 	w.forwarded = counterSum(families["pointledger_forwarded_total"])
 	w.fellBack = counterSum(families["pointledger_forward_fallbacks_total"])
 	if f := families["pointledger_forward_failures_total"]; f != nil {
@@ -107,7 +110,7 @@ func label(m *dto.Metric, name string) string {
 // minus is what was counted after before.
 func (w writePath) minus(before writePath) writePath {
 	d := writePath{groups: w.groups - before.groups, committed: w.committed - before.committed,
-		conflicts: w.conflicts - before.conflicts, forwarded: w.forwarded - before.forwarded, fellBack: w.fellBack - before.fellBack,
+		conflicts: w.conflicts - before.conflicts, forwarded: w.forwarded - before.forwarded, fellBack: w.fellBack - before.fellBack, cpu: w.cpu - before.cpu,
 		sizes: map[float64]float64{}, retries: minusEach(w.retries, before.retries), forwardFailed: minusEach(w.forwardFailed, before.forwardFailed)}
 	for le, n := range w.sizes {
 		d.sizes[le] = n - before.sizes[le]
@@ -129,7 +132,7 @@ func minusEach(a, b map[string]float64) map[string]float64 {
 // plus adds two instances' figures up.
 func (w writePath) plus(o writePath) writePath {
 	s := writePath{groups: w.groups + o.groups, committed: w.committed + o.committed, conflicts: w.conflicts + o.conflicts,
-		forwarded: w.forwarded + o.forwarded, fellBack: w.fellBack + o.fellBack,
+		forwarded: w.forwarded + o.forwarded, fellBack: w.fellBack + o.fellBack, cpu: w.cpu + o.cpu,
 		sizes: map[float64]float64{}, retries: map[string]float64{}, forwardFailed: map[string]float64{}}
 	for _, x := range []writePath{w, o} {
 		for le, n := range x.sizes {

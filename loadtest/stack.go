@@ -36,6 +36,8 @@ type env struct {
 	prefix   string           // of the run's table names
 	proxy    *ddbproxy.Proxy
 	stop     func()
+
+	emulatorPid int // the DynamoDB Local this load test started; 0: none
 }
 
 // startEnv starts a fresh, in-memory DynamoDB Local (on cpus, if not ""),
@@ -45,7 +47,7 @@ func startEnv(ctx context.Context, latency time.Duration, proxy bool, cpus strin
 	if err != nil {
 		return nil, err
 	}
-	e := &env{endpoint: emu.Endpoint, db: dynamolocal.NewClient(emu.Endpoint), stop: emu.Stop}
+	e := &env{endpoint: emu.Endpoint, db: dynamolocal.NewClient(emu.Endpoint), stop: emu.Stop, emulatorPid: emu.Pid()}
 	if err := e.withProxy(latency, proxy, emu.Endpoint); err != nil {
 		emu.Stop()
 		return nil, err
