@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -111,13 +110,4 @@ func (a *affinityConfig) token(getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("-peer-token-file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
-}
-
-// peerOnly authorizes the peers' health checks: the peer role, or anyone
-// when authn asks for no token.
-func peerOnly(authn *auth.Authenticator) func(*http.Request) bool {
-	return func(r *http.Request) bool {
-		id, err := authn.Authenticate(r.Header.Get("Authorization"))
-		return err == nil && (id.Role == auth.RolePeer || authn.Insecure())
-	}
 }

@@ -101,8 +101,8 @@ func enough(m map[string][]string, k int) bool {
 // settle sends a mutation until it has an answer that is final, through
 // clients in turn from the i-th, with the same request_id: past answers that
 // tell nothing of its outcome (aborted, unavailable, internal, an instance
-// killed while answering), as a client is told to. It returns nil or the
-// final refusal.
+// killed while answering, which Connect may call canceled), as a client is
+// told to. It returns nil or the final refusal.
 func settle(t *testing.T, clients []pointledgerv1connect.LedgerServiceClient, i int, send func(pointledgerv1connect.LedgerServiceClient) error) error {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); ; i++ {
@@ -111,7 +111,8 @@ func settle(t *testing.T, clients []pointledgerv1connect.LedgerServiceClient, i 
 			return nil
 		}
 		switch connect.CodeOf(err) {
-		case connect.CodeAborted, connect.CodeUnavailable, connect.CodeInternal, connect.CodeUnknown:
+		case connect.CodeAborted, connect.CodeUnavailable, connect.CodeInternal, connect.CodeUnknown,
+			connect.CodeCanceled, connect.CodeDeadlineExceeded: // the client's own context never ends: a reset connection
 			if time.Now().After(deadline) {
 				t.Errorf("no final answer after 2 minutes: %v", err)
 				return err

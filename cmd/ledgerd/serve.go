@@ -224,7 +224,7 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	mux := http.NewServeMux()
 	if peers != nil {
 		options = append(options, connect.WithInterceptors(peers.Forwarder()))
-		mux.Handle("GET "+affinity.HealthPath, peers.Handler(peerOnly(authn), health.Ping))
+		mux.Handle("GET "+affinity.HealthPath, peers.Handler(authn.PeerOnly, health.Ping))
 	}
 	protect := func(h http.Handler) http.Handler { return auth.Middleware(authn, limiter, log, h, options...) }
 

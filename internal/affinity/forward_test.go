@@ -167,6 +167,23 @@ func TestForwardedCallsStay(t *testing.T) {
 	}
 }
 
+// Without authentication (-insecure-dev) there is no peer token: the
+// header says a call was forwarded, and it stays where it lands.
+func TestForwardWithoutAuthentication(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a, b, _, user := pair(t, clusterOptions{insecure: true})
+	if _, err := a.client("").Grant(ctx, grant(user, "g1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.client("", auth.ForwardedHeader, "http://elsewhere:8080").Grant(ctx, grant(user, "g2")); err != nil {
+		t.Fatal(err)
+	}
+	if a.entries(t, user) != 1 || b.entries(t, user) != 1 {
+		t.Errorf("a has %d entries, b %d; want the grant to a forwarded to b, and the one forwarded to a there", a.entries(t, user), b.entries(t, user))
+	}
+}
+
 // An owner that is gone, or that does not answer in time, is marked down
 // and the mutation committed here; its users stay here until its health
 // check passes.

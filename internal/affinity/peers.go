@@ -73,10 +73,11 @@ type Peers struct {
 	id   string // this instance's, answered to health checks
 	view atomic.Pointer[view]
 
-	mu      sync.Mutex
-	self    string
-	members []string              // as last listed
-	state   map[string]*peerState // by URL, self excluded
+	mu       sync.Mutex
+	self     string
+	misnamed bool                  // -self was found to name another member; said once
+	members  []string              // as last listed
+	state    map[string]*peerState // by URL, self excluded
 }
 
 // view is what Owner reads, without a lock.
@@ -212,9 +213,15 @@ func (p *Peers) Check(ctx context.Context) {
 		switch {
 		case r.peer == "":
 		case r.id == p.id:
-			if p.self == "" {
+			switch {
+			case p.self == "":
 				p.self = r.peer
 				p.o.Log.InfoContext(ctx, "peers: this instance is "+r.peer, "peer", r.peer)
+			case r.peer != p.self && !p.misnamed:
+				// Another instance is taken for this one: both own its users.
+				p.misnamed = true
+				p.o.Log.WarnContext(ctx, "peers: this instance answers at "+r.peer+", not at -self "+p.self+" (LEDGER_SELF): "+
+					"the instance at "+p.self+" is never checked, and its users are owned by both", "peer", r.peer, "self", p.self)
 			}
 		case r.err != nil:
 			p.down(ctx, p.stateOf(r.peer), r.peer, r.err)

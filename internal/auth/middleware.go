@@ -60,6 +60,14 @@ func Forwarded(ctx context.Context, h http.Header) bool {
 	return ok && (id.Role == RolePeer || id.Role == roleInsecureDev && h.Get(ForwardedHeader) != "")
 }
 
+// PeerOnly reports whether r comes from a peer: its token is the peer
+// role's, or a asks for no token (-insecure-dev). The peers' health checks
+// answer such callers only.
+func (a *Authenticator) PeerOnly(r *http.Request) bool {
+	id, err := a.Authenticate(r.Header.Get("Authorization"))
+	return err == nil && (id.Role == RolePeer || a.insecure)
+}
+
 var rateLimited = &authError{reason: ReasonRateLimited, msg: "rate limit exceeded; retry later"}
 
 // toConnect turns a refusal into its Connect error with its reason.
