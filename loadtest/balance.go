@@ -17,11 +17,12 @@ import (
 //
 // An instance is taken out of service as a load balancer's health checks
 // would: after healthFails failed health checks in a row (GET /healthz
-// every interval: the active check of an AWS load balancer, whose
-// unhealthy threshold is 2 at the least), or after passiveFails calls in a
-// row that could not reach it (a refused or broken connection: the passive
-// check, as Envoy's outlier detection counts consecutive gateway failures,
-// 5 by default). It is put back after healthPasses checks in a row pass.
+// every interval, each given healthTimeout: the active check of an AWS
+// load balancer, whose unhealthy threshold is 2 and timeout 2 s at the
+// least), or after passiveFails calls in a row that could not reach it (a
+// refused or broken connection: the passive check, as Envoy's outlier
+// detection counts consecutive gateway failures, 5 by default). It is put
+// back after healthPasses checks in a row pass.
 type balancer struct {
 	targets  []*target
 	next     atomic.Uint64
@@ -34,9 +35,10 @@ type balancer struct {
 }
 
 const (
-	healthFails  = 2
-	healthPasses = 2
-	passiveFails = 5
+	healthFails   = 2
+	healthPasses  = 2
+	passiveFails  = 5
+	healthTimeout = 2 * time.Second // not the interval: a busy instance is slow, not dead
 )
 
 // A target is one instance behind the balancer, with what it was sent.
@@ -49,6 +51,7 @@ type target struct {
 	out          bool      // out of service
 	outAt        time.Time // when it was last taken out
 	outBy        string    // what took it out: health checks, or failed calls
+	outs         int       // times it was taken out
 	failedCalls  int       // in a row
 	failedChecks int       // in a row
 	passedChecks int       // in a row, while out
@@ -154,6 +157,7 @@ func (t *target) answered(o op, out outcome) {
 // takeOut takes t out of service; t.mu is held.
 func (t *target) takeOut(by string) {
 	t.out, t.outAt, t.outBy, t.passedChecks = true, time.Now(), by, 0
+	t.outs++
 }
 
 // checked counts a health check's result, taking the instance out or
@@ -164,7 +168,7 @@ func (t *target) checked(err error) {
 	if err != nil {
 		t.passedChecks = 0
 		if t.failedChecks++; t.failedChecks >= healthFails && !t.out {
-			t.takeOut(fmt.Sprintf("%d failed health checks in a row", healthFails))
+			t.takeOut(fmt.Sprintf("%d failed health checks in a row (the last: %v)", healthFails, err))
 		}
 		return
 	}
@@ -176,6 +180,7 @@ func (t *target) checked(err error) {
 
 // watch checks every instance's health every interval until ctx ends.
 func (b *balancer) watch(ctx context.Context, c *http.Client) {
+	watching := ctx
 	tick := time.NewTicker(b.interval)
 	defer tick.Stop()
 	for {
@@ -187,10 +192,10 @@ func (b *balancer) watch(ctx context.Context, c *http.Client) {
 		var wg sync.WaitGroup
 		for _, t := range b.targets {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(ctx, b.interval)
+				ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 				defer cancel()
 				err := healthy(ctx, c, t.inst.url)
-				if ctx.Err() == nil || err == nil {
+				if watching.Err() == nil { // not cut off by the end of the watch
 					t.checked(err)
 				}
 			})

@@ -31,7 +31,7 @@ func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	out := t.TempDir()
 	ok, err := run(context.Background(), []string{"-ledgerd", bin, "-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint,
 		"-instances", "2", "-affinity", "-kill-one", "1500ms", "-health-interval", "200ms",
-		"-scenario", "uniform", "-users", "20", "-concurrency", "8", "-warmup", "1s", "-duration", "4s",
+		"-scenario", "uniform", "-users", "20", "-concurrency", "8", "-warmup", "1s", "-duration", "6s",
 		"-baselines=false", "-out", out})
 	if err != nil {
 		t.Fatal(err)

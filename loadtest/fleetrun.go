@@ -197,6 +197,11 @@ func (fr *fleetRun) figures(c fleetConfig, durationS float64) (*Fleet, error) {
 			fig.Note = "no write-path figures: " + fr.scraped[i].Error()
 			notes = append(notes, t.inst.name)
 		}
+		t.mu.Lock()
+		if outs := t.outs; outs > 0 && i != fr.victim {
+			fig.Note = strings.TrimPrefix(fig.Note+fmt.Sprintf("; taken out of service %d times, the last by %s", outs, t.outBy), "; ")
+		}
+		t.mu.Unlock()
 		f.PerInstance = append(f.PerInstance, fig)
 		total = total.plus(wp)
 		totalCounts = totalCounts.plus(counts)

@@ -235,12 +235,12 @@ func (f flags) checkFleet() error {
 
 // failoverWindow is how long after a kill the other instances may take to
 // serve every user: the load balancer's health checks' window (healthFails
-// failed checks, and one more interval for the check in flight). Under
-// affinity the instances check each other at the same interval
-// (-peer-health-interval), and one that forwards to the dead owner commits
-// the call itself at once, so the window is the same.
+// failed checks, one more interval for the check in flight, and the last
+// check's timeout). Under affinity the instances check each other at the
+// same interval (-peer-health-interval), and one that forwards to the dead
+// owner commits the call itself at once, so the window is the same.
 func (f flags) failoverWindow() time.Duration {
-	return time.Duration(healthFails+1) * f.healthInterval
+	return time.Duration(healthFails+1)*f.healthInterval + healthTimeout
 }
 
 // newReport starts the report with what the runs will not change: when,
