@@ -30,8 +30,8 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(hdrMin, hdrMax,
 type recorder struct {
 	mu         sync.Mutex
 	begin, end time.Time
-	onBegin    func() // called when measuring begins, and ends
-	onEnd      func()
+	onBegin    []func() // called when measuring begins, and ends
+	onEnd      []func()
 	all        *hdrhistogram.Histogram
 	byOp       map[string]*hdrhistogram.Histogram
 	seconds    []*second
@@ -367,8 +367,8 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress 
 		return
 	case <-time.After(warmup):
 	}
-	if rec.onBegin != nil {
-		rec.onBegin()
+	for _, f := range rec.onBegin {
+		f()
 	}
 	rec.measure(d)
 	start := time.Now()
@@ -391,8 +391,8 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *recorder, progress 
 			fmt.Fprintln(progress, line) // a log: a line every 5 s
 		}
 		if elapsed >= d {
-			if rec.onEnd != nil {
-				rec.onEnd()
+			for _, f := range rec.onEnd {
+				f()
 			}
 			if terminal {
 				fmt.Fprintln(progress)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -102,7 +105,7 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 		err = connect.NewError(connect.CodeUnimplemented, fmt.Errorf("op %q", o.kind))
 	}
 	if err != nil {
-		return outcome{code: codeOf(err)}
+		return outcome{code: codeOf(err), unreachable: unreachable(err)}
 	}
 	out := outcome{code: "ok", replayed: replayed}
 	if e != nil {
@@ -122,6 +125,15 @@ func codeOf(err error) string {
 		return connect.CodeDeadlineExceeded.String()
 	}
 	return connect.CodeOf(err).String()
+}
+
+// unreachable says whether a call's error is its connection's: refused (no
+// process listens), reset or closed before the answer (the process died),
+// rather than an answer.
+func unreachable(err error) bool {
+	var opErr *net.OpError
+	return errors.As(err, &opErr) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // directExec is baseline (a): the load tool sends the write path's own

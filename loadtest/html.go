@@ -21,9 +21,10 @@ func writeHTML(w io.Writer, r *Report) error {
 }
 
 var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
-	"load":  runLoad,
-	"ratio": func(p Percentiles) float64 { return safeRatio(p.P99, p.P50) },
-	"codes": codeList,
+	"load":   runLoad,
+	"ratio":  func(p Percentiles) float64 { return safeRatio(p.P99, p.P50) },
+	"codes":  codeList,
+	"groups": groupList,
 	"throughputChart": func(run Run) template.HTML {
 		xs, ok, errs := timelineSeries(run, func(s Second) (float64, float64) { return float64(s.OK), float64(s.Errors) })
 		return lineChart("throughput", xs, []chartSeries{{"ok/s", "#2a7f3f", ok}, {"errors/s", "#c62828", errs}}, "requests/s")
@@ -250,7 +251,7 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 <tr><th>run</th><th>mode</th><th>load</th><th>ok/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>p99/p50</th><th>outcomes</th></tr>
 {{range $i, $run := .Runs}}{{with .Latency}}<tr><td><a href="#run-{{$i}}">{{$run.Name}}</a></td><td>{{$run.Mode}}</td><td>{{load $run}}</td><td>{{printf "%.0f" $run.Throughput}}</td><td>{{printf "%.1f" .P50}}</td><td>{{printf "%.1f" .P90}}</td><td>{{printf "%.1f" .P99}}</td><td>{{printf "%.1f" .P999}}</td><td>{{printf "%.1f" .Max}}</td><td>{{printf "%.1f" (ratio .)}}</td><td class="text">{{codes $run.Codes}}</td></tr>
 {{end}}{{end}}</table>
-{{range .Comparisons}}<p>ledgerd / {{.Baseline}}: {{printf "%.2f" .Ratio}} × purchases/s</p>
+{{range .Comparisons}}<p>{{.Run}} / {{.Baseline}}: {{printf "%.2f" .Ratio}} × purchases/s</p>
 {{end}}{{else}}<p class="nodata">no runs</p>{{end}}
 
 {{range $i, $run := .Runs}}<h2 id="run-{{$i}}">{{.Name}}</h2>
@@ -265,6 +266,12 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{if gt .ItemWritesPerPurchase 0.0}}<li>{{printf "%.2f" .ItemWritesPerPurchase}} ledger item writes per acknowledged purchase ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{else if gt .ItemWritesPerMutation 0.0}}<li>{{printf "%.2f" .ItemWritesPerMutation}} ledger item writes per acknowledged mutation ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{end}}
 {{range .Notes}}<li>{{.}}</li>
 {{end}}</ul>{{end}}
+{{with .Fleet}}<p>{{.Instances}} instances{{if .Affinity}} with affinity{{end}}, balanced by {{.Balancer}}; the write path from each one's <code>/metrics</code>:</p>
+<table>
+<tr><th>instance</th><th>calls</th><th>ok</th><th>purchases/s</th><th>committed</th><th>groups</th><th>mean group</th><th>conflicts</th><th>CPUs</th><th>retries</th><th>group sizes</th><th>outcomes</th></tr>
+{{range .PerInstance}}{{template "instance" .}}{{end}}{{template "instance" .Total}}</table>
+{{with .Kill}}<p>SIGKILL of {{.Instance}} {{printf "%.1f" .AtS}} s into the measurement: {{if ge .TakenOutAfterMS 0.0}}taken out of the balancer {{printf "%.0f" .TakenOutAfterMS}} ms after it, by {{.TakenOutBy}}{{else}}never taken out of the balancer{{end}}; {{.FailedCalls}} calls to it cut off or refused; {{if ge .LastFailureMS 0.0}}the last mutation that failed for want of an instance was sent {{printf "%.0f" .LastFailureMS}} ms after the kill{{else}}no mutation failed for want of an instance{{end}} (window {{printf "%.0f" .WindowMS}} ms); {{.ServedLater}} mutations sent after the window served, over {{.Users}} users.</p>{{end}}
+{{end}}
 {{end}}
 {{with .Invariants}}<h2>Invariants</h2>
 <p>{{.Users}} users, {{.Entries}} entries, {{.Acked}} acknowledged and {{.Unacked}} unacknowledged requests</p>
@@ -274,4 +281,5 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{if .OK}}<p class="good">0 violations</p>{{else}}<p class="bad">{{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}</p>
 <ul>{{range .Violations}}<li class="bad">{{.}}</li>{{end}}</ul>{{end}}
 {{end}}</body></html>
-`
+{{define "instance"}}<tr><td>{{.Name}}</td><td>{{.Calls}}</td><td>{{.OK}}</td><td>{{printf "%.0f" .Purchases}}</td><td>{{.Committed}}</td><td>{{.Groups}}</td><td>{{printf "%.1f" .MeanGroup}}</td><td>{{.Conflicts}}</td><td>{{printf "%.2f" .CPU}}</td><td class="text">{{codes .Retries}}</td><td class="text">{{groups .GroupSizes}}</td><td class="text">{{codes .Codes}}{{if or .Forwarded .FellBack .ForwardFailures}}; forwarded {{.Forwarded}}, no answer {{codes .ForwardFailures}}, committed here instead {{.FellBack}}{{end}}{{with .Note}} ({{.}}){{end}}</td></tr>
+{{end}}`

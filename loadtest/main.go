@@ -22,6 +22,12 @@
 //
 // -pin-emulator gives DynamoDB Local a CPU of its own (see pinEmulator).
 //
+// -instances N starts N ledgerd on the one DynamoDB, behind the load tool
+// as their round-robin load balancer (balancer), and reports each one's
+// part from its /metrics; -affinity gives them their peers; -compare
+// measures one instance, N, and N with affinity, in turn; -kill-one
+// SIGKILLs one mid-measurement (fleetRun).
+//
 // Then it checks the invariants over everything sent to ledgerd, prints a
 // summary table, and writes the report as JSON and HTML into -out. A
 // violation, or a run of ledgerd with no mutation acknowledged, exits 1.
@@ -44,13 +50,12 @@ import (
 	"syscall"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/shopspring/decimal"
 
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
-	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -83,6 +88,11 @@ type flags struct {
 	duration, warmup, latency             time.Duration
 	baselines, sharedEmulator, proxy, h2c bool
 	pinEmulator                           bool
+
+	instances         int           // ledgerd serve processes a run starts
+	affinity, compare bool          // -affinity; -compare: 1, then -instances, then with affinity
+	killOne           time.Duration // SIGKILL an instance this long into the measurement; 0: none
+	healthInterval    time.Duration // the load balancer's health checks
 }
 
 // run makes the runs args ask for, then prints and writes the report; ok
@@ -95,8 +105,8 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	cpus := fmt.Sprintf("%d CPUs", runtime.NumCPU())
 	var emulatorCPUs string
 	if f.pinEmulator {
-		if f.target != "" {
-			return false, errors.New("-pin-emulator pins the DynamoDB Local it starts: not with -target")
+		if f.target != "" || f.dynamoEndpoint != "" {
+			return false, errors.New("-pin-emulator pins the DynamoDB Local it starts: not with -target or -dynamodb-endpoint")
 		}
 		// Re-executes the load tool pinned, the first time: what follows
 		// runs in the pinned process.
@@ -112,7 +122,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if f.sharedEmulator && f.target == "" {
+	if f.sharedEmulator && f.target == "" && f.dynamoEndpoint == "" {
 		if r.shared, err = startEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
 			return false, err
 		}
@@ -135,8 +145,8 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.targetOps, "target-ops", "", "with -target: URL of its operations listener (-ops-listen), for the projection's lag and to know whether it projects; empty: no lag, and the history is caught up from the ledger before the checks")
 	fs.StringVar(&f.token, "token", os.Getenv("LEDGER_TOKEN"), "with -target: a service token to send (LEDGER_TOKEN)")
 	fs.StringVar(&f.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
-	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "with -target: the DynamoDB endpoint of its tables, read for the checks (empty: AWS's, from the environment)")
-	fs.StringVar(&f.tablePrefix, "table-prefix", "", "with -target: the prefix of its table names")
+	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "with -target: the DynamoDB endpoint of its tables, read for the checks (empty or aws: AWS's, from the environment); without: empty starts a fresh DynamoDB Local for each run, a URL uses the DynamoDB there and aws AWS's (region and credentials from the environment), each run on tables of its own, deleted after its checks")
+	fs.StringVar(&f.tablePrefix, "table-prefix", "", "with -target: the prefix of its table names; with -dynamodb-endpoint and no -target: the start of the names of the tables the runs create")
 	fs.StringVar(&f.scenario, "scenario", "uniform", "the load: "+strings.Join(scenarios, ", "))
 	fs.IntVar(&f.concurrency, "concurrency", 16, "closed loop: clients")
 	fs.StringVar(&f.rate, "rate", "", `open loop: steps per second (a retry burst or a double-spend round is one step); "half": half of the closed loop's; empty: closed loop only`)
@@ -155,6 +165,11 @@ func parseFlags(args []string) (flags, error) {
 	fs.BoolVar(&f.baselines, "baselines", true, "also measure the direct and the naive baselines (not with -target)")
 	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
 	fs.StringVar(&f.out, "out", "loadtest-results", "folder for the JSON and HTML reports")
+	fs.IntVar(&f.instances, "instances", 1, "ledgerd serve processes to start on the one DynamoDB, each on ports of its own; the load tool spreads the calls over them round robin, as a load balancer")
+	fs.BoolVar(&f.affinity, "affinity", false, "start the instances with their peers (-peers, -self), so that each user's mutations are committed by the one instance that owns the user")
+	fs.BoolVar(&f.compare, "compare", false, "with -instances N: measure one instance, then N round robin, then N with -affinity, in turn, and compare their purchases/s")
+	fs.DurationVar(&f.killOne, "kill-one", 0, "SIGKILL one instance (the one that committed the most so far) this long into each measurement of several instances; the load balancer takes it out after failures, and the checks require the others to serve every user within the health-check window")
+	fs.DurationVar(&f.healthInterval, "health-interval", time.Second, "the load balancer's health checks: GET /healthz on each instance this often")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	err := fs.Parse(args)
 	return f, err
@@ -173,6 +188,9 @@ func (f flags) params() (p *params, rate float64, err error) {
 	}
 	if f.scenario == "hot" {
 		p.users = 1
+	}
+	if err := f.checkFleet(); err != nil {
+		return nil, 0, err
 	}
 	if f.scenario == "double-spend" && (f.covers < 0 || f.spends <= f.covers) {
 		return nil, 0, errors.New("double-spend: want 0 <= -covers < -spends")
@@ -196,6 +214,35 @@ func (f flags) params() (p *params, rate float64, err error) {
 	return p, rate, nil
 }
 
+// checkFleet checks the flags that shape the instances.
+func (f flags) checkFleet() error {
+	switch {
+	case f.instances < 1:
+		return errors.New("-instances must be at least 1")
+	case f.target != "" && (f.instances > 1 || f.affinity || f.compare || f.killOne > 0):
+		return errors.New("-instances, -affinity, -compare and -kill-one start instances of their own: not with -target")
+	case f.compare && f.instances < 2:
+		return errors.New("-compare compares one instance with -instances of them: want -instances 2 or more")
+	case f.killOne > 0 && f.instances < 2:
+		return errors.New("-kill-one kills one of several instances: want -instances 2 or more")
+	case f.killOne >= f.duration:
+		return errors.New("-kill-one must come before the end of -duration")
+	case f.healthInterval <= 0:
+		return errors.New("-health-interval must be positive")
+	}
+	return nil
+}
+
+// failoverWindow is how long after a kill the other instances may take to
+// serve every user: the load balancer's health checks' window (healthFails
+// failed checks, one more interval for the check in flight, and the last
+// check's timeout). Under affinity the instances check each other at the
+// same interval (-peer-health-interval), and one that forwards to the dead
+// owner commits the call itself at once, so the window is the same.
+func (f flags) failoverWindow() time.Duration {
+	return time.Duration(healthFails+1)*f.healthInterval + healthTimeout
+}
+
 // newReport starts the report with what the runs will not change: when,
 // how to run it again, on what machine, with which options.
 func newReport(f flags, p *params, args []string, cpus string) *Report {
@@ -205,7 +252,8 @@ func newReport(f flags, p *params, args []string, cpus string) *Report {
 		Machine: fmt.Sprintf("%s, %s/%s, %s", cpus, runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Options: Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
 			Users: p.users, LatencyMS: float64(f.latency) / float64(time.Millisecond), MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
-			SharedEmulator: f.sharedEmulator, PinEmulator: f.pinEmulator},
+			SharedEmulator: f.sharedEmulator, PinEmulator: f.pinEmulator,
+			Instances: f.instances, Affinity: f.affinity, Compare: f.compare, KillOneS: f.killOne.Seconds()},
 	}
 	if f.scenario == "mixed" {
 		rep.Options.Mix = f.mix
@@ -223,7 +271,14 @@ func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPU
 	}
 	r := &runner{f: f, p: p, rep: rep, http: &http.Client{Transport: transport}, emulatorCPUs: emulatorCPUs}
 	if f.target == "" {
-		rep.Target = "fresh DynamoDB Local and ledgerd " + f.ledgerd
+		switch f.dynamoEndpoint {
+		case "":
+			rep.Target = "fresh DynamoDB Local and ledgerd " + f.ledgerd
+		case awsDynamoDB:
+			rep.Target = "AWS's DynamoDB (from the environment), fresh tables, and ledgerd " + f.ledgerd
+		default:
+			rep.Target = "the DynamoDB at " + f.dynamoEndpoint + ", fresh tables, and ledgerd " + f.ledgerd
+		}
 		if f.latency > 0 {
 			rep.Target += fmt.Sprintf(", proxy adding %s per call", f.latency)
 		}
@@ -231,7 +286,7 @@ func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPU
 	}
 	r.f.baselines = false
 	rep.Target = f.target
-	if f.dynamoEndpoint != "" {
+	if f.dynamoEndpoint != "" && f.dynamoEndpoint != awsDynamoDB {
 		r.checkDB = dynamolocal.NewClient(f.dynamoEndpoint)
 		return r, nil
 	}
@@ -245,7 +300,8 @@ func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPU
 
 // runAll makes the invocation's runs, in order: baseline-direct, ledgerd
 // (closed loop), ledgerd-open (at rate, or half of what the closed loop
-// reached), baseline-naive.
+// reached), baseline-naive; with -compare, ledgerd's two runs for each
+// configuration in turn.
 func (r *runner) runAll(ctx context.Context, rate float64) error {
 	// Baseline (a) first: if the emulator is shared and slows as data piles
 	// up, the ceiling is measured on the faster emulator, never ledgerd.
@@ -255,20 +311,10 @@ func (r *runner) runAll(ctx context.Context, rate float64) error {
 			return err
 		}
 	}
-	if rate == 0 || r.f.rate == "half" {
-		run, err := r.ledgerd(ctx, "ledgerd", 0)
-		if err != nil {
+	for _, c := range r.f.fleetConfigs() {
+		if err := r.ledgerdRuns(ctx, c, rate); err != nil {
 			return err
 		}
-		if r.f.rate == "half" {
-			rate = run.Steps / 2
-		}
-	}
-	if rate > 0 {
-		if _, err := r.ledgerd(ctx, "ledgerd-open", rate); err != nil {
-			return err
-		}
-		r.rep.Options.Rate = rate
 	}
 	if !r.f.baselines {
 		return nil
@@ -281,6 +327,28 @@ func (r *runner) runAll(ctx context.Context, rate float64) error {
 			run.Notes = append(run.Notes, notes...)
 			return err
 		})
+}
+
+// ledgerdRuns measures ledgerd in configuration c: its closed loop, and its
+// open loop at rate (or at half of what the closed loop reached).
+func (r *runner) ledgerdRuns(ctx context.Context, c fleetConfig, rate float64) error {
+	name := c.runName()
+	if rate == 0 || r.f.rate == "half" {
+		run, err := r.ledgerd(ctx, name, c, 0)
+		if err != nil {
+			return err
+		}
+		if r.f.rate == "half" {
+			rate = run.Steps / 2
+		}
+	}
+	if rate > 0 {
+		if _, err := r.ledgerd(ctx, name+"-open", c, rate); err != nil {
+			return err
+		}
+		r.rep.Options.Rate = rate
+	}
+	return nil
 }
 
 // everyRunWrote says whether each of ledgerd's runs had a mutation
@@ -308,6 +376,7 @@ type runner struct {
 	http    *http.Client
 	shared  *env             // -shared-emulator: every run's
 	checkDB *dynamodb.Client // -target: its DynamoDB
+	envs    int              // -dynamodb-endpoint: the runs' tables made so far
 
 	emulatorCPUs string // -pin-emulator: the CPU DynamoDB Local gets alone
 }
@@ -319,7 +388,15 @@ func (r *runner) env(ctx context.Context) (*env, func(), error) {
 	if r.shared != nil {
 		return r.shared, func() {}, nil
 	}
-	e, err := startEnv(ctx, r.f.latency, r.f.proxy, r.emulatorCPUs)
+	var e *env
+	var err error
+	if r.f.dynamoEndpoint != "" {
+		r.envs++
+		prefix := fmt.Sprintf("%slt-%s-%d-", r.f.tablePrefix, r.p.runID, r.envs)
+		e, err = givenEnv(ctx, r.f.dynamoEndpoint, prefix, r.f.latency, r.f.proxy)
+	} else {
+		e, err = startEnv(ctx, r.f.latency, r.f.proxy, r.emulatorCPUs)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -353,8 +430,8 @@ func (r *runner) measure(ctx context.Context, name string, s scenario, send send
 // measuring; withProxy adds their difference to the run.
 func countProxy(rec *recorder, e *env) (before, after *ddbproxy.Stats) {
 	before, after = new(ddbproxy.Stats), new(ddbproxy.Stats)
-	rec.onBegin = func() { *before = e.proxyStats() }
-	rec.onEnd = func() { *after = e.proxyStats() }
+	rec.onBegin = append(rec.onBegin, func() { *before = e.proxyStats() })
+	rec.onEnd = append(rec.onEnd, func() { *after = e.proxyStats() })
 	return before, after
 }
 
@@ -391,8 +468,8 @@ func (r *runner) baseline(ctx context.Context, name, description string, mk func
 		return err
 	}
 	defer stop()
-	prefix := name + "-"
-	x, err := baselineExec(ctx, e.db, e.endpoint, prefix, mk)
+	prefix := e.prefix + name + "-"
+	x, err := baselineExec(ctx, e, prefix, mk)
 	if err != nil {
 		return err
 	}
@@ -415,44 +492,51 @@ func (r *runner) baseline(ctx context.Context, name, description string, mk func
 	return nil
 }
 
-// ledgerd measures ledgerd (started on a fresh emulator, or -target), then
-// checks the invariants over everything the run sent.
-func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, error) {
-	url, opsURL, db, prefix, token := r.f.target, r.f.targetOps, r.checkDB, r.f.tablePrefix, r.f.token
+// ledgerd measures ledgerd (the instances of c, started on a fresh
+// emulator, or -target), then checks the invariants over everything the
+// run sent.
+func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate float64) (Run, error) {
+	instances := []*instance{{name: "target", url: r.f.target, opsURL: r.f.targetOps}}
+	db, prefix, token := r.checkDB, r.f.tablePrefix, r.f.token
 	var e *env
-	if url == "" {
+	killAfter := time.Duration(0)
+	if r.f.target == "" {
 		var stop func()
 		var err error
 		if e, stop, err = r.env(ctx); err != nil {
 			return Run{}, err
 		}
 		defer stop()
-		var stopLedgerd func()
-		var args []string
+		o := fleetOptions{bin: r.f.ledgerd, instances: c.instances, affinity: c.affinity, health: r.f.healthInterval}
 		if r.f.scenario == "checkout" {
 			// The check waits for the sweeper to release the holds the run
 			// left open: at its 15 s default it would wait longer than the
 			// holds lasted.
-			args = []string{"-sweep-interval", checkoutSweepInterval.String()}
+			o.args = []string{"-sweep-interval", checkoutSweepInterval.String()}
 		}
-		if url, opsURL, token, stopLedgerd, err = startLedgerd(ctx, r.f.ledgerd, e, args...); err != nil {
+		fl, err := startFleet(ctx, o, e)
+		if err != nil {
 			return Run{}, err
 		}
-		defer stopLedgerd()
-		db, prefix = e.db, ""
+		defer fl.stop()
+		instances, db, prefix, token = fl.instances, e.db, e.prefix, fl.token
+		if c.instances > 1 {
+			killAfter = r.f.killOne
+		}
 	}
-	var opts []connect.ClientOption
-	if token != "" {
-		opts = append(opts, connect.WithInterceptors(auth.Bearer(token)))
-	}
-	x := &connectExec{c: pointledgerv1connect.NewLedgerServiceClient(r.http, url, opts...)}
+	rec, b := newRecorder(), newBook()
+	before, after := countProxy(rec, e)
+	fr := newFleetRun(instances, r.http, token, r.f.healthInterval, killAfter, r.f.failoverWindow(), rec)
+	cpu := newCPUWatch(e, rec)
+	x := fr.b
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go x.watch(watchCtx, r.http)
 	p := *r.p
 	p.userTag = name
 	s := newScenario(r.f.scenario, &p, false)
-	rec, b := newRecorder(), newBook()
-	before, after := countProxy(rec, e)
 	lagCtx, stopLag := context.WithCancel(ctx)
-	lags := sampleLag(lagCtx, r.http, opsURL)
+	lags := sampleLag(lagCtx, r.http, x.opsURL)
 	run, err := r.measure(ctx, name, s, newSender(x, rec, b), rate, rec)
 	stopLag()
 	if err != nil {
@@ -462,16 +546,32 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	if rate > 0 {
 		run.Description = "ledgerd, open loop (latency from when each step was due)"
 	}
+	if len(instances) > 1 {
+		run.Description += fmt.Sprintf(", %d instances", len(instances))
+		if c.affinity {
+			run.Description += " with affinity"
+		}
+	}
+	if run.Fleet, err = fr.figures(c, run.DurationS); err != nil {
+		return Run{}, err
+	}
 	withProxy(&run, e, prefix+migrations.LedgerTable, before, after)
-	run.Notes = append(run.Notes, projectionNotes(ctx, x, <-lags)...)
+	instancesCPU := -1.0
+	if run.Fleet != nil && r.f.target == "" {
+		instancesCPU = run.Fleet.Total.CPU
+	}
+	if note := cpu.note(instancesCPU); note != "" {
+		run.Notes = append(run.Notes, note)
+	}
+	run.Notes = append(run.Notes, projectionNotes(ctx, x.client(), x.lastSpent(), <-lags)...)
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
-	c := &checker{
+	chk := &checker{
 		store:   store,
 		history: projection.NewHistory(db, prefix+migrations.HistoryTable, store, nil),
 		leases:  projection.NewLeaseTable(db, prefix+migrations.LeaseTable, nil),
 	}
 	if _, ok := s.(*checkout); ok {
-		c.api = x.c
+		chk.api = x.client()
 		fmt.Printf("%s: waiting for the holds left open to expire (ttl %s) and be released...\n", name, holdTTL)
 		note, err := expiryNote(ctx, store, b.users())
 		if err != nil {
@@ -482,14 +582,17 @@ func (r *runner) ledgerd(ctx context.Context, name string, rate float64) (Run, e
 	r.rep.Runs = append(r.rep.Runs, run)
 
 	fmt.Printf("%s: checking the invariants...\n", name)
-	if err := catchUp(ctx, r.http, opsURL, db, prefix); err != nil {
+	if err := catchUp(ctx, r.http, x.opsURL(), db, prefix); err != nil {
 		return Run{}, err
 	}
 	covers := map[string]int{}
 	addCovers(covers, s)
-	inv, err := c.check(ctx, b, covers)
+	inv, err := chk.check(ctx, b, covers)
 	if err != nil {
 		return Run{}, err
+	}
+	if run.Fleet != nil && run.Fleet.Kill != nil {
+		inv.addFailover(*run.Fleet.Kill)
 	}
 	r.rep.Invariants.add(name, inv)
 	return run, nil
@@ -533,19 +636,22 @@ func command(args []string) string {
 	return strings.TrimSpace(strings.Join(env, " ") + " go run ./loadtest " + strings.Join(args, " "))
 }
 
-// baselineExec creates a baseline's own tables (same definitions as
-// ledgerd's) and returns its executor on a client through endpoint (the
-// proxy, if any: the same conditions as ledgerd).
-func baselineExec(ctx context.Context, admin *dynamodb.Client, endpoint, prefix string, mk func(*dynamodb.Client, string) executor) (executor, error) {
+// baselineExec creates a baseline's own tables in e, named with prefix
+// (same definitions as ledgerd's), and returns its executor on e's client
+// under test (through the proxy, if any: the same conditions as ledgerd).
+func baselineExec(ctx context.Context, e *env, prefix string, mk func(*dynamodb.Client, string) executor) (executor, error) {
 	all, err := migrations.All(prefix)
 	if err != nil {
 		return nil, err
 	}
 	in := all[0].Input // the ledger table, stream and all
-	if _, err := admin.CreateTable(ctx, &in); err != nil {
+	if _, err := e.db.CreateTable(ctx, &in); err != nil {
 		return nil, fmt.Errorf("baseline tables: %w", err)
 	}
-	return mk(dynamolocal.NewClient(endpoint), prefix+migrations.LedgerTable), nil
+	if err := dynamodb.NewTableExistsWaiter(e.db).Wait(ctx, &dynamodb.DescribeTableInput{TableName: in.TableName}, 5*time.Minute); err != nil {
+		return nil, fmt.Errorf("baseline tables: %w", err)
+	}
+	return mk(e.client, prefix+migrations.LedgerTable), nil
 }
 
 func addCovers(covers map[string]int, s scenario) {
@@ -560,7 +666,7 @@ func addCovers(covers map[string]int, s scenario) {
 
 // projectionNotes: how far the projection lagged during the runs, and how
 // soon the last purchase (or capture) showed in ListHistory.
-func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) []string {
+func projectionNotes(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, last *pb.Entry, lags []time.Duration) []string {
 	var notes []string
 	if len(lags) > 0 {
 		slices.Sort(lags)
@@ -569,11 +675,8 @@ func projectionNotes(ctx context.Context, x *connectExec, lags []time.Duration) 
 	} else {
 		notes = append(notes, "no projector running in ledgerd (or no -target-ops to ask)")
 	}
-	x.mu.Lock()
-	last := x.last
-	x.mu.Unlock()
 	if last != nil && len(lags) > 0 {
-		if d, err := historyDelay(ctx, x.c, last); err != nil {
+		if d, err := historyDelay(ctx, client, last); err != nil {
 			notes = append(notes, err.Error())
 		} else {
 			notes = append(notes, fmt.Sprintf("the last purchase (or capture) was in ListHistory %s after it was committed", d.Round(time.Millisecond)))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,14 @@ type Options struct {
 	// PinEmulator: DynamoDB Local ran alone on one CPU, everything else on
 	// the others (-pin-emulator; Machine says which).
 	PinEmulator bool `json:"pin_emulator,omitempty"`
+	// Instances: ledgerd serve processes each run of ledgerd started
+	// (-instances; with Compare, one, then this many, then this many with
+	// affinity); Affinity: with their peers; KillOneS: one SIGKILLed this
+	// long into each measurement of several.
+	Instances int     `json:"instances,omitempty"`
+	Affinity  bool    `json:"affinity,omitempty"`
+	Compare   bool    `json:"compare,omitempty"`
+	KillOneS  float64 `json:"kill_one_s,omitempty"`
 }
 
 // Run is one measured load: the service, or a baseline.
@@ -87,6 +96,71 @@ type Run struct {
 	Transactions          int64    `json:"transactions,omitempty"`
 	Conflicts             int64    `json:"transaction_conflicts,omitempty"`
 	Notes                 []string `json:"notes,omitempty"` // findings of the run itself (the naive baseline's damage, ...)
+
+	// Fleet: the ledgerd instances the load test started, per instance and
+	// in total (ledgerd's runs without -target).
+	Fleet *Fleet `json:"fleet,omitempty"`
+}
+
+// Fleet is how the instances of a run shared its load.
+type Fleet struct {
+	Instances int    `json:"instances"`
+	Affinity  bool   `json:"affinity"` // each told of its peers (-peers), which own the users
+	Balancer  string `json:"balancer"` // how calls were spread, in words
+	// PerInstance and Total are counted over the measurement: calls as the
+	// load tool (the load balancer) sent them, the write path from each
+	// instance's /metrics, read when the measurement began and ended.
+	PerInstance []InstanceFigures `json:"per_instance"`
+	Total       InstanceFigures   `json:"total"`
+	Kill        *Kill             `json:"kill,omitempty"` // -kill-one
+}
+
+// InstanceFigures are one instance's part of a run, or the fleet's total.
+type InstanceFigures struct {
+	Name      string           `json:"name"`
+	Calls     int64            `json:"calls"`           // sent to it
+	OK        int64            `json:"ok"`              // acknowledged by it
+	Codes     map[string]int64 `json:"codes"`           // outcome -> count
+	Purchases float64          `json:"purchases_per_s"` // acknowledged by it, replays left out
+	// Committed: mutations its write path committed (entries and recorded
+	// refusals), in Groups ledger transactions. Under affinity an instance
+	// forwards what another owns: it answers calls it does not commit.
+	Committed  int64            `json:"mutations_committed"`
+	Groups     int64            `json:"groups"`
+	MeanGroup  float64          `json:"mean_group_size"`
+	GroupSizes map[string]int64 `json:"group_sizes"`           // "1", "2", "3-4", ... "33-48": groups of that many mutations
+	Conflicts  int64            `json:"transaction_conflicts"` // its transactions DynamoDB cancelled for a conflict
+	Retries    map[string]int64 `json:"retries"`               // its write path's attempts tried again, by reason
+	// Under affinity: mutations it sent to their user's owner and had
+	// answered there, those the owner gave no answer to (by reason), and
+	// those it then committed itself.
+	Forwarded       int64            `json:"forwarded,omitempty"`
+	ForwardFailures map[string]int64 `json:"forward_failures,omitempty"`
+	FellBack        int64            `json:"fell_back,omitempty"`
+	// CPU: the CPUs the process kept busy, on average (CPU seconds a
+	// second of the measurement, from process_cpu_seconds_total).
+	CPU  float64 `json:"cpu"`
+	Note string  `json:"note,omitempty"`
+}
+
+// Kill is what -kill-one did and what followed.
+type Kill struct {
+	Instance string  `json:"instance"`
+	AtS      float64 `json:"at_s"` // after the measurement began
+	// TakenOutAfterMS: how long after the kill the load balancer took the
+	// instance out of service (-1: it did not), and what took it out.
+	TakenOutAfterMS float64 `json:"taken_out_after_ms"`
+	TakenOutBy      string  `json:"taken_out_by"`
+	FailedCalls     int64   `json:"failed_calls"` // calls to it that were cut off or refused
+	// WindowMS: once this long has passed since the kill, every user's
+	// mutations must be served by the other instances.
+	WindowMS float64 `json:"window_ms"`
+	Users    int     `json:"users"` // users sent a mutation after the kill
+	// LastFailureMS: the last mutation sent after the kill that failed for
+	// want of an instance was sent this long after it (-1: none failed).
+	LastFailureMS float64  `json:"last_failure_ms"`
+	ServedLater   int      `json:"served_later"` // mutations sent after the window and served
+	Late          []string `json:"late,omitempty"`
 }
 
 // Percentiles of a latency distribution, in milliseconds.
@@ -145,8 +219,10 @@ func (i *Invariants) countHolds(holds []ledger.Hold) {
 
 // add merges the checks after one ledgerd run into i.
 func (i *Invariants) add(run string, o Invariants) {
-	if len(i.Checked) == 0 {
-		i.Checked = o.Checked
+	for _, c := range o.Checked {
+		if !slices.Contains(i.Checked, c) {
+			i.Checked = append(i.Checked, c)
+		}
 	}
 	for _, v := range o.Violations {
 		i.Violations = append(i.Violations, run+": "+v)
@@ -167,6 +243,16 @@ func (i *Invariants) add(run string, o Invariants) {
 		return x.Add(y).String()
 	}
 	i.Granted, i.Spent, i.Refunded, i.Expired, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Expired, o.Expired), sum(i.Balances, o.Balances)
+}
+
+// addFailover checks what followed a kill: once the health-check window
+// had passed, the other instances served every user's mutations.
+func (i *Invariants) addFailover(k Kill) {
+	i.Checked = append(i.Checked, "after -kill-one: every mutation sent once the health-check window had passed since the kill was served by the other instances (not failed for want of an instance: refused or broken connections, unavailable)")
+	i.Violations = append(i.Violations, k.Late...)
+	if k.ServedLater == 0 {
+		i.Violations = append(i.Violations, fmt.Sprintf("after the kill of %s: no mutation sent after the health-check window (%.0f ms) was served", k.Instance, k.WindowMS))
+	}
 }
 
 // OK says whether every invariant held.
@@ -213,7 +299,7 @@ func (r *Report) writeHTMLFile(path string) error {
 func (r *Report) printSummary(w io.Writer) {
 	fmt.Fprintf(w, "\n%s  %s\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Machine)
 	fmt.Fprintf(w, "%s\n\n", r.Command)
-	fmt.Fprintf(w, "%-17s %-6s %6s %9s %9s %9s %9s %9s %9s %9s  %s\n",
+	fmt.Fprintf(w, "%-24s %-6s %6s %9s %9s %9s %9s %9s %9s %9s  %s\n",
 		"run", "mode", "load", "ok/s", "p50 ms", "p90 ms", "p99 ms", "p99.9 ms", "max ms", "p99/p50", "outcomes")
 	for _, run := range r.Runs {
 		load := fmt.Sprint(run.Concurrency)
@@ -224,7 +310,7 @@ func (r *Report) printSummary(w io.Writer) {
 		if run.Latency.P50 > 0 {
 			ratio = run.Latency.P99 / run.Latency.P50
 		}
-		fmt.Fprintf(w, "%-17s %-6s %6s %9.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n",
+		fmt.Fprintf(w, "%-24s %-6s %6s %9.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f  %s\n",
 			run.Name, run.Mode, load, run.Throughput, run.Latency.P50, run.Latency.P90, run.Latency.P99,
 			run.Latency.P999, run.Latency.Max, ratio, codeList(run.Codes))
 	}
@@ -246,9 +332,12 @@ func (r *Report) printSummary(w io.Writer) {
 		for _, n := range run.Notes {
 			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
 		}
+		if run.Fleet != nil && (run.Fleet.Instances > 1 || r.Options.Compare) {
+			printFleet(w, run.Name, run.Fleet)
+		}
 	}
 	for _, c := range r.Comparisons() {
-		fmt.Fprintf(w, "ledgerd / %s: %.2f x purchases/s\n", c.Baseline, c.Ratio)
+		fmt.Fprintf(w, "%s / %s: %.2f x purchases/s\n", c.Run, c.Baseline, c.Ratio)
 	}
 	inv := r.Invariants
 	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
@@ -273,6 +362,69 @@ func (r *Report) printSummary(w io.Writer) {
 	}
 }
 
+// printFleet writes a run's figures per instance and in total.
+func printFleet(w io.Writer, run string, f *Fleet) {
+	mode := "round robin"
+	if f.Affinity {
+		mode += ", with affinity"
+	}
+	fmt.Fprintf(w, "%s: %d instances, %s; write path from each one's /metrics:\n", run, f.Instances, mode)
+	fmt.Fprintf(w, "  %-10s %8s %8s %11s %10s %8s %6s %9s %5s  %s\n", "instance", "calls", "ok", "purchases/s", "committed", "groups", "mean", "conflicts", "CPUs", "retries; group sizes; outcomes")
+	for _, in := range append(slices.Clone(f.PerInstance), f.Total) {
+		fmt.Fprintf(w, "  %-10s %8d %8d %11.0f %10d %8d %6.1f %9d %5.2f  retries: %s; groups: %s; %s\n", in.Name, in.Calls, in.OK, in.Purchases,
+			in.Committed, in.Groups, in.MeanGroup, in.Conflicts, in.CPU, orNone(codeList(in.Retries)), orNone(groupList(in.GroupSizes)), codeList(in.Codes))
+		if f.Affinity {
+			fmt.Fprintf(w, "  %-10s forwarded to the owner %d, no answer from it %d (%s), committed here instead %d\n", "",
+				in.Forwarded, sum(in.ForwardFailures), orNone(codeList(in.ForwardFailures)), in.FellBack)
+		}
+		if in.Note != "" {
+			fmt.Fprintf(w, "  %-10s (%s)\n", "", in.Note)
+		}
+	}
+	if k := f.Kill; k != nil {
+		out := "never"
+		if k.TakenOutAfterMS >= 0 {
+			out = fmt.Sprintf("%.0f ms after it, by %s", k.TakenOutAfterMS, k.TakenOutBy)
+		}
+		last := "none"
+		if k.LastFailureMS >= 0 {
+			last = fmt.Sprintf("the last sent %.0f ms after the kill", k.LastFailureMS)
+		}
+		fmt.Fprintf(w, "  SIGKILL of %s %.1f s into the measurement: taken out of the balancer %s; %d calls to it cut off or refused; mutations failed for want of an instance: %s (window %.0f ms); %d mutations sent after the window served, over %d users\n",
+			k.Instance, k.AtS, out, k.FailedCalls, last, k.WindowMS, k.ServedLater, k.Users)
+	}
+}
+
+// groupList is "size=n ..." from the smallest groups to the largest.
+func groupList(sizes map[string]int64) string {
+	keys := sortedKeys(sizes)
+	lower := func(k string) int {
+		n, _ := strconv.Atoi(strings.TrimRight(strings.SplitN(k, "-", 2)[0], "+"))
+		return n
+	}
+	slices.SortFunc(keys, func(a, b string) int { return lower(a) - lower(b) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s:%d", k, sizes[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
 func codeList(codes map[string]int64) string {
 	var out []string
 	for _, c := range sortedKeys(codes) {
@@ -290,22 +442,32 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// Comparison is ledgerd's purchases/s over a baseline's, in the same run.
+// Comparison is a run's purchases/s over another's, in the same
+// invocation: ledgerd's over a baseline's, or with -compare, several
+// instances' over one's.
 type Comparison struct {
-	Baseline string
-	Ratio    float64
+	Run      string  `json:"run"`
+	Baseline string  `json:"baseline"`
+	Ratio    float64 `json:"ratio"`
 }
 
-// Comparisons compares ledgerd's closed loop with each baseline.
+// Comparisons compares ledgerd's first closed loop with each baseline, and
+// each later closed loop of ledgerd (other instances) with the first.
 func (r Report) Comparisons() []Comparison {
-	i := slices.IndexFunc(r.Runs, func(run Run) bool { return run.Name == "ledgerd" })
+	i := slices.IndexFunc(r.Runs, func(run Run) bool { return strings.HasPrefix(run.Name, "ledgerd") && run.Mode == "closed" })
 	if i < 0 || r.Runs[i].Purchases <= 0 {
 		return nil
 	}
+	ref := r.Runs[i]
 	var out []Comparison
 	for _, b := range r.Runs {
 		if strings.HasPrefix(b.Name, "baseline") && b.Purchases > 0 {
-			out = append(out, Comparison{Baseline: b.Name, Ratio: r.Runs[i].Purchases / b.Purchases})
+			out = append(out, Comparison{Run: ref.Name, Baseline: b.Name, Ratio: ref.Purchases / b.Purchases})
+		}
+	}
+	for _, run := range r.Runs[i+1:] {
+		if strings.HasPrefix(run.Name, "ledgerd") && run.Mode == "closed" {
+			out = append(out, Comparison{Run: run.Name, Baseline: ref.Name, Ratio: run.Purchases / ref.Purchases})
 		}
 	}
 	return out

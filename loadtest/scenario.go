@@ -40,6 +40,10 @@ type outcome struct {
 	version  int64
 	replayed bool      // the answer to a request id seen before
 	expire   time.Time // authorize: when its hold lets go
+	// unreachable: the call did not reach ledgerd, or lost its connection
+	// before the answer (refused, reset, closed): what a load balancer's
+	// passive health check counts.
+	unreachable bool
 }
 
 // An executor sends ops: ledgerd over Connect, or a baseline straight to

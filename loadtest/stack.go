@@ -16,23 +16,28 @@ import (
 	"connectrpc.com/connect"
 	"golang.org/x/sys/unix"
 
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
-	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/ddbhttp"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 )
 
-// env is a DynamoDB the load test started: DynamoDB Local, and with
-// -latency the proxy in front of it.
+// env is the DynamoDB of a run: a DynamoDB Local the load test started, or
+// one it was given (-dynamodb-endpoint: a URL, or AWS), on tables of the
+// run's own; with -latency the proxy in front of it.
 type env struct {
-	emulator string           // DynamoDB Local, for the checks
-	endpoint string           // what the clients under test use: the proxy or the emulator
-	db       *dynamodb.Client // on the emulator
+	endpoint string           // what ledgerd and the baselines use: the proxy, or the DynamoDB ("": AWS)
+	db       *dynamodb.Client // the DynamoDB itself, for the checks and the tables
+	client   *dynamodb.Client // through endpoint, for the baselines
+	prefix   string           // of the run's table names
 	proxy    *ddbproxy.Proxy
 	stop     func()
+
+	emulatorPid int // the DynamoDB Local this load test started; 0: none
 }
 
 // startEnv starts a fresh, in-memory DynamoDB Local (on cpus, if not ""),
@@ -42,16 +47,94 @@ func startEnv(ctx context.Context, latency time.Duration, proxy bool, cpus strin
 	if err != nil {
 		return nil, err
 	}
-	e := &env{emulator: emu.Endpoint, endpoint: emu.Endpoint, db: dynamolocal.NewClient(emu.Endpoint), stop: emu.Stop}
-	if latency > 0 || proxy {
-		if e.proxy, err = ddbproxy.Start(ddbproxy.Options{Target: emu.Endpoint, Latency: latency}); err != nil {
-			emu.Stop()
-			return nil, err
-		}
-		e.endpoint = e.proxy.URL
-		e.stop = func() { e.proxy.Close(); emu.Stop() }
+	e := &env{endpoint: emu.Endpoint, db: dynamolocal.NewClient(emu.Endpoint), stop: emu.Stop, emulatorPid: emu.Pid()}
+	if err := e.withProxy(latency, proxy, emu.Endpoint); err != nil {
+		emu.Stop()
+		return nil, err
 	}
 	return e, nil
+}
+
+// awsDynamoDB is the -dynamodb-endpoint that names AWS's DynamoDB, as the
+// environment configures it (region, credentials).
+const awsDynamoDB = "aws"
+
+// givenEnv is the DynamoDB at where (a URL, or awsDynamoDB), on tables
+// named with prefix, which stop deletes; the proxy in front of it if
+// latency > 0 or proxy (not of AWS's: its requests are signed for the
+// address they are sent to).
+func givenEnv(ctx context.Context, where, prefix string, latency time.Duration, proxy bool) (*env, error) {
+	e := &env{prefix: prefix}
+	if where == awsDynamoDB {
+		if latency > 0 || proxy {
+			return nil, errors.New("-latency and -proxy put the proxy in front of DynamoDB Local, not of AWS's DynamoDB (requests are signed for the address they are sent to)")
+		}
+		cfg, err := config.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("AWS configuration: %w", err)
+		}
+		e.db = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.HTTPClient = ddbhttp.Client() })
+	} else {
+		e.endpoint, e.db = where, dynamolocal.NewClient(where)
+		if err := e.withProxy(latency, proxy, where); err != nil {
+			return nil, err
+		}
+	}
+	closeProxy := e.stop
+	e.stop = func() {
+		if closeProxy != nil {
+			closeProxy()
+		}
+		if err := dropTables(context.WithoutCancel(ctx), e.db, prefix); err != nil {
+			fmt.Fprintf(os.Stderr, "loadtest: the tables %s* are left: %v\n", prefix, err)
+		}
+	}
+	return e, nil
+}
+
+// withProxy puts the proxy in front of target, if latency > 0 or proxy,
+// and sets the clients under test.
+func (e *env) withProxy(latency time.Duration, proxy bool, target string) error {
+	if latency > 0 || proxy {
+		p, err := ddbproxy.Start(ddbproxy.Options{Target: target, Latency: latency})
+		if err != nil {
+			return err
+		}
+		e.proxy, e.endpoint = p, p.URL
+		stop := e.stop
+		e.stop = func() {
+			p.Close()
+			if stop != nil {
+				stop()
+			}
+		}
+	}
+	if e.endpoint == "" {
+		e.client = e.db
+	} else {
+		e.client = dynamolocal.NewClient(e.endpoint)
+	}
+	return nil
+}
+
+// dropTables deletes the tables whose names start with prefix.
+func dropTables(ctx context.Context, db *dynamodb.Client, prefix string) error {
+	pages := dynamodb.NewListTablesPaginator(db, &dynamodb.ListTablesInput{})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, name := range page.TableNames {
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			if _, err := db.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: &name}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (e *env) proxyStats() ddbproxy.Stats {
@@ -61,65 +144,9 @@ func (e *env) proxyStats() ddbproxy.Stats {
 	return e.proxy.Stats()
 }
 
-// startLedgerd migrates e's tables and starts ledgerd on them, on free
-// ports, with fresh credentials, and args added to its serve's; it returns
-// ledgerd's URL, its operations listener's (for the projection's status), a
-// service token and how to stop it.
-func startLedgerd(ctx context.Context, bin string, e *env, args ...string) (url, opsURL, token string, stop func(), err error) {
-	creds := auth.GenerateDev()
-	environ := append(os.Environ(), "LEDGER_DYNAMODB_ENDPOINT="+e.endpoint, "LEDGER_LOG_LEVEL=warn",
-		"LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()))
-	migrate := exec.CommandContext(ctx, bin, "migrate")
-	migrate.Env = environ
-	if out, err := migrate.CombinedOutput(); err != nil {
-		return "", "", "", nil, fmt.Errorf("ledgerd migrate: %w\n%s", err, out)
-	}
-	// Ports of our choosing rather than 0: ledgerd logs the bound addresses
-	// at info, and the load test runs it at warn. Not the operations
-	// listener's default either, which another ledgerd on this machine may
-	// hold.
-	var addrs [2]string
-	for i := range addrs {
-		port, err := dynamolocal.FreePort()
-		if err != nil {
-			return "", "", "", nil, err
-		}
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
-	}
-	serve := exec.Command(bin, append([]string{"serve", "-listen", addrs[0], "-ops-listen", addrs[1]}, args...)...)
-	serve.Env, serve.Stderr = environ, os.Stderr
-	if err := serve.Start(); err != nil {
-		return "", "", "", nil, err
-	}
-	stop = func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		_ = serve.Wait()
-	}
-	url = "http://" + addrs[0]
-	if err := waitHealthy(ctx, url, 30*time.Second); err != nil {
-		stop()
-		return "", "", "", nil, err
-	}
-	return url, "http://" + addrs[1], creds.ServiceToken, stop, nil
-}
-
-// waitHealthy waits for GET /healthz to answer 200.
-func waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		res, err := http.Get(url + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("status %s", res.Status)
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("ledgerd at %s did not become healthy: %w", url, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// ledgerdEnv is the environment that points ledgerd at e.
+func (e *env) ledgerdEnv() []string {
+	return []string{"LEDGER_DYNAMODB_ENDPOINT=" + e.endpoint, "LEDGER_TABLE_PREFIX=" + e.prefix}
 }
 
 // projectionStatus is ledgerd's GET /projection/status, on its operations
@@ -146,9 +173,10 @@ func getProjectionStatus(c *http.Client, opsURL string) (projectionStatus, error
 }
 
 // sampleLag reads the projector's lag every 500ms until ctx ends, and then
-// sends the samples. A target without a projector, or without an
-// operations listener to ask, gives none.
-func sampleLag(ctx context.Context, c *http.Client, opsURL string) <-chan []time.Duration {
+// sends the samples; opsURL says where to ask each time (an instance in
+// service). A target without a projector, or without an operations
+// listener to ask, gives none.
+func sampleLag(ctx context.Context, c *http.Client, opsURL func() string) <-chan []time.Duration {
 	out := make(chan []time.Duration, 1)
 	go func() {
 		var lags []time.Duration
@@ -161,7 +189,7 @@ func sampleLag(ctx context.Context, c *http.Client, opsURL string) <-chan []time
 				return
 			case <-t.C:
 			}
-			if st, err := getProjectionStatus(c, opsURL); err == nil && st.Running {
+			if st, err := getProjectionStatus(c, opsURL()); err == nil && st.Running {
 				lags = append(lags, time.Duration(st.Lag))
 			}
 		}

@@ -202,6 +202,10 @@ func (e *Emulator) Shutdown() {
 	}
 }
 
+// Pid is the emulator's process id (the JVM's: taskset execs java), for
+// reading what CPU it used.
+func (e *Emulator) Pid() int { return e.cmd.Process.Pid }
+
 // Output is what the emulator printed so far.
 func (e *Emulator) Output() string { return e.out.String() }
 

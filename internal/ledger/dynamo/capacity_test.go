@@ -19,6 +19,9 @@ import (
 // the write capacity they consume. DynamoDB Local reports no consumed
 // capacity, so it is computed from the items' sizes by DynamoDB's rules: a
 // write unit per started KB of each item written, twice in a transaction.
+// stored-B is what the items it adds (its entry and its request record)
+// take, with the 100 bytes DynamoDB bills for each item besides its
+// attributes; entry-B is its entry's size.
 //
 //	go test -run '^$' -bench PurchaseCapacity -benchtime 50x ./internal/ledger/dynamo/
 func BenchmarkPurchaseCapacity(b *testing.B) {
@@ -34,6 +37,10 @@ func BenchmarkPurchaseCapacity(b *testing.B) {
 			b.ReportMetric(float64(items)/float64(b.N), "items/purchase")
 			b.ReportMetric(float64(units)/float64(b.N), "WCU/purchase")
 			b.ReportMetric(accountKB, "account-KB")
+			rec.mu.Lock()
+			b.ReportMetric(float64(rec.stored)/float64(b.N), "stored-B/purchase")
+			b.ReportMetric(float64(rec.entryBytes)/float64(b.N), "entry-B")
+			rec.mu.Unlock()
 		})
 	}
 }
@@ -79,6 +86,46 @@ func BenchmarkHoldCapacity(b *testing.B) {
 	}
 }
 
+// What the sweeper's expiration of an idle user writes (Expire), for a
+// user holding 1 bucket, which expires, or 10, of which the soonest
+// expires, as BenchmarkPurchaseCapacity counts it: the EXPIRATION entry,
+// the account, and the index of next expiries (the user's item deleted,
+// and put again at the next expiry if there is one).
+//
+//	go test -run '^$' -bench ExpiryCapacity -benchtime 50x ./internal/ledger/dynamo/
+func BenchmarkExpiryCapacity(b *testing.B) {
+	for _, buckets := range []int{1, 10} {
+		b.Run(fmt.Sprintf("buckets=%d", buckets), func(b *testing.B) {
+			env := dynamotest.New(b)
+			rec := &writeRecorder{API: env.Client, sizes: map[string]int{}}
+			start := time.Now()
+			now := start
+			l := New(rec, Options{Table: env.Ledger, MaxBatch: 1, MaxBuckets: 100, Now: func() time.Time { return now }})
+			for i := range b.N {
+				for k := range buckets {
+					r := ledger.Request{UserID: fmt.Sprint("u", i), RequestID: fmt.Sprint("g", k), Amount: "100",
+						Expire: start.Add(time.Duration(k+1) * time.Hour)} // the first bucket expires first
+					mustApply(b, l, holdRequest(b, ledger.EntryGrant, r)) // a request of any type
+				}
+			}
+			now = start.Add(90 * time.Minute) // past the first bucket's expiry only
+			rec.reset()
+			b.ResetTimer()
+			for i := range b.N {
+				res, err := l.Expire(context.Background(), fmt.Sprint("u", i))
+				if err != nil || res.Entry.Type != ledger.EntryExpiration {
+					b.Fatalf("expire u%d: %+v, %v; want an expiration", i, res.Entry, err)
+				}
+			}
+			b.StopTimer()
+			items, units, accountKB := rec.totals()
+			b.ReportMetric(float64(items)/float64(b.N), "items/expiry")
+			b.ReportMetric(float64(units)/float64(b.N), "WCU/expiry")
+			b.ReportMetric(accountKB, "account-KB")
+		})
+	}
+}
+
 // capacityLedger is a ledger of one user, u, granted a million points in
 // each of buckets buckets, without grouping, whose transactions rec counts
 // from now on.
@@ -105,14 +152,24 @@ func capacityLedger(b *testing.B, buckets int) (*Ledger, *writeRecorder) {
 // writeRecorder counts what transactions write.
 type writeRecorder struct {
 	API
-	mu        sync.Mutex
-	items     int
-	units     int
-	accountKB float64        // the last account item's size
-	sizes     map[string]int // the items written, by key: an update is charged by the larger of before and after
+	mu         sync.Mutex
+	items      int
+	units      int
+	accountKB  float64        // the last account item's size
+	sizes      map[string]int // the items written, by key: an update is charged by the larger of before and after
+	stored     int            // bytes of the items put that were not there before, each with DynamoDB's 100 bytes of overhead
+	entryBytes int            // bytes of the entries put
 }
 
-func (w *writeRecorder) reset() { w.mu.Lock(); w.items, w.units = 0, 0; w.mu.Unlock() }
+// itemOverhead is what DynamoDB bills for the storage of each item besides
+// its attributes ("DynamoDB item sizes and formats" in its developer guide).
+const itemOverhead = 100
+
+func (w *writeRecorder) reset() {
+	w.mu.Lock()
+	w.items, w.units, w.stored, w.entryBytes = 0, 0, 0, 0
+	w.mu.Unlock()
+}
 
 func (w *writeRecorder) totals() (int, int, float64) {
 	w.mu.Lock()
@@ -132,7 +189,14 @@ func (w *writeRecorder) TransactWriteItems(ctx context.Context, in *dynamodb.Tra
 		switch {
 		case it.Put != nil:
 			size = itemSize(it.Put.Item)
-			w.sizes[itemKey(it.Put.Item)] = size
+			k := itemKey(it.Put.Item)
+			if _, ok := w.sizes[k]; !ok {
+				w.stored += size + itemOverhead
+			}
+			if sk, ok := it.Put.Item["SK"].(*types.AttributeValueMemberS); ok && IsEntryKey(sk.Value) {
+				w.entryBytes += size
+			}
+			w.sizes[k] = size
 		case it.Update != nil:
 			// An update is charged by the larger of the item before and
 			// after.

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/shopspring/decimal"
+
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+)
+
+// stubExec answers every call with answer, and counts them.
+type stubExec struct {
+	mu     sync.Mutex
+	answer outcome
+	calls  int
+}
+
+func (s *stubExec) do(context.Context, op) outcome {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	return s.answer
+}
+
+func (s *stubExec) set(answer outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = answer
+}
+
+func stubBalancer(n int) (*balancer, []*stubExec) {
+	var targets []*target
+	var stubs []*stubExec
+	for i := range n {
+		s := &stubExec{answer: outcome{code: "ok"}}
+		stubs = append(stubs, s)
+		targets = append(targets, &target{inst: &instance{name: "ledgerd-" + string(rune('1'+i))}, x: s})
+	}
+	return newBalancer(targets, time.Second), stubs
+}
+
+func purchase(user string) op {
+	return op{kind: "purchase", user: user, requestID: "r", amount: decimal.NewFromInt(1)}
+}
+
+func TestTheBalancerSendsEachCallToTheNextInstance(t *testing.T) {
+	t.Parallel()
+	b, stubs := stubBalancer(3)
+	for range 9 {
+		b.do(context.Background(), purchase("u"))
+	}
+	for i, s := range stubs {
+		if s.calls != 3 {
+			t.Errorf("instance %d got %d calls of 9, want 3", i+1, s.calls)
+		}
+	}
+	counts := b.counts()
+	if counts[0].calls != 3 || counts[0].purchases != 3 || counts[0].codes["ok"] != 3 {
+		t.Errorf("counts of instance 1 = %+v, want 3 calls, 3 purchases, ok=3", counts[0])
+	}
+}
+
+// A dead instance refuses connections: after passiveFails of them in a
+// row the balancer stops sending it calls, and the others get them all.
+func TestTheBalancerTakesOutAnInstanceItCannotReach(t *testing.T) {
+	t.Parallel()
+	b, stubs := stubBalancer(3)
+	stubs[1].set(outcome{code: "unavailable", unreachable: true})
+	for range 3 * passiveFails {
+		b.do(context.Background(), purchase("u"))
+	}
+	if stubs[1].calls != passiveFails {
+		t.Fatalf("the dead instance got %d calls, want %d (then taken out)", stubs[1].calls, passiveFails)
+	}
+	for range 10 {
+		if out := b.do(context.Background(), purchase("u")); out.code != "ok" {
+			t.Fatalf("a call after the dead instance was taken out: %s, want ok", out.code)
+		}
+	}
+	if stubs[1].calls != passiveFails {
+		t.Errorf("the dead instance got %d calls after it was taken out", stubs[1].calls-passiveFails)
+	}
+	if got := b.counts()[1].unreachable; got != passiveFails {
+		t.Errorf("unreachable calls counted: %d, want %d", got, passiveFails)
+	}
+}
+
+// An answer that is an error (a refusal, a conflict) is the ledger's: it
+// does not count against the instance.
+func TestAnErrorAnswerDoesNotTakeAnInstanceOut(t *testing.T) {
+	t.Parallel()
+	b, stubs := stubBalancer(2)
+	stubs[0].set(outcome{code: "aborted"})
+	for range 4 * passiveFails {
+		b.do(context.Background(), purchase("u"))
+	}
+	if stubs[0].calls != 2*passiveFails {
+		t.Errorf("the instance answering aborted got %d calls, want %d", stubs[0].calls, 2*passiveFails)
+	}
+}
+
+func TestHealthChecksTakeAnInstanceOutAndPutItBack(t *testing.T) {
+	t.Parallel()
+	b, _ := stubBalancer(2)
+	tg := b.targets[0]
+	down := errors.New("connection refused")
+	tg.checked(down)
+	if !tg.inService() {
+		t.Fatal("out after one failed health check, want healthFails in a row")
+	}
+	tg.checked(down)
+	if tg.inService() {
+		t.Fatalf("in service after %d failed health checks", healthFails)
+	}
+	for range 10 {
+		b.do(context.Background(), purchase("u"))
+	}
+	if n := b.counts()[0].calls; n != 0 {
+		t.Errorf("the instance out of service got %d calls", n)
+	}
+	tg.checked(nil)
+	if tg.inService() {
+		t.Fatal("back after one passed health check, want healthPasses in a row")
+	}
+	tg.checked(nil)
+	if !tg.inService() {
+		t.Fatalf("still out after %d passed health checks", healthPasses)
+	}
+	b.targets[1].checked(down)
+	b.targets[1].checked(down)
+	tg.checked(down)
+	tg.checked(down)
+	if out := b.do(context.Background(), purchase("u")); out.code != codeNoInstance || !out.unreachable {
+		t.Errorf("a call with every instance out: %+v, want %s", out, codeNoInstance)
+	}
+}
+
+// watch asks each instance's /healthz: a server that stops answering is
+// taken out within healthFails intervals.
+func TestWatchChecksEveryInstance(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	b := newBalancer([]*target{{inst: &instance{name: "ledgerd-1", url: srv.URL}, x: &stubExec{}}}, 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go b.watch(ctx, srv.Client())
+	time.Sleep(100 * time.Millisecond)
+	if !b.targets[0].inService() {
+		t.Fatal("a healthy instance was taken out")
+	}
+	mu.Lock()
+	status = http.StatusServiceUnavailable
+	mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.targets[0].inService() {
+		if time.Now().After(deadline) {
+			t.Fatal("an instance answering 503 was not taken out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if by := b.targets[0].outBy; !strings.Contains(by, "health checks") {
+		t.Errorf("taken out by %q, want the health checks", by)
+	}
+}
+
+// After a kill, a mutation that fails for want of an instance within the
+// window is expected; one sent after the window is a violation.
+func TestFailoverReportsWhatFailedAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	b, _ := stubBalancer(2)
+	kill := time.Now()
+	window := time.Second
+	b.killed(kill, window)
+	dead := outcome{code: "unavailable", unreachable: true}
+	ok := outcome{code: "ok"}
+	b.follow(purchase("alice"), kill.Add(-time.Millisecond), dead) // before the kill: not followed
+	b.follow(purchase("alice"), kill.Add(100*time.Millisecond), dead)
+	b.follow(purchase("alice"), kill.Add(2*time.Second), ok)
+	b.follow(purchase("bob"), kill.Add(2*time.Second), outcome{code: "failed_precondition"}) // the ledger's answer: served
+	b.follow(op{kind: "balance", user: "carol"}, kill.Add(3*time.Second), dead)              // not a mutation
+	k := b.failover(b.targets[0], 0)
+	if k.Users != 2 || k.ServedLater != 2 || len(k.Late) != 0 || k.LastFailureMS != 100 {
+		t.Fatalf("failover = %+v, want 2 users, 2 served later, none late, last failure at 100 ms", k)
+	}
+	b.follow(purchase("bob"), kill.Add(1500*time.Millisecond), outcome{code: "unavailable"}) // a live instance that could not forward
+	k = b.failover(b.targets[0], 0)
+	if len(k.Late) != 1 || !strings.HasPrefix(k.Late[0], "bob: 1 mutations sent more than 1s after the kill failed") {
+		t.Errorf("late = %q, want bob's", k.Late)
+	}
+	var inv Invariants
+	inv.addFailover(k)
+	if inv.OK() {
+		t.Error("a late failure is no violation")
+	}
+}
+
+// A call to a port where nothing listens, and one cut off by its server,
+// are unreachable; an answer of ledgerd's, even an error, is not.
+func TestUnreachable(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(refusingLedger{}))
+	mux.HandleFunc("/hang-up/", func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	})
+	srv := httptest.NewServer(mux)
+	closed := httptest.NewServer(mux)
+	closed.Close()
+	defer srv.Close()
+	for _, c := range []struct {
+		name, url string
+		want      bool
+	}{
+		{"an answer of ledgerd's", srv.URL, false},
+		{"nothing listens", closed.URL, true},
+		{"the connection is closed", srv.URL + "/hang-up", true},
+	} {
+		x := &connectExec{c: pointledgerv1connect.NewLedgerServiceClient(srv.Client(), c.url)}
+		out := x.do(context.Background(), purchase("u"))
+		if out.unreachable != c.want {
+			t.Errorf("%s: %+v, want unreachable %v", c.name, out, c.want)
+		}
+	}
+}
+
+type refusingLedger struct {
+	pointledgerv1connect.UnimplementedLedgerServiceHandler
+}
+
+func (refusingLedger) Purchase(context.Context, *connect.Request[pb.PurchaseRequest]) (*connect.Response[pb.PurchaseResponse], error) {
+	return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("insufficient balance"))
+}
