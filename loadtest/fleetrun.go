@@ -181,8 +181,8 @@ func (fr *fleetRun) figures(c fleetConfig, durationS float64) (*Fleet, error) {
 		return nil, nil // the measurement did not run to its end
 	}
 	f := &Fleet{Instances: len(fr.b.targets), Affinity: c.affinity,
-		Balancer: fmt.Sprintf("the load tool, round robin per call over the instances in service (health checked every %s: out after %d failed checks or %d calls in a row that could not reach it, back after %d passed checks; no retries)",
-			fr.b.interval, healthFails, passiveFails, healthPasses)}
+		Balancer: fmt.Sprintf("the load tool, round robin per call over the instances in service (health checked every %s, each check given %s: out after %d failed checks or %d calls in a row that could not reach it, back after %d passed checks; no retries)",
+			fr.b.interval, healthTimeout, healthFails, passiveFails, healthPasses)}
 	var total writePath
 	var totalCounts targetCounts
 	notes := []string{}
