@@ -28,10 +28,9 @@ func (s *LedgerService) Authorize(ctx context.Context, req *connect.Request[pb.A
 	if err != nil {
 		return nil, err
 	}
-	e := res.Entry
+	b := balancesAfter(res.Entry)
 	return connect.NewResponse(&pb.AuthorizeResponse{
-		Hold: holdToProto(res.Hold, s.expiry.Now()), Balance: e.BalanceAfter.String(),
-		Available: e.BalanceAfter.Sub(e.HeldAfter).String(), Held: e.HeldAfter.String(), Replayed: res.Replayed,
+		Hold: holdToProto(res.Hold, s.expiry.Now()), Balance: b.balance, Available: b.available, Held: b.held, Replayed: res.Replayed,
 	}), nil
 }
 
@@ -43,10 +42,10 @@ func (s *LedgerService) Capture(ctx context.Context, req *connect.Request[pb.Cap
 	if err != nil {
 		return nil, err
 	}
-	e := res.Entry
+	b := balancesAfter(res.Entry)
 	return connect.NewResponse(&pb.CaptureResponse{
-		Entry: entryToProto(e), Hold: holdToProto(res.Hold, s.expiry.Now()), Balance: e.BalanceAfter.String(),
-		Available: e.BalanceAfter.Sub(e.HeldAfter).String(), Held: e.HeldAfter.String(), Replayed: res.Replayed,
+		Entry: entryToProto(res.Entry), Hold: holdToProto(res.Hold, s.expiry.Now()),
+		Balance: b.balance, Available: b.available, Held: b.held, Replayed: res.Replayed,
 	}), nil
 }
 
@@ -58,10 +57,10 @@ func (s *LedgerService) Void(ctx context.Context, req *connect.Request[pb.VoidRe
 	if err != nil {
 		return nil, err
 	}
-	e := res.Entry
+	b := balancesAfter(res.Entry)
 	return connect.NewResponse(&pb.VoidResponse{
-		Entry: entryToProto(e), Hold: holdToProto(res.Hold, s.expiry.Now()), Balance: e.BalanceAfter.String(),
-		Available: e.BalanceAfter.Sub(e.HeldAfter).String(), Held: e.HeldAfter.String(), Replayed: res.Replayed,
+		Entry: entryToProto(res.Entry), Hold: holdToProto(res.Hold, s.expiry.Now()),
+		Balance: b.balance, Available: b.available, Held: b.held, Replayed: res.Replayed,
 	}), nil
 }
 
@@ -85,6 +84,14 @@ func (s *LedgerService) ListHolds(ctx context.Context, req *connect.Request[pb.L
 		out.Holds[i] = holdToProto(h, now)
 	}
 	return connect.NewResponse(out), nil
+}
+
+// balances are what a hold's, a capture's or a void's answer says of the
+// account right after its entry.
+type balances struct{ balance, available, held string }
+
+func balancesAfter(e ledger.Entry) balances {
+	return balances{e.BalanceAfter.String(), e.BalanceAfter.Sub(e.HeldAfter).String(), e.HeldAfter.String()}
 }
 
 // holdToProto is h as it is at now: a held hold at or past its expiry is
