@@ -89,6 +89,7 @@ type recovered struct {
 	lastFailed  time.Duration // after the kill; < 0: none failed
 	servedLater int           // sent after the window and served
 	failedLater int           // sent after the window and failed
+	lastLate    string        // the last of those: where it went and what it got
 }
 
 func newBalancer(targets []*target, interval time.Duration) *balancer {
@@ -102,20 +103,27 @@ const codeNoInstance = "no_instance"
 func (b *balancer) do(ctx context.Context, o op) outcome {
 	sent := time.Now()
 	t := b.pick()
-	out := outcome{code: codeNoInstance, unreachable: true}
+	out := outcome{code: codeNoInstance, unreachable: true, err: "every instance was out of service"}
+	where := "the balancer"
 	if t != nil {
 		out = t.x.do(ctx, o)
 		t.answered(o, out)
+		where = t.inst.name
 	}
-	b.follow(o, sent, out)
+	b.follow(o, where, sent, out)
 	return out
 }
 
 // pick returns the next instance in service, round robin; nil if none is.
+// It takes one turn and looks at every instance once from there: taking a
+// turn per instance looked at would let concurrent picks take the live
+// instances' turns between one pick's looks, which then sees only the dead
+// one and finds none.
 func (b *balancer) pick() *target {
 	n := uint64(len(b.targets))
-	for range n {
-		if t := b.targets[(b.next.Add(1)-1)%n]; t.inService() {
+	turn := b.next.Add(1) - 1
+	for i := range n {
+		if t := b.targets[(turn+i)%n]; t.inService() {
 			return t
 		}
 	}
@@ -231,8 +239,9 @@ func (b *balancer) killed(at time.Time, window time.Duration) {
 func failedForWant(out outcome) bool { return out.unreachable || out.code == "unavailable" }
 
 // follow notes, after a kill, which of each user's mutations failed for
-// want of an instance, and when they were sent.
-func (b *balancer) follow(o op, sent time.Time, out outcome) {
+// want of an instance, when they were sent, and (for those after the
+// window) where they went and what they got.
+func (b *balancer) follow(o op, where string, sent time.Time, out outcome) {
 	if !o.mutates() {
 		return
 	}
@@ -254,6 +263,7 @@ func (b *balancer) follow(o op, sent time.Time, out outcome) {
 	if after > b.window {
 		if failed {
 			r.failedLater++
+			r.lastLate = fmt.Sprintf("%s answered %s (%s)", where, out.code, out.err)
 		} else {
 			r.servedLater++
 		}
@@ -280,8 +290,8 @@ func (b *balancer) failover(t *target, unreachableAtKill int64) Kill {
 			k.LastFailureMS = max(k.LastFailureMS, msOfDuration(r.lastFailed))
 		}
 		if r.failedLater > 0 {
-			k.Late = append(k.Late, fmt.Sprintf("%s: %d mutations sent more than %s after the kill failed for want of an instance, the last %s after it",
-				user, r.failedLater, b.window, r.lastFailed.Round(time.Millisecond)))
+			k.Late = append(k.Late, fmt.Sprintf("%s: %d mutations sent more than %s after the kill failed for want of an instance, the last %s after it: %s",
+				user, r.failedLater, b.window, r.lastFailed.Round(time.Millisecond), r.lastLate))
 		}
 	}
 	return k

@@ -189,18 +189,18 @@ func TestFailoverReportsWhatFailedAfterTheWindow(t *testing.T) {
 	b.killed(kill, window)
 	dead := outcome{code: "unavailable", unreachable: true}
 	ok := outcome{code: "ok"}
-	b.follow(purchase("alice"), kill.Add(-time.Millisecond), dead) // before the kill: not followed
-	b.follow(purchase("alice"), kill.Add(100*time.Millisecond), dead)
-	b.follow(purchase("alice"), kill.Add(2*time.Second), ok)
-	b.follow(purchase("bob"), kill.Add(2*time.Second), outcome{code: "failed_precondition"}) // the ledger's answer: served
-	b.follow(op{kind: "balance", user: "carol"}, kill.Add(3*time.Second), dead)              // not a mutation
+	b.follow(purchase("alice"), "i1", kill.Add(-time.Millisecond), dead) // before the kill: not followed
+	b.follow(purchase("alice"), "i1", kill.Add(100*time.Millisecond), dead)
+	b.follow(purchase("alice"), "i1", kill.Add(2*time.Second), ok)
+	b.follow(purchase("bob"), "i1", kill.Add(2*time.Second), outcome{code: "failed_precondition"}) // the ledger's answer: served
+	b.follow(op{kind: "balance", user: "carol"}, "i1", kill.Add(3*time.Second), dead)              // not a mutation
 	k := b.failover(b.targets[0], 0)
 	if k.Users != 2 || k.ServedLater != 2 || len(k.Late) != 0 || k.LastFailureMS != 100 {
 		t.Fatalf("failover = %+v, want 2 users, 2 served later, none late, last failure at 100 ms", k)
 	}
-	b.follow(purchase("bob"), kill.Add(1500*time.Millisecond), outcome{code: "unavailable"}) // a live instance that could not forward
+	b.follow(purchase("bob"), "i1", kill.Add(1500*time.Millisecond), outcome{code: "unavailable", err: "no owner"}) // a live instance that could not forward
 	k = b.failover(b.targets[0], 0)
-	if len(k.Late) != 1 || !strings.HasPrefix(k.Late[0], "bob: 1 mutations sent more than 1s after the kill failed") {
+	if len(k.Late) != 1 || !strings.HasPrefix(k.Late[0], "bob: 1 mutations sent more than 1s after the kill failed") || !strings.HasSuffix(k.Late[0], "i1 answered unavailable (no owner)") {
 		t.Errorf("late = %q, want bob's", k.Late)
 	}
 	var inv Invariants
@@ -248,4 +248,34 @@ type refusingLedger struct {
 
 func (refusingLedger) Purchase(context.Context, *connect.Request[pb.PurchaseRequest]) (*connect.Response[pb.PurchaseResponse], error) {
 	return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("insufficient balance"))
+}
+
+// Calls picked at the same time each find the instance in service: a pick
+// looks at every instance once from its turn, whatever the other picks take
+// meanwhile. (A pick that advanced the shared turn for each instance it
+// looked at could be sent back to the dead one by another's pick, and find
+// none: a kill test saw one such call, no_instance beside a live survivor.)
+func TestConcurrentPicksAlwaysFindTheInstanceInService(t *testing.T) {
+	t.Parallel()
+	b, _ := stubBalancer(2)
+	b.targets[0].mu.Lock()
+	b.targets[0].takeOut("killed")
+	b.targets[0].mu.Unlock()
+	var none sync.Map
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for range 20000 {
+				if b.pick() == nil {
+					none.Store(w, true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	none.Range(func(w, _ any) bool {
+		t.Errorf("worker %d found no instance in service, with %s in service", w, b.targets[1].inst.name)
+		return true
+	})
 }

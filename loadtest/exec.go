@@ -105,7 +105,7 @@ func (x *connectExec) do(ctx context.Context, o op) outcome {
 		err = connect.NewError(connect.CodeUnimplemented, fmt.Errorf("op %q", o.kind))
 	}
 	if err != nil {
-		return outcome{code: codeOf(err), unreachable: unreachable(err)}
+		return outcome{code: codeOf(err), unreachable: unreachable(err), err: err.Error()}
 	}
 	out := outcome{code: "ok", replayed: replayed}
 	if e != nil {

@@ -44,6 +44,7 @@ type outcome struct {
 	// before the answer (refused, reset, closed): what a load balancer's
 	// passive health check counts.
 	unreachable bool
+	err         string // a failed call's error, for the report of a failover
 }
 
 // An executor sends ops: ledgerd over Connect, or a baseline straight to
