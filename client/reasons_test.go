@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -156,5 +157,34 @@ func TestNewRequestIDIsAValidUniqueULID(t *testing.T) {
 			t.Fatalf("NewRequestID() = %q twice", id)
 		}
 		seen[id] = true
+	}
+}
+
+// Every reason the server sends is in the docs: the domain's and the API's
+// in the Errors section of docs/design.md, authentication's in the Security
+// section of docs/operations.md.
+func TestReasonsAreDocumented(t *testing.T) {
+	t.Parallel()
+	type section struct{ file, heading string }
+	errorsTable, security := section{"../docs/design.md", "## Errors"}, section{"../docs/operations.md", "## Security"}
+	docs := map[string]section{"../internal/ledger": errorsTable, "../internal/api": errorsTable, "../internal/auth": security}
+	for _, dir := range slices.Sorted(maps.Keys(docs)) {
+		doc := docs[dir]
+		b, err := os.ReadFile(doc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, text, ok := strings.Cut(string(b), "\n"+doc.heading+"\n")
+		if !ok {
+			t.Fatalf("%s has no %q", doc.file, doc.heading)
+		}
+		if end := strings.Index(text, "\n## "); end >= 0 {
+			text = text[:end]
+		}
+		for value, name := range reasonConstants(t, dir) {
+			if !strings.Contains(text, "`"+value+"`") {
+				t.Errorf("%s.%s = %q is not in %s's %q", dir, name, value, doc.file, doc.heading)
+			}
+		}
 	}
 }
