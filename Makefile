@@ -170,7 +170,9 @@ $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION):
 
 .PHONY: lint
 lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
-	golangci-lint run ./...
+	# Serial runners: a second lint at the same time (two checkouts' make
+	# test) waits for the first's lock instead of failing.
+	golangci-lint run --allow-serial-runners ./...
 	cd proto && buf lint
 	$(MAKE) --no-print-directory breaking
 
