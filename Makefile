@@ -194,11 +194,11 @@ generate-check: tools ## fail if gen/ or openapi/ is not what the protos generat
 SCENARIO ?= uniform
 
 .PHONY: loadtest
-loadtest: dynamodb-local build ## scenario SCENARIO (uniform) closed loop, open loop at half its rate, and the baselines; ARGS adds flags (see README)
+loadtest: dynamodb-local ## scenario SCENARIO (uniform) closed loop, open loop at half its rate, and the baselines; ARGS adds flags (see README)
 	$(GO) run ./loadtest -scenario $(SCENARIO) -rate half $(ARGS)
 
 .PHONY: loadtest-quick
-loadtest-quick: dynamodb-local build ## smoke run: 16 clients purchasing through ledgerd, 5 s warm-up, 20 s (see README)
+loadtest-quick: dynamodb-local ## smoke run: 16 clients purchasing through ledgerd, 5 s warm-up, 20 s (see README)
 	$(GO) run ./loadtest -concurrency 16 -warmup 5s -duration 20s -baselines=false
 
 .PHONY: clean

@@ -118,9 +118,29 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	built := ""
+	if f.target == "" && f.ledgerd == "" {
+		dir, err := os.MkdirTemp("", "loadtest-ledgerd-")
+		if err != nil {
+			return false, err
+		}
+		defer os.RemoveAll(dir)
+		var commit string
+		if f.ledgerd, commit, err = buildLedgerd(ctx, dir); err != nil {
+			return false, err
+		}
+		built = "built from ./cmd/ledgerd"
+		if commit != "" {
+			built += " at " + commit
+		}
+		fmt.Println("ledgerd:", built)
+	}
 	r, err := newRunner(ctx, f, p, newReport(f, p, args, cpus), emulatorCPUs)
 	if err != nil {
 		return false, err
+	}
+	if built != "" {
+		r.rep.Target = strings.Replace(r.rep.Target, "ledgerd "+f.ledgerd, "ledgerd "+built, 1)
 	}
 	if f.sharedEmulator && f.target == "" && f.dynamoEndpoint == "" {
 		if r.shared, err = startEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
@@ -144,7 +164,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.target, "target", "", "URL of a running ledgerd; empty: start DynamoDB Local and ledgerd")
 	fs.StringVar(&f.targetOps, "target-ops", "", "with -target: URL of its operations listener (-ops-listen), for the projection's lag and to know whether it projects; empty: no lag, and the history is caught up from the ledger before the checks")
 	fs.StringVar(&f.token, "token", os.Getenv("LEDGER_TOKEN"), "with -target: a service token to send (LEDGER_TOKEN)")
-	fs.StringVar(&f.ledgerd, "ledgerd", "bin/ledgerd", "the ledgerd binary to start when there is no -target")
+	fs.StringVar(&f.ledgerd, "ledgerd", "", "the ledgerd binary to start when there is no -target; default: built from ./cmd/ledgerd of this checkout at start, so that a run measures the code it runs from")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", "", "with -target: the DynamoDB endpoint of its tables, read for the checks (empty or aws: AWS's, from the environment); without: empty starts a fresh DynamoDB Local for each run, a URL uses the DynamoDB there and aws AWS's (region and credentials from the environment), each run on tables of its own, deleted after its checks")
 	fs.StringVar(&f.tablePrefix, "table-prefix", "", "with -target: the prefix of its table names; with -dynamodb-endpoint and no -target: the start of the names of the tables the runs create")
 	fs.StringVar(&f.scenario, "scenario", "uniform", "the load: "+strings.Join(scenarios, ", "))
