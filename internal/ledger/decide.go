@@ -157,7 +157,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 
 	var purchase *PurchaseRef
 	if info.RefersToPurchase {
-		if f.Purchase == nil || !refundable(f.Purchase.Type) {
+		if f.Purchase == nil || !f.Purchase.Type.Refundable() {
 			return Decision{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
 				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
 		}
@@ -354,8 +354,9 @@ func (a Account) expireUpTo(t time.Time, n int, entries *[]Entry) Account {
 	return after
 }
 
-// refundable says whether a refund may name an entry of type t.
-func refundable(t EntryType) bool {
+// Refundable says whether a refund may name an entry of type t (a purchase
+// or a capture).
+func (t EntryType) Refundable() bool {
 	info, _ := t.Info()
 	return info.Refundable
 }

@@ -202,7 +202,7 @@ type HistoryQuery struct {
 
 // Refundable says whether a refund may name e: a purchase or a capture,
 // which keeps the sum of its refunds in RefundedAmount.
-func (e Entry) Refundable() bool { return refundable(e.Type) }
+func (e Entry) Refundable() bool { return e.Type.Refundable() }
 
 // MovesHeld says whether e is a hold, a capture or a release: an entry that
 // changes what the account holds.

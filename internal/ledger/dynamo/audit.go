@@ -174,7 +174,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 			continue
 		}
 		p, ok := byVersion[e.PurchaseVersion]
-		if !ok || !refundable(p.Type) || p.RequestID != e.PurchaseRequestID {
+		if !ok || !p.Type.Refundable() || p.RequestID != e.PurchaseRequestID {
 			add(ledger.FindingRefundTarget, "purchase "+e.PurchaseRequestID, fmt.Sprintf("%s %s", p.Type, p.RequestID), e.Version, e.PurchaseVersion)
 		}
 	}
@@ -231,7 +231,7 @@ func (l *Ledger) Audit(ctx context.Context, user string) (Audit, error) {
 		}
 	}
 	for _, e := range entries {
-		if !refundable(e.Type) {
+		if !e.Type.Refundable() {
 			continue
 		}
 		// Refunds committed while the query ran may be in the purchase's

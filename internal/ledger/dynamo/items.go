@@ -141,7 +141,7 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	if e.HoldRequestID != "" {
 		item["hold_request_id"] = str(e.HoldRequestID)
 	}
-	if info, _ := e.Type.Info(); info.Refundable {
+	if e.Refundable() {
 		item["refunded_amount"] = num(e.RefundedAmount)
 	}
 	switch e.Type {
@@ -412,7 +412,7 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 	e.HeldChange = d.optNum("held_change")
 	e.HeldAfter = d.optNum("held_after")
 	e.HoldRequestID = d.optStr("hold_request_id")
-	if info, _ := e.Type.Info(); info.Refundable {
+	if e.Refundable() {
 		e.RefundedAmount = d.num("refunded_amount")
 	}
 	switch e.Type {

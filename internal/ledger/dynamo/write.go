@@ -435,12 +435,12 @@ loop:
 					seen.purchases[m.PurchaseRequestID] = rec
 				}
 			}
-			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && refundable(p.entry.Type) {
+			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type.Refundable() {
 				g.later = calls[i:] // its purchase commits in this group: refund it in the next
 				break
 			}
 			switch {
-			case ok && refundable(rec.Type):
+			case ok && rec.Type.Refundable():
 				if touched[rec.Version] {
 					g.later = calls[i:] // one update of the purchase per transaction
 					break loop
@@ -782,7 +782,7 @@ func (l *Ledger) refundedOf(ctx context.Context, user string, version int64, old
 			return decimal.Decimal{}, err
 		}
 	}
-	if !ok || !refundable(e.Type) {
+	if !ok || !e.Type.Refundable() {
 		return decimal.Decimal{}, fmt.Errorf("refund cap of entry %d of %q failed: it is no purchase", version, user)
 	}
 	return e.RefundedAmount, nil
@@ -1064,13 +1064,6 @@ func holdResolveUpdate(table string, h ledger.Hold) *types.Update {
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
-}
-
-// refundable says whether a refund may name an entry of type t (a purchase
-// or a capture).
-func refundable(t ledger.EntryType) bool {
-	info, _ := t.Info()
-	return info.Refundable
 }
 
 // sameAccount says whether two reads of an aggregate show the same state.
