@@ -91,10 +91,10 @@ func (h *History) applyFollowed(e ledger.Entry) {
 	}
 }
 
-// apply appends the next entry as the projector applies it: a purchase
-// starts with nothing refunded, and a refund adds to its purchase.
+// apply appends the next entry as the projector applies it: a purchase or
+// a capture starts with nothing refunded, and a refund adds to it.
 func (u *userHistory) apply(e ledger.Entry) {
-	if e.Type == ledger.EntryPurchase {
+	if e.Refundable() {
 		e.RefundedAmount = decimal.Zero
 	}
 	if e.Type == ledger.EntryRefund && e.PurchaseVersion >= 1 && e.PurchaseVersion <= int64(len(u.items)) {

@@ -450,3 +450,43 @@ func TestReconciler(t *testing.T) {
 		t.Errorf("a reconciliation of an invalid user: %v", err)
 	}
 }
+
+// A capture is refundable as a purchase is: a rebuilt history counts its
+// refunds once, not once from the stored entry and again from each refund.
+func TestHistoryRebuildCountsACapturesRefundsOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := ledgertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	s := New(clk.Now)
+	h := NewHistory(s)
+	do := func(typ ledger.EntryType, r ledger.Request) {
+		t.Helper()
+		m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(ctx, m); err != nil {
+			t.Fatalf("%s %s: %v", typ, r.RequestID, err)
+		}
+	}
+	do(ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: "g", Amount: "100"})
+	do(ledger.EntryHold, ledger.Request{UserID: "u", RequestID: "h", Amount: "30", Expire: clk.Now().Add(time.Hour)})
+	do(ledger.EntryCapture, ledger.Request{UserID: "u", RequestID: "c", HoldRequestID: "h", Amount: "30"})
+	do(ledger.EntryRefund, ledger.Request{UserID: "u", RequestID: "r", Amount: "10", PurchaseRequestID: "c"})
+	if err := h.Rebuild(ctx, "u"); err != nil {
+		t.Fatal(err)
+	}
+	captures := 0
+	for _, e := range listAll(t, h, "u", ledger.HistoryQuery{OldestFirst: true}) {
+		if e.Type != ledger.EntryCapture {
+			continue
+		}
+		captures++
+		if !e.RefundedAmount.Equal(decimal.NewFromInt(10)) {
+			t.Errorf("the rebuilt capture's refunded amount is %s, want 10", e.RefundedAmount)
+		}
+	}
+	if captures != 1 {
+		t.Errorf("the rebuilt history lists %d captures, want 1", captures)
+	}
+}
