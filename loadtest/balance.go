@@ -28,6 +28,8 @@ type balancer struct {
 	next     atomic.Uint64
 	interval time.Duration // between health checks
 
+	afterKill atomic.Bool // an instance was killed: calls are followed (lets do skip mu before)
+
 	mu     sync.Mutex
 	killAt time.Time             // when an instance was killed; zero: none was
 	window time.Duration         // after the kill, when every mutation must be served
@@ -230,6 +232,7 @@ func (b *balancer) killed(at time.Time, window time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.killAt, b.window = at, window
+	b.afterKill.Store(true)
 }
 
 // failedForWant says whether a call failed for want of an instance to
@@ -242,7 +245,7 @@ func failedForWant(out outcome) bool { return out.unreachable || out.code == "un
 // want of an instance, when they were sent, and (for those after the
 // window) where they went and what they got.
 func (b *balancer) follow(o op, where string, sent time.Time, out outcome) {
-	if !o.mutates() {
+	if !o.mutates() || !b.afterKill.Load() {
 		return
 	}
 	b.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -20,9 +19,9 @@ func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ledgerd and runs two of them for a few seconds")
 	}
-	bin := filepath.Join(t.TempDir(), "ledgerd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/ledgerd").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, _, err := buildLedgerd(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	// The history is caught up from the ledger before the checks; a
 	// projector in each would wait out the killed one's shard lease.

@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	built := ""
+	ledgerd := f.ledgerd // what the report calls the ledgerd it starts
 	if f.target == "" && f.ledgerd == "" {
 		dir, err := os.MkdirTemp("", "loadtest-ledgerd-")
 		if err != nil {
@@ -129,18 +129,15 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		if f.ledgerd, commit, err = buildLedgerd(ctx, dir); err != nil {
 			return false, err
 		}
-		built = "built from ./cmd/ledgerd"
+		ledgerd = "built from ./cmd/ledgerd"
 		if commit != "" {
-			built += " at " + commit
+			ledgerd += " at " + commit
 		}
-		fmt.Println("ledgerd:", built)
+		fmt.Println("ledgerd:", ledgerd)
 	}
-	r, err := newRunner(ctx, f, p, newReport(f, p, args, cpus), emulatorCPUs)
+	r, err := newRunner(ctx, f, p, newReport(f, p, args, cpus), emulatorCPUs, ledgerd)
 	if err != nil {
 		return false, err
-	}
-	if built != "" {
-		r.rep.Target = strings.Replace(r.rep.Target, "ledgerd "+f.ledgerd, "ledgerd "+built, 1)
 	}
 	if f.sharedEmulator && f.target == "" && f.dynamoEndpoint == "" {
 		if r.shared, err = startEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
@@ -282,8 +279,9 @@ func newReport(f flags, p *params, args []string, cpus string) *Report {
 }
 
 // newRunner makes the runner of the invocation: its HTTP client to
-// ledgerd and, with -target, the DynamoDB its checks read.
-func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPUs string) (*runner, error) {
+// ledgerd and, with -target, the DynamoDB its checks read. ledgerd is what
+// the report calls the ledgerd it starts (its binary, or its build).
+func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPUs, ledgerd string) (*runner, error) {
 	transport := &http.Transport{MaxIdleConnsPerHost: max(f.concurrency*4, 256)}
 	if f.h2c {
 		transport.Protocols = new(http.Protocols)
@@ -293,11 +291,11 @@ func newRunner(ctx context.Context, f flags, p *params, rep *Report, emulatorCPU
 	if f.target == "" {
 		switch f.dynamoEndpoint {
 		case "":
-			rep.Target = "fresh DynamoDB Local and ledgerd " + f.ledgerd
+			rep.Target = "fresh DynamoDB Local and ledgerd " + ledgerd
 		case awsDynamoDB:
-			rep.Target = "AWS's DynamoDB (from the environment), fresh tables, and ledgerd " + f.ledgerd
+			rep.Target = "AWS's DynamoDB (from the environment), fresh tables, and ledgerd " + ledgerd
 		default:
-			rep.Target = "the DynamoDB at " + f.dynamoEndpoint + ", fresh tables, and ledgerd " + f.ledgerd
+			rep.Target = "the DynamoDB at " + f.dynamoEndpoint + ", fresh tables, and ledgerd " + ledgerd
 		}
 		if f.latency > 0 {
 			rep.Target += fmt.Sprintf(", proxy adding %s per call", f.latency)

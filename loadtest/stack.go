@@ -74,6 +74,7 @@ func givenEnv(ctx context.Context, where, prefix string, latency time.Duration, 
 			return nil, fmt.Errorf("AWS configuration: %w", err)
 		}
 		e.db = dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) { o.HTTPClient = ddbhttp.Client() })
+		e.client = e.db // no proxy: the baselines write where the checks read
 	} else {
 		e.endpoint, e.db = where, dynamolocal.NewClient(where)
 		if err := e.withProxy(latency, proxy, where); err != nil {
@@ -109,11 +110,7 @@ func (e *env) withProxy(latency time.Duration, proxy bool, target string) error 
 			}
 		}
 	}
-	if e.endpoint == "" {
-		e.client = e.db
-	} else {
-		e.client = dynamolocal.NewClient(e.endpoint)
-	}
+	e.client = dynamolocal.NewClient(e.endpoint)
 	return nil
 }
 
