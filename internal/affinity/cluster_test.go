@@ -132,7 +132,7 @@ func (o *observer) Forwarded(procedure string) {
 	o.forwarded[procedure]++
 }
 
-func (o *observer) ForwardFailed(_, reason string) {
+func (o *observer) ForwardFailed(reason string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.failed == nil {

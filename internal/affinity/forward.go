@@ -88,7 +88,7 @@ func (f forwarder) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		f.p.o.Log.DebugContext(ctx, "forward failed: committing here", "procedure", procedure, "peer", owner,
 			"reason", failure.reason, "error", failure.err)
 		if o := f.p.o.Observer; o != nil {
-			o.ForwardFailed(procedure, failure.reason)
+			o.ForwardFailed(failure.reason)
 			o.FellBack(procedure)
 		}
 		return next(ctx, req)
@@ -123,8 +123,8 @@ func (f forwarder) forward(ctx context.Context, owner, procedure string, msg any
 	fctx, cancel := context.WithTimeout(ctx, f.p.o.Timeout)
 	defer cancel()
 	header := http.Header{auth.ForwardedHeader: {f.p.name()}}
-	if f.p.o.Token != "" {
-		header.Set("Authorization", "Bearer "+f.p.o.Token)
+	if f.p.bearer != "" {
+		header.Set("Authorization", f.p.bearer)
 	}
 	res, err := call(fctx, msg, header)
 	if err != nil && ctx.Err() != nil {

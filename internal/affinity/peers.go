@@ -50,7 +50,7 @@ type Observer interface {
 	Forwarded(procedure string)
 	// ForwardFailed: the owner gave no answer, for reason (unreachable,
 	// timeout or refused: it did not take the peer token).
-	ForwardFailed(procedure, reason string)
+	ForwardFailed(reason string)
 	// FellBack: the mutation was then committed here.
 	FellBack(procedure string)
 }
@@ -69,9 +69,10 @@ const DialTimeout = 500 * time.Millisecond
 // Peers is this instance's view of the deployment: who is live, and so who
 // owns which user.
 type Peers struct {
-	o    Options
-	id   string // this instance's, answered to health checks
-	view atomic.Pointer[view]
+	o      Options
+	id     string // this instance's, answered to health checks
+	bearer string // the Authorization header of a call to a peer; "" without a token
+	view   atomic.Pointer[view]
 
 	mu       sync.Mutex
 	self     string
@@ -107,6 +108,9 @@ func New(o Options) *Peers {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
 	p := &Peers{o: o, id: hex.EncodeToString(b), self: o.Self, state: map[string]*peerState{}}
+	if o.Token != "" {
+		p.bearer = "Bearer " + o.Token
+	}
 	p.view.Store(&view{self: o.Self})
 	return p
 }
@@ -295,8 +299,8 @@ func (p *Peers) probe(ctx context.Context, peer string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if p.o.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+p.o.Token)
+	if p.bearer != "" {
+		req.Header.Set("Authorization", p.bearer)
 	}
 	res, err := p.o.Client.Do(req)
 	if err != nil {

@@ -131,7 +131,7 @@ func (m *Metrics) Retried(reason string) {
 func (m *Metrics) Forwarded(procedure string) { m.forwarded.WithLabelValues(procedure).Inc() }
 
 // ForwardFailed implements affinity.Observer.
-func (m *Metrics) ForwardFailed(_, reason string) { m.forwardFailures.WithLabelValues(reason).Inc() }
+func (m *Metrics) ForwardFailed(reason string) { m.forwardFailures.WithLabelValues(reason).Inc() }
 
 // FellBack implements affinity.Observer.
 func (m *Metrics) FellBack(procedure string) { m.fallbacks.WithLabelValues(procedure).Inc() }

@@ -59,7 +59,7 @@ func TestAffinity(t *testing.T) {
 	const purchase = "/pointledger.v1.LedgerService/Purchase"
 	m.Forwarded(purchase)
 	m.Forwarded(purchase)
-	m.ForwardFailed(purchase, affinity.FailUnreachable)
+	m.ForwardFailed(affinity.FailUnreachable)
 	m.FellBack(purchase)
 	live, down := 2, 1
 	m.WatchPeers(func() (int, int) { return live, down })
