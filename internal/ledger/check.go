@@ -13,9 +13,11 @@ import (
 // and the account has the fold's version, balance and buckets, and is not
 // negative. It returns the fold and what differs; none for a sound
 // account. It is the part of an audit that needs nothing of a store's
-// layout: the in-memory reconciliation and the tests of every store check
-// accounts with it (the DynamoDB audit also checks request records and
-// refund caps).
+// layout: the in-memory reconciliation and the tests of every store
+// (ledgertest.Contract) check accounts with it. The DynamoDB audit
+// (dynamo.Ledger.Audit) does not call it: it folds in its own pass, with
+// each entry's balance_after, and checks request records, refund caps and
+// hold records besides.
 func CheckFold(acct Account, entries []Entry) (Account, []Finding) {
 	user := acct.UserID
 	var out []Finding
