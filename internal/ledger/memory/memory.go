@@ -171,7 +171,10 @@ func (s *Store) Holds(_ context.Context, id string, q ledger.HoldQuery) ([]ledge
 		now := s.now()
 		var out []ledger.Hold
 		for _, h := range slices.SortedFunc(maps.Values(u.holds), func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) }) {
-			if len(out) < limit && h.Version > after && q.Matches(h, now) {
+			if len(out) == limit {
+				break
+			}
+			if h.Version > after && q.Matches(h, now) {
 				out = append(out, h)
 			}
 		}
