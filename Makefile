@@ -1,5 +1,7 @@
 # pointledger. `make run` starts everything locally; `make test` proves it.
-# Every tool the build needs is installed here, at pinned versions, under .cache/.
+# Every tool the build needs is pinned. It is fetched or built once per machine
+# into a cache that clones share (TOOL_CACHE), and each clone's .cache/ links
+# to it.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -9,6 +11,11 @@ GO ?= go
 CACHE := $(CURDIR)/.cache
 TOOLS := $(CACHE)/bin
 export PATH := $(TOOLS):$(PATH)
+
+# The shared cache: one directory per tool and version (and checksum, or the
+# Go that built it), filled once and then only read. `rm -rf` it to start
+# over; a clone's links then dangle, and its next make fetches or builds again.
+TOOL_CACHE := $(or $(POINTLEDGER_TOOL_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/pointledger)
 
 # Code generation: buf with local plugins (the Buf registry is not used).
 # buf comes prebuilt from npm (its tarball's SHA-256 pinned per platform);
@@ -29,6 +36,11 @@ PROTO_RELEASED := d50f5f28c366f90f24e315363393c8e36c280d37
 # prebuilt package on the registries this project reaches).
 GOTESTSUM_VERSION := v1.13.0
 GOLANGCI_LINT_VERSION := v2.15.0
+
+# The tools built with Go are keyed by the Go that built them as well, in the
+# shared cache and in their make targets: golangci-lint refuses code of a
+# newer Go than its own, so a new Go builds them again.
+GO_BUILD := $(shell { $(GO) env GOVERSION GOOS GOARCH | tr -c 'A-Za-z0-9._\n-' _ | paste -sd- -; } 2>/dev/null)
 
 # DynamoDB Local ships inside this npm package; its tarball's SHA-256 is pinned.
 DYNAMODB_LOCAL_NPM := amplify-dynamodb-simulator@2.9.30
@@ -86,8 +98,11 @@ user-token: ## print a user token (1 h) for USER_ID (alice) of make run's ledger
 	@. ./$(DEV_ENV) && bin/ledgerd token -auth-file "$$LEDGER_AUTH_FILE" -user $(USER_ID)
 
 .PHONY: test
-test: dynamodb-local chromium generate-check lint $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION) ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)
+test: setup generate-check lint ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)
 	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
+
+.PHONY: setup
+setup: dynamodb-local chromium tools $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD) ## install what make test needs, a line and its time for each step that does something
 
 .PHONY: test-faults
 test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see README, Reliability)
@@ -109,12 +124,14 @@ dynamodb-local: $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar ## fetch DynamoDB Local 
 
 $(DYNAMODB_LOCAL_DIR)/DynamoDBLocal.jar:
 	@command -v java >/dev/null || { echo "DynamoDB Local needs Java 11+ (apt-get install openjdk-17-jre-headless)"; exit 1; }
-	rm -rf $(CACHE)/dynamodb-local && mkdir -p $(CACHE)/dynamodb-local/npm
-	cd $(CACHE)/dynamodb-local/npm && npm pack --silent $(DYNAMODB_LOCAL_NPM) >/dev/null
-	cd $(CACHE)/dynamodb-local/npm && echo "$(DYNAMODB_LOCAL_SHA256)  $$(ls *.tgz)" | sha256sum -c -
-	tar -xzf $(CACHE)/dynamodb-local/npm/*.tgz -C $(CACHE)/dynamodb-local package/emulator
-	mv $(CACHE)/dynamodb-local/package/emulator $(DYNAMODB_LOCAL_DIR)
-	rm -rf $(CACHE)/dynamodb-local/npm $(CACHE)/dynamodb-local/package
+	@$(call shared-tool,dynamodb-local,$(DYNAMODB_LOCAL_NPM),$(DYNAMODB_LOCAL_NPM:amplify-dynamodb-simulator@%=%)-$(call sha-prefix,$(DYNAMODB_LOCAL_SHA256)),fetched,$(dynamodb-local-fetch)); \
+	rm -rf '$(DYNAMODB_LOCAL_DIR)' && mkdir -p '$(dir $(DYNAMODB_LOCAL_DIR))' && ln -sfn "$$dir/emulator" '$(DYNAMODB_LOCAL_DIR)'
+
+define dynamodb-local-fetch
+cd "$$out" && npm pack --silent $(DYNAMODB_LOCAL_NPM) >/dev/null && \
+echo "$(DYNAMODB_LOCAL_SHA256)  $$(ls *.tgz)" | sha256sum -c --quiet - && \
+tar -xzf *.tgz package/emulator && mv package/emulator emulator && rm -rf package *.tgz
+endef
 
 # $(call elapsed,VAR) sets $$elapsed to the seconds since $$VAR (date +%s%N).
 elapsed = elapsed=$$(( ($$(date +%s%N) - $$$(1)) / 100000000 )); elapsed="$$((elapsed / 10)).$$((elapsed % 10)) s"
@@ -154,47 +171,81 @@ chromium: ## install Debian's chromium, CHROMIUM_MIN_VERSION or newer, unless it
 	echo "chromium: using $$offered (minimum $(CHROMIUM_MIN_VERSION)), installed with apt-get ($$elapsed)"
 
 .PHONY: tools
-tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION) $(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) ## install buf and the protoc plugins at pinned versions
+tools: $(TOOLS)/buf-$(BUF_VERSION) $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(GO_BUILD) $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION)-$(GO_BUILD) $(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION)-$(GO_BUILD) ## install buf and the protoc plugins at pinned versions
+
+# $(call shared-tool,NAME,VERSION,KEY,VERB,FILL) makes sure the shared cache
+# has NAME/KEY: if no clone has put it there yet, FILL fills "$$out", a fresh
+# directory beside it, which is renamed to NAME/KEY once whole. A directory in
+# the cache is thus always complete; two clones filling it at once each fill
+# their own, and the one whose rename comes second drops its copy. It leaves
+# the directory in $$dir for the recipe's links, and prints what it did and
+# how long it took.
+define shared-tool
+start=$$(date +%s%N); dir='$(TOOL_CACHE)/$(1)/$(3)'; \
+if [ -d "$$dir" ]; then how="from the shared cache"; else \
+	mkdir -p '$(TOOL_CACHE)/$(1)' && out=$$(mktemp -d '$(TOOL_CACHE)/$(1)/.tmp-XXXXXX') && trap 'rm -rf "$$out"' EXIT; \
+	( $(5) ); \
+	chmod 755 "$$out" && { mv -T "$$out" "$$dir" 2>/dev/null || [ -d "$$dir" ]; }; \
+	how="$(4) into $$dir"; \
+fi; \
+$(call elapsed,start); \
+echo "setup: $(1) $(2) $$how ($$elapsed)"
+endef
+
+# $(call sha-prefix,SHA256): the part of a checksum that keys the cache.
+sha-prefix = $(shell printf %.12s '$(1)')
+
+# $(call link-tool,NAME): the clone's .cache/bin/NAME, and the make target
+# that stands for its version, link to the binary in the shared cache. A
+# target that is a link dangles once the cache is cleared, and make then
+# installs it again.
+link-tool = mkdir -p '$(TOOLS)' && ln -sfn "$$dir/$(1)" '$(TOOLS)/$(1)' && ln -sfn "$$dir/$(1)" '$@'
 
 $(TOOLS)/buf-$(BUF_VERSION):
 	@test -n "$(BUF_SHA256_$(BUF_PLATFORM))" || { echo "no pinned buf for $(BUF_PLATFORM)"; exit 1; }
-	rm -rf $(CACHE)/buf && mkdir -p $(CACHE)/buf $(TOOLS)
-	cd $(CACHE)/buf && npm pack --silent @bufbuild/buf-$(BUF_PLATFORM)@$(BUF_VERSION) >/dev/null
-	cd $(CACHE)/buf && echo "$(BUF_SHA256_$(BUF_PLATFORM))  $$(ls *.tgz)" | sha256sum -c --quiet -
-	tar -xzf $(CACHE)/buf/*.tgz -C $(CACHE)/buf package/bin/buf
-	mv $(CACHE)/buf/package/bin/buf $(TOOLS)/buf && rm -rf $(CACHE)/buf
-	touch $@
+	@$(call shared-tool,buf,$(BUF_VERSION),$(BUF_VERSION)-$(call sha-prefix,$(BUF_SHA256_$(BUF_PLATFORM))),fetched,$(buf-fetch)); \
+	$(call link-tool,buf)
 
-$(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
-	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
-	touch $@
+define buf-fetch
+cd "$$out" && npm pack --silent @bufbuild/buf-$(BUF_PLATFORM)@$(BUF_VERSION) >/dev/null && \
+echo "$(BUF_SHA256_$(BUF_PLATFORM))  $$(ls *.tgz)" | sha256sum -c --quiet - && \
+tar -xzf *.tgz package/bin/buf && mv package/bin/buf buf && rm -rf package *.tgz
+endef
 
-$(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION):
-	GOBIN=$(TOOLS) $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)
-	touch $@
+$(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(GO_BUILD):
+	@$(call shared-tool,protoc-gen-go,$(PROTOC_GEN_GO_VERSION),$(PROTOC_GEN_GO_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)); \
+	$(call link-tool,protoc-gen-go)
+
+$(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION)-$(GO_BUILD):
+	@$(call shared-tool,protoc-gen-connect-go,$(PROTOC_GEN_CONNECT_GO_VERSION),$(PROTOC_GEN_CONNECT_GO_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)); \
+	$(call link-tool,protoc-gen-connect-go)
 
 # Not `go install module@version`: that also reads the module's list of
 # versions (for a deprecation notice), which a proxy may refuse (ours has,
 # 403). `go get` of the exact version in a scratch module reads that version
 # alone, and builds it with the dependencies its go.mod names, checked against
 # the checksum database as any download.
-$(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION):
-	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && cd "$$tmp" && \
-	$(GO) mod init tools >/dev/null 2>&1 && \
-	$(GO) get github.com/sudorandom/protoc-gen-connect-openapi@$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) && \
-	GOBIN=$(TOOLS) $(GO) install github.com/sudorandom/protoc-gen-connect-openapi
-	touch $@
+$(TOOLS)/protoc-gen-connect-openapi-$(PROTOC_GEN_CONNECT_OPENAPI_VERSION)-$(GO_BUILD):
+	@$(call shared-tool,protoc-gen-connect-openapi,$(PROTOC_GEN_CONNECT_OPENAPI_VERSION),$(PROTOC_GEN_CONNECT_OPENAPI_VERSION)-$(GO_BUILD),built,$(connect-openapi-build)); \
+	$(call link-tool,protoc-gen-connect-openapi)
 
-$(TOOLS)/gotestsum-$(GOTESTSUM_VERSION):
-	GOBIN=$(TOOLS) $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)
-	touch $@
+define connect-openapi-build
+mod=$$(mktemp -d) && trap 'rm -rf "$$mod"' EXIT && cd "$$mod" && \
+$(GO) mod init tools >/dev/null 2>&1 && \
+$(GO) get github.com/sudorandom/protoc-gen-connect-openapi@$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) && \
+GOBIN="$$out" $(GO) install github.com/sudorandom/protoc-gen-connect-openapi
+endef
 
-$(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION):
-	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
-	touch $@
+$(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD):
+	@$(call shared-tool,gotestsum,$(GOTESTSUM_VERSION),$(GOTESTSUM_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)); \
+	$(call link-tool,gotestsum)
+
+$(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD):
+	@$(call shared-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),$(GOLANGCI_LINT_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)); \
+	$(call link-tool,golangci-lint)
 
 .PHONY: lint
-lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
+lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
 	# Serial runners: a second lint at the same time (two checkouts' make
 	# test) waits for the first's lock instead of failing.
 	golangci-lint run --allow-serial-runners ./...
@@ -227,5 +278,5 @@ loadtest-quick: dynamodb-local ## smoke run: 16 clients purchasing through ledge
 	$(GO) run ./loadtest -concurrency 16 -warmup 5s -duration 20s -baselines=false
 
 .PHONY: clean
-clean: ## remove build output (keeps the .cache downloads)
+clean: ## remove build output (keeps .cache and the shared tool cache)
 	rm -rf bin

@@ -1,7 +1,8 @@
-// Package maketest runs the Makefile's setup targets in scratch clones. The
-// package managers they call are fakes first on the PATH: the Makefile is
-// what is under test, and the fakes let a test be a mirror that no longer has
-// a build, without installing anything.
+// Package maketest runs the Makefile's setup targets (make chromium, the tools
+// and their shared cache) in scratch clones. The package managers and the Go
+// builder they call are fakes first on the PATH: the Makefile is what is
+// under test, and the fakes let a test be a mirror that no longer has a
+// build, or count what was downloaded and built, without installing anything.
 package maketest
 
 import (
