@@ -28,7 +28,7 @@ func (s *LedgerService) Authorize(ctx context.Context, req *connect.Request[pb.A
 	if err != nil {
 		return nil, err
 	}
-	b := balancesAfter(res.Entry)
+	b := balancesAfter(res)
 	return connect.NewResponse(&pb.AuthorizeResponse{
 		Hold: holdToProto(res.Hold, s.expiry.Now()), Balance: b.balance, Available: b.available, Held: b.held, Replayed: res.Replayed,
 	}), nil
@@ -42,7 +42,7 @@ func (s *LedgerService) Capture(ctx context.Context, req *connect.Request[pb.Cap
 	if err != nil {
 		return nil, err
 	}
-	b := balancesAfter(res.Entry)
+	b := balancesAfter(res)
 	return connect.NewResponse(&pb.CaptureResponse{
 		Entry: entryToProto(res.Entry), Hold: holdToProto(res.Hold, s.expiry.Now()),
 		Balance: b.balance, Available: b.available, Held: b.held, Replayed: res.Replayed,
@@ -57,7 +57,7 @@ func (s *LedgerService) Void(ctx context.Context, req *connect.Request[pb.VoidRe
 	if err != nil {
 		return nil, err
 	}
-	b := balancesAfter(res.Entry)
+	b := balancesAfter(res)
 	return connect.NewResponse(&pb.VoidResponse{
 		Entry: entryToProto(res.Entry), Hold: holdToProto(res.Hold, s.expiry.Now()),
 		Balance: b.balance, Available: b.available, Held: b.held, Replayed: res.Replayed,
@@ -87,11 +87,12 @@ func (s *LedgerService) ListHolds(ctx context.Context, req *connect.Request[pb.L
 }
 
 // balances are what a hold's, a capture's or a void's answer says of the
-// account right after its entry.
+// account after the call: after everything it wrote (ledger.Result), which
+// is more than its entry when an expiration follows it.
 type balances struct{ balance, available, held string }
 
-func balancesAfter(e ledger.Entry) balances {
-	return balances{e.BalanceAfter.String(), e.BalanceAfter.Sub(e.HeldAfter).String(), e.HeldAfter.String()}
+func balancesAfter(res ledger.Result) balances {
+	return balances{res.Balance.String(), res.Balance.Sub(res.Held).String(), res.Held.String()}
 }
 
 // holdToProto is h as it is at now: a held hold at or past its expiry is

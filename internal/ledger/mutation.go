@@ -198,11 +198,18 @@ func CheckExplains(m Mutation, acct Account, entriesSum decimal.Decimal) error {
 	return nil
 }
 
-// Result is what a mutation returns: its entry, the balance right after it,
+// Result is what a mutation returns: its entry, the account after the call,
 // and whether it is the original result of an earlier identical request.
 type Result struct {
-	Entry    Entry
+	Entry Entry
+	// Balance and Held are the account's after everything the call wrote:
+	// its entry and the expiration the ledger may write right after it in
+	// the same transaction (a refund into an expired bucket, or held points
+	// of an expired bucket released, expire at once). Entry.BalanceAfter
+	// stays the entry's own, so an answer can differ from it. A replay
+	// answers the same: the account after the last entry the call wrote.
 	Balance  decimal.Decimal
+	Held     decimal.Decimal
 	Replayed bool
 	// Hold is the hold a hold, a capture or a void made or resolved, as it
 	// is after it; a replay answers the hold as it is now.

@@ -44,6 +44,7 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 		{"a frozen account spends nothing", frozenSpendsNothing},
 		{"a status change is checked", statusChangeChecked},
 		{"points expire by time", pointsExpire},
+		{"an answer is the account after the whole call", answerIsAccountAfterCall},
 		{"no double spend under concurrency", noDoubleSpend},
 		{"concurrent copies of a new request apply once", concurrentCopies},
 		{"a storm on one hot user keeps the books", stormOn(Users("hot", 1), 150)},
@@ -220,6 +221,54 @@ func pointsExpire(t *testing.T, s ledger.Store, clk *Clock) {
 	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("3")) || !acct.Spendable(clk.Now()).Equal(amount("3")) {
 		t.Errorf("account %+v, want the 3 that never expire", acct)
 	}
+}
+
+// answerIsAccountAfterCall: a call that writes an expiration after its own
+// entry (a refund into an expired bucket; a void of points whose bucket
+// expired while held) answers the account after that expiration, as a
+// balance read then says, and so does its replay; its entry keeps its own
+// balance_after (issue 22, item 2).
+func answerIsAccountAfterCall(t *testing.T, s ledger.Store, clk *Clock) {
+	ctx := context.Background()
+	check := func(what string, res ledger.Result, entryBalance string) {
+		t.Helper()
+		acct, err := s.Balance(ctx, "u")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Balance.Equal(acct.Balance) || !res.Held.Equal(acct.Held) {
+			t.Errorf("%s answered balance %s, held %s; the account after it has %s and %s", what, res.Balance, res.Held, acct.Balance, acct.Held)
+		}
+		if !res.Entry.BalanceAfter.Equal(amount(entryBalance)) {
+			t.Errorf("%s: its entry's balance_after %s, want its own %s", what, res.Entry.BalanceAfter, entryBalance)
+		}
+	}
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g1", Amount: "5", Expire: clk.Now().Add(time.Hour)})
+	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})
+	clk.Add(time.Hour) // the 3 left expire; the refund's 2 go back to the expired bucket
+	refund := ledger.Request{RequestID: "r", PurchaseRequestID: "p", Amount: "2"}
+	r := must(t, s, ledger.EntryRefund, refund)
+	check("a refund into an expired bucket", r, "2")
+	if !r.Balance.IsZero() {
+		t.Errorf("the refund answered balance %s, want 0: its points expired at once", r.Balance)
+	}
+	again := must(t, s, ledger.EntryRefund, refund)
+	check("its replay", again, "2")
+	if !again.Replayed {
+		t.Errorf("the refund's replay = %+v, want replayed", again)
+	}
+
+	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "10", Expire: clk.Now().Add(time.Hour)})
+	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "4", Expire: clk.Now().Add(2 * time.Hour)})
+	clk.Add(time.Hour) // 6 expire; the 4 held stay held until the hold resolves
+	void := ledger.Request{RequestID: "v", HoldRequestID: "h"}
+	v := must(t, s, ledger.EntryRelease, void)
+	check("a void of held points whose bucket expired", v, "4")
+	if !v.Balance.IsZero() || !v.Held.IsZero() {
+		t.Errorf("the void answered balance %s, held %s; want 0 and 0", v.Balance, v.Held)
+	}
+	check("its replay", must(t, s, ledger.EntryRelease, void), "4")
+	Sound(t, s, "u")
 }
 
 // noDoubleSpend: 100 purchases of 10 at once against a balance of 500.

@@ -743,10 +743,14 @@ func (x *AdjustRequest) GetTtl() *durationpb.Duration {
 }
 
 type AdjustResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Balance       string                 `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
-	Replayed      bool                   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// The account's balance after everything this call wrote: its entry, and
+	// an EXPIRATION the ledger may write right after it (points refunded into
+	// a bucket that has expired expire at once). The entry's balance_after is
+	// the entry's own. A replay answers the same.
+	Balance       string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Replayed      bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

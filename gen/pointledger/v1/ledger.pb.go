@@ -781,7 +781,10 @@ func (x *GrantRequest) GetTtl() *durationpb.Duration {
 type GrantResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	// The balance right after the entry.
+	// The account's balance after everything this call wrote: its entry, and
+	// an EXPIRATION the ledger may write right after it (points refunded into
+	// a bucket that has expired expire at once). The entry's balance_after is
+	// the entry's own. A replay answers the same.
 	Balance string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
 	// True when request_id had been seen before and this is the original result.
 	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
@@ -917,10 +920,14 @@ func (x *PurchaseRequest) GetMetadata() map[string]string {
 }
 
 type PurchaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Balance       string                 `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
-	Replayed      bool                   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// The account's balance after everything this call wrote: its entry, and
+	// an EXPIRATION the ledger may write right after it (points refunded into
+	// a bucket that has expired expire at once). The entry's balance_after is
+	// the entry's own. A replay answers the same.
+	Balance       string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Replayed      bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1062,10 +1069,14 @@ func (x *RefundRequest) GetMetadata() map[string]string {
 }
 
 type RefundResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Balance       string                 `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
-	Replayed      bool                   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// The account's balance after everything this call wrote: its entry, and
+	// an EXPIRATION the ledger may write right after it (points refunded into
+	// a bucket that has expired expire at once). The entry's balance_after is
+	// the entry's own. A replay answers the same.
+	Balance       string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Replayed      bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1844,8 +1855,8 @@ func (x *AuthorizeRequest) GetTtl() *durationpb.Duration {
 type AuthorizeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Hold  *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
-	// Right after the hold: balance (unchanged by it), what is available and
-	// what is held.
+	// After the call: balance (unchanged by it), what is available and what
+	// is held.
 	Balance   string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
 	Available string `protobuf:"bytes,3,opt,name=available,proto3" json:"available,omitempty"`
 	Held      string `protobuf:"bytes,4,opt,name=held,proto3" json:"held,omitempty"`
@@ -1999,13 +2010,17 @@ func (x *CaptureRequest) GetMetadata() map[string]string {
 }
 
 type CaptureResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Hold          *Hold                  `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
-	Balance       string                 `protobuf:"bytes,3,opt,name=balance,proto3" json:"balance,omitempty"`
-	Available     string                 `protobuf:"bytes,4,opt,name=available,proto3" json:"available,omitempty"`
-	Held          string                 `protobuf:"bytes,5,opt,name=held,proto3" json:"held,omitempty"`
-	Replayed      bool                   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Hold  *Hold                  `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
+	// The account after everything this call wrote: a void of points whose
+	// bucket expired while held also writes their EXPIRATION, and answers
+	// the account after it. The entry's balance_after and held_after are the
+	// entry's own. A replay answers the same.
+	Balance       string `protobuf:"bytes,3,opt,name=balance,proto3" json:"balance,omitempty"`
+	Available     string `protobuf:"bytes,4,opt,name=available,proto3" json:"available,omitempty"`
+	Held          string `protobuf:"bytes,5,opt,name=held,proto3" json:"held,omitempty"`
+	Replayed      bool   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2152,13 +2167,17 @@ func (x *VoidRequest) GetMetadata() map[string]string {
 }
 
 type VoidResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entry         *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Hold          *Hold                  `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
-	Balance       string                 `protobuf:"bytes,3,opt,name=balance,proto3" json:"balance,omitempty"`
-	Available     string                 `protobuf:"bytes,4,opt,name=available,proto3" json:"available,omitempty"`
-	Held          string                 `protobuf:"bytes,5,opt,name=held,proto3" json:"held,omitempty"`
-	Replayed      bool                   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Hold  *Hold                  `protobuf:"bytes,2,opt,name=hold,proto3" json:"hold,omitempty"`
+	// The account after everything this call wrote: a void of points whose
+	// bucket expired while held also writes their EXPIRATION, and answers
+	// the account after it. The entry's balance_after and held_after are the
+	// entry's own. A replay answers the same.
+	Balance       string `protobuf:"bytes,3,opt,name=balance,proto3" json:"balance,omitempty"`
+	Available     string `protobuf:"bytes,4,opt,name=available,proto3" json:"available,omitempty"`
+	Held          string `protobuf:"bytes,5,opt,name=held,proto3" json:"held,omitempty"`
+	Replayed      bool   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

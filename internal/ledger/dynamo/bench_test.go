@@ -173,7 +173,7 @@ func BenchmarkGroupLayout(b *testing.B) {
 					}
 					items = append(items,
 						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: entryItem(e), ConditionExpression: cond}},
-						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: requestItem(m, e), ConditionExpression: cond}})
+						types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: requestItem(m, e, e.Version), ConditionExpression: cond}})
 				}
 				if _, err := db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}); err != nil {
 					b.Fatal(err)

@@ -38,7 +38,7 @@ func SingleTransaction(table string, acct ledger.Account, m ledger.Mutation, ent
 	return &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: accountUpdate(table, acct, after, accountCondition(acct, purchase, need))},
 		{Put: &types.Put{TableName: &table, Item: entryItem(e), ConditionExpression: aws.String("attribute_not_exists(PK)")}},
-		{Put: &types.Put{TableName: &table, Item: requestItem(m, e), ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		{Put: &types.Put{TableName: &table, Item: requestItem(m, e, e.Version), ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
 	}}, e, after
 }

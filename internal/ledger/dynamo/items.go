@@ -75,7 +75,11 @@ type requestRecord struct {
 	Type    ledger.EntryType
 	Amount  decimal.Decimal // the request's positive amount (a purchase's cap for its refunds)
 	Version int64           // the version of the entry it wrote; 0 for a refusal
-	Refusal *ledger.Error   // the refusal it got; nil if it wrote an entry
+	// Last is the version of the last entry its call wrote: Version, or the
+	// expiration the ledger wrote right after it (stored only then, as
+	// last_version), whose account the call answered.
+	Last    int64
+	Refusal *ledger.Error // the refusal it got; nil if it wrote an entry
 
 	Refunded decimal.Decimal // purchases, as a refund plans: the refunded amount it read (not stored)
 }
@@ -301,9 +305,12 @@ func (d *decoder) holds(name, user string) []ledger.Hold {
 	return out
 }
 
-func requestItem(m ledger.Mutation, e ledger.Entry) map[string]types.AttributeValue {
+func requestItem(m ledger.Mutation, e ledger.Entry, last int64) map[string]types.AttributeValue {
 	item := requestAttributes(m, e.CreateTime)
 	item["version"] = numInt(e.Version)
+	if last > e.Version {
+		item["last_version"] = numInt(last)
+	}
 	return item
 }
 
@@ -450,6 +457,10 @@ func decodeRequest(item map[string]types.AttributeValue) (requestRecord, error) 
 		}
 	} else {
 		r.Version = d.int("version")
+		r.Last = r.Version
+		if _, ok := item["last_version"]; ok {
+			r.Last = d.int("last_version")
+		}
 	}
 	return r, d.err("request record")
 }

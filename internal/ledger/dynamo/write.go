@@ -183,13 +183,14 @@ func (l *Ledger) drain(q *userQueue) {
 // planned is one mutation in a group.
 type planned struct {
 	c        *call
-	entry    ledger.Entry  // the mutation's own entry
-	puts     []int         // indexes of its entries' puts in the transaction (expirations too)
-	purchase requestRecord // refunds: the purchase
-	request  int           // index of its request record in the transaction
-	cap      int           // refunds: index of the purchase update; else -1
-	holds    []int         // indexes of its hold records' puts and updates
-	hold     ledger.Hold   // the hold it made or resolved (ledger.Decision.Hold)
+	entry    ledger.Entry   // the mutation's own entry
+	puts     []int          // indexes of its entries' puts in the transaction (expirations too)
+	purchase requestRecord  // refunds: the purchase
+	request  int            // index of its request record in the transaction
+	cap      int            // refunds: index of the purchase update; else -1
+	holds    []int          // indexes of its hold records' puts and updates
+	hold     ledger.Hold    // the hold it made or resolved (ledger.Decision.Hold)
+	after    ledger.Account // the account after its entries: its answer
 }
 
 // refusal is a call the domain refused.
@@ -279,7 +280,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			l.cache(user, g.after)
 			l.observe.GroupCommitted(len(g.members) + g.recorded)
 			for _, p := range g.members {
-				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.entry.BalanceAfter, Hold: p.hold}, nil)
+				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.after.Balance, Held: p.after.Held, Hold: p.hold}, nil)
 			}
 			for _, r := range g.repeats {
 				r.c.finish(l.replay(ctx, r.c.m, r.rec))
@@ -356,12 +357,13 @@ func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, s
 				p.request = len(g.items)
 				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
 					TableName:                           &l.table,
-					Item:                                requestItem(p.c.m, e),
+					Item:                                requestItem(p.c.m, e, dec.Entries[len(dec.Entries)-1].Version),
 					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
 					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 				}})
 			}
 		}
+		p.after = dec.After
 		g.members = append(g.members, p)
 		cum = cum.Add(dec.After.Balance.Sub(running.Balance))
 		// What is available (balance less held) must cover every step:
@@ -401,7 +403,7 @@ loop:
 		if c.sweep {
 			dec := ledger.DecideExpiry(running, now)
 			if len(dec.Entries) == 0 {
-				c.finish(ledger.Result{Balance: running.Balance}, nil) // nothing due
+				c.finish(ledger.Result{Balance: running.Balance, Held: running.Held}, nil) // nothing due
 				continue
 			}
 			if !fits(c, entryItems(dec.Entries)) {
@@ -558,7 +560,7 @@ loop:
 			touched[purchase.Version] = true
 		}
 		byRequest[m.RequestID] = p
-		records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: p.entry.Type, Version: p.entry.Version}
+		records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: p.entry.Type, Version: p.entry.Version, Last: p.after.Version}
 		needsActive = needsActive || info.NeedsActive
 	}
 	g.after = running
@@ -881,7 +883,17 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	if !ok {
 		return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Version)
 	}
-	res := ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true}
+	res := ledger.Result{Entry: e, Balance: e.BalanceAfter, Held: e.HeldAfter, Replayed: true}
+	if rec.Last > rec.Version { // the call wrote an expiration after its entry
+		last, ok, err := l.entry(ctx, m.UserID, rec.Last)
+		if err != nil {
+			return ledger.Result{}, err
+		}
+		if !ok {
+			return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Last)
+		}
+		res.Balance, res.Held = last.BalanceAfter, last.HeldAfter
+	}
 	// A hold, a capture or a void answers with its hold as it is now.
 	switch {
 	case e.Type == ledger.EntryHold:

@@ -46,6 +46,7 @@ type user struct {
 type record struct {
 	hash    string
 	version int64         // of its entry; 0 for a refusal
+	last    int64         // of the last entry its call wrote (an expiration may follow its own)
 	refusal *ledger.Error // the refusal it got
 }
 
@@ -112,12 +113,12 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	}
 	s.commit(u, dec)
 	main := dec.Entry()
-	u.requests[m.RequestID] = record{hash: m.Hash(), version: main.Version}
+	u.requests[m.RequestID] = record{hash: m.Hash(), version: main.Version, last: dec.Entries[len(dec.Entries)-1].Version}
 	if facts.Purchase != nil {
 		p := &u.entries[facts.Purchase.Version-1]
 		p.RefundedAmount = p.RefundedAmount.Add(m.Amount)
 	}
-	return ledger.Result{Entry: u.entries[main.Version-1], Balance: main.BalanceAfter, Hold: dec.Hold}, nil
+	return ledger.Result{Entry: u.entries[main.Version-1], Balance: dec.After.Balance, Held: dec.After.Held, Hold: dec.Hold}, nil
 }
 
 // commit appends a decision's entries, with ids, takes its account, and
@@ -154,9 +155,9 @@ func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
 		again.Replayed = true
 		return ledger.Result{}, &again
 	}
-	e := u.entries[rec.version-1]
+	e, last := u.entries[rec.version-1], u.entries[rec.last-1]
 	hold := u.holds[cmp.Or(e.HoldRequestID, e.RequestID)]
-	return ledger.Result{Entry: e, Balance: e.BalanceAfter, Replayed: true, Hold: hold}, nil
+	return ledger.Result{Entry: e, Balance: last.BalanceAfter, Held: last.HeldAfter, Replayed: true, Hold: hold}, nil
 }
 
 // Holds pages through a user's holds in version order.
@@ -235,11 +236,11 @@ func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	u := s.user(id)
 	dec := ledger.DecideExpiry(u.acct, s.now())
 	if len(dec.Entries) == 0 {
-		return ledger.Result{Balance: u.acct.Balance}, nil
+		return ledger.Result{Balance: u.acct.Balance, Held: u.acct.Held}, nil
 	}
 	s.commit(u, dec)
 	last := u.entries[len(u.entries)-1]
-	return ledger.Result{Entry: last, Balance: last.BalanceAfter}, nil
+	return ledger.Result{Entry: last, Balance: last.BalanceAfter, Held: last.HeldAfter}, nil
 }
 
 func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, reason string) (ledger.Account, bool, error) {
