@@ -3,14 +3,12 @@ package baseline
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 	"github.com/shopspring/decimal"
 
@@ -127,34 +125,30 @@ func (x *NaiveExec) Do(ctx context.Context, o drive.Op) drive.Outcome {
 	}
 	ctx, cancel := context.WithTimeout(ctx, drive.RequestTimeout)
 	defer cancel()
-	pk := &types.AttributeValueMemberS{Value: dynamo.PartitionKey(o.User)}
-	res, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &x.table,
-		Key: map[string]types.AttributeValue{"PK": pk, "SK": &types.AttributeValueMemberS{Value: "A"}}})
+	res, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &x.table, Key: dynamo.AccountKey(o.User)})
 	if err != nil {
 		return drive.Outcome{Code: drive.CodeOf(err)}
 	}
-	balance, version := decimal.Zero, int64(0)
-	if b, ok := res.Item["balance"].(*types.AttributeValueMemberN); ok {
-		balance, _ = decimal.NewFromString(b.Value)
+	now := time.Now().UTC()
+	acct, ok, err := dynamo.DecodeAccount(res.Item)
+	if err != nil {
+		return drive.Outcome{Code: connect.CodeInternal.String()}
 	}
-	if v, ok := res.Item["version"].(*types.AttributeValueMemberN); ok {
-		version, _ = strconv.ParseInt(v.Value, 10, 64) // DynamoDB wrote it: an integer
+	if !ok {
+		acct = ledger.NewAccount(o.User)
+		acct.CreateTime = now
 	}
-	if m.Spends() && balance.LessThan(m.Amount) {
+	if m.Spends() && acct.Balance.LessThan(m.Amount) {
 		return drive.Outcome{Code: connect.CodeFailedPrecondition.String()}
 	}
-	balance, version = balance.Add(m.Delta()), version+1
-	n := func(d fmt.Stringer) types.AttributeValue { return &types.AttributeValueMemberN{Value: d.String()} }
-	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-	if _, err := x.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &x.table, Item: map[string]types.AttributeValue{
-		"PK": pk, "SK": s(fmt.Sprintf("E#%020d", version)), "type": s(string(m.Type)), "amount": n(m.Delta()),
-		"balance_after": n(balance), "request_id": s(m.RequestID),
-	}}); err != nil {
+	e := ledger.Entry{ID: ulid.Make().String(), UserID: o.User, Version: acct.Version + 1, Type: m.Type, Amount: m.Delta(),
+		BalanceAfter: acct.Balance.Add(m.Delta()), RequestID: m.RequestID, CreateTime: now}
+	after := acct
+	after.Balance, after.Version, after.UpdateTime = e.BalanceAfter, e.Version, now
+	if _, err := x.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &x.table, Item: dynamo.EntryItem(e)}); err != nil {
 		return drive.Outcome{Code: drive.CodeOf(err)}
 	}
-	if _, err := x.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &x.table, Item: map[string]types.AttributeValue{
-		"PK": pk, "SK": s("A"), "balance": n(balance), "version": n(decimal.NewFromInt(version)),
-	}}); err != nil {
+	if _, err := x.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &x.table, Item: dynamo.AccountItem(after)}); err != nil {
 		return drive.Outcome{Code: drive.CodeOf(err)}
 	}
 	x.mu.Lock()
@@ -164,7 +158,7 @@ func (x *NaiveExec) Do(ctx context.Context, o drive.Op) drive.Outcome {
 		x.granted[o.User] = x.granted[o.User].Add(m.Amount)
 	}
 	x.mu.Unlock()
-	return drive.Outcome{Code: "ok", Version: version}
+	return drive.Outcome{Code: "ok", EntryID: e.ID, Version: e.Version}
 }
 
 // Damage reads every user's final balance and says what the naive writes
@@ -176,15 +170,15 @@ func (x *NaiveExec) Damage(ctx context.Context, amount decimal.Decimal) ([]strin
 	defer x.mu.Unlock()
 	var acked, overdrawn, lost, negative decimal.Decimal
 	for user, granted := range x.granted {
-		res, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &x.table, ConsistentRead: aws.Bool(true),
-			Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: dynamo.PartitionKey(user)}, "SK": &types.AttributeValueMemberS{Value: "A"}}})
+		res, err := x.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &x.table, ConsistentRead: aws.Bool(true), Key: dynamo.AccountKey(user)})
 		if err != nil {
 			return nil, err
 		}
-		balance := decimal.Zero
-		if b, ok := res.Item["balance"].(*types.AttributeValueMemberN); ok {
-			balance, _ = decimal.NewFromString(b.Value)
+		acct, _, err := dynamo.DecodeAccount(res.Item)
+		if err != nil {
+			return nil, err
 		}
+		balance := acct.Balance
 		spent := x.spent[user]
 		acked = acked.Add(spent)
 		overdrawn = overdrawn.Add(decimal.Max(decimal.Zero, spent.Sub(granted)))
