@@ -1,3 +1,7 @@
+// Package baseline has the load test's baselines: executors that send the
+// ledger's writes straight to DynamoDB, without ledgerd: the write path's
+// own transaction (the ceiling for ledgerd), and a naive read-then-write
+// (what the write path's conditions prevent).
 package baseline
 
 import (
@@ -37,6 +41,7 @@ type directAccount struct {
 	acct ledger.Account
 }
 
+// NewDirectExec sends to table through db.
 func NewDirectExec(db *dynamodb.Client, table string) *DirectExec {
 	return &DirectExec{db: db, table: table, read: dynamo.New(db, dynamo.Options{Table: table}), accts: map[string]*directAccount{}}
 }
@@ -114,6 +119,7 @@ type NaiveExec struct {
 	spent   map[string]decimal.Decimal
 }
 
+// NewNaiveExec writes to table through db.
 func NewNaiveExec(db *dynamodb.Client, table string) *NaiveExec {
 	return &NaiveExec{db: db, table: table, granted: map[string]decimal.Decimal{}, spent: map[string]decimal.Decimal{}}
 }

@@ -25,8 +25,11 @@ type sentRequest struct {
 	codes   map[string]int
 }
 
+// NewBook is a book of nothing sent yet.
 func NewBook() *Book { return &Book{sent: map[string]*sentRequest{}} }
 
+// Sending notes a mutation about to be sent (a probe is not a request of
+// its own).
 func (b *Book) Sending(o drive.Op) {
 	if b == nil || !o.Mutates() || o.Expect != "" {
 		return
@@ -38,6 +41,7 @@ func (b *Book) Sending(o drive.Op) {
 	}
 }
 
+// Answered notes what a mutation was answered.
 func (b *Book) Answered(o drive.Op, out drive.Outcome) {
 	if b == nil || !o.Mutates() {
 		return

@@ -1,3 +1,6 @@
+// Package check checks the ledger after a load test's run: every request
+// the run sent against the entries it made, conservation, double spends,
+// the holds as ledgerd shows them, and reconciliation.
 package check
 
 import (

@@ -128,6 +128,8 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 	return out
 }
 
+// CodeOf is the outcome code of a failed call: its Connect code, and
+// deadline_exceeded for a call that timed out on this side.
 func CodeOf(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return connect.CodeDeadlineExceeded.String()

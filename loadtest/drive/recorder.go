@@ -44,6 +44,7 @@ type second struct {
 	hist       *hdrhistogram.Histogram
 }
 
+// NewRecorder is a recorder that has not begun measuring.
 func NewRecorder() *Recorder {
 	return &Recorder{all: newHist(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}, codesByOp: map[string]map[string]int64{}}
 }

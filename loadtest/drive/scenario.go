@@ -1,3 +1,7 @@
+// Package drive makes a load test's load: the scenarios' steps, sent in a
+// closed or an open loop through an Executor (ledgerd over Connect, a
+// baseline, the load balancer), with each op's latency and outcome
+// recorded for the report.
 package drive
 
 import (
@@ -26,7 +30,7 @@ type Op struct {
 	Purchase  string          // refund: the purchase's request id
 	Hold      string          // capture, void: the request id of the hold's Authorize
 	TTL       time.Duration   // grant, authorize: how long the points or the hold last; 0: not said
-	Whole     bool            // capture: send no amount, which captures all of the hold (amount)
+	Whole     bool            // capture: send no amount, which captures all of the hold (Amount)
 	Expect    string          // a code the scenario expects instead of "ok" (a probe)
 }
 
@@ -384,6 +388,7 @@ func NewScenario(name string, p *Params, baseline bool) Scenario {
 	return &spread{p, pickUniform(p.Users)}
 }
 
+// Scenarios are the names NewScenario knows.
 var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout"}
 
 // parallelDo runs f(0..n-1) on k goroutines.

@@ -60,6 +60,8 @@ type CPUWatch struct {
 	took         time.Duration
 }
 
+// NewCPUWatch watches the load tool and, if emulatorPid is not 0, the
+// DynamoDB Local it started; Begin and End bracket the measurement.
 func NewCPUWatch(emulatorPid int) *CPUWatch {
 	w := &CPUWatch{pids: []int{0}, names: []string{"the load tool (with the proxy)"}}
 	if emulatorPid != 0 {
@@ -68,6 +70,7 @@ func NewCPUWatch(emulatorPid int) *CPUWatch {
 	return w
 }
 
+// Begin reads the CPU used so far.
 func (w *CPUWatch) Begin() {
 	w.began = time.Now()
 	w.before = make([]time.Duration, len(w.pids))
@@ -76,6 +79,7 @@ func (w *CPUWatch) Begin() {
 	}
 }
 
+// End reads what was used since Begin.
 func (w *CPUWatch) End() {
 	w.took = time.Since(w.began)
 	w.used = make([]time.Duration, len(w.pids))

@@ -1,3 +1,6 @@
+// Package report is what a load test measured and checked: the Report, its
+// JSON, the summary and the HTML page; and the figures read from ledgerd's
+// /metrics and from the CPU each process used.
 package report
 
 import (

@@ -183,6 +183,7 @@ type CallCounts struct {
 	Codes                             map[string]int64
 }
 
+// Clone is a copy of c that shares nothing with it.
 func (c CallCounts) Clone() CallCounts {
 	c.Codes = maps.Clone(c.Codes)
 	return c
@@ -212,6 +213,9 @@ func (c CallCounts) Plus(o CallCounts) CallCounts {
 	return s
 }
 
+// NewInstanceFigures are an instance's part of a run of durationS seconds
+// (or the fleet's total): what it was sent and answered (n), and what its
+// write path did (w).
 func NewInstanceFigures(name string, n CallCounts, w WritePath, durationS float64) InstanceFigures {
 	fig := InstanceFigures{Name: name, Calls: n.Calls, OK: n.OK, Codes: n.Codes,
 		Committed: int64(w.committed), Groups: int64(w.groups), GroupSizes: w.groupSizes(), Conflicts: int64(w.conflicts),

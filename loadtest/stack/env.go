@@ -1,3 +1,7 @@
+// Package stack starts what a load test's run runs on: a DynamoDB (a fresh
+// DynamoDB Local, or one it is given, on tables of the run's own), the
+// DynamoDB proxy in front of it, the ledgerd instances built from the
+// checkout, and the load balancer the load tool plays in front of them.
 package stack
 
 import (
@@ -128,6 +132,7 @@ func dropTables(ctx context.Context, db *dynamodb.Client, prefix string) error {
 	return nil
 }
 
+// ProxyStats are what the proxy counted so far (none without a proxy).
 func (e *Env) ProxyStats() ddbproxy.Stats {
 	if e == nil || e.proxy == nil {
 		return ddbproxy.Stats{}

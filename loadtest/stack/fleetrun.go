@@ -139,8 +139,9 @@ func (fr *FleetRun) killOne() {
 	fr.mu.Unlock()
 }
 
-// Figures are the fleet's part of run: per instance and in total, and the
-// kill. durationS is the measurement's length.
+// Figures are the fleet's part of the run: per instance and in total, and
+// the kill. affinity says whether the instances knew their peers;
+// durationS is the measurement's length.
 func (fr *FleetRun) Figures(affinity bool, durationS float64) (*report.Fleet, error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()

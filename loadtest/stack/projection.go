@@ -15,15 +15,16 @@ import (
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 )
 
-// projectionStatus is ledgerd's GET /projection/status, on its operations
+// ProjectionStatus is ledgerd's GET /projection/status, on its operations
 // listener.
-type projectionStatus struct {
+type ProjectionStatus struct {
 	Running bool  `json:"running"`
 	Lag     int64 `json:"lag_ns"`
 }
 
-func ReadProjectionStatus(c *http.Client, opsURL string) (projectionStatus, error) {
-	var st projectionStatus
+// ReadProjectionStatus asks the operations listener at opsURL.
+func ReadProjectionStatus(c *http.Client, opsURL string) (ProjectionStatus, error) {
+	var st ProjectionStatus
 	if opsURL == "" {
 		return st, errors.New("no operations listener to ask (-target-ops)")
 	}
