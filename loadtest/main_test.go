@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/loadtest/report"
+	"github.com/pointledger/pointledger/loadtest/stack"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// Two ledgerd with affinity on one DynamoDB (the test binary's DynamoDB
+// Local, through -dynamodb-endpoint), one of them SIGKILLed mid-run: the
+// load tool takes it out of its rotation, the other serves every user, and
+// the checks pass. The report has both instances' figures, forwarding
+// included.
+func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs two of them for a few seconds")
+	}
+	bin, _, err := stack.BuildLedgerd(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The history is caught up from the ledger before the checks; a
+	// projector in each would wait out the killed one's shard lease.
+	t.Setenv("LEDGER_PROJECTOR", "false")
+	t.Setenv("LEDGER_SWEEPER", "false")
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-ledgerd", bin, "-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint,
+		"-instances", "2", "-affinity", "-kill-one", "1500ms", "-health-interval", "200ms",
+		"-scenario", "uniform", "-users", "20", "-concurrency", "8", "-warmup", "1s", "-duration", "6s",
+		"-baselines=false", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Fleet == nil {
+		t.Fatalf("runs = %+v, want one with its fleet", rep.Runs)
+	}
+	f := rep.Runs[0].Fleet
+	// The balancer's counts and the run's are taken a moment apart, at the
+	// start of the measurement and at its end: calls in flight at either
+	// moment (8 at most each) may fall on either side.
+	if diff := f.Total.OK - rep.Runs[0].OK; f.Instances != 2 || len(f.PerInstance) != 2 || diff < -16 || diff > 16 {
+		t.Errorf("fleet = %+v, want 2 instances whose acknowledgements add up to about the run's %d", f, rep.Runs[0].OK)
+	}
+	if f.Total.Committed == 0 || f.Total.Groups == 0 || f.Total.Forwarded == 0 {
+		t.Errorf("total = %+v, want the write path's commits and forwards from /metrics", f.Total)
+	}
+	k := f.Kill
+	if k == nil || k.TakenOutAfterMS < 0 || k.ServedLater == 0 || len(k.Late) != 0 {
+		t.Fatalf("kill = %+v, want the instance taken out and the users served after the window", k)
+	}
+	for _, in := range f.PerInstance {
+		if in.Name == k.Instance && in.Note == "" {
+			t.Errorf("the killed %s has no note", in.Name)
+		}
+	}
+}
+
+func readReport(t *testing.T, dir string) report.Report {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("reports in %s: %v, %v", dir, files, err)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep report.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestFleetFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string // "" for valid, else a part of the error
+	}{
+		{[]string{"-instances", "3"}, ""},
+		{[]string{"-instances", "3", "-compare", "-kill-one", "5s"}, ""},
+		{[]string{"-instances", "0"}, "at least 1"},
+		{[]string{"-compare"}, "-instances 2 or more"},
+		{[]string{"-kill-one", "5s"}, "-instances 2 or more"},
+		{[]string{"-instances", "2", "-kill-one", "20s"}, "before the end of -duration"},
+		{[]string{"-target", "http://x", "-instances", "2"}, "not with -target"},
+		{[]string{"-target", "http://x", "-affinity"}, "not with -target"},
+		{[]string{"-instances", "2", "-health-interval", "0s"}, "-health-interval"},
+	} {
+		f, err := parseFlags(c.args)
+		if err == nil {
+			_, _, err = f.params()
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestCompareRunsOneInstanceThenSeveralThenWithAffinity(t *testing.T) {
+	t.Parallel()
+	f, err := parseFlags([]string{"-instances", "3", "-compare"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range f.fleetConfigs() {
+		names = append(names, c.runName())
+	}
+	if got := strings.Join(names, " "); got != "ledgerd ledgerd-x3 ledgerd-x3-affinity" {
+		t.Errorf("runs = %s", got)
+	}
+	f, _ = parseFlags([]string{"-instances", "2", "-affinity"})
+	if c := f.fleetConfigs(); len(c) != 1 || c[0].runName() != "ledgerd-x2-affinity" {
+		t.Errorf("-instances 2 -affinity: %+v", c)
+	}
+}
