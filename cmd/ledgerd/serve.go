@@ -50,7 +50,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if authn.Insecure() {
 		warnInsecure(ctx, log, time.Minute)
 	}
-	c.metrics = metrics.New()
+	// Every procedure's series start at 0, before its first call.
+	c.metrics = metrics.New(append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)...)
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
