@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,13 +212,14 @@ func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Project
 		projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
 }
 
-// runProjector runs pr until ctx ends, logging its status every interval,
-// then hands its leases over.
+// runProjector runs pr until ctx ends, logging its status every interval
+// (statusLine), then hands its leases over.
 func runProjector(ctx context.Context, pr *projection.Projector, log *slog.Logger, interval time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- pr.Run(ctx) }()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	status := statusLine{log: log}
 	for {
 		select {
 		case err := <-done:
@@ -226,11 +228,35 @@ func runProjector(ctx context.Context, pr *projection.Projector, log *slog.Logge
 			cancel()
 			return err
 		case <-tick.C:
-			st := pr.Status()
-			log.Info("projection status", "shards", st.Shards, "caught_up", st.CaughtUp,
-				"entries_applied", st.Applied, "lag", st.LagText, "newest_applied_entry_time", st.NewestApplied)
+			status.write(ctx, pr.Status())
 		}
 	}
+}
+
+// statusLine logs the projector's status: at info when it changed since the
+// last line (the shards held, caught up or not, the entries applied), else
+// at debug, so that an idle projector does not repeat the same line every
+// 30 s (issue 22, item 7). The first line is always at info.
+type statusLine struct {
+	log  *slog.Logger
+	last *projection.Status
+}
+
+func (s *statusLine) write(ctx context.Context, st projection.Status) {
+	level := slog.LevelInfo
+	if s.last != nil && !statusChanged(*s.last, st) {
+		level = slog.LevelDebug
+	}
+	s.last = &st
+	s.log.Log(ctx, level, "projection status", "shards", st.Shards, "caught_up", st.CaughtUp,
+		"entries_applied", st.Applied, "lag", st.LagText, "newest_applied_entry_time", st.NewestApplied)
+}
+
+// statusChanged says whether an operator would read something new in now:
+// the lag and the newest entry move only with the entries applied, and the
+// time of the last pass moves on every pass, busy or idle.
+func statusChanged(before, now projection.Status) bool {
+	return before.CaughtUp != now.CaughtUp || before.Applied != now.Applied || !slices.Equal(before.Shards, now.Shards)
 }
 
 func intFromEnv(getenv func(string) string, name string, def int) (int, error) {
