@@ -48,6 +48,9 @@ type Config struct {
 	MaxHolds        int // open holds one account may have
 
 	metrics *metrics.Metrics // nil: not measured
+	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
+	// not set: serve's, derived from the credentials (pageTokens).
+	pageTokenKey []byte
 }
 
 // flags registers the options shared by the commands that talk to DynamoDB.
@@ -175,14 +178,28 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	}, nil
 }
 
-// pageTokens is the codec of page tokens, keyed by LEDGER_PAGE_TOKEN_KEY
-// (hex). A secret comes from the environment only, never a flag, which would
-// show in the process list. Without one, the key is derived from the ledger
-// table's name: every instance and every restart of a deployment agree on
-// it, but it is no secret.
+// pageTokenKeyPurpose names, in the derivation, what the key derived from
+// the credentials is for; a new purpose gets a name of its own.
+const pageTokenKeyPurpose = "pointledger page token key v1"
+
+// pageTokens is the codec of page tokens. Its key is, in order:
+//
+//   - LEDGER_PAGE_TOKEN_KEY (hex, at least 32 bytes): a secret comes from
+//     the environment only, never a flag, which would show in the process
+//     list;
+//   - else pageTokenKey, which serve derives from the credentials' signing
+//     key (auth.Authenticator.DeriveKey): a secret every instance already
+//     shares, so tokens survive restarts and work on every instance, and no
+//     one without the credentials can make one;
+//   - else a key derived from the ledger table's name, which is no secret:
+//     for serve -insecure-dev, where every caller is admin anyway, and for
+//     the commands that give out no page token (project, reconcile, expire).
 func (c *Config) pageTokens(getenv func(string) string) (*pagetoken.Codec, error) {
 	v := getenv("LEDGER_PAGE_TOKEN_KEY")
 	if v == "" {
+		if c.pageTokenKey != nil {
+			return pagetoken.New(c.pageTokenKey)
+		}
 		return pagetoken.Derived(c.TablePrefix + migrations.LedgerTable), nil
 	}
 	key, err := hex.DecodeString(v)

@@ -40,6 +40,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	if c.pageTokenKey, err = servedPageTokenKey(authn, getenv); err != nil {
+		return err
+	}
 	// Both ports before anything else: a busy one stops serve before it
 	// talks to DynamoDB or starts the projector.
 	ports, err := bind(c.ListenAddr, c.opsAddr)
@@ -202,6 +205,25 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, fmt.Errorf("-history-wait (LEDGER_HISTORY_WAIT) must be 0 to %v, not %v", api.MaxHistoryWait, c.historyWait)
 	}
 	return &c, nil
+}
+
+// servedPageTokenKey is the key of the page tokens serve gives out when
+// LEDGER_PAGE_TOKEN_KEY names none: derived from the credentials' signing
+// key, a secret the deployment has already, so that a page token can be
+// neither made nor altered by someone who knows only the table's name (as
+// with a key derived from it). Without user token keys there is no such
+// secret, and serve refuses to start rather than fall back to a key
+// anyone can work out. nil: LEDGER_PAGE_TOKEN_KEY is set, or -insecure-dev.
+func servedPageTokenKey(authn *auth.Authenticator, getenv func(string) string) ([]byte, error) {
+	if getenv("LEDGER_PAGE_TOKEN_KEY") != "" || authn.Insecure() {
+		return nil, nil
+	}
+	key, ok := authn.DeriveKey(pageTokenKeyPurpose)
+	if !ok {
+		return nil, errors.New("the credentials have no user_token_keys to derive the page token key from: " +
+			"set LEDGER_PAGE_TOKEN_KEY to 64 hex digits, e.g. `openssl rand -hex 32` (see docs/operations.md, Page tokens)")
+	}
+	return key, nil
 }
 
 // ports are serve's two listeners, bound before anything starts.
