@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,28 +53,19 @@ type Config struct {
 }
 
 // flags registers the options shared by the commands that talk to DynamoDB.
-func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
-	env := func(name, def string) string { return envOr(getenv, name, def) }
-	fs.StringVar(&c.Endpoint, "dynamodb-endpoint", env("LEDGER_DYNAMODB_ENDPOINT", ""),
-		"DynamoDB endpoint URL, e.g. http://localhost:8000 for DynamoDB Local; empty: the AWS endpoint of the region (LEDGER_DYNAMODB_ENDPOINT)")
-	fs.StringVar(&c.Region, "region", env("LEDGER_REGION", ""),
-		"AWS region; empty: from the AWS environment, else us-east-1 (LEDGER_REGION)")
-	fs.StringVar(&c.TablePrefix, "table-prefix", env("LEDGER_TABLE_PREFIX", ""),
-		"prefix of the table names, e.g. prod- (LEDGER_TABLE_PREFIX)")
-	fs.StringVar(&c.LogLevel, "log-level", env("LEDGER_LOG_LEVEL", "info"), "debug, info, warn or error (LEDGER_LOG_LEVEL)")
-	fs.StringVar(&c.LogFormat, "log-format", env("LEDGER_LOG_FORMAT", "json"), "json or text (LEDGER_LOG_FORMAT)")
-	maxBuckets, err := intFromEnv(getenv, "LEDGER_MAX_BUCKETS", ledger.DefaultMaxBuckets)
-	if err != nil {
-		maxBuckets = -1 // refused below, with the flag's name
-	}
-	fs.IntVar(&c.MaxBuckets, "max-buckets", maxBuckets,
-		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS) (LEDGER_MAX_BUCKETS)")
-	maxHolds, err := intFromEnv(getenv, "LEDGER_MAX_HOLDS", ledger.DefaultMaxHolds)
-	if err != nil {
-		maxHolds = -1 // refused below, with the flag's name
-	}
-	fs.IntVar(&c.MaxHolds, "max-holds", maxHolds,
-		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS) (LEDGER_MAX_HOLDS)")
+func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
+	s := newSettings(fs, getenv)
+	s.String(&c.Endpoint, "dynamodb-endpoint", "LEDGER_DYNAMODB_ENDPOINT", "",
+		"DynamoDB endpoint URL, e.g. http://localhost:8000 for DynamoDB Local; empty: the AWS endpoint of the region")
+	s.String(&c.Region, "region", "LEDGER_REGION", "", "AWS region; empty: from the AWS environment, else us-east-1")
+	s.String(&c.TablePrefix, "table-prefix", "LEDGER_TABLE_PREFIX", "", "prefix of the table names, e.g. prod-")
+	s.String(&c.LogLevel, "log-level", "LEDGER_LOG_LEVEL", "info", "debug, info, warn or error")
+	s.String(&c.LogFormat, "log-format", "LEDGER_LOG_FORMAT", "json", "json or text")
+	s.Int(&c.MaxBuckets, "max-buckets", "LEDGER_MAX_BUCKETS", ledger.DefaultMaxBuckets,
+		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS)")
+	s.Int(&c.MaxHolds, "max-holds", "LEDGER_MAX_HOLDS", ledger.DefaultMaxHolds,
+		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS)")
+	return s.err()
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -133,12 +123,9 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 
 // projectorFlags registers the options of the stream projector.
 func (c *Config) projectorFlags(fs *flag.FlagSet, getenv func(string) string) error {
-	ttl, err := durationFromEnv(getenv, "LEDGER_LEASE_TTL", 10*time.Second)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&c.LeaseTTL, "lease-ttl", ttl, "a projector's shard lease not renewed for this long is taken over by another (LEDGER_LEASE_TTL)")
-	return nil
+	s := newSettings(fs, getenv)
+	s.Duration(&c.LeaseTTL, "lease-ttl", "LEDGER_LEASE_TTL", 10*time.Second, "a projector's shard lease not renewed for this long is taken over by another")
+	return s.err()
 }
 
 // ledgerParts are the pieces every command builds the same way.
@@ -274,30 +261,6 @@ func (s *statusLine) write(ctx context.Context, st projection.Status) {
 // time of the last pass moves on every pass, busy or idle.
 func statusChanged(before, now projection.Status) bool {
 	return before.CaughtUp != now.CaughtUp || before.Applied != now.Applied || !slices.Equal(before.Shards, now.Shards)
-}
-
-func intFromEnv(getenv func(string) string, name string, def int) (int, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: not a whole number", name, v)
-	}
-	return n, nil
-}
-
-func durationFromEnv(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
-	}
-	return d, nil
 }
 
 func validScale(n int) error {
