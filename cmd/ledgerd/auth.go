@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"strconv"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/auth"
@@ -25,39 +24,24 @@ type authConfig struct {
 }
 
 func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
-	fs.StringVar(&a.file, "auth-file", getenv("LEDGER_AUTH_FILE"),
-		"credentials file (JSON: user token keys, service and admin token hashes); see docs/operations.md, Security (LEDGER_AUTH_FILE)")
+	s := newSettings(fs, getenv)
+	s.String(&a.file, "auth-file", "LEDGER_AUTH_FILE", "",
+		"credentials file (JSON: user token keys, service and admin token hashes); see docs/operations.md, Security")
 	// Deliberately a flag only: no environment variable turns security off.
 	fs.BoolVar(&a.insecure, "insecure-dev", false,
 		"serve WITHOUT authentication, every caller being service and admin; local development only")
-	rate := 0.0
-	if v := getenv("LEDGER_RATE_LIMIT"); v != "" {
-		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(r >= 0) || math.IsInf(r, 0) { // !(r >= 0) refuses NaN too
-			return fmt.Errorf("LEDGER_RATE_LIMIT=%q: want requests a second, 0 for no limit", v)
-		}
-		rate = r
-	}
-	fs.Float64Var(&a.rateLimit, "rate-limit", rate, "requests a second each caller (token) may make; 0: no limit (LEDGER_RATE_LIMIT)")
-	burst, err := intFromEnv(getenv, "LEDGER_RATE_BURST", 0)
-	if err != nil {
-		return err
-	}
-	fs.IntVar(&a.rateBurst, "rate-burst", burst, "requests a caller may make at once above -rate-limit; 0: the rate, at least 1 (LEDGER_RATE_BURST)")
-	return userTokenMaxLifetimeFlag(fs, getenv, &a.userTokenMaxLifetime)
+	s.Float(&a.rateLimit, "rate-limit", "LEDGER_RATE_LIMIT", 0, "requests a second each caller (token) may make; 0: no limit")
+	s.Int(&a.rateBurst, "rate-burst", "LEDGER_RATE_BURST", 0, "requests a caller may make at once above -rate-limit; 0: the rate, at least 1")
+	userTokenMaxLifetimeFlag(s, &a.userTokenMaxLifetime)
+	return s.err()
 }
 
 // userTokenMaxLifetimeFlag registers -user-token-max-lifetime. serve (what it
 // accepts) and token (what it mints) both read it, from the same variable, so
 // that a deployment does not mint tokens its servers refuse.
-func userTokenMaxLifetimeFlag(fs *flag.FlagSet, getenv func(string) string, d *time.Duration) error {
-	def, err := durationFromEnv(getenv, "LEDGER_USER_TOKEN_MAX_LIFETIME", auth.DefaultUserTokenMaxLifetime)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(d, "user-token-max-lifetime", def,
-		"longest a user token may live: serve refuses a token whose exp is further ahead, token refuses a longer -ttl (LEDGER_USER_TOKEN_MAX_LIFETIME)")
-	return nil
+func userTokenMaxLifetimeFlag(s *settings, d *time.Duration) {
+	s.Duration(d, "user-token-max-lifetime", "LEDGER_USER_TOKEN_MAX_LIFETIME", auth.DefaultUserTokenMaxLifetime,
+		"longest a user token may live: serve refuses a token whose exp is further ahead, token refuses a longer -ttl")
 }
 
 func checkUserTokenMaxLifetime(d time.Duration) error {
@@ -72,7 +56,8 @@ func checkUserTokenMaxLifetime(d time.Duration) error {
 // refuses to serve unless -insecure-dev.
 func (a *authConfig) authenticator(getenv func(string) string) (*auth.Authenticator, error) {
 	if !(a.rateLimit >= 0) || math.IsInf(a.rateLimit, 0) || a.rateBurst < 0 { // !(x >= 0) refuses NaN too
-		return nil, errors.New("-rate-limit must be a finite number of requests a second and -rate-burst not negative")
+		return nil, errors.New("-rate-limit (LEDGER_RATE_LIMIT) must be a finite number of requests a second, 0 for no limit, " +
+			"and -rate-burst (LEDGER_RATE_BURST) not negative")
 	}
 	if err := checkUserTokenMaxLifetime(a.userTokenMaxLifetime); err != nil {
 		return nil, err
@@ -136,13 +121,16 @@ func warnInsecure(ctx context.Context, log *slog.Logger, interval time.Duration)
 func token(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	file := fs.String("auth-file", getenv("LEDGER_AUTH_FILE"), "credentials file whose first user token key signs (LEDGER_AUTH_FILE)")
+	s := newSettings(fs, getenv)
+	var file string
+	s.String(&file, "auth-file", "LEDGER_AUTH_FILE", "", "credentials file whose first user token key signs")
 	user := fs.String("user", "", "mint a user token for this user id")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the user token, at most -user-token-max-lifetime")
 	newToken := fs.String("new", "", "instead: print a new random service, admin or peer token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
 	name := fs.String("name", "", "with -new service|admin|peer: the token's name in the credentials file")
 	var maxLifetime time.Duration
-	if err := userTokenMaxLifetimeFlag(fs, getenv, &maxLifetime); err != nil {
+	userTokenMaxLifetimeFlag(s, &maxLifetime)
+	if err := s.err(); err != nil {
 		return err
 	}
 	if err := fs.Parse(args); err != nil {
@@ -174,10 +162,10 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if *ttl > maxLifetime {
 		return fmt.Errorf("-ttl %v is longer than -user-token-max-lifetime %v (LEDGER_USER_TOKEN_MAX_LIFETIME): ledgerd serve would refuse the token", *ttl, maxLifetime)
 	}
-	if *file == "" {
+	if file == "" {
 		return errors.New("give -auth-file (LEDGER_AUTH_FILE)")
 	}
-	creds, err := auth.LoadCredentials(*file)
+	creds, err := auth.LoadCredentials(file)
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,31 +47,25 @@ type Config struct {
 	MaxHolds        int // open holds one account may have
 
 	metrics *metrics.Metrics // nil: not measured
+	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
+	// not set: serve's, derived from the credentials (pageTokens).
+	pageTokenKey []byte
 }
 
 // flags registers the options shared by the commands that talk to DynamoDB.
-func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) {
-	env := func(name, def string) string { return envOr(getenv, name, def) }
-	fs.StringVar(&c.Endpoint, "dynamodb-endpoint", env("LEDGER_DYNAMODB_ENDPOINT", ""),
-		"DynamoDB endpoint URL, e.g. http://localhost:8000 for DynamoDB Local; empty: the AWS endpoint of the region (LEDGER_DYNAMODB_ENDPOINT)")
-	fs.StringVar(&c.Region, "region", env("LEDGER_REGION", ""),
-		"AWS region; empty: from the AWS environment, else us-east-1 (LEDGER_REGION)")
-	fs.StringVar(&c.TablePrefix, "table-prefix", env("LEDGER_TABLE_PREFIX", ""),
-		"prefix of the table names, e.g. prod- (LEDGER_TABLE_PREFIX)")
-	fs.StringVar(&c.LogLevel, "log-level", env("LEDGER_LOG_LEVEL", "info"), "debug, info, warn or error (LEDGER_LOG_LEVEL)")
-	fs.StringVar(&c.LogFormat, "log-format", env("LEDGER_LOG_FORMAT", "json"), "json or text (LEDGER_LOG_FORMAT)")
-	maxBuckets, err := intFromEnv(getenv, "LEDGER_MAX_BUCKETS", ledger.DefaultMaxBuckets)
-	if err != nil {
-		maxBuckets = -1 // refused below, with the flag's name
-	}
-	fs.IntVar(&c.MaxBuckets, "max-buckets", maxBuckets,
-		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS) (LEDGER_MAX_BUCKETS)")
-	maxHolds, err := intFromEnv(getenv, "LEDGER_MAX_HOLDS", ledger.DefaultMaxHolds)
-	if err != nil {
-		maxHolds = -1 // refused below, with the flag's name
-	}
-	fs.IntVar(&c.MaxHolds, "max-holds", maxHolds,
-		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS) (LEDGER_MAX_HOLDS)")
+func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
+	s := newSettings(fs, getenv)
+	s.String(&c.Endpoint, "dynamodb-endpoint", "LEDGER_DYNAMODB_ENDPOINT", "",
+		"DynamoDB endpoint URL, e.g. http://localhost:8000 for DynamoDB Local; empty: the AWS endpoint of the region")
+	s.String(&c.Region, "region", "LEDGER_REGION", "", "AWS region; empty: from the AWS environment, else us-east-1")
+	s.String(&c.TablePrefix, "table-prefix", "LEDGER_TABLE_PREFIX", "", "prefix of the table names, e.g. prod-")
+	s.String(&c.LogLevel, "log-level", "LEDGER_LOG_LEVEL", "info", "debug, info, warn or error")
+	s.String(&c.LogFormat, "log-format", "LEDGER_LOG_FORMAT", "json", "json or text")
+	s.Int(&c.MaxBuckets, "max-buckets", "LEDGER_MAX_BUCKETS", ledger.DefaultMaxBuckets,
+		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS)")
+	s.Int(&c.MaxHolds, "max-holds", "LEDGER_MAX_HOLDS", ledger.DefaultMaxHolds,
+		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS)")
+	return s.err()
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -129,12 +123,9 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 
 // projectorFlags registers the options of the stream projector.
 func (c *Config) projectorFlags(fs *flag.FlagSet, getenv func(string) string) error {
-	ttl, err := durationFromEnv(getenv, "LEDGER_LEASE_TTL", 10*time.Second)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&c.LeaseTTL, "lease-ttl", ttl, "a projector's shard lease not renewed for this long is taken over by another (LEDGER_LEASE_TTL)")
-	return nil
+	s := newSettings(fs, getenv)
+	s.Duration(&c.LeaseTTL, "lease-ttl", "LEDGER_LEASE_TTL", 10*time.Second, "a projector's shard lease not renewed for this long is taken over by another")
+	return s.err()
 }
 
 // ledgerParts are the pieces every command builds the same way.
@@ -174,14 +165,28 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	}, nil
 }
 
-// pageTokens is the codec of page tokens, keyed by LEDGER_PAGE_TOKEN_KEY
-// (hex). A secret comes from the environment only, never a flag, which would
-// show in the process list. Without one, the key is derived from the ledger
-// table's name: every instance and every restart of a deployment agree on
-// it, but it is no secret.
+// pageTokenKeyPurpose names, in the derivation, what the key derived from
+// the credentials is for; a new purpose gets a name of its own.
+const pageTokenKeyPurpose = "pointledger page token key v1"
+
+// pageTokens is the codec of page tokens. Its key is, in order:
+//
+//   - LEDGER_PAGE_TOKEN_KEY (hex, at least 32 bytes): a secret comes from
+//     the environment only, never a flag, which would show in the process
+//     list;
+//   - else pageTokenKey, which serve derives from the credentials' signing
+//     key (auth.Authenticator.DeriveKey): a secret every instance already
+//     shares, so tokens survive restarts and work on every instance, and no
+//     one without the credentials can make one;
+//   - else a key derived from the ledger table's name, which is no secret:
+//     for serve -insecure-dev, where every caller is admin anyway, and for
+//     the commands that give out no page token (project, reconcile, expire).
 func (c *Config) pageTokens(getenv func(string) string) (*pagetoken.Codec, error) {
 	v := getenv("LEDGER_PAGE_TOKEN_KEY")
 	if v == "" {
+		if c.pageTokenKey != nil {
+			return pagetoken.New(c.pageTokenKey)
+		}
 		return pagetoken.Derived(c.TablePrefix + migrations.LedgerTable), nil
 	}
 	key, err := hex.DecodeString(v)
@@ -211,13 +216,14 @@ func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Project
 		projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
 }
 
-// runProjector runs pr until ctx ends, logging its status every interval,
-// then hands its leases over.
+// runProjector runs pr until ctx ends, logging its status every interval
+// (statusLine), then hands its leases over.
 func runProjector(ctx context.Context, pr *projection.Projector, log *slog.Logger, interval time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- pr.Run(ctx) }()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	status := statusLine{log: log}
 	for {
 		select {
 		case err := <-done:
@@ -226,35 +232,35 @@ func runProjector(ctx context.Context, pr *projection.Projector, log *slog.Logge
 			cancel()
 			return err
 		case <-tick.C:
-			st := pr.Status()
-			log.Info("projection status", "shards", st.Shards, "caught_up", st.CaughtUp,
-				"entries_applied", st.Applied, "lag", st.LagText, "newest_applied_entry_time", st.NewestApplied)
+			status.write(ctx, pr.Status())
 		}
 	}
 }
 
-func intFromEnv(getenv func(string) string, name string, def int) (int, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: not a whole number", name, v)
-	}
-	return n, nil
+// statusLine logs the projector's status: at info when it changed since the
+// last line (the shards held, caught up or not, the entries applied), else
+// at debug, so that an idle projector does not repeat the same line every
+// 30 s (issue 22, item 7). The first line is always at info.
+type statusLine struct {
+	log  *slog.Logger
+	last *projection.Status
 }
 
-func durationFromEnv(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
+func (s *statusLine) write(ctx context.Context, st projection.Status) {
+	level := slog.LevelInfo
+	if s.last != nil && !statusChanged(*s.last, st) {
+		level = slog.LevelDebug
 	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
-	}
-	return d, nil
+	s.last = &st
+	s.log.Log(ctx, level, "projection status", "shards", st.Shards, "caught_up", st.CaughtUp,
+		"entries_applied", st.Applied, "lag", st.LagText, "newest_applied_entry_time", st.NewestApplied)
+}
+
+// statusChanged says whether an operator would read something new in now:
+// the lag and the newest entry move only with the entries applied, and the
+// time of the last pass moves on every pass, busy or idle.
+func statusChanged(before, now projection.Status) bool {
+	return before.CaughtUp != now.CaughtUp || before.Applied != now.Applied || !slices.Equal(before.Shards, now.Shards)
 }
 
 func validScale(n int) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,13 +15,13 @@ func expireCmd(ctx context.Context, args []string, getenv func(string) string, s
 	var c Config
 	fs := flag.NewFlagSet("expire", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.flags(fs, getenv)
 	once := fs.Bool("once", false, "sweep every shard once, print what was done, and exit")
-	interval, err := durationFromEnv(getenv, "LEDGER_SWEEP_INTERVAL", 15*time.Second)
-	if err != nil {
+	settings := newSettings(fs, getenv)
+	var interval time.Duration
+	settings.Duration(&interval, "sweep-interval", "LEDGER_SWEEP_INTERVAL", 15*time.Second, "time between passes")
+	if err := errors.Join(settings.err(), c.flags(fs, getenv)); err != nil {
 		return err
 	}
-	fs.DurationVar(&interval, "sweep-interval", interval, "time between passes (LEDGER_SWEEP_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

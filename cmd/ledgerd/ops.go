@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -118,11 +117,11 @@ func projectionStatus(p *projection.Projector) http.Handler {
 
 // opsFlag registers -ops-listen. Each command has its own default, so that
 // serve and a projector on one host do not take the same port.
-func opsFlag(fs *flag.FlagSet, getenv func(string) string, def string) *string {
-	return fs.String("ops-listen", envOr(getenv, "LEDGER_OPS_LISTEN", def),
+func opsFlag(s *settings, addr *string, def string) {
+	s.String(addr, "ops-listen", "LEDGER_OPS_LISTEN", def,
 		"the operations listener: /metrics, /debug/pprof/, /projection/status (and with serve gRPC reflection) "+
 			"on this address, without credentials, so never a public one; port 0: any free port (logged); "+
-			`"" or off: none (LEDGER_OPS_LISTEN)`)
+			`"" or off: none`)
 }
 
 // listenOps binds the operations listener's address ("" or "off": none,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 )
@@ -122,8 +124,8 @@ func TestMetricsCountRequestsGroupsAndDynamoDBCalls(t *testing.T) {
 	if got := sample(families, "pointledger_dynamodb_calls_total", "operation", "GetItem", "outcome", "ok").GetCounter().GetValue(); got < 1 {
 		t.Errorf("GetItem calls ok = %v, want the health check's at least", got)
 	}
-	// (pointledger_write_retries_total has no series before a retry.)
 	for _, name := range []string{
+		"pointledger_write_retries_total",
 		"pointledger_transaction_conflicts_total",
 		"pointledger_projection_lag_seconds",
 		"pointledger_projection_entries_applied_total",
@@ -133,6 +135,81 @@ func TestMetricsCountRequestsGroupsAndDynamoDBCalls(t *testing.T) {
 		if families[name] == nil {
 			t.Errorf("/metrics has no %s", name)
 		}
+	}
+}
+
+// A fresh ledgerd serves every metric docs/operations.md lists, with the
+// documented labels, and every counter of the API at 0 for every procedure,
+// before any call (issue 22, item 5): a dashboard's query finds 0, not
+// nothing. (Only the DynamoDB calls have moved: the projector and the health
+// cache call at once.)
+func TestFreshLedgerdServesEveryDocumentedMetric(t *testing.T) {
+	t.Parallel()
+	p := startLedgerd(t)
+	families := scrape(t, p.opsAddr)
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for line := range strings.Lines(string(doc)) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) != 6 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`pointledger_") {
+			continue
+		}
+		rows++
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		f := families[name]
+		if f == nil {
+			// pointledger_peers alone comes with -peers, which this ledgerd
+			// runs without.
+			if name != "pointledger_peers" {
+				t.Errorf("/metrics of a fresh ledgerd has no %s", name)
+			}
+			continue
+		}
+		var want []string
+		for l := range strings.SplitSeq(cells[3], ",") {
+			if l = strings.Trim(strings.TrimSpace(l), "`"); l != "" {
+				want = append(want, l)
+			}
+		}
+		slices.Sort(want)
+		for _, m := range f.GetMetric() {
+			var got []string
+			for _, l := range m.GetLabel() {
+				got = append(got, l.GetName())
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s has labels %v, documented %v", name, got, want)
+			}
+		}
+	}
+	if rows < 10 {
+		t.Fatalf("docs/operations.md lists %d pointledger_ metrics; is its table still there?", rows)
+	}
+	procedures := append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)
+	for _, procedure := range procedures {
+		for _, code := range []string{"ok", "invalid_argument", "unavailable"} {
+			if m := sample(families, "pointledger_requests_total", "procedure", procedure, "code", code); m == nil || m.GetCounter().GetValue() != 0 {
+				t.Errorf("pointledger_requests_total{procedure=%q,code=%q} = %v, want 0", procedure, code, m)
+			}
+		}
+		if m := sample(families, "pointledger_request_duration_seconds", "procedure", procedure); m == nil || m.GetHistogram().GetSampleCount() != 0 {
+			t.Errorf("pointledger_request_duration_seconds{procedure=%q} = %v, want no samples", procedure, m)
+		}
+	}
+	for _, reason := range []string{"transaction_conflict", "version_moved", "throttled", "stale_cache"} {
+		if m := sample(families, "pointledger_write_retries_total", "reason", reason); m == nil || m.GetCounter().GetValue() != 0 {
+			t.Errorf("pointledger_write_retries_total{reason=%q} = %v, want 0", reason, m)
+		}
+	}
+	if m := sample(families, "pointledger_forwarded_total", "procedure", pointledgerv1connect.LedgerServicePurchaseProcedure); m == nil || m.GetCounter().GetValue() != 0 {
+		t.Errorf("pointledger_forwarded_total{procedure=Purchase} = %v, want 0", m)
+	}
+	if m := sample(families, "pointledger_dynamodb_calls_total", "operation", "TransactWriteItems", "outcome", "error"); m == nil {
+		t.Error("pointledger_dynamodb_calls_total{operation=TransactWriteItems,outcome=error} is missing")
 	}
 }
 

@@ -26,27 +26,20 @@ type affinityConfig struct {
 }
 
 func (a *affinityConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
-	fs.StringVar(&a.peers, "peers", getenv("LEDGER_PEERS"),
+	s := newSettings(fs, getenv)
+	s.String(&a.peers, "peers", "LEDGER_PEERS", "",
 		"the instances of this deployment, this one included, to keep each user's mutations on one of them: base URLs "+
 			"(http://host:port) or dns:<name>:<port> (a name resolving to every instance: a headless Service), comma-separated; "+
-			"empty: off (LEDGER_PEERS)")
-	fs.StringVar(&a.self, "self", getenv("LEDGER_SELF"),
-		"this instance's base URL as its peers know it; empty: the peer whose health check answers this instance's id (LEDGER_SELF)")
-	interval, err := durationFromEnv(getenv, "LEDGER_PEER_HEALTH_INTERVAL", time.Second)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&a.interval, "peer-health-interval", interval,
-		"time between health checks of the peers (and lookups of a dns: name); a peer that fails one owns no user until one passes (LEDGER_PEER_HEALTH_INTERVAL)")
-	timeout, err := durationFromEnv(getenv, "LEDGER_FORWARD_TIMEOUT", 2*time.Second)
-	if err != nil {
-		return err
-	}
-	fs.DurationVar(&a.timeout, "forward-timeout", timeout,
-		"how long a mutation forwarded to its user's owner, or a health check, may take; then it is committed here and the owner is down (LEDGER_FORWARD_TIMEOUT)")
-	fs.StringVar(&a.tokenFile, "peer-token-file", getenv("LEDGER_PEER_TOKEN_FILE"),
-		"file holding the peer token this instance sends its peers; or the token itself in LEDGER_PEER_TOKEN (LEDGER_PEER_TOKEN_FILE)")
-	return nil
+			"empty: off")
+	s.String(&a.self, "self", "LEDGER_SELF", "",
+		"this instance's base URL as its peers know it; empty: the peer whose health check answers this instance's id")
+	s.Duration(&a.interval, "peer-health-interval", "LEDGER_PEER_HEALTH_INTERVAL", time.Second,
+		"time between health checks of the peers (and lookups of a dns: name); a peer that fails one owns no user until one passes")
+	s.Duration(&a.timeout, "forward-timeout", "LEDGER_FORWARD_TIMEOUT", 2*time.Second,
+		"how long a mutation forwarded to its user's owner, or a health check, may take; then it is committed here and the owner is down")
+	s.String(&a.tokenFile, "peer-token-file", "LEDGER_PEER_TOKEN_FILE", "",
+		"file holding the peer token this instance sends its peers; or the token itself in LEDGER_PEER_TOKEN")
+	return s.err()
 }
 
 // newPeers is this instance's view of its peers, or nil when -peers is

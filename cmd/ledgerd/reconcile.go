@@ -29,7 +29,9 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	var c Config
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.flags(fs, getenv)
+	if err := c.flags(fs, getenv); err != nil {
+		return fail(err)
+	}
 	var o reconcile.Options
 	fs.IntVar(&o.Segments, "segments", 4, "parallel scan segments (and workers)")
 	fs.IntVar(&o.Rate, "rate", 0, "read at most this many items a second (about the read capacity used); 0: no limit")

@@ -40,6 +40,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	if c.pageTokenKey, err = servedPageTokenKey(authn, getenv); err != nil {
+		return err
+	}
 	// Both ports before anything else: a busy one stops serve before it
 	// talks to DynamoDB or starts the projector.
 	ports, err := bind(c.ListenAddr, c.opsAddr)
@@ -50,7 +53,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if authn.Insecure() {
 		warnInsecure(ctx, log, time.Minute)
 	}
-	c.metrics = metrics.New()
+	// Every procedure's series start at 0, before its first call.
+	c.metrics = metrics.New(append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)...)
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
@@ -107,82 +111,42 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	var c serveConfig
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.flags(fs, getenv)
-	fs.StringVar(&c.ListenAddr, "listen", envOr(getenv, "LEDGER_LISTEN_ADDR", ":8080"), "address to serve on (LEDGER_LISTEN_ADDR)")
-	scale, err := intFromEnv(getenv, "LEDGER_AMOUNT_SCALE", ledger.DefaultScale)
+	s := newSettings(fs, getenv)
+	s.String(&c.ListenAddr, "listen", "LEDGER_LISTEN_ADDR", ":8080", "address to serve on")
+	s.Int(&c.AmountScale, "amount-scale", "LEDGER_AMOUNT_SCALE", ledger.DefaultScale, "digits allowed after the point in amounts")
+	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "LEDGER_SHUTDOWN_TIMEOUT", 15*time.Second, "how long in-flight requests may finish after SIGTERM")
+	s.Int(&c.MaxBatch, "max-batch", "LEDGER_MAX_BATCH", dynamo.DefaultMaxBatch,
+		"group commit: at most this many mutations of one user per transaction; 1 turns it off")
+	s.Duration(&c.BatchLinger, "batch-linger", "LEDGER_BATCH_LINGER", 0,
+		"group commit: wait this long for a group to fill; 0: a group is what queued meanwhile")
+	s.Duration(&c.expiry.DefaultTTL, "grant-default-ttl", "LEDGER_GRANT_DEFAULT_TTL", 0,
+		"how long points of a grant that names no expire_time or ttl live, e.g. 8760h; 0: they never expire")
+	s.Duration(&c.expiry.Max, "max-expiry", "LEDGER_MAX_EXPIRY", api.DefaultMaxExpiry,
+		"how far ahead points may expire; a later expire_time or longer ttl is INVALID_EXPIRY")
+	s.Duration(&c.expiry.HoldTTL, "hold-default-ttl", "LEDGER_HOLD_DEFAULT_TTL", api.DefaultHoldTTL,
+		"how long a checkout hold that names no expire_time or ttl holds its points")
+	s.Duration(&c.expiry.HoldMax, "hold-max-ttl", "LEDGER_HOLD_MAX_TTL", api.DefaultMaxHoldTTL, "how far ahead a hold may expire; later is INVALID_EXPIRY")
+	s.Duration(&c.historyWait, "history-wait", "LEDGER_HISTORY_WAIT", api.DefaultHistoryWait,
+		"how long ListHistory waits for the history to reach a request's min_version before it answers UNAVAILABLE (HISTORY_BEHIND); 0: not at all")
+	s.Switch(&c.sweeper, "sweeper", "LEDGER_SWEEPER",
+		"run the expiry sweeper in this process, which puts idle users' expired points on the record; several share the work")
+	s.Duration(&c.sweep, "sweep-interval", "LEDGER_SWEEP_INTERVAL", 15*time.Second, "time between the sweeper's passes")
+	s.Switch(&c.Projector, "projector", "LEDGER_PROJECTOR",
+		"run the history projector in this process; -projector=false when `ledgerd project` runs it")
+	var corsOrigins string
+	s.String(&corsOrigins, "cors-origins", "LEDGER_CORS_ORIGINS", "",
+		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS")
+	opsFlag(s, &c.opsAddr, "127.0.0.1:9090")
+	// Every part's settings, so that the errors of all the variables come
+	// at once.
+	err := errors.Join(s.err(), c.flags(fs, getenv), c.projectorFlags(fs, getenv), c.auth.flags(fs, getenv), c.affinity.flags(fs, getenv))
 	if err != nil {
 		return nil, err
 	}
-	fs.IntVar(&c.AmountScale, "amount-scale", scale, "digits allowed after the point in amounts (LEDGER_AMOUNT_SCALE)")
-	shutdown, err := durationFromEnv(getenv, "LEDGER_SHUTDOWN_TIMEOUT", 15*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", shutdown, "how long in-flight requests may finish after SIGTERM (LEDGER_SHUTDOWN_TIMEOUT)")
-	maxBatch, err := intFromEnv(getenv, "LEDGER_MAX_BATCH", dynamo.DefaultMaxBatch)
-	if err != nil {
-		return nil, err
-	}
-	fs.IntVar(&c.MaxBatch, "max-batch", maxBatch, "group commit: at most this many mutations of one user per transaction; 1 turns it off (LEDGER_MAX_BATCH)")
-	linger, err := durationFromEnv(getenv, "LEDGER_BATCH_LINGER", 0)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.BatchLinger, "batch-linger", linger, "group commit: wait this long for a group to fill; 0: a group is what queued meanwhile (LEDGER_BATCH_LINGER)")
-	defaultTTL, err := durationFromEnv(getenv, "LEDGER_GRANT_DEFAULT_TTL", 0)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.expiry.DefaultTTL, "grant-default-ttl", defaultTTL,
-		"how long points of a grant that names no expire_time or ttl live, e.g. 8760h; 0: they never expire (LEDGER_GRANT_DEFAULT_TTL)")
-	maxExpiry, err := durationFromEnv(getenv, "LEDGER_MAX_EXPIRY", api.DefaultMaxExpiry)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.expiry.Max, "max-expiry", maxExpiry, "how far ahead points may expire; a later expire_time or longer ttl is INVALID_EXPIRY (LEDGER_MAX_EXPIRY)")
-	holdTTL, err := durationFromEnv(getenv, "LEDGER_HOLD_DEFAULT_TTL", api.DefaultHoldTTL)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.expiry.HoldTTL, "hold-default-ttl", holdTTL,
-		"how long a checkout hold that names no expire_time or ttl holds its points (LEDGER_HOLD_DEFAULT_TTL)")
-	holdMax, err := durationFromEnv(getenv, "LEDGER_HOLD_MAX_TTL", api.DefaultMaxHoldTTL)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.expiry.HoldMax, "hold-max-ttl", holdMax, "how far ahead a hold may expire; later is INVALID_EXPIRY (LEDGER_HOLD_MAX_TTL)")
-	historyWait, err := durationFromEnv(getenv, "LEDGER_HISTORY_WAIT", api.DefaultHistoryWait)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.historyWait, "history-wait", historyWait,
-		"how long ListHistory waits for the history to reach a request's min_version before it answers UNAVAILABLE (HISTORY_BEHIND); 0: not at all (LEDGER_HISTORY_WAIT)")
-	fs.BoolVar(&c.sweeper, "sweeper", getenv("LEDGER_SWEEPER") != "false",
-		"run the expiry sweeper in this process, which puts idle users' expired points on the record; several share the work (LEDGER_SWEEPER)")
-	sweepEvery, err := durationFromEnv(getenv, "LEDGER_SWEEP_INTERVAL", 15*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	fs.DurationVar(&c.sweep, "sweep-interval", sweepEvery, "time between the sweeper's passes (LEDGER_SWEEP_INTERVAL)")
-	fs.BoolVar(&c.Projector, "projector", getenv("LEDGER_PROJECTOR") != "false",
-		"run the history projector in this process; -projector=false when `ledgerd project` runs it (LEDGER_PROJECTOR)")
-	if err := c.projectorFlags(fs, getenv); err != nil {
-		return nil, err
-	}
-	if err := c.auth.flags(fs, getenv); err != nil {
-		return nil, err
-	}
-	corsOrigins := fs.String("cors-origins", getenv("LEDGER_CORS_ORIGINS"),
-		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS (LEDGER_CORS_ORIGINS)")
-	if err := c.affinity.flags(fs, getenv); err != nil {
-		return nil, err
-	}
-	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9090")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	c.opsAddr = *opsAddr
-	if c.corsOrigins, err = parseCORSOrigins(*corsOrigins); err != nil {
+	if c.corsOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
 		return nil, err
 	}
 	if err := validScale(c.AmountScale); err != nil {
@@ -201,6 +165,25 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, fmt.Errorf("-history-wait (LEDGER_HISTORY_WAIT) must be 0 to %v, not %v", api.MaxHistoryWait, c.historyWait)
 	}
 	return &c, nil
+}
+
+// servedPageTokenKey is the key of the page tokens serve gives out when
+// LEDGER_PAGE_TOKEN_KEY names none: derived from the credentials' signing
+// key, a secret the deployment has already, so that a page token can be
+// neither made nor altered by someone who knows only the table's name (as
+// with a key derived from it). Without user token keys there is no such
+// secret, and serve refuses to start rather than fall back to a key
+// anyone can work out. nil: LEDGER_PAGE_TOKEN_KEY is set, or -insecure-dev.
+func servedPageTokenKey(authn *auth.Authenticator, getenv func(string) string) ([]byte, error) {
+	if getenv("LEDGER_PAGE_TOKEN_KEY") != "" || authn.Insecure() {
+		return nil, nil
+	}
+	key, ok := authn.DeriveKey(pageTokenKeyPurpose)
+	if !ok {
+		return nil, errors.New("the credentials have no user_token_keys to derive the page token key from: " +
+			"set LEDGER_PAGE_TOKEN_KEY to 64 hex digits, e.g. `openssl rand -hex 32` (see docs/operations.md, Page tokens)")
+	}
+	return key, nil
 }
 
 // ports are serve's two listeners, bound before anything starts.
@@ -351,13 +334,14 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 	var c Config
 	fs := flag.NewFlagSet("project", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.flags(fs, getenv)
-	if err := c.projectorFlags(fs, getenv); err != nil {
-		return err
-	}
 	rebuild := fs.Bool("rebuild", false, "rebuild history from the ledger itself and exit, instead of following the stream")
 	user := fs.String("user", "", "with -rebuild: only this user")
-	opsAddr := opsFlag(fs, getenv, "127.0.0.1:9091")
+	s := newSettings(fs, getenv)
+	var opsAddr string
+	opsFlag(s, &opsAddr, "127.0.0.1:9091")
+	if err := errors.Join(s.err(), c.flags(fs, getenv), c.projectorFlags(fs, getenv)); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -395,7 +379,7 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 		return nil
 	}
 	projector := c.projector(parts, log)
-	opsLn, err := listenOps(*opsAddr)
+	opsLn, err := listenOps(opsAddr)
 	if err != nil {
 		return err
 	}
@@ -409,7 +393,9 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	var c Config
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.flags(fs, getenv)
+	if err := c.flags(fs, getenv); err != nil {
+		return err
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -422,11 +408,4 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	return migrations.Apply(ctx, db, c.TablePrefix, log)
-}
-
-func envOr(getenv func(string) string, name, def string) string {
-	if v := getenv(name); v != "" {
-		return v
-	}
-	return def
 }

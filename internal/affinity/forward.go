@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 
 	"connectrpc.com/connect"
 
@@ -30,6 +31,10 @@ var routes = map[string]func(client connect.HTTPClient, url string) caller{
 	pointledgerv1connect.LedgerServiceVoidProcedure:      unary[pb.VoidRequest, pb.VoidResponse],
 	pointledgerv1connect.AdminServiceAdjustProcedure:     unary[pb.AdjustRequest, pb.AdjustResponse],
 }
+
+// ForwardedProcedures are the procedures forwarded to their user's owner,
+// sorted: the values of the procedure label of what Observer counts.
+func ForwardedProcedures() []string { return slices.Sorted(maps.Keys(routes)) }
 
 // unary calls url (a peer's base URL and a procedure) with the Connect
 // protocol and binary protobuf, the cheapest to encode. The answer is a new

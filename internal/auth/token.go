@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
@@ -127,6 +129,25 @@ func InsecureDev() *Authenticator { return &Authenticator{insecure: true, Now: t
 
 // Insecure reports whether a is InsecureDev.
 func (a *Authenticator) Insecure() bool { return a.insecure }
+
+// DeriveKey returns a key of 32 bytes for purpose, derived with HKDF-SHA256
+// from the first user token key (the one that signs): a secret every
+// instance of a deployment already shares, so a key derived from it needs
+// no configuration of its own, and shows nothing of the key it comes from.
+// Rotating the signing key changes it. ok is false under InsecureDev and
+// for credentials without user token keys: there is no secret to derive
+// from.
+func (a *Authenticator) DeriveKey(purpose string) (key []byte, ok bool) {
+	if len(a.keys) == 0 {
+		return nil, false
+	}
+	signing, _ := a.creds.key(0) // checked by NewAuthenticator
+	key, err := hkdf.Key(sha256.New, signing, nil, purpose, 32)
+	if err != nil {
+		panic(fmt.Sprintf("hkdf: %v", err)) // only for lengths past 255 hashes
+	}
+	return key, true
+}
 
 // Authenticate resolves the Authorization header's value to an identity.
 func (a *Authenticator) Authenticate(header string) (Identity, error) {

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -50,9 +51,39 @@ var (
 	_ affinity.Observer = (*Metrics)(nil)
 )
 
+// latencyBuckets are the upper bounds, in seconds, of the latency
+// histograms: about exponential (1, 2.5, 5 a decade) from 0.1 ms, since a
+// GetBalance served from DynamoDB in the same zone takes well under a
+// millisecond, up to 10 s, past any timeout of ledgerd's.
+var latencyBuckets = []float64{
+	.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
+}
+
+// retryReasons are the values of pointledger_write_retries_total's reason.
+var retryReasons = []string{
+	dynamo.RetryTransactionConflict, dynamo.RetryVersionMoved, dynamo.RetryThrottled, dynamo.RetryStaleCache,
+}
+
+// dynamoDBOperations are the DynamoDB and DynamoDB Streams operations
+// ledgerd calls once it runs (migrate's CreateTable is not measured), so
+// that their series start at 0. A call of another operation is still
+// counted, from its first call on.
+var dynamoDBOperations = []string{
+	"GetItem", "Query", "Scan", "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "DescribeTable",
+	"DescribeStream", "GetShardIterator", "GetRecords",
+}
+
+// dynamoDBOutcomes are the outcomes every operation starts with at 0: the
+// ones that are not an AWS error code, which are as many as AWS has.
+var dynamoDBOutcomes = []string{"ok", "canceled", "error"}
+
 // New returns the metrics, registered with a new registry that also holds
-// the Go runtime's and the process's.
-func New() *Metrics {
+// the Go runtime's and the process's. procedures are the RPCs this process
+// serves (none for `ledgerd project`). Every series whose labels are known
+// in advance (each procedure with each Connect code, each retry reason,
+// each DynamoDB operation, ...) starts at 0, so that a dashboard's query
+// finds a 0 before the first event rather than nothing.
+func New(procedures ...string) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -62,7 +93,7 @@ func New() *Metrics {
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pointledger_request_duration_seconds",
 			Help:    "Time to handle an RPC, by procedure.",
-			Buckets: prometheus.DefBuckets,
+			Buckets: latencyBuckets,
 		}, []string{"procedure"}),
 		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pointledger_group_commit_size",
@@ -84,7 +115,7 @@ func New() *Metrics {
 		dynamoDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "pointledger_dynamodb_call_duration_seconds",
 			Help:    "Time of a DynamoDB call (with the SDK's own retries), by operation.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Buckets: latencyBuckets,
 		}, []string{"operation"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pointledger_forwarded_total",
@@ -105,7 +136,53 @@ func New() *Metrics {
 		m.requests, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.dynamoCalls, m.dynamoDuration,
 		m.forwarded, m.forwardFailures, m.fallbacks,
 	)
+	m.startAtZero(procedures)
 	return m
+}
+
+// startAtZero makes the series of every known label value, at 0.
+func (m *Metrics) startAtZero(procedures []string) {
+	codes := connectCodes()
+	for _, procedure := range procedures {
+		m.requestDuration.WithLabelValues(procedure)
+		for _, code := range codes {
+			m.requests.WithLabelValues(procedure, code)
+		}
+	}
+	for _, reason := range retryReasons {
+		m.retries.WithLabelValues(reason)
+	}
+	for _, op := range dynamoDBOperations {
+		m.dynamoDuration.WithLabelValues(op)
+		for _, outcome := range dynamoDBOutcomes {
+			m.dynamoCalls.WithLabelValues(op, outcome)
+		}
+	}
+	// Forwarding series only where the mutations are served: `ledgerd
+	// project` forwards nothing.
+	forwarding := false
+	for _, procedure := range affinity.ForwardedProcedures() {
+		if slices.Contains(procedures, procedure) {
+			forwarding = true
+			m.forwarded.WithLabelValues(procedure)
+			m.fallbacks.WithLabelValues(procedure)
+		}
+	}
+	if forwarding {
+		for _, reason := range []string{affinity.FailUnreachable, affinity.FailTimeout, affinity.FailRefused} {
+			m.forwardFailures.WithLabelValues(reason)
+		}
+	}
+}
+
+// connectCodes are the values of pointledger_requests_total's code: ok and
+// every Connect code, as observeRequest spells them.
+func connectCodes() []string {
+	codes := []string{"ok"}
+	for code := connect.CodeCanceled; code <= connect.CodeUnauthenticated; code++ {
+		codes = append(codes, code.String())
+	}
+	return codes
 }
 
 // Handler serves the metrics in the Prometheus exposition format.

@@ -4,13 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/projection"
 )
 
 func TestRetriesByReasonAndConflicts(t *testing.T) {
@@ -89,4 +96,196 @@ func TestAffinity(t *testing.T) {
 	if peers["live"] != 2 || peers["down"] != 1 {
 		t.Errorf("pointledger_peers = %v, want live 2 and down 1", peers)
 	}
+}
+
+// documentedMetric is a row of the metrics table of docs/operations.md.
+type documentedMetric struct {
+	name, kind string
+	labels     []string
+	peersOnly  bool // "with -peers"
+}
+
+// documentedMetrics reads the metrics table of docs/operations.md: the
+// rows whose first cell is a pointledger_ name.
+func documentedMetrics(tb testing.TB) []documentedMetric {
+	tb.Helper()
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []documentedMetric
+	for line := range strings.Lines(string(b)) {
+		cells := strings.Split(strings.TrimSpace(line), "|")
+		if len(cells) != 6 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`pointledger_") {
+			continue
+		}
+		m := documentedMetric{
+			name:      strings.Trim(strings.TrimSpace(cells[1]), "`"),
+			kind:      strings.TrimSpace(cells[2]),
+			peersOnly: strings.HasPrefix(strings.TrimSpace(cells[4]), "with `-peers`"),
+		}
+		for l := range strings.SplitSeq(cells[3], ",") {
+			if l = strings.Trim(strings.TrimSpace(l), "`"); l != "" {
+				m.labels = append(m.labels, l)
+			}
+		}
+		slices.Sort(m.labels)
+		out = append(out, m)
+	}
+	if len(out) < 10 {
+		tb.Fatalf("docs/operations.md lists %d pointledger_ metrics; is its table still there?", len(out))
+	}
+	return out
+}
+
+// A dashboard's query must find every documented metric, at 0, before its
+// first event (issue 22, item 5): a counter vector with no series is absent
+// from /metrics altogether.
+func TestDocumentedMetricsStartAtZero(t *testing.T) {
+	t.Parallel()
+	const grant, balance = "/pointledger.v1.LedgerService/Grant", "/pointledger.v1.LedgerService/GetBalance"
+	m := New(grant, balance)
+	m.WatchProjector(func() projection.Status { return projection.Status{} })
+	m.WatchPeers(func() (int, int) { return 1, 0 })
+	families, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		gathered[f.GetName()] = f
+	}
+	documented := map[string]bool{}
+	for _, d := range documentedMetrics(t) {
+		documented[d.name] = true
+		f := gathered[d.name]
+		if f == nil {
+			t.Errorf("%s is documented but has no series in a new registry", d.name)
+			continue
+		}
+		if got := strings.ToLower(f.GetType().String()); got != d.kind {
+			t.Errorf("%s is a %s, documented as a %s", d.name, got, d.kind)
+		}
+		for _, s := range f.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName())
+			}
+			slices.Sort(labels)
+			if !slices.Equal(labels, d.labels) {
+				t.Errorf("%s has labels %v, documented %v", d.name, labels, d.labels)
+			}
+			if f.GetType() == dto.MetricType_COUNTER && s.GetCounter().GetValue() != 0 {
+				t.Errorf("%s%v = %v in a new registry, want 0", d.name, s.GetLabel(), s.GetCounter().GetValue())
+			}
+			if f.GetType() == dto.MetricType_HISTOGRAM && s.GetHistogram().GetSampleCount() != 0 {
+				t.Errorf("%s%v has %d samples in a new registry, want 0", d.name, s.GetLabel(), s.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	for name := range gathered {
+		if strings.HasPrefix(name, "pointledger_") && !documented[name] {
+			t.Errorf("%s is served but not in docs/operations.md", name)
+		}
+	}
+	// Every known label value has its series.
+	for _, want := range []struct {
+		metric prometheus.Collector
+		name   string
+	}{
+		{m.requests.WithLabelValues(grant, "ok"), "requests{Grant,ok}"},
+		{m.requests.WithLabelValues(balance, "unavailable"), "requests{GetBalance,unavailable}"},
+		{m.forwarded.WithLabelValues(grant), "forwarded{Grant}"},
+		{m.forwardFailures.WithLabelValues(affinity.FailTimeout), "forward_failures{timeout}"},
+		{m.dynamoCalls.WithLabelValues("TransactWriteItems", "ok"), "dynamodb_calls{TransactWriteItems,ok}"},
+	} {
+		if got := testutil.ToFloat64(want.metric); got != 0 {
+			t.Errorf("%s = %v, want 0", want.name, got)
+		}
+	}
+	counts := map[string]int{}
+	for _, name := range []string{"pointledger_requests_total", "pointledger_write_retries_total", "pointledger_forwarded_total",
+		"pointledger_forward_fallbacks_total", "pointledger_forward_failures_total", "pointledger_dynamodb_calls_total"} {
+		counts[name] = len(gathered[name].GetMetric())
+	}
+	want := map[string]int{
+		"pointledger_requests_total":          2 * 17, // two procedures, ok and the 16 Connect codes
+		"pointledger_write_retries_total":     4,      // transaction_conflict, version_moved, throttled, stale_cache
+		"pointledger_forwarded_total":         1,      // Grant; GetBalance is not forwarded
+		"pointledger_forward_fallbacks_total": 1,
+		"pointledger_forward_failures_total":  3, // unreachable, timeout, refused
+		"pointledger_dynamodb_calls_total":    len(dynamoDBOperations) * 3,
+	}
+	if !maps.Equal(counts, want) {
+		t.Errorf("series at start = %v, want %v", counts, want)
+	}
+}
+
+// Without procedures (`ledgerd project`), no request or forwarding series
+// are made up.
+func TestNoProceduresNoRequestSeries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	if n := testutil.CollectAndCount(m.requests); n != 0 {
+		t.Errorf("requests series = %d, want 0", n)
+	}
+	if n := testutil.CollectAndCount(m.forwardFailures); n != 0 {
+		t.Errorf("forward failure series = %d, want 0", n)
+	}
+	if n := testutil.CollectAndCount(m.retries); n != 4 {
+		t.Errorf("retry series = %d, want the 4 reasons", n)
+	}
+}
+
+// A sub-millisecond call must land in a bucket of its own, not in one with
+// every call up to 5 ms (issue 22, item 5: 28 of 34 GetBalance calls did).
+func TestLatencyBucketsResolveSubMillisecond(t *testing.T) {
+	t.Parallel()
+	const balance = "/pointledger.v1.LedgerService/GetBalance"
+	m := New(balance)
+	m.requestDuration.WithLabelValues(balance).Observe(0.0003) // 0.3 ms
+	m.dynamoDuration.WithLabelValues("GetItem").Observe(0.0003)
+	for name, h := range map[string]prometheus.Collector{
+		"pointledger_request_duration_seconds":       m.requestDuration,
+		"pointledger_dynamodb_call_duration_seconds": m.dynamoDuration,
+	} {
+		families := gather(t, h)
+		var observed *dto.Histogram
+		for _, s := range families.GetMetric() {
+			if s.GetHistogram().GetSampleCount() == 1 {
+				observed = s.GetHistogram()
+			}
+		}
+		if observed == nil {
+			t.Fatalf("%s: no series with the observation", name)
+		}
+		below := 0
+		first := -1.0 // the least bound the 0.3 ms call is under
+		for _, b := range observed.GetBucket() {
+			if b.GetUpperBound() < 0.001 {
+				below++
+			}
+			if first < 0 && b.GetCumulativeCount() == 1 {
+				first = b.GetUpperBound()
+			}
+		}
+		if below < 3 {
+			t.Errorf("%s: %d bucket bounds under 1 ms, want at least 3", name, below)
+		}
+		if first > 0.0005 {
+			t.Errorf("%s: a 0.3 ms call is first counted under %v s, want at most 0.5 ms", name, first)
+		}
+	}
+}
+
+// gather collects c's one family.
+func gather(tb testing.TB, c prometheus.Collector) *dto.MetricFamily {
+	tb.Helper()
+	r := prometheus.NewPedanticRegistry()
+	r.MustRegister(c)
+	families, err := r.Gather()
+	if err != nil || len(families) != 1 {
+		tb.Fatalf("gather: %d families, %v", len(families), err)
+	}
+	return families[0]
 }
