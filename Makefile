@@ -105,8 +105,18 @@ test: setup generate-check lint ## lint, check generated code, run all tests aga
 setup: dynamodb-local chromium tools $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD) ## install what make test needs, a line and its time for each step that does something
 
 .PHONY: test-faults
-test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see README, Reliability)
+test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see docs/testing.md)
 	$(GO) test -count=1 -v -timeout 10m ./internal/faulttest/
+
+# The soak: the fault suite's load and faults, on until SOAK_OPS requests
+# have a definite answer. SOAK_TIMEOUT bounds a hang, not the speed: 10,000
+# requests took 14 min on 2 cores shared with other work (docs/testing.md).
+SOAK_OPS ?= 10000
+SOAK_TIMEOUT ?= 3h
+
+.PHONY: soak
+soak: dynamodb-local ## the fault suite as a soak: every kind of request through every fault until SOAK_OPS (10000) have an answer, then every invariant
+	$(GO) test -count=1 -v -timeout $(SOAK_TIMEOUT) -run '^TestNoPointLostOrRepeatedThroughFaults$$' ./internal/faulttest/ -soak-ops $(SOAK_OPS)
 
 # Fuzzing: each target searches for FUZZTIME, one after the other (go test
 # runs one -fuzz target at a time). Plain `make test` runs their seeds.

@@ -80,6 +80,8 @@ type Proxy struct {
 	calls, transactions, conflicts atomic.Int64
 	itemWrites                     map[string]int64   // by table, under mu
 	ops                            map[string]OpStats // by operation, under mu
+
+	twoActionRefusals atomic.Int64
 }
 
 // OpStats count the calls of one DynamoDB operation and the time DynamoDB
@@ -120,6 +122,10 @@ type Stats struct {
 	ItemWrites   map[string]int64   `json:"item_writes"`           // by table: items of the transactions that went through
 	Ops          map[string]OpStats `json:"ops"`                   // by operation (GetItem, TransactWriteItems, ...)
 	Faults       FaultStats         `json:"faults"`
+
+	// Transactions refused with a ValidationException for two actions on
+	// one item: a correct client sends none, so more than 0 is its bug.
+	TwoActionRefusals int64 `json:"two_action_refusals"`
 }
 
 // Stats returns the counts so far.
@@ -134,7 +140,8 @@ func (p *Proxy) Stats() Stats {
 	for o, st := range p.ops {
 		ops[o] = st
 	}
-	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops, Faults: p.faults}
+	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops, Faults: p.faults,
+		TwoActionRefusals: p.twoActionRefusals.Load()}
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -165,6 +172,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if twice(keys) {
+		p.twoActionRefusals.Add(1)
 		writeValidation(w, "Transaction request cannot include multiple operations on one item")
 		return
 	}

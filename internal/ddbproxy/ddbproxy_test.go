@@ -150,9 +150,13 @@ func TestTwoActionsOnOneItemAreRefused(t *testing.T) {
 	if _, err := env.Client.TransactWriteItems(ctx, in); !errors.As(err, &apiErr) || apiErr.ErrorCode() == "ValidationException" {
 		t.Logf("the emulator itself answered %v: this test no longer shows what the proxy adds", err)
 	}
-	_, err := dynamolocal.NewClient(start(t, env, 0).URL).TransactWriteItems(ctx, in)
+	p := start(t, env, 0)
+	_, err := dynamolocal.NewClient(p.URL).TransactWriteItems(ctx, in)
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "ValidationException" {
 		t.Fatalf("two actions on one item through the proxy: %v, want a ValidationException", err)
+	}
+	if n := p.Stats().TwoActionRefusals; n != 1 {
+		t.Errorf("the proxy counted %d refusals of two actions on one item, want 1", n)
 	}
 	out, err := env.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: &env.Ledger, Key: key(), ConsistentRead: aws.Bool(true)})
 	if err != nil {
