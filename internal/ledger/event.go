@@ -30,7 +30,7 @@ const (
 	EventPointsExpiring EventType = "points.expiring"
 )
 
-// EventTypes is every event type, in the order docs/design.md lists them.
+// EventTypes is every event type, the notice last.
 var EventTypes = []EventType{
 	EventPointsGranted, EventPointsSpent, EventPointsRefunded, EventPointsAdjusted,
 	EventPointsExpired, EventPointsMatured, EventPointsReversed,
