@@ -74,6 +74,11 @@ const (
 	ReasonRoleNotAllowed Reason = "ROLE_NOT_ALLOWED"
 	ReasonOtherUser      Reason = "OTHER_USER"
 	ReasonRateLimited    Reason = "RATE_LIMITED"
+
+	// invalid_argument from WebhookService, which is being built (issue 24):
+	// no call sends them yet.
+	ReasonInvalidEventType      Reason = "INVALID_EVENT_TYPE"
+	ReasonEndpointURLNotAllowed Reason = "ENDPOINT_URL_NOT_ALLOWED"
 )
 
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a

@@ -92,7 +92,7 @@ func TestReasonsAreTheServers(t *testing.T) {
 		for word := range strings.SplitSeq(value, "_") {
 			want += word[:1] + strings.ToLower(word[1:])
 		}
-		want = strings.ReplaceAll(want, "Id", "ID")
+		want = strings.NewReplacer("Id", "ID", "Url", "URL").Replace(want)
 		if ours[value] != want {
 			t.Errorf("client.%s = %q: want it named %s", ours[value], value, want)
 		}

@@ -56,6 +56,10 @@ const (
 	ReasonInvalidMinVersion = "INVALID_MIN_VERSION"
 	ReasonMinVersionAhead   = "MIN_VERSION_AHEAD_OF_LEDGER"
 	ReasonHistoryBehind     = "HISTORY_BEHIND"
+	// Webhooks (issue 24; no RPC sends them yet): an endpoint's event
+	// types (ParseSubscription) and its URL (webhook.URLPolicy).
+	ReasonInvalidEventType      = "INVALID_EVENT_TYPE"
+	ReasonEndpointURLNotAllowed = "ENDPOINT_URL_NOT_ALLOWED"
 )
 
 // Final says whether a refusal of this kind is the request's answer for

@@ -1,0 +1,49 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Body returns the body of an event as Standard Webhooks shapes it:
+// {"type": T, "timestamp": <RFC 3339>, "data": data}. data is sent as
+// given (compacted, not re-escaped): for an entry's event it is
+// {event_id, user_id, version, entry}, with the entry as the API returns
+// it. ts is the entry's create_time, written as the API writes a
+// timestamp (UTC, 0, 3, 6 or 9 fractional digits), so that both read the
+// same.
+func Body(t ledger.EventType, ts time.Time, data json.RawMessage) ([]byte, error) {
+	if !json.Valid(data) || !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+		return nil, fmt.Errorf("event body: data is not a JSON object")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The entry's metadata is the caller's text: keep <, > and & as they
+	// are, as the API's JSON does.
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(struct {
+		Type      ledger.EventType `json:"type"`
+		Timestamp string           `json:"timestamp"`
+		Data      json.RawMessage  `json:"data"`
+	}{t, FormatTimestamp(ts), data})
+	if err != nil {
+		return nil, fmt.Errorf("event body: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// FormatTimestamp writes t in UTC as RFC 3339 with 0, 3, 6 or 9 fractional
+// digits: the form protojson gives a google.protobuf.Timestamp, which is
+// how the API writes an entry's create_time.
+func FormatTimestamp(t time.Time) string {
+	s := t.UTC().Format("2006-01-02T15:04:05.000000000")
+	s = strings.TrimSuffix(s, "000")
+	s = strings.TrimSuffix(s, "000")
+	s = strings.TrimSuffix(s, ".000")
+	return s + "Z"
+}
