@@ -30,8 +30,9 @@ func Users(prefix string, n int) []string {
 }
 
 // Storm applies ops random grants, purchases and refunds (partial, of
-// earlier purchases) to users, from workers goroutines at once. Refusals for
-// balance or refund caps are expected; any other error fails the test. It
+// earlier purchases) to users, from workers goroutines at once, each request
+// sent again until its outcome is known (answered). Refusals for balance or
+// refund caps are expected; any other error fails the test. It
 // returns the books: for each user, what the acknowledged requests add up
 // to, and the numbers acknowledged and refused.
 func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64) Books {
@@ -73,9 +74,13 @@ func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed 
 					tb.Error(err)
 					return
 				}
-				_, err = store.Apply(ctx, m)
+				err = answered(ctx, store, m)
 				switch ledger.ReasonOf(err) {
 				case "":
+					if err != nil {
+						tb.Errorf("%s %s: no answer after retries: %v", typ, id, err)
+						return
+					}
 					if typ == ledger.EntryPurchase {
 						purchasesMu.Lock()
 						purchases[u] = append(purchases[u], id)
@@ -97,6 +102,27 @@ func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed 
 	}
 	wg.Wait()
 	return books
+}
+
+// answered applies m until its outcome is known, as a client does: an
+// error that says nothing of the outcome (a deadline of a busy machine, a
+// lost answer) or asks to try again (aborted, unavailable) is followed by
+// the same request, under the same request_id, which the ledger answers
+// from its record if the first did commit. Before, such an error has no
+// reason and was counted as acknowledged: on a loaded machine a purchase
+// that never committed was booked (and then refunded: PURCHASE_NOT_FOUND).
+func answered(ctx context.Context, store Applier, m ledger.Mutation) error {
+	const attempts = 20
+	var err error
+	for range attempts {
+		if _, err = store.Apply(ctx, m); err == nil {
+			return nil
+		}
+		if e, ok := ledger.AsError(err); ok && e.Kind != ledger.KindAborted && e.Kind != ledger.KindUnavailable && e.Kind != ledger.KindInternal {
+			return err // a definite answer: a refusal, or malformed
+		}
+	}
+	return err
 }
 
 // Books are what a Storm's answers say the ledger must hold.
