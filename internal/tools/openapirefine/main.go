@@ -157,11 +157,11 @@ func refineParameters(spec *v3.Document) {
 				switch {
 				case p.In == "header" && p.Name == "Connect-Protocol-Version":
 					p.Required = nil
-					p.Description = "The Connect protocol's version, 1. Connect clients send it; ledgerd answers without it too."
+					p.Description = "The Connect protocol's version, 1: Connect's clients send it, ledgerd does not require it."
 				case p.In == "query" && p.Name == "message":
 					required := true
 					p.Required = &required
-					p.Description = "The request, as JSON (its schema is under content), URL-encoded: `message=%7B%22user_id%22%3A%22alice%22%7D` for `{\"user_id\":\"alice\"}`."
+					p.Description = "The request as JSON text (its schema under content), URL-encoded as any query value: `message=%7B%22user_id%22%3A%22alice%22%7D` is `{\"user_id\":\"alice\"}`."
 				}
 			}
 		}
