@@ -266,15 +266,21 @@ lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) tools ## golan
 breaking: tools ## refuse proto changes that break clients of the last release (PROTO_RELEASED)
 	buf breaking proto --against '.git#ref=$(PROTO_RELEASED),subdir=proto'
 
+# The OpenAPI plugin's output, then what it cannot say (answers' required
+# fields, the optional protocol header): see internal/tools/openapirefine. It
+# reads the protos from gen/, so it runs once gen/ is current.
+OPENAPI_REFINE := $(GO) run ./internal/tools/openapirefine
+
 .PHONY: generate
 generate: tools ## lint the protos and regenerate gen/ and openapi/
 	cd proto && buf lint && buf generate --output .. && buf generate --template buf.gen.openapi.yaml --output ..
+	$(OPENAPI_REFINE) openapi/pointledger.v1.openapi.yaml
 
 .PHONY: generate-check
 generate-check: tools ## fail if gen/ or openapi/ is not what the protos generate
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	(cd proto && buf lint && buf generate --output "$$tmp" && buf generate --template buf.gen.openapi.yaml --output "$$tmp") && \
-	diff -r "$$tmp/gen" gen && diff -r "$$tmp/openapi" openapi || \
+	diff -r "$$tmp/gen" gen && $(OPENAPI_REFINE) "$$tmp/openapi/pointledger.v1.openapi.yaml" && diff -r "$$tmp/openapi" openapi || \
 	{ echo "gen/ or openapi/ is stale: run 'make generate' and commit"; exit 1; }
 
 SCENARIO ?= uniform

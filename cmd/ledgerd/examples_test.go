@@ -16,18 +16,21 @@ import (
 
 // The examples of examples/ run against `make run` as its README says: the
 // Go checkout over each protocol, and the TypeScript one (its pinned npm
-// packages, its code generated from proto/ with its own protoc-gen-es,
-// type-checked, run with tsx) likewise. Each exits non-zero on any answer
-// it did not expect. Then the commands of docs/clients.md answer as it
-// shows.
+// packages, its code generated from proto/ with its own buf and
+// protoc-gen-es, type-checked, run with tsx) likewise. Each exits non-zero
+// on any answer it did not expect. Then the quick start through a client
+// generated from the OpenAPI description (openapi-typescript and
+// openapi-fetch, type-checked without casts, run with node), and the
+// commands of docs/clients.md answer as it shows.
 func TestExamplesBesideMakeRun(t *testing.T) {
 	t.Parallel()
 	// The TypeScript is made ready while the stack starts.
-	tsDir := t.TempDir()
-	var tsErr error
-	tsDone := make(chan struct{})
+	tsDir, openapiDir := t.TempDir(), t.TempDir()
+	var tsErr, openapiErr error
+	tsDone, openapiDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(tsDone); tsErr = prepareTSExample(tsDir) }()
-	t.Cleanup(func() { <-tsDone }) // before tsDir is removed
+	go func() { defer close(openapiDone); openapiErr = prepareOpenAPIExample(openapiDir) }()
+	t.Cleanup(func() { <-tsDone; <-openapiDone }) // before the folders are removed
 
 	goCheckout := filepath.Join(t.TempDir(), "checkout")
 	if out, err := exec.Command("go", "build", "-o", goCheckout, "../../examples/go/checkout").CombinedOutput(); err != nil {
@@ -47,6 +50,14 @@ func TestExamplesBesideMakeRun(t *testing.T) {
 	out, err := d.shell(". .local/dev.env && cd " + tsDir + " && node_modules/.bin/tsx src/checkout.ts connect grpc grpcweb")
 	if err != nil || strings.Count(out, "checkout ok\n") != 3 {
 		t.Errorf("ts checkout over connect, grpc and grpcweb: %v\n%s", err, out)
+	}
+	<-openapiDone
+	if openapiErr != nil {
+		t.Fatalf("examples/openapi-ts: %v", openapiErr)
+	}
+	out, err = d.shell(". .local/dev.env && cd " + openapiDir + " && node build/quickstart.js")
+	if err != nil || !strings.HasSuffix(out, "quickstart ok\n") {
+		t.Errorf("quick start through the OpenAPI client: %v\n%s", err, out)
 	}
 
 	// docs/clients.md's commands, at the repository's root as it says: its
@@ -77,15 +88,46 @@ func TestExamplesBesideMakeRun(t *testing.T) {
 
 // prepareTSExample copies examples/ts into dir with the node_modules that
 // npm ci installs from its package-lock.json (npmCI), generates its
-// TypeScript from proto/ and type-checks it. Without npm, or without the
-// registry on a first run, it fails: CI has both.
+// TypeScript from proto/ with the buf and protoc-gen-es of those
+// node_modules, and type-checks it. Without npm, or without the registry on
+// a first run, it fails: CI has both.
 func prepareTSExample(dir string) error {
-	src, err := filepath.Abs("../../examples/ts")
+	proto, err := filepath.Abs("../../proto")
+	if err != nil {
+		return err
+	}
+	return prepareNodeExample("../../examples/ts", dir, [][]string{
+		{"node_modules/.bin/buf", "generate", proto, "--template", "buf.gen.yaml"}, // as npm run generate
+		{"node_modules/.bin/tsc", "--noEmit"},                                      // as npm run typecheck
+	})
+}
+
+// prepareOpenAPIExample copies examples/openapi-ts into dir as
+// prepareTSExample does, generates its client's types from the OpenAPI
+// description with openapi-typescript, and type-checks and compiles it to
+// build/ with tsc (strict): a description that makes an answer's field
+// optional, or requires a header ledgerd does not, fails here.
+func prepareOpenAPIExample(dir string) error {
+	spec, err := filepath.Abs("../../openapi/pointledger.v1.openapi.yaml")
+	if err != nil {
+		return err
+	}
+	return prepareNodeExample("../../examples/openapi-ts", dir, [][]string{
+		{"node_modules/.bin/openapi-typescript", spec, "--output", "src/gen/pointledger.ts"}, // as npm run generate
+		{"node_modules/.bin/tsc"}, // as npm run build
+	})
+}
+
+// prepareNodeExample copies the example in src into dir, but for what npm
+// and its steps make (node_modules, src/gen, build), links dir/node_modules
+// to what npmCI installed, and runs steps in dir.
+func prepareNodeExample(src, dir string, steps [][]string) error {
+	src, err := filepath.Abs(src)
 	if err != nil {
 		return err
 	}
 	if _, err := exec.LookPath("npm"); err != nil {
-		return fmt.Errorf("the TypeScript example needs Node.js and npm: %w", err)
+		return fmt.Errorf("the TypeScript examples need Node.js and npm: %w", err)
 	}
 	modules, err := npmCI(src)
 	if err != nil {
@@ -97,8 +139,8 @@ func prepareTSExample(dir string) error {
 		}
 		rel, _ := filepath.Rel(src, path)
 		switch {
-		case rel == "node_modules" || rel == filepath.Join("src", "gen"):
-			return filepath.SkipDir // a developer's own npm ci and npm run generate
+		case rel == "node_modules" || rel == filepath.Join("src", "gen") || rel == "build":
+			return filepath.SkipDir // a developer's own npm ci, npm run generate and build
 		case e.IsDir():
 			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
 		}
@@ -114,18 +156,7 @@ func prepareTSExample(dir string) error {
 	if err := os.Symlink(modules, filepath.Join(dir, "node_modules")); err != nil {
 		return err
 	}
-	buf, err := filepath.Abs("../../.cache/bin/buf")
-	if err != nil {
-		return err
-	}
-	proto, err := filepath.Abs("../../proto")
-	if err != nil {
-		return err
-	}
-	for _, args := range [][]string{
-		{buf, "generate", proto, "--template", "buf.gen.yaml"}, // as npm run generate
-		{"node_modules/.bin/tsc", "--noEmit"},                  // as npm run typecheck
-	} {
+	for _, args := range steps {
 		cmd := exec.Command(args[0], args[1:]...)
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -136,8 +167,8 @@ func prepareTSExample(dir string) error {
 }
 
 // npmCI returns the node_modules folder of the example in src, installed
-// by npm ci from its package-lock.json into .cache/examples-ts/, under the
-// hash of what npm reads, unless an earlier run did.
+// by npm ci from its package-lock.json into .cache/examples-<its folder's
+// name>/, under the hash of what npm reads, unless an earlier run did.
 func npmCI(src string) (string, error) {
 	h := sha256.New()
 	contents := map[string][]byte{}
@@ -150,7 +181,7 @@ func npmCI(src string) (string, error) {
 		h.Write([]byte(name + "\x00"))
 		h.Write(b)
 	}
-	cache, err := filepath.Abs("../../.cache/examples-ts")
+	cache, err := filepath.Abs("../../.cache/examples-" + filepath.Base(src))
 	if err != nil {
 		return "", err
 	}

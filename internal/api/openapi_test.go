@@ -3,8 +3,10 @@ package api_test
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -233,6 +235,107 @@ func TestOpenAPIMessagesUseProtoNames(t *testing.T) {
 	}
 }
 
+// ledgerd's codec writes every field without presence, its default too
+// (EmitDefaultValues): the schema of each message an answer carries
+// requires exactly those, so that a generated client need not check them.
+// A request's schema requires nothing: a client leaves out what it likes.
+func TestOpenAPIRequiresWhatAnswersAlwaysHave(t *testing.T) {
+	t.Parallel()
+	_, spec := loadSpec(t)
+	var answers, requests []protoreflect.MessageDescriptor
+	for _, m := range procedures(t) {
+		answers = reachable(answers, m.Output())
+		requests = reachable(requests, m.Input())
+	}
+	if len(answers) == 0 || len(requests) == 0 {
+		t.Fatalf("%d answer and %d request messages, want some of each", len(answers), len(requests))
+	}
+	for _, md := range answers {
+		var want []string
+		for i := range md.Fields().Len() {
+			if f := md.Fields().Get(i); !f.HasPresence() {
+				want = append(want, string(f.Name()))
+			}
+		}
+		if got := schemaOf(t, spec, md).Required; !slices.Equal(got, want) {
+			t.Errorf("%s: required %v, want %v", md.FullName(), got, want)
+		}
+	}
+	for _, md := range requests {
+		if slices.Contains(answers, md) {
+			t.Errorf("%s is both a request's and an answer's: its schema cannot say both", md.FullName())
+		} else if got := schemaOf(t, spec, md).Required; len(got) != 0 {
+			t.Errorf("%s, a request's message: required %v, want none", md.FullName(), got)
+		}
+	}
+}
+
+// reachable adds md and the messages of its fields, those of the API's
+// package (others, as Timestamp, have JSON of their own), to seen.
+func reachable(seen []protoreflect.MessageDescriptor, md protoreflect.MessageDescriptor) []protoreflect.MessageDescriptor {
+	if md.ParentFile().Package() != apiPackage || slices.Contains(seen, md) {
+		return seen
+	}
+	if !md.IsMapEntry() {
+		seen = append(seen, md)
+	}
+	for i := range md.Fields().Len() {
+		f := md.Fields().Get(i)
+		if f.IsMap() {
+			f = f.MapValue()
+		}
+		if f.Message() != nil {
+			seen = reachable(seen, f.Message())
+		}
+	}
+	return seen
+}
+
+func schemaOf(tb testing.TB, spec *v3.Document, md protoreflect.MessageDescriptor) *base.Schema {
+	tb.Helper()
+	proxy, ok := spec.Components.Schemas.Get(string(md.FullName()))
+	if !ok {
+		tb.Fatalf("%s: no schema", md.FullName())
+	}
+	return proxy.Schema()
+}
+
+// ledgerd answers without Connect-Protocol-Version (TestOpenAPIMatchesAnswers
+// sends none), so no operation requires it: a generated client would send
+// it on every call. The GET form requires its message (connect-go refuses a
+// GET without one), the request as JSON.
+func TestOpenAPIParameters(t *testing.T) {
+	t.Parallel()
+	_, spec := loadSpec(t)
+	procs := procedures(t)
+	for path, item := range spec.Paths.PathItems.FromOldest() {
+		for method, op := range item.GetOperations().FromOldest() {
+			var message *v3.Parameter
+			for _, p := range op.Parameters {
+				switch {
+				case p.In == "header" && p.Required != nil && *p.Required:
+					t.Errorf("%s %s: requires header %s", method, path, p.Name)
+				case p.In == "query" && p.Name == "message":
+					message = p
+				}
+			}
+			if method != "get" {
+				continue
+			}
+			if message == nil {
+				t.Errorf("get %s: no message parameter", path)
+				continue
+			}
+			if message.Required == nil || !*message.Required {
+				t.Errorf("get %s: message is not required", path)
+			}
+			if got, want := jsonSchemaRef(message.Content), "#/components/schemas/"+string(procs[path].Input().FullName()); got != want {
+				t.Errorf("get %s: message %q, want %q as JSON", path, got, want)
+			}
+		}
+	}
+}
+
 // int64Kinds are the kinds protojson writes as strings.
 var int64Kinds = []protoreflect.Kind{
 	protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind,
@@ -249,9 +352,12 @@ func itemSchema(p *base.SchemaProxy, f protoreflect.FieldDescriptor) *base.Schem
 }
 
 // A round of documented requests to ledgerd's handlers, behind its
-// authentication: each request is one the description allows, and each
-// answer, success or error, is one it describes (messages allow no other
-// fields, so a field named otherwise fails).
+// authentication and without Connect-Protocol-Version (the description
+// does not require it): each request is one the description allows, and
+// each answer, success or error, is one it describes (messages allow no
+// other fields, so a field named otherwise fails; they require the fields
+// ledgerd always sends, so an answer without one fails, which
+// checkRequired proves of the validator).
 func TestOpenAPIMatchesAnswers(t *testing.T) {
 	t.Parallel()
 	_, spec := loadSpec(t)
@@ -262,67 +368,12 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := servetest.New(t, servetest.Options{Auth: a})
-
-	const ledger, admin = "/pointledger.v1.LedgerService/", "/pointledger.v1.AdminService/"
-	service, adminToken := creds.ServiceToken, creds.AdminToken
-	inAMonth := time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	// In order: each builds on the ones before.
-	calls := []struct {
-		name      string
-		token     string
-		procedure string
-		body      string
-		get       bool // GET with the message in the query, instead of POST
-		status    int  // 0: 200
-		// A request the description does not allow (no token, a field it
-		// does not name): ledgerd's refusal is still one it describes.
-		outside bool
-	}{
-		{name: "grant", token: service, procedure: ledger + "Grant",
-			body: `{"user_id":"alice","amount":"100","request_id":"grant-1","order_id":"welcome-bonus","metadata":{"campaign":"spring"}}`},
-		{name: "grant with expiry", token: service, procedure: ledger + "Grant",
-			body: `{"user_id":"alice","amount":"50","request_id":"grant-2","expire_time":"` + inAMonth + `"}`},
-		{name: "purchase", token: service, procedure: ledger + "Purchase",
-			body: `{"user_id":"alice","amount":"30.5","request_id":"purchase-1","order_id":"order-42"}`},
-		{name: "purchase replayed", token: service, procedure: ledger + "Purchase",
-			body: `{"user_id":"alice","amount":"30.5","request_id":"purchase-1","order_id":"order-42"}`},
-		{name: "refund", token: service, procedure: ledger + "Refund",
-			body: `{"user_id":"alice","amount":"10","request_id":"refund-1","purchase_request_id":"purchase-1"}`},
-		{name: "authorize", token: service, procedure: ledger + "Authorize",
-			body: `{"user_id":"alice","amount":"20","request_id":"hold-1","order_id":"order-43","ttl":"900s"}`},
-		{name: "capture", token: service, procedure: ledger + "Capture",
-			body: `{"user_id":"alice","hold_request_id":"hold-1","amount":"15","request_id":"capture-1"}`},
-		{name: "authorize another", token: service, procedure: ledger + "Authorize",
-			body: `{"user_id":"alice","amount":"5","request_id":"hold-2"}`},
-		{name: "void", token: service, procedure: ledger + "Void",
-			body: `{"user_id":"alice","hold_request_id":"hold-2","request_id":"void-1"}`},
-		{name: "balance", token: service, procedure: ledger + "GetBalance", body: `{"user_id":"alice"}`, get: true},
-		{name: "balance by POST", token: service, procedure: ledger + "GetBalance", body: `{"user_id":"alice"}`},
-		{name: "entries", token: service, procedure: ledger + "ListEntries", body: `{"user_id":"alice","page_size":3}`, get: true},
-		{name: "history", token: service, procedure: ledger + "ListHistory",
-			body: `{"user_id":"alice","types":["ENTRY_TYPE_PURCHASE","ENTRY_TYPE_CAPTURE"],"start_time":"2000-01-01T00:00:00Z"}`},
-		{name: "holds", token: service, procedure: ledger + "ListHolds",
-			body: `{"user_id":"alice","states":["HOLD_STATE_CAPTURED","HOLD_STATE_VOIDED"]}`, get: true},
-		{name: "adjust", token: adminToken, procedure: admin + "Adjust",
-			body: `{"user_id":"alice","amount":"1","request_id":"adjust-1","reason":"goodwill"}`},
-		{name: "freeze", token: adminToken, procedure: admin + "SetAccountStatus",
-			body: `{"user_id":"alice","status":"ACCOUNT_STATUS_FROZEN","reason":"review"}`},
-		{name: "projection status", token: adminToken, procedure: admin + "GetProjectionStatus", body: `{"user_id":"alice"}`, get: true},
-		{name: "rebuild", token: adminToken, procedure: admin + "RebuildProjection", body: `{"user_id":"alice"}`},
-		{name: "refused", token: service, procedure: ledger + "Purchase",
-			body: `{"user_id":"alice","amount":"500","request_id":"purchase-2"}`, status: http.StatusBadRequest},
-		{name: "not found", token: service, procedure: ledger + "Refund",
-			body: `{"user_id":"alice","amount":"1","request_id":"refund-2","purchase_request_id":"nothing"}`, status: http.StatusNotFound},
-		{name: "denied", token: service, procedure: admin + "GetProjectionStatus", body: `{}`, get: true, status: http.StatusForbidden},
-		{name: "unknown field", token: service, procedure: ledger + "GetBalance",
-			body: `{"user_id":"alice","user":"bob"}`, status: http.StatusBadRequest, outside: true},
-		{name: "unauthenticated", procedure: ledger + "GetBalance", body: `{"user_id":"alice"}`, status: http.StatusUnauthorized, outside: true},
-	}
-	for _, c := range calls {
+	procs := procedures(t)
+	for _, c := range documentedCalls(creds.ServiceToken, creds.AdminToken) {
 		newRequest := func() *http.Request {
 			req, err := http.NewRequest(http.MethodPost, srv.URL+c.procedure, strings.NewReader(c.body))
 			if c.get {
-				q := url.Values{"encoding": {"json"}, "message": {c.body}, "connect": {"v1"}}
+				q := url.Values{"encoding": {"json"}, "message": {c.body}}
 				req, err = http.NewRequest(http.MethodGet, srv.URL+c.procedure+"?"+q.Encode(), nil)
 			} else {
 				req.Header.Set("Content-Type", "application/json")
@@ -330,7 +381,6 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header.Set("Connect-Protocol-Version", "1")
 			if c.token != "" {
 				req.Header.Set("Authorization", "Bearer "+c.token)
 			}
@@ -339,8 +389,7 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		if ok, errs := v.ValidateHttpRequest(newRequest()); ok == c.outside {
 			t.Errorf("%s: the description allows the request: %t, want %t\n%s", c.name, ok, !c.outside, describe(errs))
 		}
-		req := newRequest()
-		res, err := srv.HTTP.Do(req)
+		res, err := srv.HTTP.Do(newRequest())
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -355,6 +404,99 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		res.Body = io.NopCloser(bytes.NewReader(body))
 		if ok, errs := v.ValidateHttpResponse(newRequest(), res); !ok {
 			t.Errorf("%s: the answer is not one the description describes:\n%s\n%s", c.name, body, describe(errs))
+		}
+		if res.StatusCode == http.StatusOK {
+			checkRequired(t, v, c.name, procs[c.procedure].Output(), newRequest(), res, body)
+		}
+	}
+}
+
+// documentedCall is a call of TestOpenAPIMatchesAnswers.
+type documentedCall struct {
+	name      string
+	token     string
+	procedure string
+	body      string
+	get       bool // GET with the message in the query, instead of POST
+	status    int  // 0: 200
+	// A request the description does not allow (no token, a field it does
+	// not name): ledgerd's refusal is still one it describes.
+	outside bool
+}
+
+// documentedCalls are calls of every unary procedure, successes and
+// refusals, in order: each builds on the ones before.
+func documentedCalls(service, admin string) []documentedCall {
+	const ledgerSvc, adminSvc = "/pointledger.v1.LedgerService/", "/pointledger.v1.AdminService/"
+	inAMonth := time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	return []documentedCall{
+		{name: "grant", token: service, procedure: ledgerSvc + "Grant",
+			body: `{"user_id":"alice","amount":"100","request_id":"grant-1","order_id":"welcome-bonus","metadata":{"campaign":"spring"}}`},
+		{name: "grant with expiry", token: service, procedure: ledgerSvc + "Grant",
+			body: `{"user_id":"alice","amount":"50","request_id":"grant-2","expire_time":"` + inAMonth + `"}`},
+		{name: "purchase", token: service, procedure: ledgerSvc + "Purchase",
+			body: `{"user_id":"alice","amount":"30.5","request_id":"purchase-1","order_id":"order-42"}`},
+		{name: "purchase replayed", token: service, procedure: ledgerSvc + "Purchase",
+			body: `{"user_id":"alice","amount":"30.5","request_id":"purchase-1","order_id":"order-42"}`},
+		{name: "refund", token: service, procedure: ledgerSvc + "Refund",
+			body: `{"user_id":"alice","amount":"10","request_id":"refund-1","purchase_request_id":"purchase-1"}`},
+		{name: "authorize", token: service, procedure: ledgerSvc + "Authorize",
+			body: `{"user_id":"alice","amount":"20","request_id":"hold-1","order_id":"order-43","ttl":"900s"}`},
+		{name: "capture", token: service, procedure: ledgerSvc + "Capture",
+			body: `{"user_id":"alice","hold_request_id":"hold-1","amount":"15","request_id":"capture-1"}`},
+		{name: "authorize another", token: service, procedure: ledgerSvc + "Authorize",
+			body: `{"user_id":"alice","amount":"5","request_id":"hold-2"}`},
+		{name: "void", token: service, procedure: ledgerSvc + "Void",
+			body: `{"user_id":"alice","hold_request_id":"hold-2","request_id":"void-1"}`},
+		{name: "balance", token: service, procedure: ledgerSvc + "GetBalance", body: `{"user_id":"alice"}`, get: true},
+		{name: "balance by POST", token: service, procedure: ledgerSvc + "GetBalance", body: `{"user_id":"alice"}`},
+		{name: "entries", token: service, procedure: ledgerSvc + "ListEntries", body: `{"user_id":"alice","page_size":3}`, get: true},
+		{name: "history", token: service, procedure: ledgerSvc + "ListHistory",
+			body: `{"user_id":"alice","types":["ENTRY_TYPE_PURCHASE","ENTRY_TYPE_CAPTURE"],"start_time":"2000-01-01T00:00:00Z"}`},
+		{name: "holds", token: service, procedure: ledgerSvc + "ListHolds",
+			body: `{"user_id":"alice","states":["HOLD_STATE_CAPTURED","HOLD_STATE_VOIDED"]}`, get: true},
+		{name: "adjust", token: admin, procedure: adminSvc + "Adjust",
+			body: `{"user_id":"alice","amount":"1","request_id":"adjust-1","reason":"goodwill"}`},
+		{name: "freeze", token: admin, procedure: adminSvc + "SetAccountStatus",
+			body: `{"user_id":"alice","status":"ACCOUNT_STATUS_FROZEN","reason":"review"}`},
+		{name: "projection status", token: admin, procedure: adminSvc + "GetProjectionStatus", body: `{"user_id":"alice"}`, get: true},
+		{name: "rebuild", token: admin, procedure: adminSvc + "RebuildProjection", body: `{"user_id":"alice"}`},
+		{name: "refused", token: service, procedure: ledgerSvc + "Purchase",
+			body: `{"user_id":"alice","amount":"500","request_id":"purchase-2"}`, status: http.StatusBadRequest},
+		{name: "not found", token: service, procedure: ledgerSvc + "Refund",
+			body: `{"user_id":"alice","amount":"1","request_id":"refund-2","purchase_request_id":"nothing"}`, status: http.StatusNotFound},
+		{name: "denied", token: service, procedure: adminSvc + "GetProjectionStatus", body: `{}`, get: true, status: http.StatusForbidden},
+		{name: "unknown field", token: service, procedure: ledgerSvc + "GetBalance",
+			body: `{"user_id":"alice","user":"bob"}`, status: http.StatusBadRequest, outside: true},
+		{name: "unauthenticated", procedure: ledgerSvc + "GetBalance", body: `{"user_id":"alice"}`, status: http.StatusUnauthorized, outside: true},
+	}
+}
+
+// checkRequired checks that the description requires exactly the fields of
+// md that ledgerd always sends: the answer body without one of them does
+// not validate, without any other (a message, as an entry or a timestamp,
+// that this answer happens to have) it does.
+func checkRequired(tb testing.TB, v validator.Validator, name string, md protoreflect.MessageDescriptor, req *http.Request, res *http.Response, body []byte) {
+	tb.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		tb.Fatalf("%s: %v", name, err)
+	}
+	for _, field := range slices.Sorted(maps.Keys(fields)) {
+		fd := md.Fields().ByName(protoreflect.Name(field))
+		if fd == nil {
+			tb.Errorf("%s: answered %s, no field of %s", name, field, md.FullName())
+			continue
+		}
+		without := maps.Clone(fields)
+		delete(without, field)
+		b, err := json.Marshal(without)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		res.Body = io.NopCloser(bytes.NewReader(b))
+		if ok, _ := v.ValidateHttpResponse(req, res); ok != fd.HasPresence() {
+			tb.Errorf("%s: the answer without %s validates: %t, want %t", name, field, ok, fd.HasPresence())
 		}
 	}
 }
