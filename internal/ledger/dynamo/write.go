@@ -31,6 +31,8 @@ import (
 //	cancel.go      decoding a cancelled transaction item by item, and what to
 //	               retry on
 //	items.go       the item layout the items are written in
+//	direct.go      SingleTransaction: one mutation through Decide and txn.go,
+//	               for the load test's baseline without ledgerd
 //
 // What must hold, and how:
 //
