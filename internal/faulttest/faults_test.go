@@ -321,7 +321,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 			byID[u+"/"+e.RequestID] = e
 			counts[u+"/"+e.RequestID]++
 		}
-		all := ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldCaptured, ledger.HoldVoided, ledger.HoldExpired}, PageSize: ledger.MaxPageSize}
+		all := ledger.HoldQuery{Page: ledger.Page{PageSize: ledger.MaxPageSize}, States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldCaptured, ledger.HoldVoided, ledger.HoldExpired}}
 		for {
 			hs, next, err := store.Holds(ctx, u, all)
 			if err != nil {

@@ -315,7 +315,7 @@ func TestEntriesPages(t *testing.T) {
 			if pages > 10 {
 				t.Fatalf("page size %d: more pages than entries", size)
 			}
-			entries, next, err := l.Entries(ctx, "u1", size, token)
+			entries, next, err := l.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: size, PageToken: token}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,13 +335,13 @@ func TestEntriesPages(t *testing.T) {
 			t.Errorf("page size %d: versions %v, want %v", size, versions, want)
 		}
 	}
-	_, next, err := l.Entries(ctx, "u1", 2, "")
+	_, next, err := l.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another instance, or this one restarted, takes the token.
 	restarted := New(env.Client, Options{Table: env.Ledger})
-	if page, _, err := restarted.Entries(ctx, "u1", 2, next); err != nil || len(page) != 2 || page[0].Version != 3 {
+	if page, _, err := restarted.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: 2, PageToken: next}}); err != nil || len(page) != 2 || page[0].Version != 3 {
 		t.Errorf("the next page from another instance: %v, %v; want versions 3 and 4", page, err)
 	}
 
@@ -363,7 +363,7 @@ func TestEntriesPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, _, err := l.Entries(ctx, "u2", 2, tt.token); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+			if _, _, err := l.Entries(ctx, "u2", ledger.EntryQuery{Page: ledger.Page{PageSize: 2, PageToken: tt.token}}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 				t.Errorf("err = %v, want %s", err, ledger.ReasonInvalidPageToken)
 			}
 		})
@@ -1252,7 +1252,7 @@ func TestAUserWithARefusalOnly(t *testing.T) {
 	if a, err := l.Balance(ctx, "nobody"); err != nil || a.Version != 0 || !a.Balance.IsZero() || a.Status != ledger.StatusActive {
 		t.Errorf("balance of a new user: %+v, %v; want 0, version 0, active", a, err)
 	}
-	if _, _, err := l.Entries(ctx, "nobody", 0, ""); err != nil {
+	if _, _, err := l.Entries(ctx, "nobody", ledger.EntryQuery{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Apply(ctx, mutation(t, ledger.EntryPurchase, "nobody", "p", "1")); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
