@@ -21,7 +21,7 @@ import (
 // baseline does: a mutation the domain refuses gets the transaction that
 // records its refusal, as the write path's would, with no entry.
 func SingleTransaction(table string, acct ledger.Account, m ledger.Mutation, entryID string, now time.Time) (*dynamodb.TransactWriteItemsInput, ledger.Entry, ledger.Account) {
-	t := newTxn(&table, func(time.Time) string { return entryID }, acct, now.UTC().Truncate(time.Microsecond))
+	t := newTxn(&table, givenID(entryID), acct, now.UTC().Truncate(time.Microsecond))
 	c := &call{m: m}
 	info, _ := m.Type.Info()
 	// A grant or a purchase needs no facts beyond the account.
@@ -37,3 +37,8 @@ func SingleTransaction(table string, acct ledger.Account, m ledger.Mutation, ent
 	}
 	return &dynamodb.TransactWriteItemsInput{TransactItems: g.items}, e, g.after
 }
+
+// givenID is the one id an entry of SingleTransaction gets.
+type givenID string
+
+func (id givenID) newID(time.Time) string { return string(id) }

@@ -88,7 +88,7 @@ func (h groupHolds) note(e ledger.Entry) {
 type txn struct {
 	group
 	table   *string
-	newID   func(time.Time) string // an entry's id
+	ids     entryIDs
 	now     time.Time
 	running ledger.Account  // the account after the items so far
 	cum     decimal.Decimal // balance change so far
@@ -101,13 +101,20 @@ type txn struct {
 	holds       groupHolds
 }
 
+// entryIDs gives entries their ids: the Ledger (Ledger.newID), or one id
+// given (SingleTransaction). An interface rather than a func, so that the
+// write path's *Ledger goes in without a method value to allocate per group.
+type entryIDs interface {
+	newID(t time.Time) string
+}
+
 // newTxn starts the transaction of a group planned on acct at now; item 0,
 // the account's, is written by close.
-func newTxn(table *string, newID func(time.Time) string, acct ledger.Account, now time.Time) txn {
+func newTxn(table *string, ids entryIDs, acct ledger.Account, now time.Time) txn {
 	return txn{
 		group:     group{before: acct, items: []types.TransactWriteItem{{}}},
 		table:     table,
-		newID:     newID,
+		ids:       ids,
 		now:       now,
 		running:   acct,
 		cum:       decimal.Zero,
@@ -242,7 +249,7 @@ func (t *txn) close() group {
 // CAPTURE or a RELEASE resolves the hold it resolves of the account so
 // far, which it was decided on. It returns e with its id.
 func (t *txn) putEntry(p *planned, e ledger.Entry) ledger.Entry {
-	e.ID = t.newID(t.now)
+	e.ID = t.ids.newID(t.now)
 	p.puts = append(p.puts, len(t.items))
 	t.items = append(t.items, types.TransactWriteItem{Put: &types.Put{
 		TableName:           t.table,

@@ -310,7 +310,7 @@ func (l *Ledger) checkRecords(ctx context.Context, g group, unexplained error) {
 // (ledger.Decide), and its items added to the transaction (txn.go), until
 // the group is full or a call must wait for the next.
 func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen seen) group {
-	t := newTxn(&l.table, l.newID, acct, l.now().UTC().Truncate(time.Microsecond))
+	t := newTxn(&l.table, l, acct, l.now().UTC().Truncate(time.Microsecond))
 loop:
 	for i, c := range calls {
 		if err := c.ctx.Err(); err != nil {
