@@ -66,7 +66,7 @@ func (s *LedgerService) Void(ctx context.Context, req *connect.Request[pb.VoidRe
 
 func (s *LedgerService) ListHolds(ctx context.Context, req *connect.Request[pb.ListHoldsRequest]) (*connect.Response[pb.ListHoldsResponse], error) {
 	r := req.Msg
-	q := ledger.HoldQuery{PageSize: int(r.PageSize), PageToken: r.PageToken}
+	q := ledger.HoldQuery{Page: ledger.Page{PageSize: int(r.PageSize), PageToken: r.PageToken}}
 	for _, st := range r.States {
 		hs, ok := holdStateFromProto(st)
 		if !ok {

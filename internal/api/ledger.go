@@ -22,7 +22,7 @@ import (
 type Ledger interface {
 	Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error)
 	Balance(ctx context.Context, user string) (ledger.Account, error)
-	Entries(ctx context.Context, user string, pageSize int, pageToken string) ([]ledger.Entry, string, error)
+	Entries(ctx context.Context, user string, q ledger.EntryQuery) ([]ledger.Entry, string, error)
 	Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error)
 }
 
@@ -131,7 +131,8 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 }
 
 func (s *LedgerService) ListEntries(ctx context.Context, req *connect.Request[pb.ListEntriesRequest]) (*connect.Response[pb.ListEntriesResponse], error) {
-	entries, next, err := s.ledger.Entries(ctx, req.Msg.UserId, int(req.Msg.PageSize), req.Msg.PageToken)
+	q := ledger.EntryQuery{Page: ledger.Page{PageSize: int(req.Msg.PageSize), PageToken: req.Msg.PageToken}}
+	entries, next, err := s.ledger.Entries(ctx, req.Msg.UserId, q)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -144,7 +145,7 @@ func (s *LedgerService) ListEntries(ctx context.Context, req *connect.Request[pb
 
 func (s *LedgerService) ListHistory(ctx context.Context, req *connect.Request[pb.ListHistoryRequest]) (*connect.Response[pb.ListHistoryResponse], error) {
 	r := req.Msg
-	o := ledger.HistoryQuery{PageSize: int(r.PageSize), PageToken: r.PageToken, OldestFirst: r.OldestFirst, Consistent: r.MinVersion > 0}
+	o := ledger.HistoryQuery{Page: ledger.Page{PageSize: int(r.PageSize), PageToken: r.PageToken}, OldestFirst: r.OldestFirst, Consistent: r.MinVersion > 0}
 	for _, t := range r.Types {
 		et, ok := entryTypeFromProto(t)
 		if !ok {

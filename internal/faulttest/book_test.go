@@ -66,7 +66,7 @@ func (s *services) readLedger(t *testing.T, users []string, v *verdict) ledgerVi
 			}
 			view.own[ownKind(e)+" "+writtenBy(entries, i)]++
 		}
-		all := ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldCaptured, ledger.HoldVoided, ledger.HoldExpired}, PageSize: ledger.MaxPageSize}
+		all := ledger.HoldQuery{Page: ledger.Page{PageSize: ledger.MaxPageSize}, States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldCaptured, ledger.HoldVoided, ledger.HoldExpired}}
 		for {
 			hs, next, err := store.Holds(context.Background(), u, all)
 			if err != nil {

@@ -189,8 +189,7 @@ func Fold(userID string, entries []Entry) (Account, Totals, error) {
 
 // HistoryQuery selects and pages a user's history.
 type HistoryQuery struct {
-	PageSize    int         // see PageSize: default 50, more than 500 is read as 500
-	PageToken   string      // from the previous page, asked with the same filters
+	Page                    // the page token is good only with the same filters
 	Types       []EntryType // none: every type
 	Start, End  time.Time   // create_time in [Start, End); zero: unbounded
 	OldestFirst bool        // default: newest first

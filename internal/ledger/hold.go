@@ -65,9 +65,8 @@ type HoldRef struct {
 
 // HoldQuery selects and pages a user's holds.
 type HoldQuery struct {
-	States    []HoldState // none: open (HELD) holds only
-	PageSize  int         // see PageSize
-	PageToken string      // from the previous page, asked with the same states
+	Page               // the page token is good only with the same states
+	States []HoldState // none: open (HELD) holds only
 }
 
 // HoldOf is the open hold a HOLD entry makes, as it was made.
@@ -155,14 +154,18 @@ func releasedBy(h Hold, e Entry) []Draw {
 	return released(h.Draws, e.Draws)
 }
 
-// Check validates q and fills its defaults: HELD when no state is asked
-// for, a page size as PageSize reads it. States named twice count once.
-func (q HoldQuery) Check() (HoldQuery, error) {
-	size, err := PageSize(q.PageSize)
+// Check validates a query of user's holds: the user id, the page size and
+// the states. It fills its defaults: HELD when no state is asked for, a
+// page size as PageSize reads it. States named twice count once.
+func (q HoldQuery) Check(user string) (HoldQuery, error) {
+	if err := ValidateUserID(user); err != nil {
+		return q, err
+	}
+	page, err := q.check()
 	if err != nil {
 		return q, err
 	}
-	q.PageSize = size
+	q.Page = page
 	var states []HoldState
 	for _, s := range q.States {
 		switch s {

@@ -47,13 +47,13 @@ func TestHistoryQueryCheck(t *testing.T) {
 		pageSize int    // when valid
 	}{
 		{name: "the defaults", user: "u1", q: HistoryQuery{}, pageSize: DefaultPageSize},
-		{name: "a page size over the maximum", user: "u1", q: HistoryQuery{PageSize: MaxPageSize + 1}, pageSize: MaxPageSize},
+		{name: "a page size over the maximum", user: "u1", q: HistoryQuery{Page: Page{PageSize: MaxPageSize + 1}}, pageSize: MaxPageSize},
 		{name: "a window and types", user: "u1", q: HistoryQuery{Start: now, End: now.Add(time.Second), Types: []EntryType{EntryGrant, EntryExpiration}}, pageSize: DefaultPageSize},
 		{name: "only a start", user: "u1", q: HistoryQuery{Start: now}, pageSize: DefaultPageSize},
 		{name: "only an end", user: "u1", q: HistoryQuery{End: now}, pageSize: DefaultPageSize},
 		{name: "no user", user: "", reason: ReasonInvalidUserID},
 		{name: "a key-like user", user: "u1#H#1", reason: ReasonInvalidUserID},
-		{name: "a negative page size", user: "u1", q: HistoryQuery{PageSize: -1}, reason: ReasonInvalidPageSize},
+		{name: "a negative page size", user: "u1", q: HistoryQuery{Page: Page{PageSize: -1}}, reason: ReasonInvalidPageSize},
 		{name: "end before start", user: "u1", q: HistoryQuery{Start: now, End: now.Add(-time.Nanosecond)}, reason: ReasonInvalidFilter},
 		{name: "an empty window", user: "u1", q: HistoryQuery{Start: now, End: now}, reason: ReasonInvalidFilter},
 		{name: "an unknown type", user: "u1", q: HistoryQuery{Types: []EntryType{EntryGrant, "BONUS"}}, reason: ReasonInvalidFilter},
@@ -70,6 +70,40 @@ func TestHistoryQueryCheck(t *testing.T) {
 			}
 			if err != nil || got.PageSize != tt.pageSize {
 				t.Errorf("Check = %+v, %v; want page size %d", got, err, tt.pageSize)
+			}
+		})
+	}
+}
+
+// Every list query checks its user as it checks its page: a query of
+// holds or entries for a user id that is no user id is refused, as one of
+// history is, whatever store would read it.
+func TestListQueriesCheckTheirUser(t *testing.T) {
+	t.Parallel()
+	checks := map[string]func(user string) (Page, error){
+		"entries": func(user string) (Page, error) {
+			q, err := EntryQuery{}.Check(user)
+			return q.Page, err
+		},
+		"history": func(user string) (Page, error) {
+			q, err := HistoryQuery{}.Check(user)
+			return q.Page, err
+		},
+		"holds": func(user string) (Page, error) {
+			q, err := HoldQuery{States: []HoldState{HoldCaptured}}.Check(user)
+			return q.Page, err
+		},
+	}
+	for name, check := range checks {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for _, user := range []string{"", "u1#H#1", "u 1"} {
+				if _, err := check(user); ReasonOf(err) != ReasonInvalidUserID {
+					t.Errorf("Check(%q) = %v, want %s", user, err, ReasonInvalidUserID)
+				}
+			}
+			if p, err := check("u1"); err != nil || p.PageSize != DefaultPageSize {
+				t.Errorf(`Check("u1") = %+v, %v; want the default page size %d`, p, err, DefaultPageSize)
 			}
 		})
 	}

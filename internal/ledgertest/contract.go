@@ -518,12 +518,12 @@ func holdsListed(t *testing.T, s ledger.Store, clk *Clock) {
 		{[]ledger.HoldState{ledger.HoldHeld, ledger.HoldExpired, ledger.HoldVoided, ledger.HoldCaptured}, []string{"h0:HELD", "h1:CAPTURED", "h2:VOIDED", "h3:EXPIRED", "h4:HELD"}},
 	} {
 		for _, size := range []int{1, 2, 0} {
-			if got := ids(ledger.HoldQuery{States: tc.states, PageSize: size}); !slices.Equal(got, tc.want) {
+			if got := ids(ledger.HoldQuery{Page: ledger.Page{PageSize: size}, States: tc.states}); !slices.Equal(got, tc.want) {
 				t.Errorf("holds %v, page size %d: %v, want %v", tc.states, size, got, tc.want)
 			}
 		}
 	}
-	if _, _, err := s.Holds(ctx, "u", ledger.HoldQuery{PageToken: "!!!"}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+	if _, _, err := s.Holds(ctx, "u", ledger.HoldQuery{Page: ledger.Page{PageToken: "!!!"}}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 		t.Errorf("a bad page token: %v, want %s", err, ledger.ReasonInvalidPageToken)
 	}
 	if hs, next, err := s.Holds(ctx, "nobody", ledger.HoldQuery{}); err != nil || len(hs) != 0 || next != "" {

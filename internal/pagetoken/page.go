@@ -1,7 +1,6 @@
 package pagetoken
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -24,83 +23,46 @@ const (
 	HoldsRead   = "ListHolds"
 )
 
-// Window is the versions one page reads, in the order of the list.
+// Window is the versions one page reads, in the order of its query
+// (ledger.HistoryQuery.OldestFirst; entries and holds are listed oldest
+// first).
 type Window struct {
-	OldestFirst bool
-	After       int64 // oldest first: versions above After
-	Before      int64 // newest first: versions below Before; 0: from the newest
-	Limit       int   // at most this many items
+	After  int64 // oldest first: versions above After
+	Before int64 // newest first: versions below Before; 0: from the newest
+	Limit  int   // at most this many items
 }
 
-// EntriesAfter reads a user's entries, as ledger.Store does.
-type EntriesAfter func(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
-
-// Entries is ListEntries: up to pageSize entries of user in version order,
-// after the position in token ("" from the first), read by after, and the
-// token of the next page ("" on the last page).
-func (c *Codec) Entries(ctx context.Context, after EntriesAfter, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
-	if err := ledger.ValidateUserID(user); err != nil {
-		return nil, "", err
-	}
-	pageSize, err := ledger.PageSize(pageSize)
-	if err != nil {
-		return nil, "", err
-	}
-	return page(c, token, pageSize, true, []string{EntriesRead, user}, entryVersion, func(w Window) ([]ledger.Entry, error) {
-		return after(ctx, user, w.After, w.Limit)
-	})
+// Query is a list query of package ledger: it checks itself for a user
+// (the user id too), and embeds the ledger.Page it asks for. Its type
+// names the list, its order and its items.
+type Query[Q any] interface {
+	ledger.EntryQuery | ledger.HistoryQuery | ledger.HoldQuery
+	Check(user string) (Q, error)
+	Paged() ledger.Page
 }
 
-// History is ListHistory: a page of user's history as q selects it (checked
-// by HistoryQuery.Check), read by read, and the next page's token ("" on the
-// last page). read returns the items of the window that q's types and time
-// window select, in the window's order.
-func (c *Codec) History(user string, q ledger.HistoryQuery, read func(ledger.HistoryQuery, Window) ([]ledger.Entry, error)) ([]ledger.Entry, string, error) {
+// Item is what a list returns: entries (ListEntries, ListHistory) or holds
+// (ListHolds). An item's position in its list is its version.
+type Item interface {
+	ledger.Entry | ledger.Hold
+}
+
+// List is every paged read: a page of user's list as q (checked by its
+// Check) asks for it, read by read, and the next page's token ("" on the
+// last page). read returns up to w.Limit items of the window w, as q
+// selects them, in q's order. An item's position, which a token holds, is
+// its version.
+func List[Q Query[Q], T Item](c *Codec, user string, q Q, read func(Q, Window) ([]T, error)) ([]T, string, error) {
 	q, err := q.Check(user)
 	if err != nil {
 		return nil, "", err
 	}
-	return page(c, q.PageToken, q.PageSize, q.OldestFirst, HistoryScope(user, q), entryVersion, func(w Window) ([]ledger.Entry, error) {
-		return read(q, w)
-	})
-}
-
-// Holds is ListHolds: a page of user's holds in the states q asks for
-// (checked by HoldQuery.Check), oldest first, read by read, and the next
-// page's token ("" on the last page). read returns up to limit holds of
-// the states q asks for, as they are now (Hold.StateAt), whose HOLD
-// entries' versions are above after, in version order.
-func (c *Codec) Holds(user string, q ledger.HoldQuery, read func(q ledger.HoldQuery, after int64, limit int) ([]ledger.Hold, error)) ([]ledger.Hold, string, error) {
-	if err := ledger.ValidateUserID(user); err != nil {
-		return nil, "", err
-	}
-	q, err := q.Check()
-	if err != nil {
-		return nil, "", err
-	}
-	scope := []string{HoldsRead, user, fmt.Sprint(q.States)}
-	return page(c, q.PageToken, q.PageSize, true, scope, func(h ledger.Hold) int64 { return h.Version }, func(w Window) ([]ledger.Hold, error) {
-		return read(q, w.After, w.Limit)
-	})
-}
-
-func entryVersion(e ledger.Entry) int64 { return e.Version }
-
-// HistoryScope is what a ListHistory token pages through: the user and the
-// filters, so that a token is good only with the filters it was given for.
-func HistoryScope(user string, q ledger.HistoryQuery) []string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%v|%d|%d|%v", q.Types, q.Start.UnixNano(), q.End.UnixNano(), q.OldestFirst)
-	return []string{HistoryRead, user, hex.EncodeToString(h.Sum(nil))[:16]}
-}
-
-// page reads the page of pageSize items after the position in token; an
-// item's position is its version.
-func page[T any](c *Codec, token string, pageSize int, oldestFirst bool, scope []string, version func(T) int64, read func(Window) ([]T, error)) ([]T, string, error) {
+	p := q.Paged()
+	scope, oldestFirst := listOf(user, q)
 	// Ask for one more than a page: if it comes, there is a next page.
-	w := Window{OldestFirst: oldestFirst, Limit: pageSize + 1}
-	if token != "" {
-		v, err := c.Decode(token, scope...)
+	w := Window{Limit: p.PageSize + 1}
+	if p.PageToken != "" {
+		v, err := c.Decode(p.PageToken, scope...)
 		if err != nil {
 			return nil, "", err
 		}
@@ -118,13 +80,45 @@ func page[T any](c *Codec, token string, pageSize int, oldestFirst bool, scope [
 			w.Before = v
 		}
 	}
-	items, err := read(w)
+	items, err := read(q, w)
 	if err != nil {
 		return nil, "", err
 	}
-	if len(items) <= pageSize {
+	if len(items) <= p.PageSize {
 		return items, "", nil
 	}
-	items = items[:pageSize]
-	return items, c.Encode(version(items[pageSize-1]), scope...), nil
+	items = items[:p.PageSize]
+	return items, c.Encode(version(items[p.PageSize-1]), scope...), nil
+}
+
+// listOf is what a token of q pages through (its scope: the read, the user
+// and the filters), and whether q lists oldest first.
+func listOf(user string, q any) (scope []string, oldestFirst bool) {
+	switch q := q.(type) {
+	case ledger.HistoryQuery:
+		return HistoryScope(user, q), q.OldestFirst
+	case ledger.HoldQuery:
+		return []string{HoldsRead, user, fmt.Sprint(q.States)}, true
+	default: // ledger.EntryQuery, as Query allows no other
+		return []string{EntriesRead, user}, true
+	}
+}
+
+// version is an item's position in its list.
+func version[T Item](item T) int64 {
+	switch it := any(item).(type) {
+	case ledger.Hold:
+		return it.Version
+	case ledger.Entry:
+		return it.Version
+	}
+	return 0 // Item allows no other
+}
+
+// HistoryScope is what a ListHistory token pages through: the user and the
+// filters, so that a token is good only with the filters it was given for.
+func HistoryScope(user string, q ledger.HistoryQuery) []string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%v|%d|%d|%v", q.Types, q.Start.UnixNano(), q.End.UnixNano(), q.OldestFirst)
+	return []string{HistoryRead, user, hex.EncodeToString(h.Sum(nil))[:16]}
 }

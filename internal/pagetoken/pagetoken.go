@@ -1,5 +1,6 @@
 // Package pagetoken makes the page tokens of the paged reads (ListEntries,
-// ListHistory) and checks the ones clients send back.
+// ListHistory, ListHolds) and checks the ones clients send back; List
+// (page.go) pages any of them around a store's read.
 //
 // A token is "v1." and then, in unpadded base64url, the position (the last
 // version the previous page returned: 8 bytes, big-endian) and an

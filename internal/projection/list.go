@@ -27,10 +27,10 @@ func (h *History) Items(ctx context.Context, user string) ([]ledger.Entry, error
 // projection lag; q.Consistent reads it strongly consistent, so that a page
 // read after State has every item up to the state's version (an eventually
 // consistent Query may not yet see items the consistent state read did).
-// pagetoken.Codec.History checks the query and pages, as for every history.
+// pagetoken.List checks the query and pages, as for every history.
 func (h *History) List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error) {
-	return h.tokens.History(user, o, func(q ledger.HistoryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
-		items, _, err := h.list(ctx, user, listQuery{types: q.Types, start: q.Start, end: q.End, oldestFirst: w.OldestFirst, after: w.After, before: w.Before, limit: w.Limit, consistent: q.Consistent})
+	return pagetoken.List(h.tokens, user, o, func(q ledger.HistoryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
+		items, _, err := h.list(ctx, user, listQuery{types: q.Types, start: q.Start, end: q.End, oldestFirst: q.OldestFirst, after: w.After, before: w.Before, limit: w.Limit, consistent: q.Consistent})
 		return items, err
 	})
 }

@@ -167,7 +167,7 @@ func (f *fixture) allHistory(t *testing.T, user string, oldestFirst bool) []ledg
 	var all []ledger.Entry
 	token := ""
 	for {
-		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{PageSize: ledger.MaxPageSize, PageToken: token, OldestFirst: oldestFirst})
+		page, next, err := f.history.List(context.Background(), user, ledger.HistoryQuery{Page: ledger.Page{PageSize: ledger.MaxPageSize, PageToken: token}, OldestFirst: oldestFirst})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -417,7 +417,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 				if pages > total+1 {
 					t.Fatalf("size %d: more pages than items", size)
 				}
-				page, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{PageSize: size, PageToken: token, OldestFirst: oldestFirst})
+				page, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: size, PageToken: token}, OldestFirst: oldestFirst})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -446,7 +446,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		}
 	}
 
-	purchases, _, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Types: []ledger.EntryType{ledger.EntryPurchase}, PageSize: 5})
+	purchases, _, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 5}, Types: []ledger.EntryType{ledger.EntryPurchase}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,13 +494,13 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		}
 	}
 
-	_, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{PageSize: 2})
+	_, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another instance, or this one restarted, takes the token.
 	restarted := NewHistory(f.env.Client, f.env.History, f.store, nil)
-	if page, _, err := restarted.List(ctx, "u1", ledger.HistoryQuery{PageSize: 2, PageToken: next}); err != nil || len(page) != 2 || page[0].Version != total-2 {
+	if page, _, err := restarted.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2, PageToken: next}}); err != nil || len(page) != 2 || page[0].Version != total-2 {
 		t.Errorf("the next page from another instance: %v, %v; want versions %d and %d", page, err, total-2, total-3)
 	}
 
@@ -514,17 +514,17 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		o      ledger.HistoryQuery
 		reason string
 	}{
-		{name: "token with other filters", o: ledger.HistoryQuery{PageToken: next, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token of another user", user: "u2", o: ledger.HistoryQuery{PageToken: next}, reason: ledger.ReasonInvalidPageToken},
-		{name: "garbage token", o: ledger.HistoryQuery{PageToken: "zzz"}, reason: ledger.ReasonInvalidPageToken},
-		{name: "altered token", o: ledger.HistoryQuery{PageToken: string(altered)}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token of the old format, unversioned", o: ledger.HistoryQuery{PageToken: unversioned}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token of another deployment", o: ledger.HistoryQuery{PageToken: pagetoken.Derived("other-history").Encode(3, newestFirst...)}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token of ListEntries", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(3, "ListEntries", "u1")}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token with the key, before version 1, newest first", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(1, newestFirst...)}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token with the key, at version 0", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(0, oldestFirst...), OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token with the key, at the largest version, oldest first", o: ledger.HistoryQuery{PageToken: f.history.tokens.Encode(math.MaxInt64, oldestFirst...), OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
-		{name: "negative page size", o: ledger.HistoryQuery{PageSize: -1}, reason: ledger.ReasonInvalidPageSize},
+		{name: "token with other filters", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: next}, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of another user", user: "u2", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: next}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "garbage token", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: "zzz"}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "altered token", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: string(altered)}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of the old format, unversioned", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: unversioned}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of another deployment", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: pagetoken.Derived("other-history").Encode(3, newestFirst...)}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of ListEntries", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: f.history.tokens.Encode(3, "ListEntries", "u1")}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, before version 1, newest first", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: f.history.tokens.Encode(1, newestFirst...)}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, at version 0", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: f.history.tokens.Encode(0, oldestFirst...)}, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, at the largest version, oldest first", o: ledger.HistoryQuery{Page: ledger.Page{PageToken: f.history.tokens.Encode(math.MaxInt64, oldestFirst...)}, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "negative page size", o: ledger.HistoryQuery{Page: ledger.Page{PageSize: -1}}, reason: ledger.ReasonInvalidPageSize},
 		{name: "empty window", o: ledger.HistoryQuery{Start: to, End: from}, reason: ledger.ReasonInvalidFilter},
 		{name: "unknown type", o: ledger.HistoryQuery{Types: []ledger.EntryType{"BONUS"}}, reason: ledger.ReasonInvalidFilter},
 	}

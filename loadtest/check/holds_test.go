@@ -142,8 +142,9 @@ func TestCheckHoldsFindsWhatIsWrongWithAHandMadeLedger(t *testing.T) {
 // asks for.
 type pagedMemory struct{ *memory.Store }
 
-func (m pagedMemory) Entries(ctx context.Context, user string, size int, token string) ([]ledger.Entry, string, error) {
-	after, _ := strconv.ParseInt(token, 10, 64) // "" is 0: the first page
+func (m pagedMemory) Entries(ctx context.Context, user string, q ledger.EntryQuery) ([]ledger.Entry, string, error) {
+	size := q.PageSize
+	after, _ := strconv.ParseInt(q.PageToken, 10, 64) // "" is 0: the first page
 	es, err := m.EntriesAfter(ctx, user, after, size+1)
 	if err != nil || len(es) <= size {
 		return es, "", err

@@ -49,19 +49,19 @@ func expiryIndexKey(user string, next time.Time) map[string]types.AttributeValue
 // expiryIndexItems are the writes that keep the index of next expiries
 // right as an account goes from before to after: none while its soonest
 // expiry stays.
-func (l *Ledger) expiryIndexItems(before, after ledger.Account) []types.TransactWriteItem {
+func expiryIndexItems(table *string, before, after ledger.Account) []types.TransactWriteItem {
 	was, is := before.NextExpiry(), after.NextExpiry()
 	if was.Equal(is) {
 		return nil
 	}
 	var items []types.TransactWriteItem
 	if !was.IsZero() {
-		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: &l.table, Key: expiryIndexKey(after.UserID, was)}})
+		items = append(items, types.TransactWriteItem{Delete: &types.Delete{TableName: table, Key: expiryIndexKey(after.UserID, was)}})
 	}
 	if !is.IsZero() {
 		item := expiryIndexKey(after.UserID, is)
 		item["user_id"] = str(after.UserID)
-		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, Item: item}})
+		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: table, Item: item}})
 	}
 	return items
 }

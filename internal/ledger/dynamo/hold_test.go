@@ -124,7 +124,7 @@ func TestManyHoldsExpiringTogether(t *testing.T) {
 		if len(acct.Holds) != 0 || !acct.Held.IsZero() || acct.Version != 1+2*holds+map[string]int64{"swept": 0, "busy": 1}[u] {
 			t.Errorf("%s: account %+v, want every hold released", u, acct)
 		}
-		expired, _, err := l.Holds(ctx, u, ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldExpired}, PageSize: ledger.MaxPageSize})
+		expired, _, err := l.Holds(ctx, u, ledger.HoldQuery{Page: ledger.Page{PageSize: ledger.MaxPageSize}, States: []ledger.HoldState{ledger.HoldExpired}})
 		if err != nil || len(expired) != holds {
 			t.Errorf("%s: %d holds listed expired (%v), want %d", u, len(expired), err, holds)
 		}
@@ -483,21 +483,21 @@ func TestHoldsPageTokensAreScoped(t *testing.T) {
 		}
 	}
 	held := []ledger.HoldState{ledger.HoldHeld}
-	page, next, err := l.Holds(ctx, "u", ledger.HoldQuery{States: held, PageSize: 1})
+	page, next, err := l.Holds(ctx, "u", ledger.HoldQuery{Page: ledger.Page{PageSize: 1}, States: held})
 	if err != nil || len(page) != 1 || next == "" {
 		t.Fatalf("first page: %v, %q, %v", page, next, err)
 	}
-	if page, _, err := l.Holds(ctx, "u", ledger.HoldQuery{PageSize: 1, PageToken: next}); err != nil || len(page) != 1 || page[0].RequestID != "h1" {
+	if page, _, err := l.Holds(ctx, "u", ledger.HoldQuery{Page: ledger.Page{PageSize: 1, PageToken: next}}); err != nil || len(page) != 1 || page[0].RequestID != "h1" {
 		t.Errorf("the next page (no states: HELD, as asked first): %v, %v; want h1", page, err)
 	}
 	for name, q := range map[string]struct {
 		user string
 		q    ledger.HoldQuery
 	}{
-		"another user's":         {"v", ledger.HoldQuery{States: held, PageToken: next}},
-		"other states'":          {"u", ledger.HoldQuery{States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldExpired}, PageToken: next}},
-		"ListEntries'":           {"u", ledger.HoldQuery{PageToken: l.tokens.Encode(1, pagetoken.EntriesRead, "u")}},
-		"with the key, negative": {"u", ledger.HoldQuery{PageToken: l.tokens.Encode(-1, pagetoken.HoldsRead, "u", "[HELD]")}},
+		"another user's":         {"v", ledger.HoldQuery{Page: ledger.Page{PageToken: next}, States: held}},
+		"other states'":          {"u", ledger.HoldQuery{Page: ledger.Page{PageToken: next}, States: []ledger.HoldState{ledger.HoldHeld, ledger.HoldExpired}}},
+		"ListEntries'":           {"u", ledger.HoldQuery{Page: ledger.Page{PageToken: l.tokens.Encode(1, pagetoken.EntriesRead, "u")}}},
+		"with the key, negative": {"u", ledger.HoldQuery{Page: ledger.Page{PageToken: l.tokens.Encode(-1, pagetoken.HoldsRead, "u", "[HELD]")}}},
 	} {
 		if _, _, err := l.Holds(ctx, q.user, q.q); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 			t.Errorf("a token used for %s holds: %v, want %s", name, err, ledger.ReasonInvalidPageToken)

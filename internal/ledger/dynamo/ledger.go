@@ -1,7 +1,8 @@
 // Package dynamo stores the ledger in one DynamoDB table (single-table
-// design; see migrations/) and implements its write path (write.go) and
-// consistent reads (read.go). The invariants it keeps are those of package
-// ledger.
+// design; see migrations/) and implements its write path (write.go, with
+// the facts it reads in facts.go, the transaction it builds in txn.go and
+// its cancellations decoded in cancel.go) and consistent reads (read.go).
+// The invariants it keeps are those of package ledger.
 package dynamo
 
 import (

@@ -315,7 +315,7 @@ func TestEntriesPages(t *testing.T) {
 			if pages > 10 {
 				t.Fatalf("page size %d: more pages than entries", size)
 			}
-			entries, next, err := l.Entries(ctx, "u1", size, token)
+			entries, next, err := l.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: size, PageToken: token}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,13 +335,13 @@ func TestEntriesPages(t *testing.T) {
 			t.Errorf("page size %d: versions %v, want %v", size, versions, want)
 		}
 	}
-	_, next, err := l.Entries(ctx, "u1", 2, "")
+	_, next, err := l.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another instance, or this one restarted, takes the token.
 	restarted := New(env.Client, Options{Table: env.Ledger})
-	if page, _, err := restarted.Entries(ctx, "u1", 2, next); err != nil || len(page) != 2 || page[0].Version != 3 {
+	if page, _, err := restarted.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: 2, PageToken: next}}); err != nil || len(page) != 2 || page[0].Version != 3 {
 		t.Errorf("the next page from another instance: %v, %v; want versions 3 and 4", page, err)
 	}
 
@@ -363,7 +363,7 @@ func TestEntriesPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, _, err := l.Entries(ctx, "u2", 2, tt.token); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+			if _, _, err := l.Entries(ctx, "u2", ledger.EntryQuery{Page: ledger.Page{PageSize: 2, PageToken: tt.token}}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 				t.Errorf("err = %v, want %s", err, ledger.ReasonInvalidPageToken)
 			}
 		})
@@ -949,85 +949,64 @@ func TestAnExplainingAdjustmentMustBeTheDifference(t *testing.T) {
 // request_id is ALREADY_EXISTS.
 func TestARefusalIsFinal(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	apply := func(t *testing.T, l *Ledger, typ ledger.EntryType, req ledger.Request) {
-		t.Helper()
-		m, err := ledger.NewMutation(typ, req, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mustApply(t, l, m)
+	for _, tt := range refusalCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assertRefusalIsFinal(t, tt)
+		})
 	}
-	grant := func(amount string) func(*testing.T, *Ledger, *dynamotest.Env) {
-		return func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
-			apply(t, l, ledger.EntryGrant, ledger.Request{UserID: "u1", RequestID: "grant-" + amount, Amount: amount})
-		}
-	}
-	setStatus := func(status ledger.Status) func(*testing.T, *Ledger, *dynamotest.Env) {
-		return func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
-			if _, _, err := l.SetStatus(ctx, "u1", status, "test"); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// audit is assertAuditClean, but for the drift a case plants (one
-	// balance_mismatch).
-	audit := func(t *testing.T, l *Ledger, drift bool) ledger.Account {
-		t.Helper()
-		if !drift {
-			return assertAuditClean(t, l, "u1")
-		}
-		a, err := l.Audit(ctx, "u1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(a.Findings) != 1 || a.Findings[0].Kind != ledger.FindingBalanceMismatch {
-			t.Errorf("audit findings %v, want the planted %s alone", a.Findings, ledger.FindingBalanceMismatch)
-		}
-		return a.Account
-	}
-	tests := []struct {
-		name    string
-		drift   bool                                       // the setup changes the balance behind the ledger's back
-		setup   func(*testing.T, *Ledger, *dynamotest.Env) // before the refused request
-		typ     ledger.EntryType
-		req     ledger.Request
-		reason  string
-		kind    ledger.Kind
-		between func(*testing.T, *Ledger, *dynamotest.Env) // what would let it through, were it tried anew
-	}{
+}
+
+// refusalCase is a request the ledger refuses for good, and what would let
+// it through were it tried anew (TestARefusalIsFinal).
+type refusalCase struct {
+	name    string
+	drift   bool        // the setup changes the balance behind the ledger's back
+	setup   ledgerSetup // before the refused request
+	typ     ledger.EntryType
+	req     ledger.Request
+	reason  string
+	kind    ledger.Kind
+	between ledgerSetup // what would let it through, were it tried anew
+}
+
+// ledgerSetup brings a test's ledger (or its table) to a state.
+type ledgerSetup func(*testing.T, *Ledger, *dynamotest.Env)
+
+func refusalCases() []refusalCase {
+	return []refusalCase{
 		{
 			name:  "a purchase over the balance",
-			setup: grant("10"),
+			setup: grantOf("10"),
 			typ:   ledger.EntryPurchase, req: ledger.Request{RequestID: "p", Amount: "30"},
 			reason: ledger.ReasonInsufficientBalance, kind: ledger.KindFailedPrecondition,
-			between: grant("50"),
+			between: grantOf("50"),
 		},
 		{
 			name:  "a purchase by a user with no account",
 			setup: func(*testing.T, *Ledger, *dynamotest.Env) {},
 			typ:   ledger.EntryPurchase, req: ledger.Request{RequestID: "p", Amount: "30"},
 			reason: ledger.ReasonInsufficientBalance, kind: ledger.KindFailedPrecondition,
-			between: grant("50"),
+			between: grantOf("50"),
 		},
 		{
 			name: "a purchase on a frozen account",
 			setup: func(t *testing.T, l *Ledger, env *dynamotest.Env) {
-				grant("10")(t, l, env)
-				setStatus(ledger.StatusFrozen)(t, l, env)
+				grantOf("10")(t, l, env)
+				statusOf(ledger.StatusFrozen)(t, l, env)
 			},
 			typ: ledger.EntryPurchase, req: ledger.Request{RequestID: "p", Amount: "5"},
 			reason: ledger.ReasonAccountFrozen, kind: ledger.KindFailedPrecondition,
-			between: setStatus(ledger.StatusActive),
+			between: statusOf(ledger.StatusActive),
 		},
 		{
 			// The refund cap's condition finds it: the write path does not
 			// know what the purchase has refunded until that fails.
 			name: "a refund over what is left of its purchase",
 			setup: func(t *testing.T, l *Ledger, env *dynamotest.Env) {
-				grant("100")(t, l, env)
-				apply(t, l, ledger.EntryPurchase, ledger.Request{UserID: "u1", RequestID: "p1", Amount: "20"})
-				apply(t, l, ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "15", PurchaseRequestID: "p1"})
+				grantOf("100")(t, l, env)
+				applyRequest(t, l, ledger.EntryPurchase, ledger.Request{UserID: "u1", RequestID: "p1", Amount: "20"})
+				applyRequest(t, l, ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "15", PurchaseRequestID: "p1"})
 			},
 			typ: ledger.EntryRefund, req: ledger.Request{RequestID: "r2", Amount: "10", PurchaseRequestID: "p1"},
 			reason: ledger.ReasonRefundExceedsPurchase, kind: ledger.KindFailedPrecondition,
@@ -1035,11 +1014,11 @@ func TestARefusalIsFinal(t *testing.T) {
 		},
 		{
 			name:  "a refund of a purchase not made yet",
-			setup: grant("100"),
+			setup: grantOf("100"),
 			typ:   ledger.EntryRefund, req: ledger.Request{RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"},
 			reason: ledger.ReasonPurchaseNotFound, kind: ledger.KindNotFound,
 			between: func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
-				apply(t, l, ledger.EntryPurchase, ledger.Request{UserID: "u1", RequestID: "p1", Amount: "20"})
+				applyRequest(t, l, ledger.EntryPurchase, ledger.Request{UserID: "u1", RequestID: "p1", Amount: "20"})
 			},
 		},
 		{
@@ -1049,7 +1028,7 @@ func TestARefusalIsFinal(t *testing.T) {
 			name:  "an explaining adjustment of a balance that moved",
 			drift: true,
 			setup: func(t *testing.T, l *Ledger, env *dynamotest.Env) {
-				grant("100")(t, l, env)
+				grantOf("100")(t, l, env)
 				setBalance(t, env, "u1", 110)
 			},
 			typ: ledger.EntryAdjustment, req: ledger.Request{RequestID: "adj", Amount: "7", Reason: "explain", ExplainBalance: true, ExpectedBalance: "107"},
@@ -1057,44 +1036,88 @@ func TestARefusalIsFinal(t *testing.T) {
 			between: func(t *testing.T, _ *Ledger, env *dynamotest.Env) { setBalance(t, env, "u1", 107) },
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			l, env := newLedger(t, nil, DefaultRetry)
-			tt.setup(t, l, env)
-			tt.req.UserID = "u1"
-			m, err := ledger.NewMutation(tt.typ, tt.req, ledger.DefaultScale)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = l.Apply(ctx, m)
-			first, ok := ledger.AsError(err)
-			if !ok || first.Reason != tt.reason || first.Kind != tt.kind || first.Replayed {
-				t.Fatalf("%s: %#v, want a refusal %s, not replayed", tt.name, err, tt.reason)
-			}
+}
 
-			tt.between(t, l, env)
-			before := audit(t, l, tt.drift)
-			res, err := l.Apply(ctx, m)
-			again, ok := ledger.AsError(err)
-			if !ok || !again.Replayed || again.Kind != first.Kind || again.Reason != first.Reason || again.Message != first.Message {
-				t.Fatalf("the same request again: %+v, %#v; want %#v, replayed", res, err, first)
-			}
-			if after := audit(t, l, tt.drift); after.Version != before.Version || !after.Balance.Equal(before.Balance) {
-				t.Errorf("the replayed refusal wrote: version %d balance %s, then %d %s", before.Version, before.Balance, after.Version, after.Balance)
-			}
-
-			other := tt.req
-			other.Amount = "3"
-			om, err := ledger.NewMutation(tt.typ, other, ledger.DefaultScale)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Apply(ctx, om); ledger.ReasonOf(err) != ledger.ReasonRequestIDReused {
-				t.Errorf("another request under the refused request_id: %v, want %s", err, ledger.ReasonRequestIDReused)
-			}
-		})
+// assertRefusalIsFinal sends tt's request on a fresh ledger, then again
+// after tt.between, then another request under its request_id.
+func assertRefusalIsFinal(t *testing.T, tt refusalCase) {
+	t.Helper()
+	ctx := context.Background()
+	l, env := newLedger(t, nil, DefaultRetry)
+	tt.setup(t, l, env)
+	tt.req.UserID = "u1"
+	m, err := ledger.NewMutation(tt.typ, tt.req, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
 	}
+	_, err = l.Apply(ctx, m)
+	first, ok := ledger.AsError(err)
+	if !ok || first.Reason != tt.reason || first.Kind != tt.kind || first.Replayed {
+		t.Fatalf("%s: %#v, want a refusal %s, not replayed", tt.name, err, tt.reason)
+	}
+
+	tt.between(t, l, env)
+	before := auditOfRefusal(t, l, tt.drift)
+	res, err := l.Apply(ctx, m)
+	again, ok := ledger.AsError(err)
+	if !ok || !again.Replayed || again.Kind != first.Kind || again.Reason != first.Reason || again.Message != first.Message {
+		t.Fatalf("the same request again: %+v, %#v; want %#v, replayed", res, err, first)
+	}
+	if after := auditOfRefusal(t, l, tt.drift); after.Version != before.Version || !after.Balance.Equal(before.Balance) {
+		t.Errorf("the replayed refusal wrote: version %d balance %s, then %d %s", before.Version, before.Balance, after.Version, after.Balance)
+	}
+
+	other := tt.req
+	other.Amount = "3"
+	om, err := ledger.NewMutation(tt.typ, other, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Apply(ctx, om); ledger.ReasonOf(err) != ledger.ReasonRequestIDReused {
+		t.Errorf("another request under the refused request_id: %v, want %s", err, ledger.ReasonRequestIDReused)
+	}
+}
+
+func applyRequest(t *testing.T, l *Ledger, typ ledger.EntryType, req ledger.Request) {
+	t.Helper()
+	m, err := ledger.NewMutation(typ, req, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, l, m)
+}
+
+// grantOf grants u1 amount.
+func grantOf(amount string) ledgerSetup {
+	return func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
+		applyRequest(t, l, ledger.EntryGrant, ledger.Request{UserID: "u1", RequestID: "grant-" + amount, Amount: amount})
+	}
+}
+
+// statusOf sets u1's account status.
+func statusOf(status ledger.Status) ledgerSetup {
+	return func(t *testing.T, l *Ledger, _ *dynamotest.Env) {
+		if _, _, err := l.SetStatus(context.Background(), "u1", status, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// auditOfRefusal is assertAuditClean of u1, but for the drift a case
+// plants (one balance_mismatch).
+func auditOfRefusal(t *testing.T, l *Ledger, drift bool) ledger.Account {
+	t.Helper()
+	if !drift {
+		return assertAuditClean(t, l, "u1")
+	}
+	a, err := l.Audit(context.Background(), "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Findings) != 1 || a.Findings[0].Kind != ledger.FindingBalanceMismatch {
+		t.Errorf("audit findings %v, want the planted %s alone", a.Findings, ledger.FindingBalanceMismatch)
+	}
+	return a.Account
 }
 
 // Many attempts of one refused request at once, through two processes: the
@@ -1229,7 +1252,7 @@ func TestAUserWithARefusalOnly(t *testing.T) {
 	if a, err := l.Balance(ctx, "nobody"); err != nil || a.Version != 0 || !a.Balance.IsZero() || a.Status != ledger.StatusActive {
 		t.Errorf("balance of a new user: %+v, %v; want 0, version 0, active", a, err)
 	}
-	if _, _, err := l.Entries(ctx, "nobody", 0, ""); err != nil {
+	if _, _, err := l.Entries(ctx, "nobody", ledger.EntryQuery{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.Apply(ctx, mutation(t, ledger.EntryPurchase, "nobody", "p", "1")); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {

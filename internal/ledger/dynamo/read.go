@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 // Every read here is strongly consistent: these reads decide money or show
@@ -98,21 +99,24 @@ func (l *Ledger) get(ctx context.Context, key map[string]types.AttributeValue) (
 	return out.Item, nil
 }
 
-// Entries returns up to pageSize entries of user in version order, starting
-// after the position in token, and the token of the next page ("" on the
-// last page); pagetoken.Codec.Entries pages, as for every store.
-func (l *Ledger) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
-	return l.tokens.Entries(ctx, l.EntriesAfter, user, pageSize, token)
+// Entries returns a page of user's entries in version order, as q asks for
+// it, and the token of the next page ("" on the last page); pagetoken.List
+// pages, as for every store.
+func (l *Ledger) Entries(ctx context.Context, user string, q ledger.EntryQuery) ([]ledger.Entry, string, error) {
+	return pagetoken.List(l.tokens, user, q, func(_ ledger.EntryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
+		return l.EntriesAfter(ctx, user, w.After, w.Limit)
+	})
 }
 
 // Holds pages through user's holds in the states q asks for (none: HELD),
-// oldest first, read consistently (pagetoken.Codec.Holds pages, as for
+// oldest first, read consistently (pagetoken.List pages, as for
 // every store). A held hold at or past its expire_time is EXPIRED
 // (ledger.Hold.StateAt), and matches states as that. The open holds alone,
 // the default, are the account's: one read, however many holds the user
 // ever made; other states read the hold records.
 func (l *Ledger) Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error) {
-	return l.tokens.Holds(user, q, func(q ledger.HoldQuery, after int64, limit int) ([]ledger.Hold, error) {
+	return pagetoken.List(l.tokens, user, q, func(q ledger.HoldQuery, w pagetoken.Window) ([]ledger.Hold, error) {
+		after, limit := w.After, w.Limit
 		now := l.now()
 		var page []ledger.Hold
 		// take keeps h if it is on this page, and says whether to read on.

@@ -4,22 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"math"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
-// The write path, with group commit.
+// The write path, with group commit. A mutation goes, in this file:
+//
+//	Apply          queues the call behind its user's (await); one goroutine per
+//	               busy user takes the queue group by group (drain)
+//	commit         per group: the account (cached), plan, one TransactWriteItems,
+//	               answers, or retries after a cancellation
+//	plan           per call, in order: its facts -> ledger.Decide -> its items
+//
+// and the steps plan and commit take live beside it:
+//
+//	facts.go       reading the facts a decision needs (a refund's purchase, a
+//	               hold's record, the sum an explaining adjustment explains)
+//	txn.go         building the transaction from the decisions: its items, their
+//	               conditions, the account's update, and when the group is full
+//	cancel.go      decoding a cancelled transaction item by item, and what to
+//	               retry on
+//	items.go       the item layout the items are written in
+//	direct.go      SingleTransaction: one mutation through Decide and txn.go,
+//	               for the load test's baseline without ledgerd
+//
+// What must hold, and how:
 //
 // Mutations of one user queue in this process, in arrival order, and one
 // goroutine per busy user commits them in groups of up to Options.MaxBatch
@@ -124,12 +139,6 @@ type call struct {
 	sweep bool
 }
 
-// fold is the sum of a user's entries up to a version.
-type fold struct {
-	version int64
-	sum     decimal.Decimal
-}
-
 func (c *call) finish(res ledger.Result, err error) {
 	c.res, c.err = res, err
 	close(c.done)
@@ -180,52 +189,6 @@ func (l *Ledger) drain(q *userQueue) {
 	}
 }
 
-// planned is one mutation in a group.
-type planned struct {
-	c        *call
-	entry    ledger.Entry   // the mutation's own entry
-	puts     []int          // indexes of its entries' puts in the transaction (expirations too)
-	purchase requestRecord  // refunds: the purchase
-	request  int            // index of its request record in the transaction
-	cap      int            // refunds: index of the purchase update; else -1
-	holds    []int          // indexes of its hold records' puts and updates
-	hold     ledger.Hold    // the hold it made or resolved (ledger.Decision.Hold)
-	after    ledger.Account // the account after its entries: its answer
-}
-
-// refusal is a call the domain refused.
-type refusal struct {
-	c   *call
-	err error
-	// record is the index of its refusal record in the transaction, for a
-	// final refusal (ledger.Kind.Final); -1 for one that is not recorded.
-	record int
-}
-
-// repeat is a call whose request_id another call of its group already
-// carries (concurrent retries of one request): it gets that call's answer,
-// as the record the group writes for it says.
-type repeat struct {
-	c   *call
-	rec requestRecord
-}
-
-// group is what planning makes of the calls.
-type group struct {
-	items    []types.TransactWriteItem
-	members  []*planned
-	refused  []refusal
-	recorded int // refusals with a record in items
-	repeats  []repeat
-	later    []*call // past the group's limits: next group
-	before   ledger.Account
-	after    ledger.Account
-	// A refund's purchase is past before: the account was read before
-	// another writer's purchase, and the refund's entry would take the
-	// purchase's own key. Nothing is sent: the account is read again.
-	behind bool
-}
-
 // commit commits calls as one group (or several tries of it) and returns the
 // calls that did not fit, for the next group.
 func (l *Ledger) commit(user string, calls []*call) (later []*call) {
@@ -233,7 +196,6 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conflicts := 0
-	var lastConflict error
 	seen := seen{purchases: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}
 	var fresh *ledger.Account // just read: the next try plans on it
 	for len(calls) > 0 {
@@ -277,15 +239,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			ClientRequestToken: aws.String(l.newID(l.now())),
 		})
 		if err == nil {
-			l.cache(user, g.after)
-			l.observe.GroupCommitted(len(g.members) + g.recorded)
-			for _, p := range g.members {
-				p.c.finish(ledger.Result{Entry: p.entry, Balance: p.after.Balance, Held: p.after.Held, Hold: p.hold}, nil)
-			}
-			for _, r := range g.repeats {
-				r.c.finish(l.replay(ctx, r.c.m, r.rec))
-			}
-			l.finishRefused(ctx, g.refused)
+			l.committed(ctx, user, g)
 			return later
 		}
 		l.forget(user)
@@ -304,24 +258,13 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			continue // the rest may well commit now
 		}
 		if unexplained != nil {
-			// Each call with a record in the group checks its own.
-			for _, p := range g.members {
-				if !isDone(p.c) {
-					p.c.finish(l.refuse(ctx, p.c.m, unexplained))
-				}
-			}
-			for _, r := range g.refused {
-				if r.record >= 0 && !isDone(r.c) {
-					r.c.finish(l.refuse(ctx, r.c.m, unexplained))
-				}
-			}
+			l.checkRecords(ctx, g, unexplained)
 			calls = withoutFinished(calls)
 			continue
 		}
-		lastConflict = retry
 		l.observe.Retried(retryReason(retry))
 		if conflicts++; conflicts >= l.retry.MaxAttempts {
-			l.abandon(ctx, user, current, lastConflict, conflicts)
+			l.abandon(ctx, user, current, retry, conflicts)
 			return g.later // never tried: the next group tries them, with attempts of its own
 		}
 		if err := sleep(ctx, l.retry.backoff(conflicts)); err != nil {
@@ -332,482 +275,97 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	return later
 }
 
-// plan folds calls over acct, in order, into a group.
+// committed answers the calls of g, which committed: each member with its
+// entry, each repeat as its request's record says, each refusal.
+func (l *Ledger) committed(ctx context.Context, user string, g group) {
+	l.cache(user, g.after)
+	l.observe.GroupCommitted(len(g.members) + g.recorded)
+	for _, p := range g.members {
+		p.c.finish(ledger.Result{Entry: p.entry, Balance: p.after.Balance, Held: p.after.Held, Hold: p.hold}, nil)
+	}
+	for _, r := range g.repeats {
+		r.c.finish(l.replay(ctx, r.c.m, r.rec))
+	}
+	l.finishRefused(ctx, g.refused)
+}
+
+// checkRecords answers the calls of g with a record in it after a
+// cancellation decodeCancel could not explain: each checks its own record
+// (see refuse) before it gets the error.
+func (l *Ledger) checkRecords(ctx context.Context, g group, unexplained error) {
+	for _, p := range g.members {
+		if !isDone(p.c) {
+			p.c.finish(l.refuse(ctx, p.c.m, unexplained))
+		}
+	}
+	for _, r := range g.refused {
+		if r.record >= 0 && !isDone(r.c) {
+			r.c.finish(l.refuse(ctx, r.c.m, unexplained))
+		}
+	}
+}
+
+// plan folds calls over acct, in order, into a group: for each, the facts
+// it is decided on (facts.go), the domain's decision on the account so far
+// (ledger.Decide), and its items added to the transaction (txn.go), until
+// the group is full or a call must wait for the next.
 func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen seen) group {
-	g := group{before: acct, items: []types.TransactWriteItem{{}}} // item 0: the account, below
-	running := acct
-	cum, need := decimal.Zero, decimal.Zero // balance change so far; least starting balance it needs
-	needsActive := false                    // the group has a mutation a frozen account refuses
-	touched := map[int64]bool{}             // purchases refunded in this group (one update per item)
-	byRequest := map[string]*planned{}      // members by request_id
-	records := map[string]requestRecord{}   // a transaction may write a request record once
-	holds := groupHolds{made: map[string]bool{}, resolved: map[string]ledger.HoldState{}}
-	now := l.now().UTC().Truncate(time.Microsecond)
-	// add puts dec's entries into the group as p's (and its request
-	// record, if it has one), and moves the group's account on.
-	add := func(p *planned, dec ledger.Decision) {
-		for j, e := range dec.Entries {
-			e = l.putEntry(&g, p, e, running, now)
-			holds.note(e)
-			if dec.Main < 0 { // the sweeper's: its answer is its last entry
-				p.entry = e
-			}
-			if j == dec.Main {
-				p.entry, p.hold = e, dec.Hold
-				p.request = len(g.items)
-				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-					TableName:                           &l.table,
-					Item:                                requestItem(p.c.m, e, dec.Entries[len(dec.Entries)-1].Version),
-					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-				}})
-			}
-		}
-		p.after = dec.After
-		g.members = append(g.members, p)
-		cum = cum.Add(dec.After.Balance.Sub(running.Balance))
-		// What is available (balance less held) must cover every step:
-		// the starting balance must be at least what is held then, less
-		// the change so far.
-		need = decimal.Max(need, dec.After.Held.Sub(cum))
-		running = dec.After
-	}
-	// fits says whether n more items (c's) fit the group. A decision that
-	// would not fit even an empty group releases more holds than a
-	// transaction can write (they expired together): as many of them as fit
-	// are released first, in this group, and c is decided again in the
-	// next, until what is left of its releases fits. Were there no hold to
-	// release, c could never commit, and is answered so.
-	fits := func(c *call, n int) bool {
-		if len(g.items)+n <= maxTxItems-indexReserve {
-			return true
-		}
-		if len(g.items) > 1 {
-			return false
-		}
-		dec := ledger.DecideExpiryUpTo(running, now, (maxTxItems-indexReserve-1)/2)
-		if len(dec.Entries) == 0 {
-			c.finish(ledger.Result{}, fmt.Errorf("a mutation of user %q takes %d items, more than a transaction holds", c.m.UserID, n))
-			return false
-		}
-		add(&planned{c: &call{ctx: ctx, m: ledger.Mutation{UserID: acct.UserID}, sweep: true, done: make(chan struct{})}, request: -1, cap: -1}, dec)
-		return false
-	}
+	t := newTxn(&l.table, l, acct, l.now().UTC().Truncate(time.Microsecond))
 loop:
 	for i, c := range calls {
-		m := c.m
 		if err := c.ctx.Err(); err != nil {
 			c.finish(ledger.Result{}, err) // the caller left before its turn
 			continue
 		}
 		if c.sweep {
-			dec := ledger.DecideExpiry(running, now)
+			dec := ledger.DecideExpiry(t.running, t.now)
 			if len(dec.Entries) == 0 {
-				c.finish(ledger.Result{Balance: running.Balance, Held: running.Held}, nil) // nothing due
+				c.finish(ledger.Result{Balance: t.running.Balance, Held: t.running.Held}, nil) // nothing due
 				continue
 			}
-			if !fits(c, entryItems(dec.Entries)) {
-				g.later = calls[i:]
+			if !t.fits(ctx, c, entryItems(dec.Entries)) {
+				t.later = calls[i:]
 				break
 			}
-			add(&planned{c: c, request: -1, cap: -1}, dec)
+			t.add(&planned{c: c, request: -1, cap: -1}, dec)
 			continue
 		}
-		if rec, ok := records[m.RequestID]; ok {
-			g.repeats = append(g.repeats, repeat{c, rec})
+		if rec, ok := t.records[c.m.RequestID]; ok {
+			t.repeats = append(t.repeats, repeat{c, rec}) // its request is in the group already
 			continue
 		}
-		info, _ := m.Type.Info()
-
-		// The facts the domain decides on, and where the group must end
-		// first: the store's part.
-		var facts ledger.Facts
-		var purchase requestRecord
-		if info.RefersToPurchase {
-			rec, ok := seen.purchases[m.PurchaseRequestID]
-			if !ok {
-				found := false
-				var err error
-				if rec, found, err = l.request(ctx, m.UserID, m.PurchaseRequestID); err != nil {
-					c.finish(ledger.Result{}, err)
-					continue
-				}
-				// A refused request wrote no entry: there is nothing to refund.
-				if ok = found && rec.Refusal == nil; ok {
-					seen.purchases[m.PurchaseRequestID] = rec
-				}
-			}
-			if p, inGroup := byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type.Refundable() {
-				g.later = calls[i:] // its purchase commits in this group: refund it in the next
-				break
-			}
-			switch {
-			case ok && rec.Type.Refundable():
-				if touched[rec.Version] {
-					g.later = calls[i:] // one update of the purchase per transaction
-					break loop
-				}
-				if rec.Version > acct.Version {
-					g.behind = true
-					break loop
-				}
-				// What it drew and what earlier refunds gave back decide
-				// where this refund goes, and whether it fits; the
-				// purchase's update is conditioned on the refunded amount
-				// read here.
-				pe, found, err := l.entry(ctx, m.UserID, rec.Version)
-				if err == nil && !found {
-					err = fmt.Errorf("purchase %q of %q: entry version %d not found", m.PurchaseRequestID, m.UserID, rec.Version)
-				}
-				if err != nil {
-					c.finish(ledger.Result{}, err)
-					continue
-				}
-				// The entry says what was spent: a capture's request may
-				// have asked for all of its hold, and named no amount.
-				purchase = rec
-				purchase.Amount, purchase.Refunded = pe.Amount.Neg(), pe.RefundedAmount
-				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type, Amount: purchase.Amount, Draws: pe.Draws, Refunded: pe.RefundedAmount}
-			case ok: // not a purchase: the domain refuses it
-				facts.Purchase = &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type}
-			}
+		info, _ := c.m.Type.Info()
+		facts, purchase, next := l.facts(ctx, &t, c, info, seen)
+		switch next {
+		case decide:
+		case answered:
+			continue
+		case nextGroup:
+			t.later = calls[i:]
+			break loop
+		case readAgain:
+			t.behind = true
+			break loop
 		}
-		if info.ResolvesHold {
-			switch st, resolved := holds.resolved[m.HoldRequestID]; {
-			case holds.made[m.HoldRequestID]:
-				g.later = calls[i:] // its hold commits in this group: its record may be written once
-				break loop
-			case resolved:
-				facts.Hold = &ledger.HoldRef{State: st}
-			case isOpen(running, m.HoldRequestID):
-			case seen.resolved[m.HoldRequestID] != "":
-				facts.Hold = &ledger.HoldRef{State: seen.resolved[m.HoldRequestID]}
-			default:
-				// Not open: its record says whether it resolved or never was.
-				h, found, err := l.holdByRequest(ctx, m.UserID, m.HoldRequestID)
-				if err != nil {
-					c.finish(ledger.Result{}, err)
-					continue
-				}
-				if found && h.Version > acct.Version {
-					g.behind = true // made by another writer since the account was read
-					break loop
-				}
-				if found {
-					facts.Hold = &ledger.HoldRef{State: h.State}
-				}
-				if found && h.State != ledger.HoldHeld {
-					seen.resolved[m.HoldRequestID] = h.State
-				}
-			}
-		}
-		if m.ExplainBalance && running.Version > 0 {
-			// It explains the balance the group starts from: the entries it
-			// must add up with are those the account counts.
-			if len(g.members) > 0 {
-				g.later = calls[i:]
-				break
-			}
-			sum, err := l.foldTo(ctx, c, running.Version)
-			if err != nil {
-				c.finish(ledger.Result{}, err)
-				continue
-			}
-			facts.EntriesSum = sum
-		}
-		facts.MaxBuckets, facts.MaxHolds = l.maxBuckets, l.maxHolds
-		if len(g.items)+1 > maxTxItems-indexReserve { // a refusal takes 1; a decision is sized below
-			g.later = calls[i:]
+		if !t.room(1) { // a refusal takes 1; a decision is sized below
+			t.later = calls[i:]
 			break
 		}
-
-		dec, err := ledger.Decide(running, m, now, facts)
+		dec, err := ledger.Decide(t.running, c.m, t.now, facts)
 		if err != nil {
-			// A final refusal is recorded under the request_id, in this
-			// transaction: it commits only if the account is as it was
-			// decided on (the account's condition, below).
-			r := refusal{c: c, err: err, record: -1}
-			if e, ok := recordable(err); ok {
-				r.record = len(g.items)
-				g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-					TableName:                           &l.table,
-					Item:                                refusalItem(m, e, now),
-					ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
-					ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-				}})
-				g.recorded++
-				records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: m.Type, Amount: m.Amount, Refusal: e}
-			}
-			g.refused = append(g.refused, r)
+			t.refuse(c, err)
 			continue
 		}
-		size := entryItems(dec.Entries) + 1 // its entries, with their hold records, and its request record
-		if info.RefersToPurchase {
-			size++
-		}
-		if !fits(c, size) {
+		if !t.fits(ctx, c, decisionItems(info, dec)) {
 			if isDone(c) {
 				continue
 			}
-			g.later = calls[i:]
+			t.later = calls[i:]
 			break
 		}
-		p := &planned{c: c, purchase: purchase, cap: -1}
-		add(p, dec)
-		if info.RefersToPurchase {
-			p.cap = len(g.items)
-			g.items = append(g.items, types.TransactWriteItem{Update: purchaseRefundUpdate(l.table, m, purchase)})
-			touched[purchase.Version] = true
-		}
-		byRequest[m.RequestID] = p
-		records[m.RequestID] = requestRecord{Hash: m.Hash(), Type: p.entry.Type, Version: p.entry.Version, Last: p.after.Version}
-		needsActive = needsActive || info.NeedsActive
+		t.join(c, info, dec, purchase)
 	}
-	g.after = running
-	// The index of next expiries follows the account, in this transaction
-	// (room for its two items is kept: indexReserve).
-	g.items = append(g.items, l.expiryIndexItems(acct, g.after)...)
-	// A recorded refusal rests on the whole account as read, its status
-	// too: a refusal on a frozen account must not be recorded after an
-	// unfreeze, which moves no version.
-	cond := accountCondition(acct, needsActive || g.recorded > 0, need)
-	if len(g.members) > 0 {
-		g.items[0] = types.TransactWriteItem{Update: accountUpdate(l.table, acct, g.after, cond)}
-	} else {
-		g.items[0] = types.TransactWriteItem{ConditionCheck: accountCheck(l.table, acct, cond)}
-	}
-	return g
-}
-
-func isOpen(acct ledger.Account, holdRequestID string) bool {
-	_, ok := acct.Hold(holdRequestID)
-	return ok
-}
-
-// seen is what a commit read that stays true while it tries its groups
-// again: request records of refunds' purchases (records never change) and
-// the states of resolved holds (a hold resolves once).
-type seen struct {
-	purchases map[string]requestRecord
-	resolved  map[string]ledger.HoldState
-}
-
-// groupHolds are the holds a group's entries made or resolved: a
-// transaction may write a hold's record once, and a capture or a void of
-// a hold its group resolved must be refused as the group leaves it.
-type groupHolds struct {
-	made     map[string]bool
-	resolved map[string]ledger.HoldState
-}
-
-// note notes what e does to a hold.
-func (h groupHolds) note(e ledger.Entry) {
-	switch {
-	case e.Type == ledger.EntryHold:
-		h.made[e.RequestID] = true
-	case e.HoldRequestID != "":
-		h.resolved[e.HoldRequestID] = ledger.ResolvedHold(ledger.Hold{}, e).State
-	}
-}
-
-// putEntry gives e its id and adds its put to the group, as one of p's
-// entries, with what it does to its hold's record: a HOLD puts it, a
-// CAPTURE or a RELEASE resolves the hold it resolves of acct, the account
-// it was decided on. It returns e with its id.
-func (l *Ledger) putEntry(g *group, p *planned, e ledger.Entry, acct ledger.Account, now time.Time) ledger.Entry {
-	e.ID = l.newID(now)
-	p.puts = append(p.puts, len(g.items))
-	g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-		TableName:           &l.table,
-		Item:                entryItem(e),
-		ConditionExpression: aws.String("attribute_not_exists(PK)"),
-	}})
-	switch {
-	case e.Type == ledger.EntryHold:
-		p.holds = append(p.holds, len(g.items))
-		g.items = append(g.items, types.TransactWriteItem{Put: &types.Put{
-			TableName:           &l.table,
-			Item:                holdItem(ledger.HoldOf(e)),
-			ConditionExpression: aws.String("attribute_not_exists(PK)"),
-		}})
-	case e.HoldRequestID != "":
-		h, _ := acct.Hold(e.HoldRequestID)
-		p.holds = append(p.holds, len(g.items))
-		g.items = append(g.items, types.TransactWriteItem{Update: holdResolveUpdate(l.table, ledger.ResolvedHold(h, e))})
-	}
-	return e
-}
-
-// entryItems is how many items entries take in a transaction: each its
-// own, and a HOLD, CAPTURE or RELEASE its hold's record too.
-func entryItems(entries []ledger.Entry) int {
-	n := len(entries)
-	for _, e := range entries {
-		if e.Type == ledger.EntryHold || e.HoldRequestID != "" {
-			n++
-		}
-	}
-	return n
-}
-
-// indexReserve is the room a group keeps for the index of next expiries:
-// the old item's delete and the new one's put.
-const indexReserve = 2
-
-// foldTo returns the sum of c's user's entries up to version, read
-// consistently; a retry of c reads only the entries it has not summed.
-func (l *Ledger) foldTo(ctx context.Context, c *call, version int64) (decimal.Decimal, error) {
-	if c.fold == nil || c.fold.version > version {
-		c.fold = &fold{}
-	}
-	if c.fold.version < version {
-		entries, err := l.EntriesAfter(ctx, c.m.UserID, c.fold.version, int(min(version-c.fold.version, math.MaxInt32)))
-		if err != nil {
-			return decimal.Decimal{}, fmt.Errorf("sum the entries an adjustment explains: %w", err)
-		}
-		for _, e := range entries {
-			c.fold.sum = c.fold.sum.Add(e.Amount)
-			c.fold.version = e.Version
-		}
-		if c.fold.version != version {
-			return decimal.Decimal{}, fmt.Errorf("sum the entries of %q to version %d: the ledger has entries to %d only", c.m.UserID, version, c.fold.version)
-		}
-	}
-	return c.fold.sum, nil
-}
-
-// decodeCancel settles the calls of a cancelled group that the reasons
-// decide: a taken request record (a replay, or ALREADY_EXISTS), for a
-// member or a refusal alike. A failed refund cap settles nothing but is
-// progress too: another refund of the purchase committed since it was
-// read, and the refund, planned again on the purchase as it is now, fits or
-// is refused (and recorded) by the domain. It
-// returns how many calls it settled or learnt about; else the cause to
-// retry on (a race), or an error for a failure it cannot explain.
-func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason) (settled int, retry, unexplained error) {
-	code := func(i int) string {
-		if i >= 0 && i < len(reasons) && reasons[i].Code != nil {
-			return *reasons[i].Code
-		}
-		return ""
-	}
-	// taken answers c, whose request record at item i was taken, and the
-	// repeats of c's request in the group, from the record that is there.
-	taken := func(c *call, i int) {
-		rec, err := decodeRequest(reasons[i].Item)
-		if err != nil {
-			// No usable old item came back: read the record itself.
-			c.finish(l.refuse(ctx, c.m, fmt.Errorf("request record of %q reported taken but not found", c.m.RequestID)))
-			return
-		}
-		c.finish(l.replay(ctx, c.m, rec))
-		for _, r := range g.repeats {
-			if r.c.m.RequestID == c.m.RequestID && !isDone(r.c) {
-				r.c.finish(l.replay(ctx, r.c.m, rec))
-			}
-		}
-	}
-	for _, p := range g.members {
-		m := p.c.m
-		switch {
-		case code(p.request) == "ConditionalCheckFailed":
-			taken(p.c, p.request)
-			settled++
-		case code(p.cap) == "ConditionalCheckFailed":
-			// Planned on the refunded amount it read, it failed only if
-			// another refund committed since: planned again on the purchase
-			// as it is now, it fits or is refused (and recorded).
-			refunded, err := l.refundedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
-			switch {
-			case err != nil:
-				p.c.finish(ledger.Result{}, err)
-			case !refunded.GreaterThan(p.purchase.Refunded):
-				p.c.finish(ledger.Result{}, fmt.Errorf("refund cap of purchase %q failed at %s refunded, which allows the refund", m.PurchaseRequestID, refunded))
-			}
-			settled++
-		}
-	}
-	for _, r := range g.refused {
-		if code(r.record) == "ConditionalCheckFailed" {
-			taken(r.c, r.record)
-			settled++
-		}
-	}
-	if settled > 0 {
-		return settled, nil, nil
-	}
-	for i := range reasons {
-		switch code(i) {
-		case "TransactionConflict":
-			return 0, fmt.Errorf("%w: item %d: %s", errConflict, i, code(i)), nil
-		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i)), nil
-		}
-	}
-	if code(0) == "ConditionalCheckFailed" {
-		old, ok, err := decodeAccount(reasons[0].Item)
-		if err != nil {
-			return 0, nil, err
-		}
-		if ok != (g.before.Version > 0) || (ok && !sameAccount(old, g.before)) {
-			return 0, fmt.Errorf("%w: account moved from version %d", errRetry, g.before.Version), nil
-		}
-		// The account is as planned, yet its condition failed: the store
-		// did not say which other item failed. Each call with a record in
-		// the group checks it before this becomes an error.
-		return 0, nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
-	}
-	for _, p := range g.members {
-		for _, i := range p.puts {
-			if code(i) == "ConditionalCheckFailed" {
-				return 0, fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
-			}
-		}
-		for _, i := range p.holds {
-			// The account, as planned, holds the hold open, and its record
-			// is not HELD (or not there): no race explains that, only a
-			// ledger changed behind its back, which the audit reports.
-			if code(i) == "ConditionalCheckFailed" {
-				return 0, nil, fmt.Errorf("hold record of user %q at item %d is not the open hold the account holds: reconcile", g.before.UserID, i)
-			}
-		}
-	}
-	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
-}
-
-// refundedOf is what the purchase at version has refunded: from old, the
-// purchase as a failed condition returned it, or else read.
-func (l *Ledger) refundedOf(ctx context.Context, user string, version int64, old map[string]types.AttributeValue) (decimal.Decimal, error) {
-	e, ok, err := decodeEntry(old)
-	if err != nil || !ok {
-		if e, ok, err = l.entry(ctx, user, version); err != nil {
-			return decimal.Decimal{}, err
-		}
-	}
-	if !ok || !e.Type.Refundable() {
-		return decimal.Decimal{}, fmt.Errorf("refund cap of entry %d of %q failed: it is no purchase", version, user)
-	}
-	return e.RefundedAmount, nil
-}
-
-// errRetry marks an attempt that lost a race and may simply be tried again;
-// errThrottled one that DynamoDB refused for capacity;
-// errConflict one that DynamoDB cancelled for a concurrent transaction.
-var (
-	errRetry     = errors.New("retry")
-	errThrottled = fmt.Errorf("%w: throttled", errRetry)
-	errConflict  = fmt.Errorf("%w: conflict", errRetry)
-)
-
-// retryReason names the race that retry lost, for the Observer.
-func retryReason(retry error) string {
-	switch {
-	case errors.Is(retry, errConflict):
-		return RetryTransactionConflict
-	case errors.Is(retry, errThrottled):
-		return RetryThrottled
-	}
-	return RetryVersionMoved
+	return t.close()
 }
 
 func giveUp(cause error, attempts int) error {
@@ -910,179 +468,6 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	return res, nil
 }
 
-// condition is a condition expression with its names and values.
-type condition struct {
-	expr   string
-	names  map[string]string
-	values map[string]types.AttributeValue
-}
-
-// accountCondition holds only for the account a group was planned on: no
-// account for a new user, else the version and the balance (a balance
-// changed without a new version, what reconciliation reports, must not be
-// overwritten from a cache) and what is held, if anything is, the status
-// if withStatus (a group that spends on purchases, or records a refusal),
-// and a balance that leaves what is available covering the group's debits
-// and holds at every step (need).
-func accountCondition(before ledger.Account, withStatus bool, need decimal.Decimal) condition {
-	if before.Version == 0 {
-		return condition{expr: "attribute_not_exists(PK)"}
-	}
-	c := condition{
-		expr: "version = :expected AND balance = :before",
-		values: map[string]types.AttributeValue{
-			":expected": numInt(before.Version),
-			":before":   num(before.Balance),
-		},
-	}
-	if len(before.Holds) > 0 || !before.Held.IsZero() {
-		c.expr += " AND held = :held"
-		c.values[":held"] = num(before.Held)
-	}
-	if withStatus {
-		c.expr += " AND #status = :status"
-		c.names = map[string]string{"#status": "status"} // a reserved word
-		c.values[":status"] = str(string(before.Status))
-	}
-	if need.IsPositive() {
-		c.expr += " AND balance >= :need"
-		c.values[":need"] = num(need)
-	}
-	return c
-}
-
-// accountUpdate moves the aggregate from before to after under cond (see
-// accountCondition).
-func accountUpdate(table string, before, after ledger.Account, cond condition) *types.Update {
-	values := map[string]types.AttributeValue{
-		":balance": num(after.Balance),
-		":version": numInt(after.Version),
-		":now":     str(formatTime(after.UpdateTime)),
-	}
-	maps.Copy(values, cond.values)
-	names := cond.names
-	set := []string{"balance = :balance", "version = :version", "update_time = :now"}
-	var remove []string
-	// The expiring buckets, and what is held: written only when there are
-	// some (or were), so that an account whose points never expire and
-	// that never holds updates as few attributes as it ever did. (Not by
-	// NextExpiry, which holds count in.)
-	switch {
-	case expires(after.Buckets):
-		set = append(set, "buckets = :buckets")
-		values[":buckets"] = bucketsItem(after.Buckets)
-	case expires(before.Buckets):
-		remove = append(remove, "buckets")
-	}
-	switch {
-	case len(after.Holds) > 0 && !sameHolds(before, after):
-		set = append(set, "held = :heldAfter", "holds = :holds")
-		values[":heldAfter"] = num(after.Held)
-		values[":holds"] = holdsItem(after.Holds)
-	case len(after.Holds) == 0 && len(before.Holds) > 0:
-		remove = append(remove, "held", "holds")
-	}
-
-	if before.Version == 0 {
-		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
-		names = map[string]string{"#status": "status"}
-		values[":user"] = str(after.UserID)
-		values[":active"] = str(string(ledger.StatusActive))
-	}
-	update := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		update += " REMOVE " + strings.Join(remove, ", ")
-	}
-	return &types.Update{
-		TableName:                           &table,
-		Key:                                 accountKey(after.UserID),
-		UpdateExpression:                    &update,
-		ConditionExpression:                 &cond.expr,
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-}
-
-// expires says whether any of bs expires.
-func expires(bs []ledger.Bucket) bool {
-	return slices.ContainsFunc(bs, func(b ledger.Bucket) bool { return !b.Expire.IsZero() })
-}
-
-// sameHolds says whether a and b hold the same open holds (a hold never
-// changes while open).
-func sameHolds(a, b ledger.Account) bool {
-	return a.Held.Equal(b.Held) && slices.EqualFunc(a.Holds, b.Holds, func(x, y ledger.Hold) bool { return x.RequestID == y.RequestID })
-}
-
-// accountCheck holds a group of refusals alone to the account they were
-// decided on: cond (see accountCondition), and no change.
-func accountCheck(table string, before ledger.Account, cond condition) *types.ConditionCheck {
-	return &types.ConditionCheck{
-		TableName:                           &table,
-		Key:                                 accountKey(before.UserID),
-		ConditionExpression:                 &cond.expr,
-		ExpressionAttributeNames:            cond.names,
-		ExpressionAttributeValues:           cond.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-}
-
-// purchaseRefundUpdate adds a refund to its purchase, guarded so that the
-// refunds never sum to more than the purchase (DynamoDB conditions cannot
-// add, so the cap is precomputed: refunded_amount <= purchase amount -
-// refund) and that the purchase's refunded amount is the one the refund was
-// planned on, which decided the buckets it gives back to.
-func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecord) *types.Update {
-	return &types.Update{
-		TableName:           &table,
-		Key:                 entryKey(m.UserID, purchase.Version),
-		UpdateExpression:    aws.String("SET refunded_amount = refunded_amount + :refund"),
-		ConditionExpression: aws.String("#type = :purchase AND refunded_amount = :read AND refunded_amount <= :cap"),
-		ExpressionAttributeNames: map[string]string{
-			"#type": "type",
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":refund":   num(m.Amount),
-			":purchase": str(string(purchase.Type)), // a purchase or a capture
-			":read":     num(purchase.Refunded),
-			":cap":      num(purchase.Amount.Sub(m.Amount)),
-		},
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-}
-
-// holdResolveUpdate writes that hold h resolved (ledger.ResolvedHold):
-// only if its record is still HELD, so that a hold resolves once even were
-// the account's condition wrong.
-func holdResolveUpdate(table string, h ledger.Hold) *types.Update {
-	set := "SET #state = :state, resolve_version = :version"
-	values := map[string]types.AttributeValue{
-		":state":   str(string(h.State)),
-		":version": numInt(h.ResolveVersion),
-		":held":    str(string(ledger.HoldHeld)),
-		":id":      str(h.RequestID),
-	}
-	if h.State == ledger.HoldCaptured {
-		set += ", captured_amount = :captured"
-		values[":captured"] = num(h.CapturedAmount)
-	}
-	return &types.Update{
-		TableName:                           &table,
-		Key:                                 holdKey(h.UserID, h.Version),
-		UpdateExpression:                    &set,
-		ConditionExpression:                 aws.String("#state = :held AND request_id = :id"),
-		ExpressionAttributeNames:            map[string]string{"#state": "state"}, // a reserved word
-		ExpressionAttributeValues:           values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-}
-
-// sameAccount says whether two reads of an aggregate show the same state.
-func sameAccount(a, b ledger.Account) bool {
-	return a.Version == b.Version && a.Status == b.Status && a.Balance.Equal(b.Balance)
-}
-
 func finishAll(calls []*call, err error) {
 	for _, c := range calls {
 		if !isDone(c) {
@@ -1141,12 +526,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func codes(reasons []types.CancellationReason) []string {
-	out := make([]string, len(reasons))
-	for i, r := range reasons {
-		out[i] = aws.ToString(r.Code)
-	}
-	return out
 }

@@ -107,9 +107,9 @@ func (u *userHistory) apply(e ledger.Entry) {
 
 // List returns a page of user's history and the next page's token ("" on
 // the last page), checked and paged as every history is
-// (pagetoken.Codec.History).
+// (pagetoken.List).
 func (h *History) List(_ context.Context, user string, q ledger.HistoryQuery) ([]ledger.Entry, string, error) {
-	return h.tokens.History(user, q, func(q ledger.HistoryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
+	return pagetoken.List(h.tokens, user, q, func(q ledger.HistoryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		u, ok := h.users[user]
@@ -120,12 +120,12 @@ func (h *History) List(_ context.Context, user string, q ledger.HistoryQuery) ([
 		n := len(u.items)
 		for i := 0; i < n && len(out) < w.Limit; i++ {
 			e := u.items[i]
-			if !w.OldestFirst {
+			if !q.OldestFirst {
 				e = u.items[n-1-i]
 			}
 			switch {
-			case w.OldestFirst && e.Version <= w.After,
-				!w.OldestFirst && w.Before > 0 && e.Version >= w.Before,
+			case q.OldestFirst && e.Version <= w.After,
+				!q.OldestFirst && w.Before > 0 && e.Version >= w.Before,
 				len(q.Types) > 0 && !slices.Contains(q.Types, e.Type),
 				!q.Start.IsZero() && e.CreateTime.Before(q.Start),
 				!q.End.IsZero() && !e.CreateTime.Before(q.End):

@@ -162,7 +162,7 @@ func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
 
 // Holds pages through a user's holds in version order.
 func (s *Store) Holds(_ context.Context, id string, q ledger.HoldQuery) ([]ledger.Hold, string, error) {
-	return s.tokens.Holds(id, q, func(q ledger.HoldQuery, after int64, limit int) ([]ledger.Hold, error) {
+	return pagetoken.List(s.tokens, id, q, func(q ledger.HoldQuery, w pagetoken.Window) ([]ledger.Hold, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		u, ok := s.users[id]
@@ -172,10 +172,10 @@ func (s *Store) Holds(_ context.Context, id string, q ledger.HoldQuery) ([]ledge
 		now := s.now()
 		var out []ledger.Hold
 		for _, h := range slices.SortedFunc(maps.Values(u.holds), func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) }) {
-			if len(out) == limit {
+			if len(out) == w.Limit {
 				break
 			}
-			if h.Version > after && q.Matches(h, now) {
+			if h.Version > w.After && q.Matches(h, now) {
 				out = append(out, h)
 			}
 		}
@@ -206,11 +206,13 @@ func (s *Store) EntriesAfter(_ context.Context, id string, after int64, limit in
 	return slices.Clone(es[:min(len(es), limit)]), nil
 }
 
-// Entries returns up to pageSize entries of user in version order, after
-// the position in token, and the next page's token ("" on the last page):
-// ListEntries, paged as every store pages (pagetoken.Codec.Entries).
-func (s *Store) Entries(ctx context.Context, user string, pageSize int, token string) ([]ledger.Entry, string, error) {
-	return s.tokens.Entries(ctx, s.EntriesAfter, user, pageSize, token)
+// Entries returns a page of user's entries in version order, as q asks for
+// it, and the next page's token ("" on the last page): ListEntries, paged
+// as every store pages (pagetoken.List).
+func (s *Store) Entries(ctx context.Context, user string, q ledger.EntryQuery) ([]ledger.Entry, string, error) {
+	return pagetoken.List(s.tokens, user, q, func(_ ledger.EntryQuery, w pagetoken.Window) ([]ledger.Entry, error) {
+		return s.EntriesAfter(ctx, user, w.After, w.Limit)
+	})
 }
 
 // Users returns the users with entries, in order.

@@ -63,7 +63,7 @@ func TestEntriesPages(t *testing.T) {
 			if pages > 7 {
 				t.Fatalf("page size %d: more pages than entries", size)
 			}
-			page, next, err := s.Entries(ctx, "u1", size, token)
+			page, next, err := s.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: size, PageToken: token}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +80,7 @@ func TestEntriesPages(t *testing.T) {
 		}
 	}
 
-	_, next, err := s.Entries(ctx, "u1", 2, "")
+	_, next, err := s.Entries(ctx, "u1", ledger.EntryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil || next == "" {
 		t.Fatalf("a first page of 2: %q, %v", next, err)
 	}
@@ -108,12 +108,12 @@ func TestEntriesPages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, _, err := s.Entries(ctx, tt.user, tt.pageSize, tt.token); ledger.ReasonOf(err) != tt.reason {
+			if _, _, err := s.Entries(ctx, tt.user, ledger.EntryQuery{Page: ledger.Page{PageSize: tt.pageSize, PageToken: tt.token}}); ledger.ReasonOf(err) != tt.reason {
 				t.Errorf("err = %v, want %s", err, tt.reason)
 			}
 		})
 	}
-	if page, next, err := s.Entries(ctx, "nobody", 0, ""); err != nil || len(page) != 0 || next != "" {
+	if page, next, err := s.Entries(ctx, "nobody", ledger.EntryQuery{}); err != nil || len(page) != 0 || next != "" {
 		t.Errorf("entries of a user without any: %v, %q, %v", page, next, err)
 	}
 }
@@ -165,7 +165,7 @@ func TestHistoryListsLikeTheProjection(t *testing.T) {
 	t.Parallel()
 	_, h, _ := historyFixture(t)
 	ctx := context.Background()
-	oldest := listAll(t, h, "u1", ledger.HistoryQuery{OldestFirst: true, PageSize: ledger.MaxPageSize})
+	oldest := listAll(t, h, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: ledger.MaxPageSize}, OldestFirst: true})
 	if len(oldest) != 23 {
 		t.Fatalf("%d items, want 23", len(oldest))
 	}
@@ -189,17 +189,17 @@ func TestHistoryListsLikeTheProjection(t *testing.T) {
 		q    ledger.HistoryQuery
 		want []int64
 	}{
-		{name: "newest first, pages of 1", q: ledger.HistoryQuery{PageSize: 1}, want: seq(23, 1)},
-		{name: "newest first, pages of 7", q: ledger.HistoryQuery{PageSize: 7}, want: seq(23, 1)},
-		{name: "oldest first, pages of 7", q: ledger.HistoryQuery{PageSize: 7, OldestFirst: true}, want: seq(1, 23)},
+		{name: "newest first, pages of 1", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 1}}, want: seq(23, 1)},
+		{name: "newest first, pages of 7", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 7}}, want: seq(23, 1)},
+		{name: "oldest first, pages of 7", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 7}, OldestFirst: true}, want: seq(1, 23)},
 		{name: "the default page", q: ledger.HistoryQuery{}, want: seq(23, 1)},
 		{name: "grants", q: ledger.HistoryQuery{Types: []ledger.EntryType{ledger.EntryGrant}}, want: []int64{1}},
-		{name: "purchases, pages of 5", q: ledger.HistoryQuery{Types: []ledger.EntryType{ledger.EntryPurchase}, PageSize: 5},
+		{name: "purchases, pages of 5", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 5}, Types: []ledger.EntryType{ledger.EntryPurchase}},
 			want: []int64{22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2}},
-		{name: "refunds and grants, oldest first", q: ledger.HistoryQuery{Types: []ledger.EntryType{ledger.EntryRefund, ledger.EntryGrant}, PageSize: 4, OldestFirst: true},
+		{name: "refunds and grants, oldest first", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 4}, Types: []ledger.EntryType{ledger.EntryRefund, ledger.EntryGrant}, OldestFirst: true},
 			want: []int64{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}},
-		{name: "a window [v11, v16)", q: ledger.HistoryQuery{Start: at(11), End: at(16), OldestFirst: true, PageSize: 2}, want: seq(11, 15)},
-		{name: "a window newest first", q: ledger.HistoryQuery{Start: at(11), End: at(16), PageSize: 2}, want: seq(15, 11)},
+		{name: "a window [v11, v16)", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 2}, Start: at(11), End: at(16), OldestFirst: true}, want: seq(11, 15)},
+		{name: "a window newest first", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: 2}, Start: at(11), End: at(16)}, want: seq(15, 11)},
 		{name: "start a nanosecond after an entry", q: ledger.HistoryQuery{Start: at(11).Add(time.Nanosecond), End: at(13), OldestFirst: true}, want: []int64{12}},
 		{name: "end a nanosecond after an entry", q: ledger.HistoryQuery{Start: at(11), End: at(13).Add(time.Nanosecond), OldestFirst: true}, want: seq(11, 13)},
 		{name: "only a start", q: ledger.HistoryQuery{Start: at(21)}, want: seq(23, 21)},
@@ -230,7 +230,7 @@ func TestHistoryListsLikeTheProjection(t *testing.T) {
 		t.Errorf("state = %+v, %v; want version 23, balance 1000-55+11 = 956, spent 55, refunded 11", st, err)
 	}
 
-	_, next, err := h.List(ctx, "u1", ledger.HistoryQuery{PageSize: 2})
+	_, next, err := h.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil || next == "" {
 		t.Fatalf("a first page of 2: %q, %v", next, err)
 	}
@@ -240,14 +240,14 @@ func TestHistoryListsLikeTheProjection(t *testing.T) {
 		q      ledger.HistoryQuery
 		reason string
 	}{
-		{name: "token with other filters", user: "u1", q: ledger.HistoryQuery{PageToken: next, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token with another type", user: "u1", q: ledger.HistoryQuery{PageToken: next, Types: []ledger.EntryType{ledger.EntryGrant}}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token of another user", user: "u2", q: ledger.HistoryQuery{PageToken: next}, reason: ledger.ReasonInvalidPageToken},
-		{name: "garbage token", user: "u1", q: ledger.HistoryQuery{PageToken: "zzz"}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token of ListEntries", user: "u1", q: ledger.HistoryQuery{PageToken: h.tokens.Encode(3, pagetoken.EntriesRead, "u1")}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token with the key, before version 1, newest first", user: "u1", q: ledger.HistoryQuery{PageToken: h.tokens.Encode(1, pagetoken.HistoryScope("u1", ledger.HistoryQuery{})...)}, reason: ledger.ReasonInvalidPageToken},
-		{name: "token with the key, at the largest version", user: "u1", q: ledger.HistoryQuery{OldestFirst: true, PageToken: h.tokens.Encode(math.MaxInt64, pagetoken.HistoryScope("u1", ledger.HistoryQuery{OldestFirst: true})...)}, reason: ledger.ReasonInvalidPageToken},
-		{name: "negative page size", user: "u1", q: ledger.HistoryQuery{PageSize: -1}, reason: ledger.ReasonInvalidPageSize},
+		{name: "token with other filters", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: next}, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with another type", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: next}, Types: []ledger.EntryType{ledger.EntryGrant}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of another user", user: "u2", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: next}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "garbage token", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: "zzz"}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token of ListEntries", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: h.tokens.Encode(3, pagetoken.EntriesRead, "u1")}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, before version 1, newest first", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: h.tokens.Encode(1, pagetoken.HistoryScope("u1", ledger.HistoryQuery{})...)}}, reason: ledger.ReasonInvalidPageToken},
+		{name: "token with the key, at the largest version", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageToken: h.tokens.Encode(math.MaxInt64, pagetoken.HistoryScope("u1", ledger.HistoryQuery{OldestFirst: true})...)}, OldestFirst: true}, reason: ledger.ReasonInvalidPageToken},
+		{name: "negative page size", user: "u1", q: ledger.HistoryQuery{Page: ledger.Page{PageSize: -1}}, reason: ledger.ReasonInvalidPageSize},
 		{name: "end before start", user: "u1", q: ledger.HistoryQuery{Start: at(5), End: at(4)}, reason: ledger.ReasonInvalidFilter},
 		{name: "unknown type", user: "u1", q: ledger.HistoryQuery{Types: []ledger.EntryType{"BONUS"}}, reason: ledger.ReasonInvalidFilter},
 		{name: "no user", user: "", reason: ledger.ReasonInvalidUserID},
@@ -357,7 +357,7 @@ func TestSnapshotChangesOnEveryWrite(t *testing.T) {
 		{name: "reads", call: func() error {
 			_, err := s.Balance(ctx, "u")
 			if err == nil {
-				_, _, err = s.Entries(ctx, "u", 0, "")
+				_, _, err = s.Entries(ctx, "u", ledger.EntryQuery{})
 			}
 			return err
 		}},

@@ -1,0 +1,163 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Decoding a cancelled transaction (the last step of the write path, see
+// write.go): which calls its reasons answer, and which race to retry on.
+
+// decodeCancel settles the calls of a cancelled group that the reasons
+// decide: a taken request record (a replay, or ALREADY_EXISTS), for a
+// member or a refusal alike. A failed refund cap settles nothing but is
+// progress too: another refund of the purchase committed since it was
+// read, and the refund, planned again on the purchase as it is now, fits or
+// is refused (and recorded) by the domain. It
+// returns how many calls it settled or learnt about; else the cause to
+// retry on (a race), or an error for a failure it cannot explain.
+func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason) (settled int, retry, unexplained error) {
+	code := func(i int) string {
+		if i >= 0 && i < len(reasons) && reasons[i].Code != nil {
+			return *reasons[i].Code
+		}
+		return ""
+	}
+	// taken answers c, whose request record at item i was taken, and the
+	// repeats of c's request in the group, from the record that is there.
+	taken := func(c *call, i int) {
+		rec, err := decodeRequest(reasons[i].Item)
+		if err != nil {
+			// No usable old item came back: read the record itself.
+			c.finish(l.refuse(ctx, c.m, fmt.Errorf("request record of %q reported taken but not found", c.m.RequestID)))
+			return
+		}
+		c.finish(l.replay(ctx, c.m, rec))
+		for _, r := range g.repeats {
+			if r.c.m.RequestID == c.m.RequestID && !isDone(r.c) {
+				r.c.finish(l.replay(ctx, r.c.m, rec))
+			}
+		}
+	}
+	for _, p := range g.members {
+		m := p.c.m
+		switch {
+		case code(p.request) == "ConditionalCheckFailed":
+			taken(p.c, p.request)
+			settled++
+		case code(p.cap) == "ConditionalCheckFailed":
+			// Planned on the refunded amount it read, it failed only if
+			// another refund committed since: planned again on the purchase
+			// as it is now, it fits or is refused (and recorded).
+			refunded, err := l.refundedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
+			switch {
+			case err != nil:
+				p.c.finish(ledger.Result{}, err)
+			case !refunded.GreaterThan(p.purchase.Refunded):
+				p.c.finish(ledger.Result{}, fmt.Errorf("refund cap of purchase %q failed at %s refunded, which allows the refund", m.PurchaseRequestID, refunded))
+			}
+			settled++
+		}
+	}
+	for _, r := range g.refused {
+		if code(r.record) == "ConditionalCheckFailed" {
+			taken(r.c, r.record)
+			settled++
+		}
+	}
+	if settled > 0 {
+		return settled, nil, nil
+	}
+	for i := range reasons {
+		switch code(i) {
+		case "TransactionConflict":
+			return 0, fmt.Errorf("%w: item %d: %s", errConflict, i, code(i)), nil
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i)), nil
+		}
+	}
+	if code(0) == "ConditionalCheckFailed" {
+		old, ok, err := decodeAccount(reasons[0].Item)
+		if err != nil {
+			return 0, nil, err
+		}
+		if ok != (g.before.Version > 0) || (ok && !sameAccount(old, g.before)) {
+			return 0, fmt.Errorf("%w: account moved from version %d", errRetry, g.before.Version), nil
+		}
+		// The account is as planned, yet its condition failed: the store
+		// did not say which other item failed. Each call with a record in
+		// the group checks it before this becomes an error.
+		return 0, nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
+	}
+	for _, p := range g.members {
+		for _, i := range p.puts {
+			if code(i) == "ConditionalCheckFailed" {
+				return 0, fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
+			}
+		}
+		for _, i := range p.holds {
+			// The account, as planned, holds the hold open, and its record
+			// is not HELD (or not there): no race explains that, only a
+			// ledger changed behind its back, which the audit reports.
+			if code(i) == "ConditionalCheckFailed" {
+				return 0, nil, fmt.Errorf("hold record of user %q at item %d is not the open hold the account holds: reconcile", g.before.UserID, i)
+			}
+		}
+	}
+	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
+}
+
+// refundedOf is what the purchase at version has refunded: from old, the
+// purchase as a failed condition returned it, or else read.
+func (l *Ledger) refundedOf(ctx context.Context, user string, version int64, old map[string]types.AttributeValue) (decimal.Decimal, error) {
+	e, ok, err := decodeEntry(old)
+	if err != nil || !ok {
+		if e, ok, err = l.entry(ctx, user, version); err != nil {
+			return decimal.Decimal{}, err
+		}
+	}
+	if !ok || !e.Type.Refundable() {
+		return decimal.Decimal{}, fmt.Errorf("refund cap of entry %d of %q failed: it is no purchase", version, user)
+	}
+	return e.RefundedAmount, nil
+}
+
+// errRetry marks an attempt that lost a race and may simply be tried again;
+// errThrottled one that DynamoDB refused for capacity;
+// errConflict one that DynamoDB cancelled for a concurrent transaction.
+var (
+	errRetry     = errors.New("retry")
+	errThrottled = fmt.Errorf("%w: throttled", errRetry)
+	errConflict  = fmt.Errorf("%w: conflict", errRetry)
+)
+
+// retryReason names the race that retry lost, for the Observer.
+func retryReason(retry error) string {
+	switch {
+	case errors.Is(retry, errConflict):
+		return RetryTransactionConflict
+	case errors.Is(retry, errThrottled):
+		return RetryThrottled
+	}
+	return RetryVersionMoved
+}
+
+// sameAccount says whether two reads of an aggregate show the same state.
+func sameAccount(a, b ledger.Account) bool {
+	return a.Version == b.Version && a.Status == b.Status && a.Balance.Equal(b.Balance)
+}
+
+func codes(reasons []types.CancellationReason) []string {
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = aws.ToString(r.Code)
+	}
+	return out
+}
