@@ -56,21 +56,34 @@ func TestMakeChromium(t *testing.T) {
 		t.Skip("make chromium compares versions with dpkg --compare-versions, and this system has no dpkg")
 	}
 	minimum := makefileVar(t, "CHROMIUM_MIN_VERSION")
+	for _, tc := range chromiumCases(minimum) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runChromiumCase(t, tc)
+		})
+	}
+}
+
+// chromiumCase is a state of the fake Debian and what make chromium must do
+// in it.
+type chromiumCase struct {
+	name        string
+	state       map[string]string // files of $FAKE_APT_STATE
+	env         []string
+	wantErr     bool
+	wantOut     []string // in what make printed
+	wantAptGet  []string // apt-get's calls, in order
+	wantNoPrint string   // not in what make printed
+}
+
+func chromiumCases(minimum string) []chromiumCase {
 	const (
 		offered = "156.0.8078.108-1~deb12u1" // not what any exact pin named
 		older   = "150.0.7871.100-1~deb12u1" // bookworm's own, below the minimum
 		stale   = "148.0.7778.167-1~deb12u1" // what stale lists offered
 	)
 	installOffered := "install -y -qq --no-install-recommends chromium=" + offered + " chromium-common=" + offered
-	for _, tc := range []struct {
-		name        string
-		state       map[string]string // files of $FAKE_APT_STATE
-		env         []string
-		wantErr     bool
-		wantOut     []string // in what make printed
-		wantAptGet  []string // apt-get's calls, in order
-		wantNoPrint string   // not in what make printed
-	}{
+	return []chromiumCase{
 		{
 			name:       "the mirror offers a newer build than any pin",
 			state:      map[string]string{"uid": "0", "candidate": offered},
@@ -132,32 +145,32 @@ func TestMakeChromium(t *testing.T) {
 			wantOut:    []string{"chromium: using other-chrome, from CHROMIUM: Google Chrome 157.0.7000.1"},
 			wantAptGet: nil,
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			state := t.TempDir()
-			for name, content := range tc.state {
-				if err := os.WriteFile(filepath.Join(state, name), []byte(content), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			out, err := runMake(t, clone(t), fakeBin(t, fakeDebian), append(tc.env, "FAKE_APT_STATE="+state), "chromium")
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("make chromium: %v, want an error: %v; it said:\n%s", err, tc.wantErr, out)
-			}
-			for _, want := range tc.wantOut {
-				if !strings.Contains(out, want) {
-					t.Errorf("make chromium said:\n%s\nwant it to say %q", out, want)
-				}
-			}
-			if tc.wantNoPrint != "" && strings.Contains(out, tc.wantNoPrint) {
-				t.Errorf("make chromium said:\n%s\nwant nothing with %q", out, tc.wantNoPrint)
-			}
-			got := readLines(t, filepath.Join(state, "apt-get.log"))
-			if strings.Join(got, "\n") != strings.Join(tc.wantAptGet, "\n") {
-				t.Errorf("apt-get was called with\n%q\nwant\n%q", got, tc.wantAptGet)
-			}
-		})
+	}
+}
+
+func runChromiumCase(t *testing.T, tc chromiumCase) {
+	t.Helper()
+	state := t.TempDir()
+	for name, content := range tc.state {
+		if err := os.WriteFile(filepath.Join(state, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runMake(t, clone(t), fakeBin(t, fakeDebian), append(tc.env, "FAKE_APT_STATE="+state), "chromium")
+	if (err != nil) != tc.wantErr {
+		t.Fatalf("make chromium: %v, want an error: %v; it said:\n%s", err, tc.wantErr, out)
+	}
+	for _, want := range tc.wantOut {
+		if !strings.Contains(out, want) {
+			t.Errorf("make chromium said:\n%s\nwant it to say %q", out, want)
+		}
+	}
+	if tc.wantNoPrint != "" && strings.Contains(out, tc.wantNoPrint) {
+		t.Errorf("make chromium said:\n%s\nwant nothing with %q", out, tc.wantNoPrint)
+	}
+	got := readLines(t, filepath.Join(state, "apt-get.log"))
+	if strings.Join(got, "\n") != strings.Join(tc.wantAptGet, "\n") {
+		t.Errorf("apt-get was called with\n%q\nwant\n%q", got, tc.wantAptGet)
 	}
 }
 

@@ -65,10 +65,6 @@ const public = "93.184.216.34" // never dialed: the tests' dialer refuses it
 
 func TestURLPolicyCheck(t *testing.T) {
 	t.Parallel()
-	strict := URLPolicy{}
-	dev := URLPolicy{AllowHTTP: true, AllowLoopback: true}
-	inside := URLPolicy{AllowPrivate: true}
-	open := URLPolicy{AllowHTTP: true, AllowLoopback: true, AllowPrivate: true}
 	names := map[string][]string{
 		"hooks.example.com":    {public, "2606:2800:220:1::1"},
 		"localhost":            {"127.0.0.1", "::1"},
@@ -78,12 +74,47 @@ func TestURLPolicyCheck(t *testing.T) {
 		"mapped.example.com":   {"::ffff:10.0.0.1"},
 		"empty.example.com":    {},
 	}
-	tests := []struct {
-		name   string
-		policy URLPolicy
-		url    string
-		ok     bool
-	}{
+	tests := urlPolicyCases()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := tt.policy
+			p.Resolver = resolves(names)
+			err := p.Check(context.Background(), tt.url)
+			if tt.ok {
+				if err != nil {
+					t.Errorf("Check(%q): %v, want allowed", tt.url, err)
+				}
+				return
+			}
+			e, ok := ledger.AsError(err)
+			if !ok || e.Kind != ledger.KindInvalid || e.Reason != ledger.ReasonEndpointURLNotAllowed {
+				t.Fatalf("Check(%.60q) = %v, want invalid %s", tt.url, err, ledger.ReasonEndpointURLNotAllowed)
+			}
+			t.Log(e.Message)
+			if len(e.Message) > 300 {
+				t.Errorf("message is %d bytes", len(e.Message))
+			}
+		})
+	}
+}
+
+// urlPolicyCase is a URL and whether a policy allows it.
+type urlPolicyCase struct {
+	name   string
+	policy URLPolicy
+	url    string
+	ok     bool
+}
+
+// urlPolicyCases: the names they use resolve as TestURLPolicyCheck's
+// resolver says.
+func urlPolicyCases() []urlPolicyCase {
+	strict := URLPolicy{}
+	dev := URLPolicy{AllowHTTP: true, AllowLoopback: true}
+	inside := URLPolicy{AllowPrivate: true}
+	open := URLPolicy{AllowHTTP: true, AllowLoopback: true, AllowPrivate: true}
+	return []urlPolicyCase{
 		{name: "https to a public name", policy: strict, url: "https://hooks.example.com/pointledger?x=1", ok: true},
 		{name: "https with a port", policy: strict, url: "https://hooks.example.com:8443/h", ok: true},
 		{name: "upper-case scheme", policy: strict, url: "HTTPS://hooks.example.com/", ok: true},
@@ -149,28 +180,6 @@ func TestURLPolicyCheck(t *testing.T) {
 		{name: "name resolving to mapped private", policy: strict, url: "https://mapped.example.com/"},
 		{name: "name resolving to nothing", policy: strict, url: "https://empty.example.com/"},
 		{name: "name that does not resolve", policy: strict, url: "https://nowhere.example.com/"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			p := tt.policy
-			p.Resolver = resolves(names)
-			err := p.Check(context.Background(), tt.url)
-			if tt.ok {
-				if err != nil {
-					t.Errorf("Check(%q): %v, want allowed", tt.url, err)
-				}
-				return
-			}
-			e, ok := ledger.AsError(err)
-			if !ok || e.Kind != ledger.KindInvalid || e.Reason != ledger.ReasonEndpointURLNotAllowed {
-				t.Fatalf("Check(%.60q) = %v, want invalid %s", tt.url, err, ledger.ReasonEndpointURLNotAllowed)
-			}
-			t.Log(e.Message)
-			if len(e.Message) > 300 {
-				t.Errorf("message is %d bytes", len(e.Message))
-			}
-		})
 	}
 }
 
