@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -54,7 +56,19 @@ func (c jsonCodec) Marshal(v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("json codec: %T is not a proto.Message", v)
 	}
-	return protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// protojson puts a space after some commas and colons, deliberately at
+	// random (per build, so that nobody depends on its spacing); answers
+	// are compact, the same bytes from every build, as the README shows.
+	var compact bytes.Buffer
+	compact.Grow(len(b))
+	if err := json.Compact(&compact, b); err != nil {
+		return nil, fmt.Errorf("json codec: compact: %w", err)
+	}
+	return compact.Bytes(), nil
 }
 
 func (c jsonCodec) Unmarshal(b []byte, v any) error {
