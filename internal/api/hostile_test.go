@@ -168,7 +168,7 @@ func requestIDCase(name, id string) hostileRequest {
 
 // invalidJSON is a Purchase whose body is not the JSON of a request.
 func invalidJSON(name string, body string) hostileRequest {
-	return hostileRequest{name: name, body: []byte(body), code: connect.CodeInvalidArgument}
+	return hostileRequest{name: name, body: []byte(body), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest}
 }
 
 // refundCase is a refund of the seed purchase with fields changed, that
@@ -197,21 +197,21 @@ func wrongTypeCorpus() []hostileRequest {
 		invalidJSON("metadata value as a number", `{"user_id":"alice","amount":"1","request_id":"hostile","metadata":{"shop":1}}`),
 		invalidJSON("body is an array", `[{"user_id":"alice","amount":"1","request_id":"hostile"}]`),
 		invalidJSON("body is a string", `"alice"`),
-		{name: "page_size as a string of letters", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":"many"}`), code: connect.CodeInvalidArgument},
-		{name: "page_size as a fraction", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":1.5}`), code: connect.CodeInvalidArgument},
-		{name: "page_size beyond int32", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":4294967296}`), code: connect.CodeInvalidArgument},
+		{name: "page_size as a string of letters", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":"many"}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "page_size as a fraction", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":1.5}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "page_size beyond int32", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":4294967296}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
 		{name: "page_size at int32 max is capped", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":2147483647}`), code: codeOK, answer: "entries"},
 		{name: "history page_size at int32 max is capped", path: historyPath, body: []byte(`{"user_id":"alice","page_size":2147483647}`), code: codeOK, answer: "items"},
 		{name: "history page_size negative", path: historyPath, body: []byte(`{"user_id":"alice","page_size":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageSize},
 		{name: "page_size negative", path: entriesPath, body: []byte(`{"user_id":"alice","page_size":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidPageSize},
-		{name: "types an unknown name", path: historyPath, body: []byte(`{"user_id":"alice","types":["ENTRY_TYPE_THEFT"]}`), code: connect.CodeInvalidArgument},
-		{name: "start_time in year 10000", path: historyPath, body: []byte(`{"user_id":"alice","start_time":"10000-01-01T00:00:00Z"}`), code: connect.CodeInvalidArgument},
-		{name: "start_time not a time", path: historyPath, body: []byte(`{"user_id":"alice","start_time":"yesterday"}`), code: connect.CodeInvalidArgument},
+		{name: "types an unknown name", path: historyPath, body: []byte(`{"user_id":"alice","types":["ENTRY_TYPE_THEFT"]}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "start_time in year 10000", path: historyPath, body: []byte(`{"user_id":"alice","start_time":"10000-01-01T00:00:00Z"}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "start_time not a time", path: historyPath, body: []byte(`{"user_id":"alice","start_time":"yesterday"}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
 		{name: "types an unknown number", path: historyPath, body: []byte(`{"user_id":"alice","types":[99]}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidFilter},
 		{name: "min_version negative", path: historyPath, body: []byte(`{"user_id":"alice","min_version":-1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidMinVersion},
 		{name: "min_version at int64 max", path: historyPath, body: []byte(`{"user_id":"alice","min_version":"9223372036854775807"}`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonMinVersionAhead},
-		{name: "min_version beyond int64", path: historyPath, body: []byte(`{"user_id":"alice","min_version":"9223372036854775808"}`), code: connect.CodeInvalidArgument},
-		{name: "min_version as a fraction", path: historyPath, body: []byte(`{"user_id":"alice","min_version":1.5}`), code: connect.CodeInvalidArgument},
+		{name: "min_version beyond int64", path: historyPath, body: []byte(`{"user_id":"alice","min_version":"9223372036854775808"}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "min_version as a fraction", path: historyPath, body: []byte(`{"user_id":"alice","min_version":1.5}`), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
 		{name: "min_version of another user's ledger", path: historyPath, body: []byte(`{"user_id":"nobody","min_version":1}`), code: connect.CodeFailedPrecondition, reason: ledger.ReasonMinVersionAhead},
 		{name: "min_version with a bad user id", path: historyPath, body: []byte(`{"user_id":"alice#A","min_version":1}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
 		{name: "min_version reached", path: historyPath, body: []byte(`{"user_id":"alice","min_version":1}`), code: codeOK, answer: "items"},
@@ -359,7 +359,7 @@ func refundCorpus() []hostileRequest {
 		refundCase("of the rest and a bit", map[string]string{"amount": `"25.01"`}, connect.CodeFailedPrecondition, ledger.ReasonRefundExceedsPurchase),
 		refundCase("request_id reused with another amount", map[string]string{"request_id": q(seedRefund), "amount": `"4"`}, connect.CodeAlreadyExists, ledger.ReasonRequestIDReused),
 		refundCase("of a negative amount", map[string]string{"amount": `"-30"`}, connect.CodeInvalidArgument, ledger.ReasonInvalidAmount),
-		{name: "purchase naming a purchase to refund", body: purchaseJSON("purchase_request_id", q(seedPurchase)), code: connect.CodeInvalidArgument},
+		{name: "purchase naming a purchase to refund", body: purchaseJSON("purchase_request_id", q(seedPurchase)), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
 	}
 }
 
@@ -403,20 +403,20 @@ func pageTokenCorpus(tokens pageTokens) []hostileRequest {
 // protocolCorpus is the requests that break the protocol itself.
 func protocolCorpus() []hostileRequest {
 	return []hostileRequest{
-		{name: "GET", method: http.MethodGet, body: nil, code: connect.CodeUnknown, status: http.StatusMethodNotAllowed},
-		{name: "PUT", method: http.MethodPut, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusMethodNotAllowed},
-		{name: "content type text/plain", header: http.Header{"Content-Type": {"text/plain"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
-		{name: "content type form", header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, body: []byte("user_id=alice&amount=1&request_id=hostile"), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
-		{name: "content type json in UTF-16", header: http.Header{"Content-Type": {"application/json; charset=utf-16"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
-		{name: "no content type", header: http.Header{"Content-Type": {""}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
-		{name: "unknown procedure", path: "/pointledger.v1.LedgerService/Transfer", body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented, status: http.StatusNotFound},
-		{name: "path traversal", path: "/pointledger.v1.LedgerService/../AdminService/Adjust", body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented, status: http.StatusNotFound},
+		{name: "GET", method: http.MethodGet, body: nil, code: connect.CodeInvalidArgument, reason: api.ReasonMethodNotAllowed, status: http.StatusMethodNotAllowed},
+		{name: "PUT", method: http.MethodPut, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument, reason: api.ReasonMethodNotAllowed, status: http.StatusMethodNotAllowed},
+		{name: "content type text/plain", header: http.Header{"Content-Type": {"text/plain"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument, reason: api.ReasonUnsupportedMediaType, status: http.StatusUnsupportedMediaType},
+		{name: "content type form", header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}, body: []byte("user_id=alice&amount=1&request_id=hostile"), code: connect.CodeInvalidArgument, reason: api.ReasonUnsupportedMediaType, status: http.StatusUnsupportedMediaType},
+		{name: "content type json in UTF-16", header: http.Header{"Content-Type": {"application/json; charset=utf-16"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument, reason: api.ReasonUnsupportedMediaType, status: http.StatusUnsupportedMediaType},
+		{name: "no content type", header: http.Header{"Content-Type": {""}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument, reason: api.ReasonUnsupportedMediaType, status: http.StatusUnsupportedMediaType},
+		{name: "unknown procedure", path: "/pointledger.v1.LedgerService/Transfer", body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented, reason: api.ReasonUnknownProcedure, status: http.StatusNotFound},
+		{name: "path traversal", path: "/pointledger.v1.LedgerService/../AdminService/Adjust", body: purchaseJSON("amount", `"1"`), code: connect.CodeUnimplemented, reason: api.ReasonUnknownProcedure, status: http.StatusNotFound},
 		{name: "protocol version 2", header: http.Header{"Connect-Protocol-Version": {"2"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
 		{name: "timeout of 11 digits", header: http.Header{"Connect-Timeout-Ms": {"99999999999"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
-		{name: "GET of a procedure with side effects", method: http.MethodGet, path: purchasePath + "?encoding=json&message=" + url.QueryEscape(string(purchaseJSON("amount", `"1"`))), code: connect.CodeUnknown, status: http.StatusMethodNotAllowed},
+		{name: "GET of a procedure with side effects", method: http.MethodGet, path: purchasePath + "?encoding=json&message=" + url.QueryEscape(string(purchaseJSON("amount", `"1"`))), code: connect.CodeInvalidArgument, reason: api.ReasonMethodNotAllowed, status: http.StatusMethodNotAllowed},
 		{name: "GET balance of ACCT#alice", method: http.MethodGet, path: balancePath + "?encoding=json&message=" + url.QueryEscape(`{"user_id":"ACCT#alice"}`), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
-		{name: "GET balance, message not JSON", method: http.MethodGet, path: balancePath + "?encoding=json&message=%7Buser", code: connect.CodeInvalidArgument},
-		{name: "GET balance, unknown encoding", method: http.MethodGet, path: balancePath + "?encoding=xml&message=%3Cuser%2F%3E", code: connect.CodeUnknown, status: http.StatusUnsupportedMediaType},
+		{name: "GET balance, message not JSON", method: http.MethodGet, path: balancePath + "?encoding=json&message=%7Buser", code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "GET balance, unknown encoding", method: http.MethodGet, path: balancePath + "?encoding=xml&message=%3Cuser%2F%3E", code: connect.CodeInvalidArgument, reason: api.ReasonUnsupportedMediaType, status: http.StatusUnsupportedMediaType},
 		{name: "timeout not a number", header: http.Header{"Connect-Timeout-Ms": {"soon"}}, body: purchaseJSON("amount", `"1"`), code: connect.CodeInvalidArgument},
 	}
 }
@@ -424,8 +424,8 @@ func protocolCorpus() []hostileRequest {
 // wireCorpus is the requests in binary proto (Connect) and gRPC-Web.
 func wireCorpus() []hostileRequest {
 	return []hostileRequest{
-		{name: "proto: garbage", header: protoHeader, body: []byte{0xff, 0xff, 0xff, 0xff}, code: connect.CodeInvalidArgument},
-		{name: "proto: invalid UTF-8 in user_id", header: protoHeader, body: purchaseWire("al\xffice", "1"), code: connect.CodeInvalidArgument},
+		{name: "proto: garbage", header: protoHeader, body: []byte{0xff, 0xff, 0xff, 0xff}, code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
+		{name: "proto: invalid UTF-8 in user_id", header: protoHeader, body: purchaseWire("al\xffice", "1"), code: connect.CodeInvalidArgument, reason: api.ReasonMalformedRequest},
 		{name: "proto: amount 1e3", header: protoHeader, body: purchaseWire("alice", "1e3"), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidAmount},
 		{name: "proto: user_id ACCT#alice", header: protoHeader, body: purchaseWire("ACCT#alice", "1"), code: connect.CodeInvalidArgument, reason: ledger.ReasonInvalidUserID},
 		{name: "proto: user_id field as varint", header: protoHeader, body: protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 7), code: connect.CodeInvalidArgument},

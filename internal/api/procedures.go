@@ -1,10 +1,9 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -51,7 +50,7 @@ func KnownProcedures(service protoreflect.ServiceDescriptor, next http.Handler, 
 			unknownProcedure(errw, w, r)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(&protocolRefusals{ResponseWriter: w, r: r, errw: errw}, r)
 	})
 }
 
@@ -78,16 +77,68 @@ const unknownProcedureMessage = "no such procedure: the services and their metho
 // status connect-go's handlers answer an unknown path with, and a Connect
 // error as its body.
 func unknownProcedure(errw *connect.ErrorWriter, w http.ResponseWriter, r *http.Request) {
-	ct := r.Header.Get("Content-Type")
-	if strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+") {
-		_ = errw.Write(w, r, connect.NewError(connect.CodeUnimplemented, errors.New(unknownProcedureMessage)))
+	err := withReason(connect.NewError(connect.CodeUnimplemented, errors.New(unknownProcedureMessage)), ReasonUnknownProcedure)
+	_ = errw.Write(statusWriter{ResponseWriter: w, status: http.StatusNotFound}, r, err)
+}
+
+// protocolRefusals gives the refusals connect-go's handlers answer with a
+// bare HTTP status, before any interceptor, a Connect error with a reason
+// and a message: 415 for a content type (or a GET's encoding) that no
+// codec reads, 405 for another HTTP method. It passes everything else on.
+type protocolRefusals struct {
+	http.ResponseWriter
+	r    *http.Request
+	errw *connect.ErrorWriter
+}
+
+func (w *protocolRefusals) WriteHeader(status int) {
+	var err *connect.Error
+	switch status {
+	case http.StatusUnsupportedMediaType:
+		err = withReason(connect.NewError(connect.CodeInvalidArgument, errors.New(unsupportedMediaType(w.r))), ReasonUnsupportedMediaType)
+	case http.StatusMethodNotAllowed:
+		err = withReason(connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("HTTP method %s is not allowed for %s: use %s",
+			w.r.Method, w.r.URL.Path, w.Header().Get("Allow"))), ReasonMethodNotAllowed)
+	default:
+		w.ResponseWriter.WriteHeader(status)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusNotFound)
-	body, _ := json.Marshal(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{connect.CodeUnimplemented.String(), unknownProcedureMessage})
-	_, _ = w.Write(body)
+	_ = w.errw.Write(statusWriter{ResponseWriter: w.ResponseWriter, status: status}, w.r, err)
+}
+
+// Flush lets connect-go stream (Reconcile) through protocolRefusals.
+func (w *protocolRefusals) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+// Unwrap gives http.ResponseController the connection's own writer.
+func (w *protocolRefusals) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+const protocolsSpoken = "application/json or application/proto (Connect), application/grpc (gRPC) or application/grpc-web (gRPC-Web)"
+
+// unsupportedMediaType says why connect-go answered r 415.
+func unsupportedMediaType(r *http.Request) string {
+	if r.Method == http.MethodGet {
+		if enc := r.URL.Query().Get("encoding"); enc != "json" && enc != "proto" {
+			return fmt.Sprintf("encoding %q is not one ledgerd reads: a GET names encoding=json or encoding=proto", enc)
+		}
+		return "a GET carries its request in the query (encoding and message), not in a body"
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		return fmt.Sprintf("content type %q is not one ledgerd reads: send %s", ct, protocolsSpoken)
+	}
+	return "the request has no Content-Type: send " + protocolsSpoken
+}
+
+// statusWriter answers HTTP status instead of the status that
+// connect.ErrorWriter derives from the code, where it writes one (a Connect
+// unary error); it keeps gRPC's 200.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w statusWriter) WriteHeader(status int) {
+	if status != http.StatusOK {
+		status = w.status
+	}
+	w.ResponseWriter.WriteHeader(status)
 }
