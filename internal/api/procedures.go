@@ -1,12 +1,16 @@
 package api
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 )
@@ -44,11 +48,29 @@ func KnownProcedures(service protoreflect.ServiceDescriptor, next http.Handler, 
 	for _, p := range Procedures(service) {
 		known[p] = true
 	}
+	// The methods without side effects, which may be called with GET.
+	readable := make(map[string]bool)
+	methods := service.Methods()
+	for i := range methods.Len() {
+		options, _ := methods.Get(i).Options().(*descriptorpb.MethodOptions)
+		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
+			readable["/"+string(service.FullName())+"/"+string(methods.Get(i).Name())] = true
+		}
+	}
 	errw := connect.NewErrorWriter(opts...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !known[r.URL.Path] {
 			unknownProcedure(errw, w, r)
 			return
+		}
+		if r.Method == http.MethodGet && readable[r.URL.Path] {
+			// connect-go answers a GET form without its parameters, or with
+			// a message that is not base64, without a reason (and the
+			// latter as unknown, HTTP 500).
+			if problem := getFormProblem(r.URL.Query()); problem != "" {
+				_ = errw.Write(w, r, malformedError(problem))
+				return
+			}
 		}
 		next.ServeHTTP(&protocolRefusals{ResponseWriter: w, r: r, errw: errw}, r)
 	})
@@ -126,6 +148,27 @@ func unsupportedMediaType(r *http.Request) string {
 		return fmt.Sprintf("content type %q is not one ledgerd reads: send %s", ct, protocolsSpoken)
 	}
 	return "the request has no Content-Type: send " + protocolsSpoken
+}
+
+// getFormProblem says what is wrong with the query of a GET call, as the
+// Connect protocol has it (encoding, message, base64 if the message is
+// base64url, padded or not); "" if nothing connect-go would refuse
+// alone. An unknown encoding is connect-go's 415 (protocolRefusals).
+func getFormProblem(query url.Values) string {
+	const form = "a GET carries its request as ?encoding=json&message=<the JSON, URL-escaped> (or encoding=proto&base64=1&message=<base64url>)"
+	if !query.Has("encoding") || !query.Has("message") {
+		return "the query names no encoding or no message: " + form
+	}
+	if query.Get("base64") == "1" {
+		message, enc := query.Get("message"), base64.RawURLEncoding
+		if strings.HasSuffix(message, "=") {
+			enc = base64.URLEncoding
+		}
+		if _, err := enc.DecodeString(message); err != nil {
+			return "the message is not base64url: " + form
+		}
+	}
+	return ""
 }
 
 // statusWriter answers HTTP status instead of the status that
