@@ -79,6 +79,7 @@ func TestMalformedRequestsOverEveryProtocol(t *testing.T) {
 	}
 	purchase := pointledgerv1connect.LedgerServicePurchaseProcedure
 	history := pointledgerv1connect.LedgerServiceListHistoryProcedure
+	reconcile := pointledgerv1connect.AdminServiceReconcileProcedure
 	kinds := []kind{
 		{"unknown field", purchase, "json", `{"user_id":"alice","amount":"1","request_id":"m1","bogus":1}`, api.ReasonMalformedRequest,
 			`request body is not valid JSON for pointledger.v1.PurchaseRequest: unknown field "bogus" (line 1, column`},
@@ -98,6 +99,10 @@ func TestMalformedRequestsOverEveryProtocol(t *testing.T) {
 			"request body is not the protobuf binary encoding of pointledger.v1.PurchaseRequest"},
 		{"garbage bytes of a read", history, "proto", "\xff\xff\xff\xff garbage", api.ReasonMalformedRequest,
 			"not the protobuf binary encoding of pointledger.v1.ListHistoryRequest"},
+		{"unknown field of a stream", reconcile, "json", `{"bogus":1}`, api.ReasonMalformedRequest,
+			`pointledger.v1.ReconcileRequest: unknown field "bogus"`},
+		{"garbage bytes of a stream", reconcile, "proto", "\xff\xff\xff\xff garbage", api.ReasonMalformedRequest,
+			"not the protobuf binary encoding of pointledger.v1.ReconcileRequest"},
 		{"content type xml", purchase, "xml", `<purchase/>`, api.ReasonUnsupportedMediaType, `xml" is not one ledgerd reads`},
 		{"content type xml of a read", history, "xml", `<history/>`, api.ReasonUnsupportedMediaType, `xml" is not one ledgerd reads`},
 	}
@@ -145,8 +150,20 @@ func callWith(tb testing.TB, srv *servetest.Server, p protocol, procedure string
 	if procedure == pointledgerv1connect.LedgerServiceListHistoryProcedure {
 		opts = append(opts, connect.WithIdempotency(connect.IdempotencyNoSideEffects))
 	}
-	c := connect.NewClient[pb.ListHistoryRequest, pb.ListHistoryResponse](httpClient, srv.URL+procedure, opts...)
-	_, err := c.CallUnary(context.Background(), connect.NewRequest(&pb.ListHistoryRequest{}))
+	var err error
+	if procedure == pointledgerv1connect.AdminServiceReconcileProcedure { // a server stream
+		c := connect.NewClient[pb.ReconcileRequest, pb.ReconcileResponse](httpClient, srv.URL+procedure, opts...)
+		stream, callErr := c.CallServerStream(context.Background(), connect.NewRequest(&pb.ReconcileRequest{}))
+		if err = callErr; err == nil {
+			for stream.Receive() {
+			}
+			err = stream.Err()
+			_ = stream.Close()
+		}
+	} else {
+		c := connect.NewClient[pb.ListHistoryRequest, pb.ListHistoryResponse](httpClient, srv.URL+procedure, opts...)
+		_, err = c.CallUnary(context.Background(), connect.NewRequest(&pb.ListHistoryRequest{}))
+	}
 	if err == nil {
 		tb.Fatalf("%s over %s: answered, want a refusal", procedure, p.name)
 	}
