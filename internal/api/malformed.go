@@ -23,8 +23,9 @@ import (
 // the codec does not fail: it empties the message and marks it malformed
 // (markMalformed), and the first interceptor after logging
 // (refuseMalformed, in HandlerOptions) refuses a marked message before
-// anything reads it. A handler built without that interceptor would get
-// an empty message, which every method refuses (it names no user).
+// anything reads it. The codecs and the interceptor go together: both are
+// set in HandlerOptions only, and a handler built with the codecs but
+// without the interceptor would take a malformed request for an empty one.
 
 // malformedField is the field number of the mark, the largest there is:
 // no message of ours declares it.
