@@ -32,6 +32,13 @@ const (
 	ReasonInvalidExpiry     Reason = "INVALID_EXPIRY"
 	ReasonInvalidHold       Reason = "INVALID_HOLD"
 	ReasonInvalidMinVersion Reason = "INVALID_MIN_VERSION"
+	// invalid_argument before any method: the body is not a request (broken
+	// JSON, an unknown field, a value of the wrong type, bytes that are not
+	// protobuf), the content type is none ledgerd reads (HTTP 415), or the
+	// HTTP method is not POST (or GET, for a read; HTTP 405).
+	ReasonMalformedRequest     Reason = "MALFORMED_REQUEST"
+	ReasonUnsupportedMediaType Reason = "UNSUPPORTED_MEDIA_TYPE"
+	ReasonMethodNotAllowed     Reason = "METHOD_NOT_ALLOWED"
 
 	// failed_precondition and not_found: refusals, final for their
 	// request_id (sent again, they come back replayed: IsReplayed).
@@ -66,6 +73,9 @@ const (
 	// ListHistory's min_version not reached by the history within the wait.
 	ReasonHistoryBehind Reason = "HISTORY_BEHIND"
 	ReasonInternal      Reason = "INTERNAL"
+
+	// unimplemented: the path names no method of the services.
+	ReasonUnknownProcedure Reason = "UNKNOWN_PROCEDURE"
 
 	// unauthenticated, permission_denied, resource_exhausted: the token.
 	ReasonMissingToken   Reason = "MISSING_TOKEN"

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -18,12 +20,16 @@ func HandlerOptions(log *slog.Logger) []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithCodec(jsonCodec{name: "json"}),
 		connect.WithCodec(jsonCodec{name: "json; charset=utf-8"}),
+		connect.WithCodec(protoCodec{}),
 		connect.WithReadMaxBytes(MaxRequestBytes),
 		// Answers are a few hundred bytes: gzipping them cost ledgerd 5% of
 		// its CPU under load (and the client as much to inflate) for
 		// nothing. Long history pages are still compressed.
 		connect.WithCompressMinBytes(compressMinBytes),
-		connect.WithInterceptors(LogRequests(log)),
+		// A malformed request is logged like any other refusal, and refused
+		// before an interceptor that comes after reads it (authentication's
+		// user_id, affinity's forwarding).
+		connect.WithInterceptors(LogRequests(log), refuseMalformed{}),
 	}
 }
 
@@ -33,6 +39,8 @@ const compressMinBytes = 2048
 // jsonCodec writes JSON with the proto field names (user_id, balance_after),
 // the names used everywhere else: in requests, in DynamoDB, in logs. It
 // rejects unknown fields, so a misspelt field is an error, not a default.
+// A body it cannot read is marked malformed, and refused with a message
+// for the caller (malformed.go).
 //
 // Answers carry every field, zero values included (a new user's "version":
 // "0", "replayed": false, "holds": []), so that a client reads the same
@@ -54,7 +62,19 @@ func (c jsonCodec) Marshal(v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("json codec: %T is not a proto.Message", v)
 	}
-	return protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(m)
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitDefaultValues: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	// protojson puts a space after some commas and colons, deliberately at
+	// random (per build, so that nobody depends on its spacing); answers
+	// are compact, the same bytes from every build, as the README shows.
+	var compact bytes.Buffer
+	compact.Grow(len(b))
+	if err := json.Compact(&compact, b); err != nil {
+		return nil, fmt.Errorf("json codec: compact: %w", err)
+	}
+	return compact.Bytes(), nil
 }
 
 func (c jsonCodec) Unmarshal(b []byte, v any) error {
@@ -62,5 +82,34 @@ func (c jsonCodec) Unmarshal(b []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("json codec: %T is not a proto.Message", v)
 	}
-	return protojson.Unmarshal(b, m)
+	if err := protojson.Unmarshal(b, m); err != nil {
+		markMalformed(m, describeJSONError(m, b, err))
+	}
+	return nil
+}
+
+// protoCodec is connect-go's codec of the protobuf binary encoding
+// (Connect's application/proto, gRPC and gRPC-Web), but for its errors:
+// a body that does not decode is marked malformed, as jsonCodec does.
+type protoCodec struct{}
+
+func (protoCodec) Name() string { return "proto" }
+
+func (protoCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("proto codec: %T is not a proto.Message", v)
+	}
+	return proto.Marshal(m)
+}
+
+func (protoCodec) Unmarshal(b []byte, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("proto codec: %T is not a proto.Message", v)
+	}
+	if err := proto.Unmarshal(b, m); err != nil {
+		markMalformed(m, describeProtoError(m, err))
+	}
+	return nil
 }

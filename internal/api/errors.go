@@ -18,6 +18,24 @@ const ErrorDomain = "pointledger.v1"
 // failure of the store, whose details stay in the log.
 const ReasonInternal = "INTERNAL"
 
+// The reasons of requests refused before they reach a method: what is not
+// a request of the API at all.
+const (
+	// ReasonMalformedRequest: the body is not a request message (broken
+	// JSON, an unknown field, a value of the wrong type, bytes that are
+	// not protobuf); invalid_argument.
+	ReasonMalformedRequest = "MALFORMED_REQUEST"
+	// ReasonUnsupportedMediaType: the Content-Type (or a GET's encoding)
+	// is none that ledgerd speaks; invalid_argument, HTTP 415.
+	ReasonUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	// ReasonMethodNotAllowed: an HTTP method other than POST, or GET for a
+	// method with side effects; invalid_argument, HTTP 405.
+	ReasonMethodNotAllowed = "METHOD_NOT_ALLOWED"
+	// ReasonUnknownProcedure: the path names no method of the services;
+	// unimplemented, HTTP 404.
+	ReasonUnknownProcedure = "UNKNOWN_PROCEDURE"
+)
+
 var codes = map[ledger.Kind]connect.Code{
 	ledger.KindInvalid:            connect.CodeInvalidArgument,
 	ledger.KindFailedPrecondition: connect.CodeFailedPrecondition,

@@ -15,6 +15,17 @@ import (
 // browser would, and returns the answer's JSON object as it was written.
 func (s *testServer) postJSON(tb testing.TB, procedure, body string) map[string]any {
 	tb.Helper()
+	b := s.postJSONBytes(tb, procedure, body)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		tb.Fatalf("%s answered %s: %v", procedure, b, err)
+	}
+	return out
+}
+
+// postJSONBytes is postJSON's answer as the bytes the server wrote.
+func (s *testServer) postJSONBytes(tb testing.TB, procedure, body string) []byte {
+	tb.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.url+procedure, bytes.NewReader([]byte(body)))
 	if err != nil {
 		tb.Fatal(err)
@@ -32,11 +43,30 @@ func (s *testServer) postJSON(tb testing.TB, procedure, body string) map[string]
 	if res.StatusCode != http.StatusOK {
 		tb.Fatalf("%s %s: HTTP %d %s", procedure, body, res.StatusCode, b)
 	}
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		tb.Fatalf("%s answered %s: %v", procedure, b, err)
+	return b
+}
+
+// JSON answers are compact, byte for byte what the README shows: protojson
+// alone puts spaces after commas and colons in some builds and not others
+// (issue 22, item 7).
+func TestJSONAnswersAreCompact(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	got := string(s.postJSONBytes(t, pointledgerv1connect.LedgerServiceGetBalanceProcedure, `{"user_id":"nobody"}`))
+	want := `{"user_id":"nobody","balance":"0","version":"0","status":"ACCOUNT_STATUS_ACTIVE","expiring":[],"available":"0","held":"0"}`
+	if got != want {
+		t.Errorf("GetBalance answered\n%s\nwant\n%s", got, want)
 	}
-	return out
+	// An answer with nested objects, lists and a map.
+	grant := s.postJSONBytes(t, pointledgerv1connect.LedgerServiceGrantProcedure,
+		`{"user_id":"alice","amount":"10","request_id":"g","metadata":{"shop":"berlin","campaign":"autumn"}}`)
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, grant); err != nil {
+		t.Fatal(err)
+	}
+	if compact.String() != string(grant) {
+		t.Errorf("Grant answered\n%s\nwant it compact:\n%s", grant, compact.String())
+	}
 }
 
 // JSON answers carry every field, zero values included, so a client reads

@@ -1,7 +1,9 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -296,6 +298,39 @@ func TestUserTokenForAnotherUser(t *testing.T) {
 	}
 }
 
+// A malformed body is refused for what it is, MALFORMED_REQUEST, before
+// the interceptor checks the user_id it names: the body that names bob with
+// alice's token is not a request at all, whatever its user. Nothing is
+// written.
+func TestMalformedBodyBeforeItsUser(t *testing.T) {
+	t.Parallel()
+	s := newSecureServer(t)
+	before := s.srv.Snapshot()
+	for _, body := range []string{`{"user_id":"bob","amount":"1","request_id":"m","bogus":1}`, `{"user_id":"bob","amount":1,"request_id":"m"}`} {
+		req, err := http.NewRequest(http.MethodPost, s.url+"/pointledger.v1.LedgerService/Purchase", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+s.userToken(t, "alice", time.Hour))
+		res, err := s.h2c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		// The detail's debug copy is protojson's, spaced at random.
+		var answer bytes.Buffer
+		_ = json.Compact(&answer, raw)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(answer.String(), `"reason":"`+api.ReasonMalformedRequest+`"`) {
+			t.Errorf("alice's token, %s: %s %s, want 400 with reason %s", body, res.Status, raw, api.ReasonMalformedRequest)
+		}
+	}
+	if added, changed, removed := before.Diff(s.srv.Snapshot()); len(added)+len(changed)+len(removed) != 0 {
+		t.Errorf("written: added %v, changed %v, removed %v", added, changed, removed)
+	}
+}
+
 // A refund is the shop's decision: a user token may not refund even its own
 // purchase (it would undo the purchase and keep the goods), and the refusal
 // is by role, before anything is written.
@@ -514,8 +549,8 @@ func TestUnknownProcedures(t *testing.T) {
 				}
 				c := connect.NewClient[pb.GetBalanceRequest, pb.GetBalanceResponse](s.h2c, s.url+p.path, opts...)
 				_, err := c.CallUnary(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "alice"}))
-				if connect.CodeOf(err) != connect.CodeUnimplemented {
-					t.Errorf("%s (%s) over %s with %s: %v (%s), want unimplemented", p.name, p.path, proto.name, tok.name, err, reason(err))
+				if connect.CodeOf(err) != connect.CodeUnimplemented || reason(err) != api.ReasonUnknownProcedure {
+					t.Errorf("%s (%s) over %s with %s: %v (%s), want unimplemented %s", p.name, p.path, proto.name, tok.name, err, reason(err), api.ReasonUnknownProcedure)
 				}
 			}
 		}
