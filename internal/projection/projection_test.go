@@ -26,6 +26,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -386,7 +387,7 @@ func TestRebuildRepairsAnAlteredHistory(t *testing.T) {
 	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: bogus}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: f.history.stateItem(State{UserID: "u0", Version: 999})}); err != nil {
+	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: f.history.stateItem(history.State{UserID: "u0", Version: 999})}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.history.Rebuild(ctx, "u0"); err != nil {

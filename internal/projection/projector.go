@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 )
@@ -514,23 +515,11 @@ func (p *Projector) answerCatchUps(ctx context.Context, key string) error {
 	return err
 }
 
-// Status is what a projector reports about itself.
-type Status struct {
-	Owner         string        `json:"owner"`
-	Shards        []string      `json:"shards"`    // held now
-	CaughtUp      bool          `json:"caught_up"` // every held shard's last read found nothing new
-	Applied       int64         `json:"entries_applied"`
-	NewestApplied time.Time     `json:"newest_applied_entry_time"`
-	Lag           time.Duration `json:"lag_ns"` // newest applied entry: applied time minus create time
-	LagText       string        `json:"lag"`
-	LastPass      time.Time     `json:"last_pass"`
-}
-
 // Status reports the projector's shards, progress and lag.
-func (p *Projector) Status() Status {
+func (p *Projector) Status() history.ProjectorStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Status{Owner: p.o.Owner, Applied: p.applied, NewestApplied: p.lastSeen, Lag: p.lastLag, LastPass: p.lastPass, CaughtUp: len(p.shards) > 0}
+	st := history.ProjectorStatus{Owner: p.o.Owner, Applied: p.applied, NewestApplied: p.lastSeen, Lag: p.lastLag, LastPass: p.lastPass, CaughtUp: len(p.shards) > 0}
 	for id, sh := range p.shards {
 		st.Shards = append(st.Shards, id)
 		st.CaughtUp = st.CaughtUp && sh.caughtUp
