@@ -344,30 +344,10 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			return fmt.Errorf("get records: %w", err)
 		}
 
-		if len(out.Records) > 0 {
-			if err := p.apply(ctx, out.Records); err != nil {
-				return err
-			}
-			if p.o.AfterApply != nil {
-				if err := p.o.AfterApply(shardID, len(out.Records)); err != nil {
-					return &hookError{err}
-				}
-			}
+		finished, err := p.applyPage(ctx, shardID, st, held, out)
+		if err != nil {
+			return err
 		}
-		finished := out.NextShardIterator == nil
-		if len(out.Records) > 0 || finished {
-			seq := lease().Checkpoint
-			if len(out.Records) > 0 {
-				seq = aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
-			}
-			if err := held.Checkpoint(ctx, seq, finished); err != nil {
-				return err
-			}
-		}
-		p.mu.Lock()
-		st.caughtUp = len(out.Records) == 0
-		p.lastPass = time.Now()
-		p.mu.Unlock()
 		if finished {
 			p.log.InfoContext(ctx, "shard finished", "shard", shardID)
 			return nil
@@ -381,6 +361,37 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			}
 		}
 	}
+}
+
+// applyPage applies a page of a shard's records and checkpoints past them
+// (or marks the shard finished, after its last page), and says whether the
+// shard is finished.
+func (p *Projector) applyPage(ctx context.Context, shardID string, st *shardState, held *Held, out *dynamodbstreams.GetRecordsOutput) (finished bool, err error) {
+	if len(out.Records) > 0 {
+		if err := p.apply(ctx, out.Records); err != nil {
+			return false, err
+		}
+		if p.o.AfterApply != nil {
+			if err := p.o.AfterApply(shardID, len(out.Records)); err != nil {
+				return false, &hookError{err}
+			}
+		}
+	}
+	finished = out.NextShardIterator == nil
+	if len(out.Records) > 0 || finished {
+		seq := held.Lease().Checkpoint
+		if len(out.Records) > 0 {
+			seq = aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
+		}
+		if err := held.Checkpoint(ctx, seq, finished); err != nil {
+			return false, err
+		}
+	}
+	p.mu.Lock()
+	st.caughtUp = len(out.Records) == 0
+	p.lastPass = time.Now()
+	p.mu.Unlock()
+	return finished, nil
 }
 
 func (p *Projector) iterator(ctx context.Context, arn, shardID, checkpoint string) (*string, error) {
