@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/pointledger/pointledger/internal/ddbhttp"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
@@ -243,10 +244,10 @@ func runProjector(ctx context.Context, pr *projection.Projector, log *slog.Logge
 // 30 s (issue 22, item 7). The first line is always at info.
 type statusLine struct {
 	log  *slog.Logger
-	last *projection.Status
+	last *history.ProjectorStatus
 }
 
-func (s *statusLine) write(ctx context.Context, st projection.Status) {
+func (s *statusLine) write(ctx context.Context, st history.ProjectorStatus) {
 	level := slog.LevelInfo
 	if s.last != nil && !statusChanged(*s.last, st) {
 		level = slog.LevelDebug
@@ -259,7 +260,7 @@ func (s *statusLine) write(ctx context.Context, st projection.Status) {
 // statusChanged says whether an operator would read something new in now:
 // the lag and the newest entry move only with the entries applied, and the
 // time of the last pass moves on every pass, busy or idle.
-func statusChanged(before, now projection.Status) bool {
+func statusChanged(before, now history.ProjectorStatus) bool {
 	return before.CaughtUp != now.CaughtUp || before.Applied != now.Applied || !slices.Equal(before.Shards, now.Shards)
 }
 

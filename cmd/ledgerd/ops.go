@@ -24,6 +24,7 @@ import (
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
 )
@@ -110,7 +111,7 @@ func projectionStatus(p *projection.Projector) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(struct {
 			Running bool `json:"running"`
-			projection.Status
+			history.ProjectorStatus
 		}{true, p.Status()})
 	})
 }

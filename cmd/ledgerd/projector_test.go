@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/history"
 )
 
 // An idle projector logs its status once at info, then at debug until
@@ -17,7 +17,7 @@ import (
 func TestProjectionStatusLoggedWhenItChanges(t *testing.T) {
 	t.Parallel()
 	pass := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	idle := projection.Status{Shards: []string{"shard-1"}, CaughtUp: true, Applied: 7, Lag: 80 * time.Millisecond, LastPass: pass}
+	idle := history.ProjectorStatus{Shards: []string{"shard-1"}, CaughtUp: true, Applied: 7, Lag: 80 * time.Millisecond, LastPass: pass}
 	later := idle
 	later.LastPass = pass.Add(30 * time.Second) // only the time of the pass moved
 	applied := later
@@ -29,7 +29,7 @@ func TestProjectionStatusLoggedWhenItChanges(t *testing.T) {
 	moreShards.Shards = []string{"shard-1", "shard-2"}
 	tests := []struct {
 		name   string
-		status projection.Status
+		status history.ProjectorStatus
 		info   bool // logged at info, else at debug
 	}{
 		{"first line", idle, true},

@@ -17,6 +17,7 @@ import (
 	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
@@ -241,9 +242,9 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	service.SetHistoryWait(c.historyWait)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.LedgerServiceDescriptor(), protect(handler), options...)))
-	projectorStatus := func() (projection.Status, bool) {
+	projectorStatus := func() (history.ProjectorStatus, bool) {
 		if projector == nil {
-			return projection.Status{}, false
+			return history.ProjectorStatus{}, false
 		}
 		return projector.Status(), true
 	}

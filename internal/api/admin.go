@@ -11,8 +11,8 @@ import (
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
 )
 
@@ -24,7 +24,7 @@ type AdminLedger interface {
 
 // AdminHistory is what the admin service needs of the history projection.
 type AdminHistory interface {
-	State(ctx context.Context, user string) (projection.State, error)
+	State(ctx context.Context, user string) (history.State, error)
 	Rebuild(ctx context.Context, user string) error
 	RebuildAll(ctx context.Context) (int, error)
 }
@@ -39,7 +39,7 @@ type AdminService struct {
 	ledger    AdminLedger
 	history   AdminHistory
 	rec       Reconciler
-	projector func() (projection.Status, bool) // the projector in this process, if any
+	projector func() (history.ProjectorStatus, bool) // the projector in this process, if any
 	scale     int32
 	expiry    ExpiryPolicy
 	log       *slog.Logger
@@ -49,7 +49,7 @@ var _ pointledgerv1connect.AdminServiceHandler = (*AdminService)(nil)
 
 // NewAdminService returns the admin service; projector reports the status of
 // the projector running in this process (false when none runs).
-func NewAdminService(l AdminLedger, h AdminHistory, rec Reconciler, projector func() (projection.Status, bool), scale int32, log *slog.Logger) *AdminService {
+func NewAdminService(l AdminLedger, h AdminHistory, rec Reconciler, projector func() (history.ProjectorStatus, bool), scale int32, log *slog.Logger) *AdminService {
 	return &AdminService{ledger: l, history: h, rec: rec, projector: projector, scale: scale, expiry: ExpiryPolicy{Now: time.Now}, log: log}
 }
 

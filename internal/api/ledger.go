@@ -14,8 +14,8 @@ import (
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // Ledger is what the service needs of a ledger store.
@@ -31,7 +31,7 @@ type Ledger interface {
 // (ListHistory's min_version waits on it).
 type History interface {
 	List(ctx context.Context, user string, o ledger.HistoryQuery) ([]ledger.Entry, string, error)
-	State(ctx context.Context, user string) (projection.State, error)
+	State(ctx context.Context, user string) (history.State, error)
 }
 
 // LedgerService implements pointledger.v1.LedgerService.

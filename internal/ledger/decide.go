@@ -154,113 +154,17 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	}
 	d := Decision{}
 	running := acct.expire(at, &d.Entries)
-
+	hold, err := checkMutation(acct, running, m, f, len(d.Entries) > 0)
+	if err != nil {
+		return Decision{}, err
+	}
 	var purchase *PurchaseRef
 	if info.RefersToPurchase {
-		if f.Purchase == nil || !f.Purchase.Type.Refundable() {
-			return Decision{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
-				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
-		}
 		purchase = f.Purchase
 	}
-	if info.RefersToPurchase && m.Amount.GreaterThan(f.Purchase.Amount.Sub(f.Purchase.Refunded)) {
-		return Decision{}, Errorf(KindFailedPrecondition, ReasonRefundExceedsPurchase,
-			"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
-			m.Amount, m.PurchaseRequestID, f.Purchase.Refunded, f.Purchase.Amount)
-	}
-	var hold Hold
-	if info.ResolvesHold {
-		var err error
-		if hold, err = openHold(acct, running, m, f.Hold); err != nil {
-			return Decision{}, err
-		}
-	}
-	if m.ExplainBalance {
-		if running.Version == 0 {
-			return Decision{}, Errorf(KindNotFound, ReasonAccountNotFound, "user %q has no account", m.UserID)
-		}
-		if !running.Balance.Equal(m.ExpectedBalance) {
-			return Decision{}, balanceMoved(m, running)
-		}
-		if len(d.Entries) > 0 {
-			// The expiration moved the balance the request explains.
-			return Decision{}, balanceMoved(m, running)
-		}
-		if err := CheckExplains(m, running, f.EntriesSum); err != nil {
-			return Decision{}, err
-		}
-	}
-	if info.NeedsActive && acct.Version > 0 && acct.Status != StatusActive {
-		return Decision{}, Errorf(KindFailedPrecondition, ReasonAccountFrozen, "account of user %q is %s", m.UserID, acct.Status)
-	}
-	if m.Spends() && running.Available().LessThan(m.Amount) {
-		if running.Held.IsPositive() {
-			return Decision{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
-				"available %s of user %q (balance %s, of which %s held) does not cover %s", running.Available(), m.UserID, running.Balance, running.Held, m.Amount)
-		}
-		return Decision{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
-			"balance %s of user %q does not cover %s", running.Balance, m.UserID, m.Amount)
-	}
-	if !m.ExplainBalance && running.Balance.Add(m.Delta()).GreaterThan(MaxBalance) {
-		return Decision{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
-	}
-	if m.Type == EntryHold && len(running.Holds) >= cmp.Or(f.MaxHolds, DefaultMaxHolds) {
-		return Decision{}, Errorf(KindFailedPrecondition, ReasonTooManyHolds,
-			"user %q has %d open holds, as many as allowed: capture or void one first", m.UserID, len(running.Holds))
-	}
-
-	e := Entry{
-		UserID:            m.UserID,
-		Version:           running.Version + 1,
-		Type:              m.Type,
-		Amount:            m.Delta(),
-		RequestID:         m.RequestID,
-		OrderID:           m.OrderID,
-		CreateTime:        at,
-		Metadata:          m.Metadata,
-		PurchaseRequestID: m.PurchaseRequestID,
-		Reason:            m.Reason,
-		ExplainsBalance:   m.ExplainBalance,
-		HoldRequestID:     m.HoldRequestID,
-	}
-	switch {
-	case purchase != nil:
-		e.PurchaseVersion = purchase.Version
-		e.Draws = giveBack(purchase.Draws, purchase.Refunded, m.Amount)
-	case m.Type == EntryHold:
-		if !live(m.Expire, at) {
-			return Decision{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
-				"expire_time %s is not after the time of this hold, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
-		}
-		e.ExpireTime = m.Expire.UTC()
-		e.HeldChange = m.Amount
-		e.Draws = spend(running.Buckets, m.Amount)
-	case m.Type == EntryCapture:
-		captured := m.Amount
-		if captured.IsZero() { // none asked: all of it
-			captured = hold.Amount
-		}
-		if captured.GreaterThan(hold.Amount) {
-			return Decision{}, Errorf(KindFailedPrecondition, ReasonCaptureExceedsHold,
-				"capture of %s exceeds hold %q of %s", captured, hold.RequestID, hold.Amount)
-		}
-		e.Amount = captured.Neg()
-		e.HeldChange = hold.Amount.Neg()
-		e.Draws = captureDraws(hold.Draws, captured)
-		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
-	case m.Type == EntryRelease:
-		e.Reason = ReleaseVoided
-		e.HeldChange = hold.Amount.Neg()
-		e.Draws = hold.Draws
-		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
-	case e.Amount.IsNegative():
-		e.Draws = spend(running.Buckets, m.Amount)
-	case info.Expires:
-		if !m.Expire.IsZero() && !live(m.Expire, at) {
-			return Decision{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
-				"expire_time %s is not after the time of this entry, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
-		}
-		e.ExpireTime = m.Expire.UTC()
+	e, err := entryOf(m, running, at, purchase, hold)
+	if err != nil {
+		return Decision{}, err
 	}
 	next := running.Apply(e)
 	if m.ExplainBalance {
@@ -283,6 +187,135 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	// on the record.
 	d.After = next.expire(at, &d.Entries)
 	return d, nil
+}
+
+// checkMutation refuses m for what the account and the facts say, in the
+// order Decide reports refusals: acct is the account as read, running the
+// account after what expired before m (expired: whether anything did). It
+// returns the open hold m resolves, for a capture or a void.
+func checkMutation(acct, running Account, m Mutation, f Facts, expired bool) (Hold, error) {
+	info, _ := m.Type.Info()
+	if info.RefersToPurchase {
+		if f.Purchase == nil || !f.Purchase.Type.Refundable() {
+			return Hold{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
+				"user %q has no purchase with request_id %q", m.UserID, m.PurchaseRequestID)
+		}
+		if m.Amount.GreaterThan(f.Purchase.Amount.Sub(f.Purchase.Refunded)) {
+			return Hold{}, Errorf(KindFailedPrecondition, ReasonRefundExceedsPurchase,
+				"refund of %s exceeds what is left of purchase %q: %s of %s already refunded",
+				m.Amount, m.PurchaseRequestID, f.Purchase.Refunded, f.Purchase.Amount)
+		}
+	}
+	var hold Hold
+	if info.ResolvesHold {
+		var err error
+		if hold, err = openHold(acct, running, m, f.Hold); err != nil {
+			return Hold{}, err
+		}
+	}
+	if m.ExplainBalance {
+		if err := checkExplanation(running, m, f, expired); err != nil {
+			return Hold{}, err
+		}
+	}
+	if info.NeedsActive && acct.Version > 0 && acct.Status != StatusActive {
+		return Hold{}, Errorf(KindFailedPrecondition, ReasonAccountFrozen, "account of user %q is %s", m.UserID, acct.Status)
+	}
+	if m.Spends() && running.Available().LessThan(m.Amount) {
+		if running.Held.IsPositive() {
+			return Hold{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
+				"available %s of user %q (balance %s, of which %s held) does not cover %s", running.Available(), m.UserID, running.Balance, running.Held, m.Amount)
+		}
+		return Hold{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
+			"balance %s of user %q does not cover %s", running.Balance, m.UserID, m.Amount)
+	}
+	if !m.ExplainBalance && running.Balance.Add(m.Delta()).GreaterThan(MaxBalance) {
+		return Hold{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
+	}
+	if m.Type == EntryHold && len(running.Holds) >= cmp.Or(f.MaxHolds, DefaultMaxHolds) {
+		return Hold{}, Errorf(KindFailedPrecondition, ReasonTooManyHolds,
+			"user %q has %d open holds, as many as allowed: capture or void one first", m.UserID, len(running.Holds))
+	}
+	return hold, nil
+}
+
+// checkExplanation refuses an adjustment that explains the balance unless
+// the account exists and its balance is still the one the request
+// explains, unmoved by an expiration before it.
+func checkExplanation(running Account, m Mutation, f Facts, expired bool) error {
+	if running.Version == 0 {
+		return Errorf(KindNotFound, ReasonAccountNotFound, "user %q has no account", m.UserID)
+	}
+	if !running.Balance.Equal(m.ExpectedBalance) {
+		return balanceMoved(m, running)
+	}
+	if expired {
+		// The expiration moved the balance the request explains.
+		return balanceMoved(m, running)
+	}
+	return CheckExplains(m, running, f.EntriesSum)
+}
+
+// entryOf is m's own entry, the next after running at time at, without
+// its balance and held after: what it draws from which bucket, or gives
+// back (a refund of purchase), and what it holds or releases (a capture
+// or void of hold).
+func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, hold Hold) (Entry, error) {
+	info, _ := m.Type.Info()
+	e := Entry{
+		UserID:            m.UserID,
+		Version:           running.Version + 1,
+		Type:              m.Type,
+		Amount:            m.Delta(),
+		RequestID:         m.RequestID,
+		OrderID:           m.OrderID,
+		CreateTime:        at,
+		Metadata:          m.Metadata,
+		PurchaseRequestID: m.PurchaseRequestID,
+		Reason:            m.Reason,
+		ExplainsBalance:   m.ExplainBalance,
+		HoldRequestID:     m.HoldRequestID,
+	}
+	switch {
+	case purchase != nil:
+		e.PurchaseVersion = purchase.Version
+		e.Draws = giveBack(purchase.Draws, purchase.Refunded, m.Amount)
+	case m.Type == EntryHold:
+		if !live(m.Expire, at) {
+			return Entry{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
+				"expire_time %s is not after the time of this hold, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+		}
+		e.ExpireTime = m.Expire.UTC()
+		e.HeldChange = m.Amount
+		e.Draws = spend(running.Buckets, m.Amount)
+	case m.Type == EntryCapture:
+		captured := m.Amount
+		if captured.IsZero() { // none asked: all of it
+			captured = hold.Amount
+		}
+		if captured.GreaterThan(hold.Amount) {
+			return Entry{}, Errorf(KindFailedPrecondition, ReasonCaptureExceedsHold,
+				"capture of %s exceeds hold %q of %s", captured, hold.RequestID, hold.Amount)
+		}
+		e.Amount = captured.Neg()
+		e.HeldChange = hold.Amount.Neg()
+		e.Draws = captureDraws(hold.Draws, captured)
+		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
+	case m.Type == EntryRelease:
+		e.Reason = ReleaseVoided
+		e.HeldChange = hold.Amount.Neg()
+		e.Draws = hold.Draws
+		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
+	case e.Amount.IsNegative():
+		e.Draws = spend(running.Buckets, m.Amount)
+	case info.Expires:
+		if !m.Expire.IsZero() && !live(m.Expire, at) {
+			return Entry{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
+				"expire_time %s is not after the time of this entry, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
+		}
+		e.ExpireTime = m.Expire.UTC()
+	}
+	return e, nil
 }
 
 // DecideExpiry is what the sweeper asks: the releases of acct's holds and

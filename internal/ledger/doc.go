@@ -2,7 +2,8 @@
 // types (EntryTypes), the account aggregate with its buckets of expiring
 // points and its open holds (checkout), the decisions (Decide, DecideExpiry: account + mutation + time ->
 // entries and the account after, or a refusal), the one fold of entries into
-// an account (Account.Apply, Totals, Fold), mutations and their errors, and
+// an account (Account.Apply, Totals, Fold), the one audit of what a store
+// keeps of a user (Audit of a Partition), mutations and their errors, and
 // the Store every store implements. It imports no transport and no SDK; the
 // DynamoDB store lives in package dynamo beside it, an in-memory one in
 // package memory, and ledgertest.Contract is what both must pass.

@@ -41,23 +41,29 @@ func (b *book) hold(t time.Time, amount string, expire time.Time) string {
 	return b.must(t, EntryHold, Request{Amount: amount, Expire: expire}, Facts{}).Entry().RequestID
 }
 
+// holdStep is one call after a hold is authorized.
+type holdStep struct {
+	at     time.Time
+	typ    EntryType
+	req    Request // HoldRequestID "": the hold authorized first
+	reason string  // "" = decided
+}
+
+// holdTransition is a grant of 100 expiring later, a hold of 40 expiring
+// soon, then steps; after them, the balance, held and the hold's state.
+type holdTransition struct {
+	name          string
+	frozen        bool
+	steps         []holdStep
+	balance, held string
+	state         HoldState
+}
+
 func TestHoldTransitions(t *testing.T) {
 	t.Parallel()
 	soon, later := t0.Add(time.Hour), t0.Add(48*time.Hour)
-	type step struct {
-		at     time.Time
-		typ    EntryType
-		req    Request // HoldRequestID "h": the hold authorized first
-		reason string  // "" = decided
-	}
-	tests := []struct {
-		name   string
-		frozen bool
-		steps  []step
-		// after the steps: balance, held and the hold's state
-		balance, held string
-		state         HoldState
-	}{
+	type step = holdStep
+	tests := []holdTransition{
 		{name: "authorize holds without moving the balance",
 			balance: "100", held: "40", state: HoldHeld},
 		{name: "capture spends all of the hold", steps: []step{
@@ -117,36 +123,43 @@ func TestHoldTransitions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b, hs := newBook(t), holds{}
-			hs.record(b.must(t0, EntryGrant, Request{Amount: "100", Expire: later}, Facts{}))
-			h := b.must(t0, EntryHold, Request{Amount: "40", Expire: soon, OrderID: "order-1"}, Facts{})
-			hs.record(h)
-			id := h.Entry().RequestID
-			if e := h.Entry(); !e.Amount.IsZero() || !e.HeldChange.Equal(d("40")) || !e.HeldAfter.Equal(d("40")) || !e.ExpireTime.Equal(soon) ||
-				!sameDraws(e.Draws, draws(later, "40")) {
-				t.Fatalf("hold entry = %+v", e)
-			}
-			if tc.frozen {
-				b.acct.Status = StatusFrozen
-			}
-			for i, s := range tc.steps {
-				if s.req.HoldRequestID == "" && (s.typ == EntryCapture || s.typ == EntryRelease) {
-					s.req.HoldRequestID = id
-				}
-				dec, err := b.do(s.at, s.typ, s.req, hs.facts(s.req.HoldRequestID))
-				if got := ReasonOf(err); got != s.reason || (err == nil) != (s.reason == "") {
-					t.Fatalf("step %d (%s): %v, want %q", i, s.typ, err, s.reason)
-				}
-				if err == nil {
-					hs.record(dec)
-				}
-			}
-			if !b.acct.Balance.Equal(d(tc.balance)) || !b.acct.Held.Equal(d(tc.held)) || hs[id] != tc.state {
-				t.Errorf("balance %s held %s, hold %s; want %s, %s, %s", b.acct.Balance, b.acct.Held, hs[id], tc.balance, tc.held, tc.state)
-			}
-			assertHoldsSum(t, b)
+			runHoldTransition(t, tc, soon, later)
 		})
 	}
+}
+
+// runHoldTransition authorizes the hold, takes tc's steps and checks where
+// they lead.
+func runHoldTransition(t *testing.T, tc holdTransition, soon, later time.Time) {
+	t.Helper()
+	b, hs := newBook(t), holds{}
+	hs.record(b.must(t0, EntryGrant, Request{Amount: "100", Expire: later}, Facts{}))
+	h := b.must(t0, EntryHold, Request{Amount: "40", Expire: soon, OrderID: "order-1"}, Facts{})
+	hs.record(h)
+	id := h.Entry().RequestID
+	if e := h.Entry(); !e.Amount.IsZero() || !e.HeldChange.Equal(d("40")) || !e.HeldAfter.Equal(d("40")) || !e.ExpireTime.Equal(soon) ||
+		!sameDraws(e.Draws, draws(later, "40")) {
+		t.Fatalf("hold entry = %+v", e)
+	}
+	if tc.frozen {
+		b.acct.Status = StatusFrozen
+	}
+	for i, s := range tc.steps {
+		if s.req.HoldRequestID == "" && (s.typ == EntryCapture || s.typ == EntryRelease) {
+			s.req.HoldRequestID = id
+		}
+		dec, err := b.do(s.at, s.typ, s.req, hs.facts(s.req.HoldRequestID))
+		if got := ReasonOf(err); got != s.reason || (err == nil) != (s.reason == "") {
+			t.Fatalf("step %d (%s): %v, want %q", i, s.typ, err, s.reason)
+		}
+		if err == nil {
+			hs.record(dec)
+		}
+	}
+	if !b.acct.Balance.Equal(d(tc.balance)) || !b.acct.Held.Equal(d(tc.held)) || hs[id] != tc.state {
+		t.Errorf("balance %s held %s, hold %s; want %s, %s, %s", b.acct.Balance, b.acct.Held, hs[id], tc.balance, tc.held, tc.state)
+	}
+	assertHoldsSum(t, b)
 }
 
 // assertHoldsSum checks the account's own sums: held is the sum of the open

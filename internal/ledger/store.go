@@ -32,4 +32,7 @@ type Store interface {
 	// expire_time is answered EXPIRED (Hold.StateAt), and matches states as
 	// that.
 	Holds(ctx context.Context, user string, q HoldQuery) ([]Hold, string, error)
+	// Partition reads all a store keeps of user, consistently and as of
+	// one version of its account, for Audit.
+	Partition(ctx context.Context, user string) (Partition, error)
 }

@@ -26,8 +26,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pointledger/pointledger/internal/affinity"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // Metrics are ledgerd's metrics and the registry that holds them.
@@ -232,7 +232,7 @@ func (m *Metrics) WatchPeers(count func() (live, down int)) {
 // WatchProjector exports the status of the projector running in this
 // process: its lag (newest applied entry: applied time minus create time),
 // the entries it applied, and whether it is caught up.
-func (m *Metrics) WatchProjector(status func() projection.Status) {
+func (m *Metrics) WatchProjector(status func() history.ProjectorStatus) {
 	m.registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "pointledger_projection_lag_seconds",

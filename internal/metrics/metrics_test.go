@@ -16,8 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pointledger/pointledger/internal/affinity"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 func TestRetriesByReasonAndConflicts(t *testing.T) {
@@ -145,7 +145,7 @@ func TestDocumentedMetricsStartAtZero(t *testing.T) {
 	t.Parallel()
 	const grant, balance = "/pointledger.v1.LedgerService/Grant", "/pointledger.v1.LedgerService/GetBalance"
 	m := New(grant, balance)
-	m.WatchProjector(func() projection.Status { return projection.Status{} })
+	m.WatchProjector(func() history.ProjectorStatus { return history.ProjectorStatus{} })
 	m.WatchPeers(func() (int, int) { return 1, 0 })
 	families, err := m.Registry().Gather()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -83,7 +84,7 @@ var errStateMoved = errors.New("history state moved")
 
 // commit writes a run of consecutive entries following st and the new state,
 // in one transaction guarded by the state's version.
-func (h *History) commit(ctx context.Context, st State, batch []ledger.Entry) (State, error) {
+func (h *History) commit(ctx context.Context, st history.State, batch []ledger.Entry) (history.State, error) {
 	next := st
 	items := make([]types.TransactWriteItem, 0, len(batch)+1)
 	// A purchase's refunded amount in history is the sum of the refunds

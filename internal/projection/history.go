@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/pagetoken"
@@ -51,25 +52,6 @@ type Ledger interface {
 	Accounts(ctx context.Context, segments int, fn func(ledger.Account) error) error
 }
 
-// State is the projection's state for one user.
-type State struct {
-	UserID  string
-	Version int64           // the last applied entry's version
-	Balance decimal.Decimal // the fold of the applied entries' amounts
-	ledger.Totals
-	LastEntry time.Time // create_time of the last applied entry
-}
-
-// Add is the state after applying e: the ledger's own fold of an entry
-// (ledger.Account.Apply, ledger.Totals.Add), so that history and ledger
-// cannot count differently.
-func (st State) Add(e ledger.Entry) State {
-	acct := ledger.Account{UserID: st.UserID, Balance: st.Balance, Version: st.Version}.Apply(e)
-	st.Version, st.Balance, st.LastEntry = acct.Version, acct.Balance, e.CreateTime
-	st.Totals = st.Totals.Add(e)
-	return st
-}
-
 // History is the per-user history projection.
 type History struct {
 	db     HistoryAPI
@@ -95,12 +77,12 @@ func (h *History) key(user, sk string) map[string]types.AttributeValue {
 
 // State reads a user's projection state (consistently); a user never
 // projected has version 0.
-func (h *History) State(ctx context.Context, user string) (State, error) {
+func (h *History) State(ctx context.Context, user string) (history.State, error) {
 	out, err := h.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &h.table, Key: h.key(user, stateSK), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return State{}, fmt.Errorf("get history state of %q: %w", user, err)
+		return history.State{}, fmt.Errorf("get history state of %q: %w", user, err)
 	}
-	st := State{UserID: user}
+	st := history.State{UserID: user}
 	if len(out.Item) == 0 {
 		return st, nil
 	}
@@ -136,7 +118,7 @@ func (h *History) historyItem(e ledger.Entry) map[string]types.AttributeValue {
 	return item
 }
 
-func (h *History) stateItem(st State) map[string]types.AttributeValue {
+func (h *History) stateItem(st history.State) map[string]types.AttributeValue {
 	item := h.key(st.UserID, stateSK)
 	item["user_id"] = s(st.UserID)
 	item["version"] = n(st.Version)

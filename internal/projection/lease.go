@@ -324,3 +324,34 @@ func (h *Held) Release(ctx context.Context) error {
 	h.Stop()
 	return h.t.Release(ctx, h.Lease())
 }
+
+// LeaseHeldError is Lock's refusal while another owner holds the lease.
+type LeaseHeldError struct {
+	Lease Lease // the other owner's
+}
+
+func (e *LeaseHeldError) Error() string {
+	return fmt.Sprintf("%s (%s, until %s)", ErrLeaseHeld, e.Lease.Owner, e.Lease.Expires.UTC().Format(time.RFC3339))
+}
+
+func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
+
+// HeldBy names the owner that holds the lease, and until when.
+func (e *LeaseHeldError) HeldBy() (owner string, until time.Time) {
+	return e.Lease.Owner, e.Lease.Expires
+}
+
+// Lock acquires key for owner and holds it (Hold) until unlock, for a
+// holder that needs only the lease, as a lock: it keeps reconciliations
+// from overlapping. lost is told when a renewal fails. While another owner
+// holds it, Lock fails with a *LeaseHeldError.
+func (t *LeaseTable) Lock(ctx context.Context, key, owner string, ttl time.Duration, lost func(error)) (unlock func(context.Context) error, err error) {
+	l, err := t.Acquire(ctx, key, owner, ttl)
+	if errors.Is(err, ErrLeaseHeld) {
+		return nil, &LeaseHeldError{Lease: l}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.Hold(l, ttl, lost).Release, nil
+}

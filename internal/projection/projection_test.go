@@ -26,6 +26,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -386,7 +387,7 @@ func TestRebuildRepairsAnAlteredHistory(t *testing.T) {
 	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: bogus}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: f.history.stateItem(State{UserID: "u0", Version: 999})}); err != nil {
+	if _, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.History, Item: f.history.stateItem(history.State{UserID: "u0", Version: 999})}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.history.Rebuild(ctx, "u0"); err != nil {
@@ -409,42 +410,7 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	const total = 23
-	for _, oldestFirst := range []bool{true, false} {
-		for _, size := range []int{1, 7, 100} {
-			var versions []int64
-			token := ""
-			for pages := 0; ; pages++ {
-				if pages > total+1 {
-					t.Fatalf("size %d: more pages than items", size)
-				}
-				page, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: size, PageToken: token}, OldestFirst: oldestFirst})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(page) > size {
-					t.Fatalf("size %d: page of %d", size, len(page))
-				}
-				for _, e := range page {
-					versions = append(versions, e.Version)
-				}
-				if token = next; token == "" {
-					break
-				}
-			}
-			if len(versions) != total {
-				t.Fatalf("oldest first %v, size %d: %d items, want %d", oldestFirst, size, len(versions), total)
-			}
-			for i, v := range versions {
-				want := int64(i + 1)
-				if !oldestFirst {
-					want = int64(total - i)
-				}
-				if v != want {
-					t.Fatalf("oldest first %v, size %d: item %d has version %d, want %d", oldestFirst, size, i, v, want)
-				}
-			}
-		}
-	}
+	pageThroughHistory(t, f, total)
 
 	purchases, _, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 5}, Types: []ledger.EntryType{ledger.EntryPurchase}})
 	if err != nil {
@@ -494,13 +460,67 @@ func TestListHistoryPagesAndFilters(t *testing.T) {
 		}
 	}
 
+	checkHistoryTokens(t, f, total, from, to)
+}
+
+// pageThroughHistory lists u1's history of total items in pages of
+// several sizes, both ways, and checks that it gets each version once, in
+// order.
+func pageThroughHistory(t *testing.T, f *fixture, total int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, oldestFirst := range []bool{true, false} {
+		for _, size := range []int{1, 7, 100} {
+			var versions []int64
+			token := ""
+			for pages := 0; ; pages++ {
+				if pages > total+1 {
+					t.Fatalf("size %d: more pages than items", size)
+				}
+				page, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: size, PageToken: token}, OldestFirst: oldestFirst})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(page) > size {
+					t.Fatalf("size %d: page of %d", size, len(page))
+				}
+				for _, e := range page {
+					versions = append(versions, e.Version)
+				}
+				if token = next; token == "" {
+					break
+				}
+			}
+			if len(versions) != total {
+				t.Fatalf("oldest first %v, size %d: %d items, want %d", oldestFirst, size, len(versions), total)
+			}
+			for i, v := range versions {
+				want := int64(i + 1)
+				if !oldestFirst {
+					want = int64(total - i)
+				}
+				if v != want {
+					t.Fatalf("oldest first %v, size %d: item %d has version %d, want %d", oldestFirst, size, i, v, want)
+				}
+			}
+		}
+	}
+}
+
+// checkHistoryTokens checks that u1's page tokens serve another instance,
+// and that tokens made for other queries, users, lists or deployments, or
+// altered, and bad filters (an empty window [to, from)) are refused as
+// invalid.
+func checkHistoryTokens(t *testing.T, f *fixture, total int, from, to time.Time) {
+	t.Helper()
+	ctx := context.Background()
 	_, next, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Another instance, or this one restarted, takes the token.
 	restarted := NewHistory(f.env.Client, f.env.History, f.store, nil)
-	if page, _, err := restarted.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2, PageToken: next}}); err != nil || len(page) != 2 || page[0].Version != total-2 {
+	if page, _, err := restarted.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2, PageToken: next}}); err != nil || len(page) != 2 || page[0].Version != int64(total-2) {
 		t.Errorf("the next page from another instance: %v, %v; want versions %d and %d", page, err, total-2, total-3)
 	}
 

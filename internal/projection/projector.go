@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 )
@@ -343,30 +344,10 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			return fmt.Errorf("get records: %w", err)
 		}
 
-		if len(out.Records) > 0 {
-			if err := p.apply(ctx, out.Records); err != nil {
-				return err
-			}
-			if p.o.AfterApply != nil {
-				if err := p.o.AfterApply(shardID, len(out.Records)); err != nil {
-					return &hookError{err}
-				}
-			}
+		finished, err := p.applyPage(ctx, shardID, st, held, out)
+		if err != nil {
+			return err
 		}
-		finished := out.NextShardIterator == nil
-		if len(out.Records) > 0 || finished {
-			seq := lease().Checkpoint
-			if len(out.Records) > 0 {
-				seq = aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
-			}
-			if err := held.Checkpoint(ctx, seq, finished); err != nil {
-				return err
-			}
-		}
-		p.mu.Lock()
-		st.caughtUp = len(out.Records) == 0
-		p.lastPass = time.Now()
-		p.mu.Unlock()
 		if finished {
 			p.log.InfoContext(ctx, "shard finished", "shard", shardID)
 			return nil
@@ -380,6 +361,37 @@ func (p *Projector) process(ctx context.Context, arn, shardID string, st *shardS
 			}
 		}
 	}
+}
+
+// applyPage applies a page of a shard's records and checkpoints past them
+// (or marks the shard finished, after its last page), and says whether the
+// shard is finished.
+func (p *Projector) applyPage(ctx context.Context, shardID string, st *shardState, held *Held, out *dynamodbstreams.GetRecordsOutput) (finished bool, err error) {
+	if len(out.Records) > 0 {
+		if err := p.apply(ctx, out.Records); err != nil {
+			return false, err
+		}
+		if p.o.AfterApply != nil {
+			if err := p.o.AfterApply(shardID, len(out.Records)); err != nil {
+				return false, &hookError{err}
+			}
+		}
+	}
+	finished = out.NextShardIterator == nil
+	if len(out.Records) > 0 || finished {
+		seq := held.Lease().Checkpoint
+		if len(out.Records) > 0 {
+			seq = aws.ToString(out.Records[len(out.Records)-1].Dynamodb.SequenceNumber)
+		}
+		if err := held.Checkpoint(ctx, seq, finished); err != nil {
+			return false, err
+		}
+	}
+	p.mu.Lock()
+	st.caughtUp = len(out.Records) == 0
+	p.lastPass = time.Now()
+	p.mu.Unlock()
+	return finished, nil
 }
 
 func (p *Projector) iterator(ctx context.Context, arn, shardID, checkpoint string) (*string, error) {
@@ -514,23 +526,11 @@ func (p *Projector) answerCatchUps(ctx context.Context, key string) error {
 	return err
 }
 
-// Status is what a projector reports about itself.
-type Status struct {
-	Owner         string        `json:"owner"`
-	Shards        []string      `json:"shards"`    // held now
-	CaughtUp      bool          `json:"caught_up"` // every held shard's last read found nothing new
-	Applied       int64         `json:"entries_applied"`
-	NewestApplied time.Time     `json:"newest_applied_entry_time"`
-	Lag           time.Duration `json:"lag_ns"` // newest applied entry: applied time minus create time
-	LagText       string        `json:"lag"`
-	LastPass      time.Time     `json:"last_pass"`
-}
-
 // Status reports the projector's shards, progress and lag.
-func (p *Projector) Status() Status {
+func (p *Projector) Status() history.ProjectorStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := Status{Owner: p.o.Owner, Applied: p.applied, NewestApplied: p.lastSeen, Lag: p.lastLag, LastPass: p.lastPass, CaughtUp: len(p.shards) > 0}
+	st := history.ProjectorStatus{Owner: p.o.Owner, Applied: p.applied, NewestApplied: p.lastSeen, Lag: p.lastLag, LastPass: p.lastPass, CaughtUp: len(p.shards) > 0}
 	for id, sh := range p.shards {
 		st.Shards = append(st.Shards, id)
 		st.CaughtUp = st.CaughtUp && sh.caughtUp

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -75,7 +76,7 @@ func (h *History) rebuild(ctx context.Context, user string, done *int64) error {
 	last := int64(len(entries))
 	target := min(version, last)
 	refunded := map[int64]decimal.Decimal{} // as the stream path has them at target
-	st := State{UserID: user}
+	st := history.State{UserID: user}
 	for _, e := range entries[:target] {
 		if e.Type == ledger.EntryRefund {
 			refunded[e.PurchaseVersion] = refunded[e.PurchaseVersion].Add(e.Amount)

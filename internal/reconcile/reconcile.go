@@ -1,7 +1,7 @@
 // Package reconcile proves that the books balance: for every user, the
 // account is the fold of its entries and the ledger's other invariants hold
-// (dynamo.Ledger.Audit), and the history projection has exactly the ledger's
-// entries; across all users, the sum of the entries equals the sum of the
+// (ledger.Audit of the partition the store reads), and the history
+// projection has exactly the ledger's entries (history.Compare); across all users, the sum of the entries equals the sum of the
 // balances.
 //
 // Reconciliation only reads, except for two repairs that never touch the
@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -27,14 +26,13 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/ledger/dynamo"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // Store is what reconciliation reads of the ledger.
 type Store interface {
-	Audit(ctx context.Context, user string) (dynamo.Audit, error)
+	Partition(ctx context.Context, user string) (ledger.Partition, error)
 	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
 	Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error
 	CountAccounts(ctx context.Context, scanned func(int)) (int64, error)
@@ -42,9 +40,18 @@ type Store interface {
 
 // History is what reconciliation reads and repairs of the projection.
 type History interface {
-	State(ctx context.Context, user string) (projection.State, error)
+	State(ctx context.Context, user string) (history.State, error)
 	Items(ctx context.Context, user string) ([]ledger.Entry, error)
 	Rebuild(ctx context.Context, user string) error
+}
+
+// Leases keeps reconciliations from overlapping: the lease table's Lock
+// (projection.LeaseTable).
+type Leases interface {
+	// Lock takes key for owner and keeps it until unlock; lost is told if
+	// it is lost meanwhile. While another owner holds key, its error has a
+	// method HeldBy() (owner string, until time.Time).
+	Lock(ctx context.Context, key, owner string, ttl time.Duration, lost func(error)) (unlock func(context.Context) error, err error)
 }
 
 // Options say what to reconcile and how fast.
@@ -157,13 +164,13 @@ func (r Report) Unrepaired() int {
 type Reconciler struct {
 	store   Store
 	history History
-	leases  *projection.LeaseTable
+	leases  Leases
 	now     func() time.Time
 }
 
 // New returns a Reconciler; leases holds the lease that keeps reconciliations
 // from overlapping.
-func New(store Store, history History, leases *projection.LeaseTable) *Reconciler {
+func New(store Store, history History, leases Leases) *Reconciler {
 	return &Reconciler{store: store, history: history, leases: leases, now: time.Now}
 }
 
@@ -200,22 +207,24 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 			return Report{}, err
 		}
 	}
-	lease, err := r.leases.Acquire(ctx, LeaseKey, o.Owner, o.LeaseTTL)
-	if errors.Is(err, projection.ErrLeaseHeld) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	unlock, err := r.leases.Lock(ctx, LeaseKey, o.Owner, o.LeaseTTL, func(err error) {
+		cancel(fmt.Errorf("reconciliation lease: %w", err))
+	})
+	var held interface{ HeldBy() (string, time.Time) }
+	if errors.As(err, &held) {
+		owner, until := held.HeldBy()
 		return Report{}, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonReconcileRunning,
-			"another reconciliation is running (%s, lease until %s)", lease.Owner, lease.Expires.UTC().Format(time.RFC3339))
+			"another reconciliation is running (%s, lease until %s)", owner, until.UTC().Format(time.RFC3339))
 	}
 	if err != nil {
 		return Report{}, err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	held := r.leases.Hold(lease, o.LeaseTTL, func(err error) {
-		cancel(fmt.Errorf("reconciliation lease: %w", err))
-	})
 	defer func() {
 		cancel(nil)
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = held.Release(rctx)
+		_ = unlock(rctx)
 		rcancel()
 	}()
 
@@ -265,7 +274,7 @@ type pass struct {
 }
 
 func (p *pass) user(ctx context.Context, user string) error {
-	a, err := p.r.store.Audit(ctx, user)
+	a, err := p.r.store.Partition(ctx, user)
 	if err != nil {
 		return err
 	}
@@ -273,7 +282,7 @@ func (p *pass) user(ctx context.Context, user string) error {
 		return err
 	}
 	p.items.Add(int64(a.Items))
-	findings := append(a.Findings, notRecorded(a.Account, p.start.Add(-p.o.SweepGrace))...)
+	folded, findings := ledger.Audit(a, p.start.Add(-p.o.SweepGrace))
 	projFindings, err := p.projection(ctx, user, a)
 	if err != nil {
 		return err
@@ -296,7 +305,7 @@ func (p *pass) user(ctx context.Context, user string) error {
 	}
 	findings = append(findings, projFindings...)
 
-	fold := a.Folded.Balance
+	fold := folded.Balance
 	p.users.Add(1)
 	p.entries.Add(int64(len(a.Entries)))
 	p.findingCount.Add(int64(len(findings)))
@@ -339,11 +348,11 @@ func (p *pass) user(ctx context.Context, user string) error {
 }
 
 // projection compares the user's history with the ledger entries the audit
-// read. A history behind the ledger gets ProjectionGrace to catch up. A
+// read (a). A history behind the ledger gets ProjectionGrace to catch up. A
 // history ahead of the audit (the ledger moved on while reconciliation ran,
 // and the projector followed) is compared with the entries since, read from
 // the ledger.
-func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]ledger.Finding, error) {
+func (p *pass) projection(ctx context.Context, user string, a ledger.Partition) ([]ledger.Finding, error) {
 	deadline := time.Now().Add(p.o.ProjectionGrace)
 	for {
 		st, items, err := p.snapshot(ctx, user)
@@ -358,7 +367,7 @@ func (p *pass) projection(ctx context.Context, user string, a dynamo.Audit) ([]l
 			}
 			entries = append(slices.Clip(entries), newer...)
 		}
-		findings := compareProjection(user, entries, st, items)
+		findings := history.Compare(user, entries, st, items)
 		behind := st.Version < a.Account.Version
 		if len(findings) == 0 || !behind || time.Now().After(deadline) {
 			return findings, nil
@@ -383,7 +392,7 @@ const snapshotTries = 10
 // between two equal reads of the state are the items of that state. Under a
 // projector that never pauses, the last try is compared without the items
 // past its state.
-func (p *pass) snapshot(ctx context.Context, user string) (projection.State, []ledger.Entry, error) {
+func (p *pass) snapshot(ctx context.Context, user string) (history.State, []ledger.Entry, error) {
 	st, err := p.r.history.State(ctx, user)
 	if err != nil {
 		return st, nil, err
@@ -398,7 +407,7 @@ func (p *pass) snapshot(ctx context.Context, user string) (projection.State, []l
 			return st, nil, err
 		}
 		switch {
-		case again.Version == st.Version && sameTotals(again, st):
+		case again.Version == st.Version && again.SameTotals(st):
 			return st, items, nil
 		case try == snapshotTries:
 			return st, slices.DeleteFunc(items, func(e ledger.Entry) bool { return e.Version > st.Version }), nil
@@ -410,112 +419,6 @@ func (p *pass) snapshot(ctx context.Context, user string) (projection.State, []l
 		case <-time.After(time.Duration(try) * 5 * time.Millisecond):
 		}
 	}
-}
-
-// compareProjection compares a user's history (state st, items) with the
-// ledger's entries, in version order. The history has what the stream path
-// writes: entries up to st.Version, a purchase's refunded amount being the
-// sum of its refunds up to st.Version.
-func compareProjection(user string, entries []ledger.Entry, st projection.State, items []ledger.Entry) []ledger.Finding {
-	var out []ledger.Finding
-	add := func(kind string, expected, found any, versions ...int64) {
-		out = append(out, ledger.Finding{UserID: user, Kind: kind, Expected: fmt.Sprint(expected), Found: fmt.Sprint(found), Versions: versions})
-	}
-	latest := int64(0)
-	if len(entries) > 0 {
-		latest = entries[len(entries)-1].Version
-	}
-	refunded := map[int64]decimal.Decimal{} // by purchase version, as of st.Version
-	fold := projection.State{UserID: user}
-	for _, e := range entries {
-		if e.Version > st.Version {
-			break
-		}
-		if e.Type == ledger.EntryRefund {
-			refunded[e.PurchaseVersion] = refunded[e.PurchaseVersion].Add(e.Amount)
-		}
-		fold = fold.Add(e)
-	}
-	byVersion := map[int64]ledger.Entry{}
-	for _, h := range items {
-		byVersion[h.Version] = h
-	}
-	var missing []int64
-	for _, e := range entries {
-		h, ok := byVersion[e.Version]
-		if !ok {
-			missing = append(missing, e.Version)
-			continue
-		}
-		delete(byVersion, e.Version)
-		if e.Refundable() {
-			if want := refunded[e.Version]; want.Equal(h.RefundedAmount) {
-				h.RefundedAmount = e.RefundedAmount // equal, whatever the decimal's form
-			} else {
-				e.RefundedAmount = want
-			}
-		}
-		if !reflect.DeepEqual(h, e) {
-			add(ledger.FindingProjectionMismatch, describe(e), describe(h), e.Version)
-		}
-	}
-	if len(missing) > 0 {
-		add(ledger.FindingProjectionMissing, fmt.Sprintf("%d entries", len(missing)), "none", missing...)
-	}
-	// What is left has no entry. Below the ledger's last version that is the
-	// ledger's own finding (a missing entry), reported by the audit.
-	for _, v := range slices.Sorted(maps.Keys(byVersion)) {
-		if v > latest {
-			add(ledger.FindingProjectionExtra, "no entry", describe(byVersion[v]), v)
-		}
-	}
-	if st.Version != 0 && st.Version == fold.Version && !sameTotals(st, fold) {
-		add(ledger.FindingProjectionState, totals(fold), totals(st), st.Version)
-	}
-	if st.Version > latest {
-		add(ledger.FindingProjectionState, fmt.Sprintf("version <= %d", latest), fmt.Sprintf("version %d", st.Version), st.Version)
-	}
-	return out
-}
-
-func sameTotals(a, b projection.State) bool {
-	return a.Balance.Equal(b.Balance) && a.Equal(b.Totals)
-}
-
-func totals(s projection.State) string {
-	return fmt.Sprintf("version %d balance %s %s", s.Version, s.Balance, s.Totals)
-}
-
-// notRecorded reports acct's buckets and open holds that expired before
-// cutoff and are still on the account: expired by time, not yet on the
-// record (see DefaultSweepGrace).
-func notRecorded(acct ledger.Account, cutoff time.Time) []ledger.Finding {
-	var out []ledger.Finding
-	add := func(what string, expire time.Time) {
-		out = append(out, ledger.Finding{UserID: acct.UserID, Kind: ledger.FindingExpiryNotRecorded,
-			Expected: "on the record within the sweep grace of its expiry", Found: fmt.Sprintf("%s expired at %s, still on the account", what, expire.UTC().Format(time.RFC3339)),
-			Versions: []int64{acct.Version}})
-	}
-	for _, b := range acct.Buckets {
-		if !b.Expire.IsZero() && b.Expire.Before(cutoff) {
-			add(fmt.Sprintf("bucket of %s", b.Amount), b.Expire)
-		}
-	}
-	for _, h := range acct.Holds {
-		if h.ExpireTime.Before(cutoff) {
-			add(fmt.Sprintf("hold %q of %s", h.RequestID, h.Amount), h.ExpireTime)
-		}
-	}
-	return out
-}
-
-func describe(e ledger.Entry) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s balance_after %s request %s", e.Type, e.Amount, e.BalanceAfter, e.RequestID)
-	if e.Refundable() {
-		fmt.Fprintf(&b, " refunded %s", e.RefundedAmount)
-	}
-	return b.String()
 }
 
 func (p *pass) progress() Progress {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -436,16 +437,16 @@ func TestAProposalForABalanceThatMovedAgain(t *testing.T) {
 }
 
 // writeAfterAudit is another client of the ledger: it commits once, right
-// after the first audit, as purchases and refunds commit while a
-// reconciliation runs.
+// after the first read of a partition (the audit's), as purchases and
+// refunds commit while a reconciliation runs.
 type writeAfterAudit struct {
 	*dynamo.Ledger
 	after func(user string)
 	once  atomic.Bool
 }
 
-func (w *writeAfterAudit) Audit(ctx context.Context, user string) (dynamo.Audit, error) {
-	a, err := w.Ledger.Audit(ctx, user)
+func (w *writeAfterAudit) Partition(ctx context.Context, user string) (ledger.Partition, error) {
+	a, err := w.Ledger.Partition(ctx, user)
 	if err == nil && w.once.CompareAndSwap(false, true) {
 		w.after(user)
 	}
@@ -503,7 +504,7 @@ type projectAfterState struct {
 	once  atomic.Bool
 }
 
-func (h *projectAfterState) State(ctx context.Context, user string) (projection.State, error) {
+func (h *projectAfterState) State(ctx context.Context, user string) (history.State, error) {
 	st, err := h.History.State(ctx, user)
 	if err == nil && h.once.CompareAndSwap(false, true) {
 		h.after(user)

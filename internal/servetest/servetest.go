@@ -22,9 +22,9 @@ import (
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/memory"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 var (
@@ -93,7 +93,7 @@ func Start(o Options) (s *Server, stop func()) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := memory.New(o.Now)
 	store.SetLimits(0, o.MaxHolds)
-	history := memory.NewHistory(store)
+	hist := memory.NewHistory(store)
 	o.Expiry.Now = o.Now
 
 	options := api.HandlerOptions(log)
@@ -107,15 +107,15 @@ func Start(o Options) (s *Server, stop func()) {
 	for pattern, h := range o.Routes {
 		mux.Handle(pattern, h)
 	}
-	service := api.NewLedgerService(store, history, ledger.DefaultScale, log)
+	service := api.NewLedgerService(store, hist, ledger.DefaultScale, log)
 	service.SetExpiryPolicy(o.Expiry)
 	if o.HistoryWait > 0 {
 		service.SetHistoryWait(o.HistoryWait)
 	}
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, api.KnownProcedures(api.LedgerServiceDescriptor(), protect(handler), options...))
-	noProjector := func() (projection.Status, bool) { return projection.Status{}, false }
-	admin := api.NewAdminService(store, history, memory.NewReconciler(store, history), noProjector, ledger.DefaultScale, log)
+	noProjector := func() (history.ProjectorStatus, bool) { return history.ProjectorStatus{}, false }
+	admin := api.NewAdminService(store, hist, memory.NewReconciler(store, hist), noProjector, ledger.DefaultScale, log)
 	admin.SetExpiryPolicy(o.Expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...))
@@ -142,7 +142,7 @@ func Start(o Options) (s *Server, stop func()) {
 		Ledger:  pointledgerv1connect.NewLedgerServiceClient(httpClient, srv.URL),
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		Store:   store,
-		History: history,
+		History: hist,
 		srv:     srv,
 	}, stop
 }

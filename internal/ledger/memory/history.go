@@ -10,15 +10,15 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/pagetoken"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // History is a history projection in memory, kept as package projection
 // keeps it in DynamoDB: for each user, a copy of the entries in version
 // order (a purchase's refunded amount being the sum of the refunds applied
-// after it) and a state folded with projection.State.Add. It follows a
+// after it) and a state folded with history.State.Add. It follows a
 // Store: the store tells it of each entry as it commits, so it does not
 // trail the ledger as the projector does, unless paused (Pause) to stand
 // for a projector that lags. A user whose entries it missed (committed
@@ -36,7 +36,7 @@ type History struct {
 
 type userHistory struct {
 	items  []ledger.Entry // items[i] has version i+1
-	state  projection.State
+	state  history.State
 	writes int // commits to it, so that a rebuild that changes nothing is a write too
 }
 
@@ -82,7 +82,7 @@ func (h *History) Resume() {
 func (h *History) applyFollowed(e ledger.Entry) {
 	u, ok := h.users[e.UserID]
 	if !ok {
-		u = &userHistory{state: projection.State{UserID: e.UserID}}
+		u = &userHistory{state: history.State{UserID: e.UserID}}
 		h.users[e.UserID] = u
 	}
 	if e.Version == u.state.Version+1 {
@@ -149,13 +149,13 @@ func (h *History) Items(_ context.Context, user string) ([]ledger.Entry, error) 
 
 // State returns a user's projection state; a user never projected has
 // version 0.
-func (h *History) State(_ context.Context, user string) (projection.State, error) {
+func (h *History) State(_ context.Context, user string) (history.State, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if u, ok := h.users[user]; ok {
 		return u.state, nil
 	}
-	return projection.State{UserID: user}, nil
+	return history.State{UserID: user}, nil
 }
 
 // Rebuild replaces a user's history with one made from the store's entries.
@@ -173,7 +173,7 @@ func (h *History) Rebuild(ctx context.Context, user string) error {
 	if !had && len(entries) == 0 {
 		return nil
 	}
-	u := &userHistory{state: projection.State{UserID: user}}
+	u := &userHistory{state: history.State{UserID: user}}
 	for _, e := range entries {
 		u.apply(e)
 	}

@@ -42,12 +42,15 @@ type user struct {
 	holds    map[string]ledger.Hold // every hold, by request_id, as it is now
 }
 
-// record is a request_id's idempotency record.
+// record is a request_id's idempotency record: the request's hash, what
+// it asked for and what it did (its entry's version, or its refusal).
 type record struct {
-	hash    string
-	version int64         // of its entry; 0 for a refusal
-	last    int64         // of the last entry its call wrote (an expiration may follow its own)
-	refusal *ledger.Error // the refusal it got
+	hash string
+	ledger.RequestRecord
+}
+
+func newRecord(m ledger.Mutation, version int64, refusal *ledger.Error) record {
+	return record{hash: m.Hash(), RequestRecord: ledger.RequestRecord{Type: m.Type, Amount: m.Amount, Version: version, Last: version, Refusal: refusal}}
 }
 
 // New returns an empty store; now is its clock (nil: time.Now).
@@ -94,8 +97,8 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		facts.Hold = &ledger.HoldRef{State: h.State}
 	}
 	if m.PurchaseRequestID != "" {
-		if rec, ok := u.requests[m.PurchaseRequestID]; ok && rec.refusal == nil {
-			p := u.entries[rec.version-1]
+		if rec, ok := u.requests[m.PurchaseRequestID]; ok && rec.Refusal == nil {
+			p := u.entries[rec.Version-1]
 			facts.Purchase = &ledger.PurchaseRef{Version: p.Version, Type: p.Type, Amount: p.Amount.Abs(), Draws: p.Draws, Refunded: p.RefundedAmount}
 		}
 	}
@@ -107,13 +110,15 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	dec, err := ledger.Decide(u.acct, m, s.now(), facts)
 	if err != nil {
 		if e, ok := ledger.AsError(err); ok && e.Kind.Final() {
-			u.requests[m.RequestID] = record{hash: m.Hash(), refusal: e}
+			u.requests[m.RequestID] = newRecord(m, 0, e)
 		}
 		return ledger.Result{}, err
 	}
 	s.commit(u, dec)
 	main := dec.Entry()
-	u.requests[m.RequestID] = record{hash: m.Hash(), version: main.Version, last: dec.Entries[len(dec.Entries)-1].Version}
+	rec := newRecord(m, main.Version, nil)
+	rec.Last = dec.Entries[len(dec.Entries)-1].Version // an expiration may follow its own entry
+	u.requests[m.RequestID] = rec
 	if facts.Purchase != nil {
 		p := &u.entries[facts.Purchase.Version-1]
 		p.RefundedAmount = p.RefundedAmount.Add(m.Amount)
@@ -150,12 +155,12 @@ func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
 		return ledger.Result{}, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonRequestIDReused,
 			"request_id %q of user %q was used for another request", m.RequestID, m.UserID)
 	}
-	if rec.refusal != nil {
-		again := *rec.refusal
+	if rec.Refusal != nil {
+		again := *rec.Refusal
 		again.Replayed = true
 		return ledger.Result{}, &again
 	}
-	e, last := u.entries[rec.version-1], u.entries[rec.last-1]
+	e, last := u.entries[rec.Version-1], u.entries[rec.Last-1]
 	hold := u.holds[cmp.Or(e.HoldRequestID, e.RequestID)]
 	return ledger.Result{Entry: e, Balance: last.BalanceAfter, Held: last.HeldAfter, Replayed: true, Hold: hold}, nil
 }
@@ -181,6 +186,30 @@ func (s *Store) Holds(_ context.Context, id string, q ledger.HoldQuery) ([]ledge
 		}
 		return out, nil
 	})
+}
+
+// Partition reads all the store keeps of user, for ledger.Audit.
+func (s *Store) Partition(_ context.Context, id string) (ledger.Partition, error) {
+	if err := ledger.ValidateUserID(id); err != nil {
+		return ledger.Partition{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := ledger.Partition{Account: ledger.NewAccount(id), Requests: map[string]ledger.RequestRecord{}}
+	u, ok := s.users[id]
+	if !ok {
+		return p, nil
+	}
+	if u.acct.Version > 0 {
+		p.Account = u.acct
+	}
+	p.Entries = slices.Clone(u.entries)
+	for id, r := range u.requests {
+		p.Requests[id] = r.RequestRecord
+	}
+	p.Holds = slices.SortedFunc(maps.Values(u.holds), func(a, b ledger.Hold) int { return cmp.Compare(a.Version, b.Version) })
+	p.Items = 1 + len(p.Entries) + len(p.Requests) + len(p.Holds)
+	return p, nil
 }
 
 func (s *Store) Balance(_ context.Context, id string) (ledger.Account, error) {

@@ -230,6 +230,15 @@ func TestHistoryListsLikeTheProjection(t *testing.T) {
 		t.Errorf("state = %+v, %v; want version 23, balance 1000-55+11 = 956, spent 55, refunded 11", st, err)
 	}
 
+	checkHistoryRefusals(t, h, at)
+}
+
+// checkHistoryRefusals checks that h refuses, as invalid, page tokens made
+// for other queries, users or lists, and bad filters; at(v) is the time of
+// u1's entry v.
+func checkHistoryRefusals(t *testing.T, h *History, at func(int) time.Time) {
+	t.Helper()
+	ctx := context.Background()
 	_, next, err := h.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 2}})
 	if err != nil || next == "" {
 		t.Fatalf("a first page of 2: %q, %v", next, err)

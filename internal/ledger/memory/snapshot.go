@@ -50,9 +50,9 @@ func (s *Store) Snapshot() Snapshot {
 			out[fmt.Sprintf("ledger %q entry %020d", id, e.Version)] = fmt.Sprintf("%+v", e)
 		}
 		for requestID, r := range u.requests {
-			text := fmt.Sprintf("hash %s entry %d", r.hash, r.version)
-			if r.refusal != nil {
-				text = fmt.Sprintf("%shash %s %d %s: %s", RefusalPrefix, r.hash, r.refusal.Kind, r.refusal.Reason, r.refusal.Message)
+			text := fmt.Sprintf("hash %s entry %d", r.hash, r.Version)
+			if r.Refusal != nil {
+				text = fmt.Sprintf("%shash %s %d %s: %s", RefusalPrefix, r.hash, r.Refusal.Kind, r.Refusal.Reason, r.Refusal.Message)
 			}
 			out[fmt.Sprintf("ledger %q request %q", id, requestID)] = text
 		}
