@@ -380,12 +380,6 @@ func (p *Proxy) transactionCharges(ctx context.Context, h http.Header, body []by
 	return cs, gs, len(in.TransactItems), nil
 }
 
-// readCharge is one read of a request, charged from the answer.
-type readCharge struct {
-	charge
-	factor float64 // 0.5 eventually consistent, 1 strongly, 2 transactional
-}
-
 // serveLimited carries out a call other than TransactWriteItems under the
 // limits: writes are charged before they are forwarded, reads admitted if
 // their partitions have room and charged by their answer.
