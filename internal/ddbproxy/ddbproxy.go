@@ -23,12 +23,17 @@
 // the item, an update at the larger of the item before and after, a
 // transactional write twice that for each item; a strongly consistent read
 // 1 unit per started 4 KB, eventually consistent half, transactional twice;
-// a Query the sum of its items' sizes rounded up to 4 KB. A write is charged
+// a Query the sum of its items' sizes rounded up to 4 KB; a ConditionCheck
+// in a transaction as a transactional write of the item's size (an
+// assumption: the documentation we read does not say). A write is charged
 // before it is forwarded (a failed condition costs as much), a read by its
 // answer. To know an item's size before an update, a delete or a condition
 // check, the proxy reads the item through the emulator first, and after an
 // update again (see writeCost: an update is admitted on an estimate of its
 // size after, and charged the exact larger size once it has gone through).
+// A request it cannot price (a table that is not there) goes to the
+// emulator uncharged, for DynamoDB's own answer, and is counted
+// (Stats.Unpriced).
 //
 // Not modelled: burst capacity (a partition's bucket holds one second of
 // units, not DynamoDB's 300 s of unused capacity; a request costing more
@@ -114,6 +119,7 @@ type Proxy struct {
 	throttles                      map[string]map[string]int64  // by table and key kind, under mu
 
 	twoActionRefusals atomic.Int64
+	unpriced          atomic.Int64
 }
 
 // OpStats count the calls of one DynamoDB operation and the time DynamoDB
@@ -167,6 +173,10 @@ type Stats struct {
 	// partition key's prefix before '#', such as ACCT).
 	Units     map[string]Units            `json:"units,omitempty"`
 	Throttles map[string]map[string]int64 `json:"throttles,omitempty"`
+	// Unpriced: requests the limits could not price (a body the proxy
+	// cannot read, a table that is not there), forwarded uncharged for
+	// DynamoDB's own answer.
+	Unpriced int64 `json:"unpriced,omitempty"`
 }
 
 // Throttled is the number of requests refused for a partition's limit.
@@ -204,7 +214,7 @@ func (p *Proxy) Stats() Stats {
 		}
 	}
 	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops, Faults: p.faults,
-		TwoActionRefusals: p.twoActionRefusals.Load(), Units: units, Throttles: throttles}
+		TwoActionRefusals: p.twoActionRefusals.Load(), Units: units, Throttles: throttles, Unpriced: p.unpriced.Load()}
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -248,8 +258,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.o.Limits.on() {
 		cs, gs, n, err := p.transactionCharges(r.Context(), r.Header, body)
 		if err != nil {
-			writeValidation(w, "proxy limits: "+err.Error())
-			return
+			p.unpriced.Add(1) // forwarded uncharged, as serveLimited does
+			cs, gs = nil, nil
 		}
 		if over := p.admitWrites(cs); over != nil {
 			writeCanceled(w, n, "ThrottlingError", "Throughput exceeds the current capacity for one or more items", itemsOf(over))

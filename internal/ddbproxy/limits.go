@@ -384,7 +384,13 @@ func (p *Proxy) transactionCharges(ctx context.Context, h http.Header, body []by
 // limits: writes are charged before they are forwarded, reads admitted if
 // their partitions have room and charged by their answer.
 func (p *Proxy) serveLimited(w http.ResponseWriter, r *http.Request, op string, body []byte) {
-	fail := func(err error) { writeValidation(w, "proxy limits: "+op+": "+err.Error()) }
+	// A request the proxy cannot price (a body it cannot read, a table
+	// that is not there) goes to the emulator uncharged, for DynamoDB's own
+	// answer to it.
+	fail := func(error) {
+		p.unpriced.Add(1)
+		p.forward(w, r, body, fate{}, nil)
+	}
 	switch op {
 	case "PutItem", "UpdateItem", "DeleteItem":
 		var a writeAction

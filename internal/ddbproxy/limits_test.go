@@ -338,3 +338,20 @@ func TestNoLimitsByDefault(t *testing.T) {
 		t.Errorf("without limits the proxy charged %v and throttled %d", st.Units, st.Throttled())
 	}
 }
+
+// A request the proxy cannot price (here an update of a table that is not
+// there, whose item it cannot read) gets DynamoDB's own answer, uncharged.
+func TestAnUnpricedRequestGetsDynamoDBsAnswer(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	p, db, _ := limited(t, env, 1)
+	_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{TableName: aws.String(env.Ledger + "-missing"), Key: key("ACCT#x", "A"),
+		UpdateExpression: aws.String("SET n = :n"), ExpressionAttributeValues: map[string]types.AttributeValue{":n": &types.AttributeValueMemberN{Value: "1"}}})
+	var missing *types.ResourceNotFoundException
+	if !errors.As(err, &missing) {
+		t.Fatalf("an update of a missing table through the limits: %v, want a ResourceNotFoundException", err)
+	}
+	if st := p.Stats(); st.Unpriced != 1 || len(st.Units) != 0 {
+		t.Errorf("unpriced %d, units %v; want 1 and none", st.Unpriced, st.Units)
+	}
+}
