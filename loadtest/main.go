@@ -46,6 +46,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"runtime"
@@ -87,6 +88,7 @@ type flags struct {
 	maxInFlight                           int
 	duration, warmup, latency             time.Duration
 	baselines, sharedEmulator, proxy, h2c bool
+	partitionScale                        float64
 	pinEmulator                           bool
 
 	instances         int           // ledgerd serve processes a run starts
@@ -140,7 +142,7 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		return false, err
 	}
 	if f.sharedEmulator && f.target == "" && f.dynamoEndpoint == "" {
-		if r.shared, err = stack.StartEnv(ctx, f.latency, f.proxy, r.emulatorCPUs); err != nil {
+		if r.shared, err = stack.StartEnv(ctx, f.proxyOptions(), r.emulatorCPUs); err != nil {
 			return false, err
 		}
 		defer r.shared.Stop()
@@ -153,6 +155,11 @@ func run(ctx context.Context, args []string) (ok bool, err error) {
 		return false, err
 	}
 	return r.rep.Invariants.OK() && report.EveryRunWrote(r.rep.Runs), nil
+}
+
+// proxyOptions are what the flags ask of the DynamoDB proxy.
+func (f flags) proxyOptions() stack.Proxy {
+	return stack.Proxy{On: f.proxy, Latency: f.latency, PartitionScale: f.partitionScale}
 }
 
 func parseFlags(args []string) (flags, error) {
@@ -178,6 +185,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.mix, "mix", "purchase=55,grant=5,refund=10,balance=20,history=10", "mixed: the proportions of each operation")
 	fs.DurationVar(&f.latency, "latency", 0, "put the DynamoDB proxy between ledgerd and the emulator: this much latency per call, and TransactionConflict like the real service")
 	fs.BoolVar(&f.proxy, "proxy", false, "put the DynamoDB proxy in even without -latency (to count item writes and DynamoDB's time by operation)")
+	fs.Float64Var(&f.partitionScale, "partition-scale", 0, "put the DynamoDB proxy in and have it enforce DynamoDB's per-partition limits times this: at 1, 1,000 write units and 3,000 read units a second per partition key, at 0.1 a tenth (so that the partition, not the emulator, is the bound); 0: no limits")
 	fs.BoolVar(&f.h2c, "h2c", false, "talk to ledgerd over HTTP/2 without TLS (one connection) instead of HTTP/1.1")
 	fs.BoolVar(&f.baselines, "baselines", true, "also measure the direct and the naive baselines (not with -target)")
 	fs.BoolVar(&f.sharedEmulator, "shared-emulator", false, "run everything on one DynamoDB Local instead of a fresh one per run (to see the emulator slow down as stream records pile up)")
@@ -205,6 +213,12 @@ func (f flags) params() (p *drive.Params, rate float64, err error) {
 	}
 	if f.scenario == "hot" {
 		p.Users = 1
+	}
+	if !(f.partitionScale >= 0) || math.IsInf(f.partitionScale, 1) {
+		return nil, 0, fmt.Errorf("-partition-scale %v: want 0 (no limits) or a positive factor", f.partitionScale)
+	}
+	if f.partitionScale > 0 && f.target != "" {
+		return nil, 0, errors.New("-partition-scale limits the DynamoDB of the ledgerd the load test starts: not with -target")
 	}
 	if err := f.checkFleet(); err != nil {
 		return nil, 0, err
@@ -292,7 +306,7 @@ func newReport(f flags, p *drive.Params, args []string, cpus string) *report.Rep
 		Command: command(args),
 		Machine: fmt.Sprintf("%s, %s/%s, %s", cpus, runtime.GOOS, runtime.GOARCH, runtime.Version()),
 		Options: report.Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
-			Users: p.Users, LatencyMS: float64(f.latency) / float64(time.Millisecond), MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
+			Users: p.Users, LatencyMS: float64(f.latency) / float64(time.Millisecond), PartitionScale: f.partitionScale, MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
 			SharedEmulator: f.sharedEmulator, PinEmulator: f.pinEmulator,
 			Instances: f.instances, Affinity: f.affinity, Compare: f.compare, KillOneS: f.killOne.Seconds()},
 	}

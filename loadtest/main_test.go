@@ -129,3 +129,68 @@ func TestCompareRunsOneInstanceThenSeveralThenWithAffinity(t *testing.T) {
 		t.Errorf("-instances 2 -affinity: %+v", c)
 	}
 }
+
+// A hot user through -partition-scale 0.02 (20 write units a second on its
+// partition): the proxy throttles the user's partition, the report counts
+// the throttles by table and key kind and the write units of a purchase,
+// and no more purchases go through than the partition allows. Without the
+// limits the emulator takes hundreds a second; a busy machine only makes
+// fewer.
+func TestAHotUserThroughThePartitionLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-partition-scale", "0.02",
+		"-scenario", "hot", "-concurrency", "16", "-warmup", "1s", "-duration", "5s", "-baselines=false", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if rep.Options.PartitionScale != 0.02 || len(rep.Runs) != 1 {
+		t.Fatalf("options %+v and %d runs, want the scale and one run", rep.Options, len(rep.Runs))
+	}
+	r := rep.Runs[0]
+	if r.Throttles["ledger"]["ACCT"] == 0 {
+		t.Errorf("throttles %v, want the ledger's ACCT partition throttled", r.Throttles)
+	}
+	// A purchase writes its entry and its request record in a transaction:
+	// at least 2 x 2 units, and the account's update shared by its group.
+	if r.WriteUnitsPerPurchase < 4 || r.WriteUnitsPerPurchase > 6 {
+		t.Errorf("%.2f write units per purchase, want 4 to 6", r.WriteUnitsPerPurchase)
+	}
+	// 20 units a second, a second's worth in the bucket when the
+	// measurement starts, and a group in flight at each end (a group of 48
+	// costs 194 units; one costing more than the bucket holds passes from
+	// a full bucket and leaves it in debt): at most (6 x 20 + 2 x 200) / 4 =
+	// 130 purchases in 5 s.
+	if limit := (6*20 + 2*200) / 4 / r.DurationS; r.Purchases > limit {
+		t.Errorf("%.1f purchases a second through a partition of 20 write units a second, want at most %.1f", r.Purchases, limit)
+	}
+}
+
+func TestPartitionScaleFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"-partition-scale", "-1"},
+		{"-partition-scale", "NaN"},
+		{"-partition-scale", "0.1", "-target", "http://127.0.0.1:1"},
+	} {
+		f, err := parseFlags(args)
+		if err != nil {
+			continue // refused by the flag package itself
+		}
+		if _, _, err := f.params(); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+	f, err := parseFlags([]string{"-partition-scale", "0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := f.proxyOptions(); p.PartitionScale != 0.1 || p.Latency != 0 || p.On {
+		t.Errorf("proxy options %+v, want the scale alone (which puts the proxy in)", p)
+	}
+}

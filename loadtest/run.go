@@ -45,6 +45,9 @@ func newRunner(ctx context.Context, f flags, p *drive.Params, rep *report.Report
 		if f.latency > 0 {
 			rep.Target += fmt.Sprintf(", proxy adding %s per call", f.latency)
 		}
+		if f.partitionScale > 0 {
+			rep.Target += fmt.Sprintf(", proxy limiting each partition to DynamoDB's units times %g", f.partitionScale)
+		}
 		return r, nil
 	}
 	r.f.baselines = false
@@ -142,9 +145,9 @@ func (r *runner) env(ctx context.Context) (*stack.Env, func(), error) {
 	if r.f.dynamoEndpoint != "" {
 		r.envs++
 		prefix := fmt.Sprintf("%slt-%s-%d-", r.f.tablePrefix, r.p.RunID, r.envs)
-		e, err = stack.GivenEnv(ctx, r.f.dynamoEndpoint, prefix, r.f.latency, r.f.proxy)
+		e, err = stack.GivenEnv(ctx, r.f.dynamoEndpoint, prefix, r.f.proxyOptions())
 	} else {
-		e, err = stack.StartEnv(ctx, r.f.latency, r.f.proxy, r.emulatorCPUs)
+		e, err = stack.StartEnv(ctx, r.f.proxyOptions(), r.emulatorCPUs)
 	}
 	if err != nil {
 		return nil, nil, err

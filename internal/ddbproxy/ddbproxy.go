@@ -10,10 +10,43 @@
 //   - with Faults, a share of the calls meets a latency spike or a closed
 //     connection, and a share of the transactions is carried out while its
 //     answer is lost or comes late: the unknown outcomes a ledger must
-//     survive without losing or repeating a point.
+//     survive without losing or repeating a point;
+//   - with Limits, each partition key (the PK attribute) of each table takes
+//     at most DynamoDB's 1,000 write units and 3,000 read units a second,
+//     times Limits.PartitionScale, and a request over it fails as it does
+//     on an on-demand table: a ThrottlingException (reason
+//     TableWriteKeyRangeThroughputExceeded or TableReadKeyRangeThroughputExceeded),
+//     and in a transaction a TransactionCanceledException with ThrottlingError
+//     for the items on a partition over its limit and None for the others.
+//
+// Units are charged by DynamoDB's rules: a write 1 unit per started KB of
+// the item, an update at the larger of the item before and after, a
+// transactional write twice that for each item; a strongly consistent read
+// 1 unit per started 4 KB, eventually consistent half, transactional twice;
+// a Query the sum of its items' sizes rounded up to 4 KB; a ConditionCheck
+// in a transaction as a transactional write of the item's size (an
+// assumption: the documentation we read does not say). A write is charged
+// before it is forwarded (a failed condition costs as much), a read by its
+// answer. To know an item's size before an update, a delete or a condition
+// check, the proxy reads the item through the emulator first, and after an
+// update again (see writeCost: an update is admitted on an estimate of its
+// size after, and charged the exact larger size once it has gone through).
+// A request it cannot price (a table that is not there) goes to the
+// emulator uncharged, for DynamoDB's own answer, and is counted
+// (Stats.Unpriced).
+//
+// Not modelled: burst capacity (a partition's bucket holds one second of
+// units, not DynamoDB's 300 s of unused capacity; a request costing more
+// than a second's units passes when the bucket is full and leaves it in
+// debt), adaptive capacity and partition splits (a partition key is one
+// partition forever, as a hot user on DynamoDB is), table and account
+// limits, the partial answers of a BatchWriteItem or BatchGetItem (the
+// whole batch is refused), Scans (not limited), and index writes (the tables
+// have no index).
 //
 // ledgerd talks to it through its ordinary endpoint setting. Calls other
-// than TransactWriteItems (reads, streams) are only delayed (and faulted).
+// than TransactWriteItems (reads, streams) are only delayed (and faulted),
+// and limited with Limits.
 package ddbproxy
 
 import (
@@ -35,6 +68,7 @@ type Options struct {
 	Target  string        // the emulator's URL, e.g. http://127.0.0.1:8000
 	Latency time.Duration // added to every call
 	Faults  Faults
+	Limits  Limits // DynamoDB's per-partition throughput; zero: none
 }
 
 // Faults are injected into a share of the calls, picked at random: what a
@@ -78,10 +112,14 @@ type Proxy struct {
 	rng                            *rand.Rand // under mu
 	faults                         FaultStats // under mu
 	calls, transactions, conflicts atomic.Int64
-	itemWrites                     map[string]int64   // by table, under mu
-	ops                            map[string]OpStats // by operation, under mu
+	itemWrites                     map[string]int64             // by table, under mu
+	ops                            map[string]OpStats           // by operation, under mu
+	partitions                     map[string]*partitionBuckets // by "table|partition key", under mu
+	units                          map[string]Units             // charged, by table, under mu
+	throttles                      map[string]map[string]int64  // by table and key kind, under mu
 
 	twoActionRefusals atomic.Int64
+	unpriced          atomic.Int64
 }
 
 // OpStats count the calls of one DynamoDB operation and the time DynamoDB
@@ -104,6 +142,9 @@ func Start(o Options) (*Proxy, error) {
 		inflight:   map[string]int{},
 		itemWrites: map[string]int64{},
 		ops:        map[string]OpStats{},
+		partitions: map[string]*partitionBuckets{},
+		units:      map[string]Units{},
+		throttles:  map[string]map[string]int64{},
 		rng:        rand.New(rand.NewPCG(o.Faults.Seed, o.Faults.Seed^0x5eed)),
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
@@ -126,6 +167,27 @@ type Stats struct {
 	// Transactions refused with a ValidationException for two actions on
 	// one item: a correct client sends none, so more than 0 is its bug.
 	TwoActionRefusals int64 `json:"two_action_refusals"`
+
+	// With Limits: the capacity units charged, by table, and the requests
+	// refused for a partition over its limit, by table and key kind (the
+	// partition key's prefix before '#', such as ACCT).
+	Units     map[string]Units            `json:"units,omitempty"`
+	Throttles map[string]map[string]int64 `json:"throttles,omitempty"`
+	// Unpriced: requests the limits could not price (a body the proxy
+	// cannot read, a table that is not there), forwarded uncharged for
+	// DynamoDB's own answer.
+	Unpriced int64 `json:"unpriced,omitempty"`
+}
+
+// Throttled is the number of requests refused for a partition's limit.
+func (s Stats) Throttled() int64 {
+	var n int64
+	for _, byKind := range s.Throttles {
+		for _, k := range byKind {
+			n += k
+		}
+	}
+	return n
 }
 
 // Stats returns the counts so far.
@@ -140,8 +202,19 @@ func (p *Proxy) Stats() Stats {
 	for o, st := range p.ops {
 		ops[o] = st
 	}
+	units := make(map[string]Units, len(p.units))
+	for t, u := range p.units {
+		units[t] = u
+	}
+	throttles := make(map[string]map[string]int64, len(p.throttles))
+	for t, byKind := range p.throttles {
+		throttles[t] = make(map[string]int64, len(byKind))
+		for k, n := range byKind {
+			throttles[t][k] = n
+		}
+	}
 	return Stats{Calls: p.calls.Load(), Transactions: p.transactions.Load(), Conflicts: p.conflicts.Load(), ItemWrites: writes, Ops: ops, Faults: p.faults,
-		TwoActionRefusals: p.twoActionRefusals.Load()}
+		TwoActionRefusals: p.twoActionRefusals.Load(), Units: units, Throttles: throttles, Unpriced: p.unpriced.Load()}
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -161,8 +234,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hangUp(w)
 		return
 	}
-	if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
-		p.forward(w, r, body, fate{})
+	_, op, _ := strings.Cut(r.Header.Get("X-Amz-Target"), ".")
+	if op != "TransactWriteItems" {
+		if p.o.Limits.on() {
+			p.serveLimited(w, r, op, body)
+			return
+		}
+		p.forward(w, r, body, fate{}, nil)
 		return
 	}
 	p.transactions.Add(1)
@@ -175,6 +253,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.twoActionRefusals.Add(1)
 		writeValidation(w, "Transaction request cannot include multiple operations on one item")
 		return
+	}
+	var seen func([]byte)
+	if p.o.Limits.on() {
+		cs, gs, n, err := p.transactionCharges(r.Context(), r.Header, body)
+		if err != nil {
+			p.unpriced.Add(1) // forwarded uncharged, as serveLimited does
+			cs, gs = nil, nil
+		}
+		if over := p.admitWrites(cs); over != nil {
+			writeCanceled(w, n, "ThrottlingError", "Throughput exceeds the current capacity for one or more items", itemsOf(over))
+			return
+		}
+		if len(gs) > 0 {
+			seen = func([]byte) { p.correct(r.Context(), r.Header, gs) }
+		}
 	}
 	if i, ok := p.enter(keys); !ok {
 		p.conflicts.Add(1)
@@ -189,7 +282,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p.roll(f.LateAnswer, &p.faults.LateAnswers):
 		end.late = f.LateBy
 	}
-	p.forward(w, r, body, end)
+	p.forward(w, r, body, end, seen)
 }
 
 // fate is what happens to an answer on its way back.
@@ -256,7 +349,9 @@ func (p *Proxy) leave(keys []string) {
 	}
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, end fate) {
+// forward sends the call to the emulator and its answer back, as end
+// says; seen, if any, reads a successful answer first.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, end fate, seen func(answer []byte)) {
 	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.o.Target+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
@@ -271,8 +366,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, body []byte, end
 	}
 	defer p.count(r.Header.Get("X-Amz-Target"), start)
 	defer res.Body.Close()
-	if end.lose || end.late > 0 {
+	if end.lose || end.late > 0 || seen != nil {
 		answer, err := io.ReadAll(res.Body) // DynamoDB has carried it out
+		if err == nil && seen != nil && res.StatusCode == http.StatusOK {
+			seen(answer)
+		}
 		if err != nil || end.lose {
 			hangUp(w)
 			return
@@ -363,17 +461,21 @@ func writeValidation(w http.ResponseWriter, msg string) {
 // writeConflict answers as DynamoDB does when a transaction meets another on
 // item i: TransactionCanceledException, with TransactionConflict for it.
 func writeConflict(w http.ResponseWriter, n, i int) {
+	writeCanceled(w, n, "TransactionConflict", "Transaction is ongoing for the item", []int{i})
+}
+
+// writeCanceled answers a transaction of n items cancelled for code on
+// items, with "None" for the others, as DynamoDB does.
+func writeCanceled(w http.ResponseWriter, n int, code, msg string, items []int) {
 	reasons := make([]map[string]string, n)
 	codes := make([]string, n)
 	for j := range reasons {
 		codes[j] = "None"
-		if j == i {
-			codes[j] = "TransactionConflict"
-		}
 		reasons[j] = map[string]string{"Code": codes[j]}
-		if j == i {
-			reasons[j]["Message"] = "Transaction is ongoing for the item"
-		}
+	}
+	for _, j := range items {
+		codes[j] = code
+		reasons[j] = map[string]string{"Code": code, "Message": msg}
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 	w.WriteHeader(http.StatusBadRequest)

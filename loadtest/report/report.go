@@ -47,6 +47,10 @@ type Options struct {
 	MaxBatch    string  `json:"max_batch,omitempty"` // LEDGER_MAX_BATCH given to the ledgerd it started
 	Mix         string  `json:"mix,omitempty"`       // mixed scenario: the proportions
 
+	// PartitionScale: the proxy enforced DynamoDB's per-partition limits
+	// times this (-partition-scale; 0: no limits).
+	PartitionScale float64 `json:"partition_scale,omitempty"`
+
 	// SharedEmulator: every run on one DynamoDB Local. By default each run
 	// gets a fresh one, because the emulator slows every write to a table
 	// with a stream as the records pile up, and a run after another would
@@ -99,6 +103,13 @@ type Run struct {
 	Transactions          int64    `json:"transactions,omitempty"`
 	Conflicts             int64    `json:"transaction_conflicts,omitempty"`
 	Notes                 []string `json:"notes,omitempty"` // findings of the run itself (the naive baseline's damage, ...)
+
+	// WriteUnitsPerPurchase: the ledger table's write units, as the proxy
+	// charged them by DynamoDB's rules (-partition-scale), per acknowledged
+	// purchase; Throttles: the requests it refused for a partition over its
+	// limit, by table and key kind (the partition key's prefix, ACCT).
+	WriteUnitsPerPurchase float64                     `json:"write_units_per_purchase,omitempty"`
+	Throttles             map[string]map[string]int64 `json:"throttles,omitempty"`
 
 	// Fleet: the ledgerd instances the load test started, per instance and
 	// in total (ledgerd's runs without -target).
@@ -349,6 +360,12 @@ func (r *Report) PrintSummary(w io.Writer) {
 			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged mutation (%d transactions, %d cancelled for conflict)\n",
 				run.Name, run.ItemWritesPerMutation, run.Transactions, run.Conflicts)
 		}
+		if run.WriteUnitsPerPurchase > 0 {
+			fmt.Fprintf(w, "%s: %.2f ledger write units per acknowledged purchase, by DynamoDB's rules\n", run.Name, run.WriteUnitsPerPurchase)
+		}
+		if run.Throttles != nil || r.Options.PartitionScale > 0 {
+			fmt.Fprintf(w, "%s: throttled by the partition limits (requests, by table and key kind): %s\n", run.Name, ThrottleList(run.Throttles))
+		}
 		for _, n := range run.Notes {
 			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
 		}
@@ -491,4 +508,17 @@ func (r Report) Comparisons() []Comparison {
 		}
 	}
 	return out
+}
+
+// ThrottleList writes throttles by table and key kind as "ledger ACCT=12,
+// history ACCT=3", or "none".
+func ThrottleList(throttles map[string]map[string]int64) string {
+	var out []string
+	for _, table := range sortedKeys(throttles) {
+		out = append(out, table+" "+codeList(throttles[table]))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }

@@ -38,15 +38,26 @@ type Env struct {
 	EmulatorPid int // the DynamoDB Local this load test started; 0: none
 }
 
+// Proxy says whether the DynamoDB proxy stands in front of the DynamoDB
+// Local of a run, and what it does there.
+type Proxy struct {
+	On             bool          // -proxy: to count, even without the others
+	Latency        time.Duration // -latency: added to every call
+	PartitionScale float64       // -partition-scale: DynamoDB's per-partition limits times this; 0: none
+}
+
+// wanted says whether the proxy is in: any of its options puts it in.
+func (p Proxy) wanted() bool { return p.On || p.Latency > 0 || p.PartitionScale > 0 }
+
 // StartEnv starts a fresh, in-memory DynamoDB Local (on cpus, if not ""),
-// and the proxy if latency > 0 or proxy.
-func StartEnv(ctx context.Context, latency time.Duration, proxy bool, cpus string) (*Env, error) {
+// and the proxy if proxy wants it.
+func StartEnv(ctx context.Context, proxy Proxy, cpus string) (*Env, error) {
 	emu, err := dynamolocal.Start(ctx, dynamolocal.Options{CPUs: cpus})
 	if err != nil {
 		return nil, err
 	}
 	e := &Env{endpoint: emu.Endpoint, DB: dynamolocal.NewClient(emu.Endpoint), shutdown: emu.Stop, EmulatorPid: emu.Pid()}
-	if err := e.withProxy(latency, proxy, emu.Endpoint); err != nil {
+	if err := e.withProxy(proxy, emu.Endpoint); err != nil {
 		emu.Stop()
 		return nil, err
 	}
@@ -59,13 +70,13 @@ const AWSDynamoDB = "aws"
 
 // GivenEnv is the DynamoDB at where (a URL, or awsDynamoDB), on tables
 // named with prefix, which stop deletes; the proxy in front of it if
-// latency > 0 or proxy (not of AWS's: its requests are signed for the
-// address they are sent to).
-func GivenEnv(ctx context.Context, where, prefix string, latency time.Duration, proxy bool) (*Env, error) {
+// proxy wants it (not of AWS's: its requests are signed for the address
+// they are sent to).
+func GivenEnv(ctx context.Context, where, prefix string, proxy Proxy) (*Env, error) {
 	e := &Env{Prefix: prefix}
 	if where == AWSDynamoDB {
-		if latency > 0 || proxy {
-			return nil, errors.New("-latency and -proxy put the proxy in front of DynamoDB Local, not of AWS's DynamoDB (requests are signed for the address they are sent to)")
+		if proxy.wanted() {
+			return nil, errors.New("-latency, -proxy and -partition-scale put the proxy in front of DynamoDB Local, not of AWS's DynamoDB (requests are signed for the address they are sent to)")
 		}
 		cfg, err := config.LoadDefaultConfig(ctx)
 		if err != nil {
@@ -75,7 +86,7 @@ func GivenEnv(ctx context.Context, where, prefix string, latency time.Duration, 
 		e.Client = e.DB // no proxy: the baselines write where the checks read
 	} else {
 		e.endpoint, e.DB = where, dynamolocal.NewClient(where)
-		if err := e.withProxy(latency, proxy, where); err != nil {
+		if err := e.withProxy(proxy, where); err != nil {
 			return nil, err
 		}
 	}
@@ -91,11 +102,12 @@ func GivenEnv(ctx context.Context, where, prefix string, latency time.Duration, 
 	return e, nil
 }
 
-// withProxy puts the proxy in front of target, if latency > 0 or proxy,
-// and sets the clients under test.
-func (e *Env) withProxy(latency time.Duration, proxy bool, target string) error {
-	if latency > 0 || proxy {
-		p, err := ddbproxy.Start(ddbproxy.Options{Target: target, Latency: latency})
+// withProxy puts the proxy in front of target, if proxy wants it, and sets
+// the clients under test.
+func (e *Env) withProxy(proxy Proxy, target string) error {
+	if proxy.wanted() {
+		p, err := ddbproxy.Start(ddbproxy.Options{Target: target, Latency: proxy.Latency,
+			Limits: ddbproxy.Limits{PartitionScale: proxy.PartitionScale}})
 		if err != nil {
 			return err
 		}
@@ -164,6 +176,10 @@ func AddProxyFigures(run *report.Run, e *Env, table string, before, after *ddbpr
 	}
 	run.ItemWritesPerMutation = float64(writes) / float64(run.Mutations)
 	run.Transactions, run.Conflicts = after.Transactions-before.Transactions, after.Conflicts-before.Conflicts
+	if units := after.Units[table].Write - before.Units[table].Write; units > 0 && run.Purchases > 0 {
+		run.WriteUnitsPerPurchase = units / (run.Purchases * run.DurationS)
+	}
+	run.Throttles = throttlesBetween(before, after, e.Prefix)
 	// Where DynamoDB's time went, by operation.
 	var parts []string
 	var total time.Duration
@@ -177,6 +193,27 @@ func AddProxyFigures(run *report.Run, e *Env, table string, before, after *ddbpr
 		}
 	}
 	run.Notes = append(run.Notes, fmt.Sprintf("DynamoDB (all tables) answered in %s summed over calls: %s", total.Round(time.Millisecond), strings.Join(parts, "; ")))
+}
+
+// throttlesBetween are the requests the proxy throttled between before and
+// after, by table (named without the run's prefix) and key kind.
+func throttlesBetween(before, after *ddbproxy.Stats, prefix string) map[string]map[string]int64 {
+	var out map[string]map[string]int64
+	for table, byKind := range after.Throttles {
+		for kind, n := range byKind {
+			if n -= before.Throttles[table][kind]; n > 0 {
+				if out == nil {
+					out = map[string]map[string]int64{}
+				}
+				name := strings.TrimPrefix(table, prefix)
+				if out[name] == nil {
+					out[name] = map[string]int64{}
+				}
+				out[name][kind] = n
+			}
+		}
+	}
+	return out
 }
 
 // Stop stops what e started (the proxy, the emulator) and deletes the
