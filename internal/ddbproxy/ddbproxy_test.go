@@ -174,7 +174,7 @@ func TestTheLedgerKeepsItsInvariantsThroughConflicts(t *testing.T) {
 	env := dynamotest.New(t)
 	p := start(t, env, 5*time.Millisecond)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	retry := dynamo.Retry{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	retry := dynamo.Retry{Backoff: dynamo.Backoff{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}}
 	ledgers := []*dynamo.Ledger{
 		dynamo.New(dynamolocal.NewClient(p.URL), dynamo.Options{Table: env.Ledger, Logger: quiet, MaxBatch: 1, Retry: retry}),
 		dynamo.New(dynamolocal.NewClient(p.URL), dynamo.Options{Table: env.Ledger, Logger: quiet, MaxBatch: 1, Retry: retry}),

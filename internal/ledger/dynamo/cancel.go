@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -137,6 +138,31 @@ var (
 	errThrottled = fmt.Errorf("%w: throttled", errRetry)
 	errConflict  = fmt.Errorf("%w: conflict", errRetry)
 )
+
+// throttled says whether err is DynamoDB refusing a request for capacity,
+// after the SDK's own retries: the request was not carried out.
+func throttled(err error) bool {
+	var api smithy.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode() {
+	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
+		return true
+	}
+	return false
+}
+
+// unavailable is err as a caller can act on it: a throttled read or write
+// is unavailable, THROTTLED (nothing was done; try again later), anything
+// else as it is.
+func unavailable(err error, what string) error {
+	if throttled(err) {
+		return ledger.Errorf(ledger.KindUnavailable, ledger.ReasonThrottled,
+			"%s: DynamoDB throttled the request; retrying later is safe", what)
+	}
+	return err
+}
 
 // retryReason names the race that retry lost, for the Observer.
 func retryReason(retry error) string {

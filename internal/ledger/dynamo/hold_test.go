@@ -149,7 +149,7 @@ func raceLedgers(t *testing.T, processes, maxBatch, maxHolds int) []*Ledger {
 	t.Helper()
 	env := dynamotest.New(t)
 	// Two processes retry each other's version moves: many cheap tries.
-	retry := Retry{MaxAttempts: 100, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	retry := Retry{Backoff: Backoff{MaxAttempts: 100, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}}
 	var ls []*Ledger
 	for range processes {
 		ls = append(ls, New(env.Client, Options{Table: env.Ledger, Retry: retry, MaxBatch: maxBatch, MaxHolds: maxHolds}))

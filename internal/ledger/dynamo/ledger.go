@@ -130,7 +130,10 @@ type Ledger struct {
 // New returns a Ledger on db.
 func New(db API, o Options) *Ledger {
 	if o.Retry.MaxAttempts < 1 {
-		o.Retry = DefaultRetry
+		o.Retry.Backoff = DefaultRetry.Backoff
+	}
+	if o.Retry.Throttled.MaxAttempts < 1 {
+		o.Retry.Throttled = DefaultRetry.Throttled
 	}
 	if o.Now == nil {
 		o.Now = time.Now

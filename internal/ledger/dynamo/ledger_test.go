@@ -29,7 +29,7 @@ import (
 func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 // fastRetry keeps tests that exhaust the retries short.
-var fastRetry = Retry{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}
+var fastRetry = Retry{Backoff: Backoff{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}, Throttled: Backoff{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
 
 func newLedger(tb testing.TB, db func(*dynamodb.Client) API, retry Retry) (*Ledger, *dynamotest.Env) {
 	tb.Helper()
@@ -265,7 +265,7 @@ func TestTransactionConflictIsRetried(t *testing.T) {
 func TestVersionRaceAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	retry := Retry{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	retry := Retry{Backoff: Backoff{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}}
 	a := New(env.Client, Options{Table: env.Ledger, Retry: retry})
 	b := New(env.Client, Options{Table: env.Ledger, Retry: retry})
 	mustApply(t, a, mutation(t, ledger.EntryGrant, "u1", "grant", "500"))
@@ -1126,7 +1126,7 @@ func auditOfRefusal(t *testing.T, l *Ledger, drift bool) ledger.Account {
 func TestConcurrentAttemptsOfARefusedRequest(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	retry := Retry{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}
+	retry := Retry{Backoff: Backoff{MaxAttempts: 50, BaseDelay: time.Millisecond, MaxDelay: 20 * time.Millisecond}}
 	a := New(env.Client, Options{Table: env.Ledger, Retry: retry})
 	b := New(env.Client, Options{Table: env.Ledger, Retry: retry})
 	mustApply(t, a, mutation(t, ledger.EntryGrant, "u1", "g", "10"))

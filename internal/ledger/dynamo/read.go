@@ -29,7 +29,7 @@ func (l *Ledger) Balance(ctx context.Context, user string) (ledger.Account, erro
 func (l *Ledger) account(ctx context.Context, user string) (ledger.Account, error) {
 	out, err := l.get(ctx, accountKey(user))
 	if err != nil {
-		return ledger.Account{}, fmt.Errorf("get account of %q: %w", user, err)
+		return ledger.Account{}, unavailable(fmt.Errorf("get account of %q: %w", user, err), fmt.Sprintf("read the account of %q", user))
 	}
 	a, ok, err := decodeAccount(out)
 	if err != nil || !ok {
@@ -190,7 +190,7 @@ func (l *Ledger) versions(ctx context.Context, user, prefix string, after int64,
 			ExclusiveStartKey: start,
 		})
 		if err != nil {
-			return fmt.Errorf("query %s items of %q: %w", prefix, user, err)
+			return unavailable(fmt.Errorf("query %s items of %q: %w", prefix, user, err), fmt.Sprintf("read the records of %q", user))
 		}
 		for _, item := range out.Items {
 			if more, err := fn(item); err != nil || !more {

@@ -195,7 +195,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	// The group outlives any one caller: they may leave, the group goes on.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conflicts := 0
+	conflicts, throttles := 0, 0
 	seen := seen{purchases: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}
 	var fresh *ledger.Account // just read: the next try plans on it
 	for len(calls) > 0 {
@@ -243,14 +243,12 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			return later
 		}
 		l.forget(user)
-		var canceled *types.TransactionCanceledException
-		if !errors.As(err, &canceled) {
+		settled, retry, unexplained := l.failed(ctx, g, err)
+		if settled < 0 {
 			// The outcome is unknown: the callers may retry with their request ids.
 			finishAll(current, fmt.Errorf("transact write of %d entries and %d refusals for user %q: %w", len(g.members), g.recorded, user, err))
 			return later
 		}
-
-		settled, retry, unexplained := l.decodeCancel(ctx, g, canceled.CancellationReasons)
 		// Everything not settled is planned again; the calls that were
 		// planned for later stay in line behind them.
 		calls, later = withoutFinished(calls), nil
@@ -263,16 +261,37 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 			continue
 		}
 		l.observe.Retried(retryReason(retry))
-		if conflicts++; conflicts >= l.retry.MaxAttempts {
-			l.abandon(ctx, user, current, retry, conflicts)
+		// A throttle waits for the partition to refill, on a schedule and a
+		// count of its own (Retry.Throttled); a lost race retries at once.
+		policy, n := l.retry.Backoff, &conflicts
+		if errors.Is(retry, errThrottled) {
+			policy, n = l.retry.Throttled, &throttles
+		}
+		if *n++; *n >= policy.MaxAttempts {
+			l.abandon(ctx, user, current, retry, *n)
 			return g.later // never tried: the next group tries them, with attempts of its own
 		}
-		if err := sleep(ctx, l.retry.backoff(conflicts)); err != nil {
+		if err := sleep(ctx, policy.backoff(*n)); err != nil {
 			finishAll(calls, err)
 			return later
 		}
 	}
 	return later
+}
+
+// failed reads what a transaction that did not commit says: a cancelled one
+// settles calls (decodeCancel); a throttled request was not carried out
+// and is retried like a throttled item; anything else has an unknown
+// outcome (settled -1).
+func (l *Ledger) failed(ctx context.Context, g group, err error) (settled int, retry, unexplained error) {
+	var canceled *types.TransactionCanceledException
+	switch {
+	case errors.As(err, &canceled):
+		return l.decodeCancel(ctx, g, canceled.CancellationReasons)
+	case throttled(err):
+		return 0, fmt.Errorf("%w: %v", errThrottled, err), nil
+	}
+	return -1, nil, nil
 }
 
 // committed answers the calls of g, which committed: each member with its
@@ -497,16 +516,33 @@ func withoutFinished(calls []*call) []*call {
 
 // Retry bounds the retries of an attempt that lost a race.
 type Retry struct {
+	// Backoff is for a lost race: a concurrent transaction, a version
+	// moved, a stale cache.
+	Backoff
+	// Throttled is for DynamoDB refusing the writes for capacity: a
+	// partition refills over a second, so its waits are longer, and they
+	// are counted apart from the races (zero: DefaultRetry's).
+	Throttled Backoff
+}
+
+// Backoff is a bounded schedule of jittered waits.
+type Backoff struct {
 	MaxAttempts int           // attempts in all, at least 1
 	BaseDelay   time.Duration // the first backoff's upper bound
 	MaxDelay    time.Duration // no backoff is longer
 }
 
-// DefaultRetry suits a hot user on the real service: about 1.5 s in the worst case.
-var DefaultRetry = Retry{MaxAttempts: 10, BaseDelay: 5 * time.Millisecond, MaxDelay: 250 * time.Millisecond}
+// DefaultRetry suits a hot user on the real service: about 1.5 s in the
+// worst case for races; for throttles about 12 s, which covers a full
+// group's refill even at a tenth of a partition's capacity (the proxy's
+// -partition-scale 0.1: a group of 194 write units waits about 1.9 s).
+var DefaultRetry = Retry{
+	Backoff:   Backoff{MaxAttempts: 10, BaseDelay: 5 * time.Millisecond, MaxDelay: 250 * time.Millisecond},
+	Throttled: Backoff{MaxAttempts: 10, BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second},
+}
 
 // backoff is "full jitter": uniform in [0, min(MaxDelay, BaseDelay*2^(attempt-1))].
-func (r Retry) backoff(attempt int) time.Duration {
+func (r Backoff) backoff(attempt int) time.Duration {
 	d := r.BaseDelay << min(attempt-1, 20)
 	if d <= 0 || d > r.MaxDelay {
 		d = r.MaxDelay
