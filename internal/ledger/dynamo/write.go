@@ -289,7 +289,7 @@ func (l *Ledger) failed(ctx context.Context, g group, err error) (settled int, r
 	case errors.As(err, &canceled):
 		return l.decodeCancel(ctx, g, canceled.CancellationReasons)
 	case throttled(err):
-		return 0, fmt.Errorf("%w: %v", errThrottled, err), nil
+		return 0, fmt.Errorf("%w: %w", errThrottled, err), nil
 	}
 	return -1, nil, nil
 }
