@@ -123,8 +123,8 @@ func (w WritePath) Minus(before WritePath) WritePath {
 }
 
 // minusEach is each of a's counts less b's, those that moved.
-func minusEach(a, b map[string]float64) map[string]float64 {
-	d := map[string]float64{}
+func minusEach[N int64 | float64](a, b map[string]N) map[string]N {
+	d := map[string]N{}
 	for k, n := range a {
 		if n -= b[k]; n != 0 {
 			d[k] = n
@@ -133,20 +133,25 @@ func minusEach(a, b map[string]float64) map[string]float64 {
 	return d
 }
 
+// plusEach is a's and b's counts added up, by key.
+func plusEach[N int64 | float64](a, b map[string]N) map[string]N {
+	s := map[string]N{}
+	for _, x := range []map[string]N{a, b} {
+		for k, n := range x {
+			s[k] += n
+		}
+	}
+	return s
+}
+
 // Plus adds two instances' figures up.
 func (w WritePath) Plus(o WritePath) WritePath {
 	s := WritePath{groups: w.groups + o.groups, committed: w.committed + o.committed, conflicts: w.conflicts + o.conflicts,
 		forwarded: w.forwarded + o.forwarded, fellBack: w.fellBack + o.fellBack, cpu: w.cpu + o.cpu,
-		sizes: map[float64]float64{}, retries: map[string]float64{}, forwardFailed: map[string]float64{}}
+		sizes: map[float64]float64{}, retries: plusEach(w.retries, o.retries), forwardFailed: plusEach(w.forwardFailed, o.forwardFailed)}
 	for _, x := range []WritePath{w, o} {
 		for le, n := range x.sizes {
 			s.sizes[le] += n
-		}
-		for reason, n := range x.retries {
-			s.retries[reason] += n
-		}
-		for reason, n := range x.forwardFailed {
-			s.forwardFailed[reason] += n
 		}
 	}
 	return s
@@ -191,26 +196,14 @@ func (c CallCounts) Clone() CallCounts {
 
 // Minus is what was counted after before.
 func (c CallCounts) Minus(before CallCounts) CallCounts {
-	d := CallCounts{Calls: c.Calls - before.Calls, OK: c.OK - before.OK, Purchases: c.Purchases - before.Purchases,
-		Unreachable: c.Unreachable - before.Unreachable, Codes: map[string]int64{}}
-	for code, n := range c.Codes {
-		if n -= before.Codes[code]; n != 0 {
-			d.Codes[code] = n
-		}
-	}
-	return d
+	return CallCounts{Calls: c.Calls - before.Calls, OK: c.OK - before.OK, Purchases: c.Purchases - before.Purchases,
+		Unreachable: c.Unreachable - before.Unreachable, Codes: minusEach(c.Codes, before.Codes)}
 }
 
 // Plus adds two instances' counts up.
 func (c CallCounts) Plus(o CallCounts) CallCounts {
-	s := CallCounts{Calls: c.Calls + o.Calls, OK: c.OK + o.OK, Purchases: c.Purchases + o.Purchases,
-		Unreachable: c.Unreachable + o.Unreachable, Codes: map[string]int64{}}
-	for _, x := range []CallCounts{c, o} {
-		for code, n := range x.Codes {
-			s.Codes[code] += n
-		}
-	}
-	return s
+	return CallCounts{Calls: c.Calls + o.Calls, OK: c.OK + o.OK, Purchases: c.Purchases + o.Purchases,
+		Unreachable: c.Unreachable + o.Unreachable, Codes: plusEach(c.Codes, o.Codes)}
 }
 
 // NewInstanceFigures are an instance's part of a run of durationS seconds
