@@ -115,26 +115,15 @@ func partitionOf(it item) (string, error) {
 // admit charges writes to their partitions' buckets if every one of them
 // has room, or charges nothing and returns the charges over the limit.
 func (p *Proxy) admitWrites(cs []charge) (over []charge) {
-	rate := partitionWriteUnits * p.o.Limits.PartitionScale
 	now := p.o.Limits.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range cs {
-		b := &p.partition(c).write
-		b.fill(now, rate)
-		if !b.has(c.units, rate) {
-			over = append(over, c)
-		}
-	}
+	over = p.overLimit(cs, now, partitionWriteUnits, func(c charge) (*bucket, float64) { return &p.partition(c).write, c.units })
 	if len(over) > 0 {
-		p.countThrottles(over)
 		return over
 	}
 	for _, c := range cs {
-		p.partition(c).write.units -= c.units
-		u := p.units[c.table]
-		u.Write += c.units
-		p.units[c.table] = u
+		p.spendWrite(c, c.units)
 	}
 	return nil
 }
@@ -142,19 +131,35 @@ func (p *Proxy) admitWrites(cs []charge) (over []charge) {
 // admitReads says which partitions have no room for a read of at least
 // least units: a read's cost is known only from its answer (chargeReads).
 func (p *Proxy) admitReads(cs []charge, least float64) (over []charge) {
-	rate := partitionReadUnits * p.o.Limits.PartitionScale
 	now := p.o.Limits.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.overLimit(cs, now, partitionReadUnits, func(c charge) (*bucket, float64) { return &p.partition(c).read, least })
+}
+
+// overLimit is under mu: it fills, at units a second (scaled), the bucket
+// of each charge that bucketOf names, and counts and returns the charges
+// whose bucket has no room for the cost bucketOf gives.
+func (p *Proxy) overLimit(cs []charge, now time.Time, units float64, bucketOf func(charge) (*bucket, float64)) (over []charge) {
+	rate := units * p.o.Limits.PartitionScale
 	for _, c := range cs {
-		b := &p.partition(c).read
+		b, cost := bucketOf(c)
 		b.fill(now, rate)
-		if !b.has(least, rate) {
+		if !b.has(cost, rate) {
 			over = append(over, c)
 		}
 	}
 	p.countThrottles(over)
 	return over
+}
+
+// spendWrite is under mu: units off c's partition's write bucket, and
+// onto its table's charged units.
+func (p *Proxy) spendWrite(c charge, units float64) {
+	p.partition(c).write.units -= units
+	u := p.units[c.table]
+	u.Write += units
+	p.units[c.table] = u
 }
 
 // chargeReads takes what reads cost, once their answer has said it; the
@@ -295,10 +300,7 @@ func (p *Proxy) correct(ctx context.Context, h http.Header, gs []*grown) {
 		}
 		delta := g.factor*writeUnits(max(g.before, after)) - g.units
 		p.mu.Lock()
-		p.partition(g.charge).write.units -= delta
-		u := p.units[g.table]
-		u.Write += delta
-		p.units[g.table] = u
+		p.spendWrite(g.charge, delta)
 		p.mu.Unlock()
 	}
 }
