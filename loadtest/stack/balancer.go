@@ -266,13 +266,14 @@ func (b *Balancer) follow(o drive.Op, where string, sent time.Time, out drive.Ou
 	}
 }
 
-// failover is what the balancer saw of t's kill: when t was taken out, and
-// whether every user was served once the window had passed.
-func (b *Balancer) failover(t *target, unreachableAtKill int64) report.Kill {
+// failover is what the balancer saw of t's kill: when it came (after
+// begin), when t was taken out, and whether every user was served once the
+// window had passed.
+func (b *Balancer) failover(t *target, unreachableAtKill int64, begin time.Time) report.Kill {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t.mu.Lock()
-	k := report.Kill{Instance: t.inst.Name, TakenOutBy: t.outBy, WindowMS: msOfDuration(b.window), TakenOutAfterMS: -1,
+	k := report.Kill{Instance: t.inst.Name, AtS: b.killAt.Sub(begin).Seconds(), TakenOutBy: t.outBy, WindowMS: msOfDuration(b.window), TakenOutAfterMS: -1,
 		FailedCalls: t.n.Unreachable - unreachableAtKill, LastFailureMS: -1}
 	if t.out && !t.outAt.Before(b.killAt) {
 		k.TakenOutAfterMS = msOfDuration(t.outAt.Sub(b.killAt))

@@ -193,12 +193,12 @@ func TestFailoverReportsWhatFailedAfterTheWindow(t *testing.T) {
 	b.follow(purchase("alice"), "i1", kill.Add(2*time.Second), ok)
 	b.follow(purchase("bob"), "i1", kill.Add(2*time.Second), drive.Outcome{Code: "failed_precondition"}) // the ledger's answer: served
 	b.follow(drive.Op{Kind: "balance", User: "carol"}, "i1", kill.Add(3*time.Second), dead)              // not a mutation
-	k := b.failover(b.targets[0], 0)
+	k := b.failover(b.targets[0], 0, kill)
 	if k.Users != 2 || k.ServedLater != 2 || len(k.Late) != 0 || k.LastFailureMS != 100 {
 		t.Fatalf("failover = %+v, want 2 users, 2 served later, none late, last failure at 100 ms", k)
 	}
 	b.follow(purchase("bob"), "i1", kill.Add(1500*time.Millisecond), drive.Outcome{Code: "unavailable", Err: "no owner"}) // a live instance that could not forward
-	k = b.failover(b.targets[0], 0)
+	k = b.failover(b.targets[0], 0, kill)
 	if len(k.Late) != 1 || !strings.HasPrefix(k.Late[0], "bob: 1 mutations sent more than 1s after the kill failed") || !strings.HasSuffix(k.Late[0], "i1 answered unavailable (no owner)") {
 		t.Errorf("late = %q, want bob's", k.Late)
 	}

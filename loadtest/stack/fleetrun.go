@@ -32,8 +32,7 @@ type FleetRun struct {
 	scraped       []error // the last scrape's, by instance
 	countsBefore  []report.CallCounts
 	countsAfter   []report.CallCounts
-	victim        int // the killed instance; -1: none
-	killAt        time.Time
+	victim        int   // the killed instance; -1: none
 	atKill        int64 // the victim's unreachable calls when it was killed
 	killErr       error
 	killDone      chan struct{}
@@ -135,7 +134,7 @@ func (fr *FleetRun) killOne() {
 	err := t.inst.kill()
 	fr.Balancer.killed(at, fr.window)
 	fr.mu.Lock()
-	fr.victim, fr.killAt, fr.atKill, fr.killErr = victim, at, atKill, err
+	fr.victim, fr.atKill, fr.killErr = victim, atKill, err
 	fr.mu.Unlock()
 }
 
@@ -154,6 +153,10 @@ func (fr *FleetRun) Figures(affinity bool, durationS float64) (*report.Fleet, er
 	f := &report.Fleet{Instances: len(fr.Balancer.targets), Affinity: affinity,
 		Balancer: fmt.Sprintf("the load tool, round robin per call over the instances in service (health checked every %s, each check given %s: out after %d failed checks or %d calls in a row that could not reach it, back after %d passed checks; no retries)",
 			fr.Balancer.interval, healthTimeout, healthFails, passiveFails, healthPasses)}
+	if fr.victim >= 0 {
+		k := fr.Balancer.failover(fr.Balancer.targets[fr.victim], fr.atKill, fr.begin)
+		f.Kill = &k
+	}
 	var total report.WritePath
 	var totalCounts report.CallCounts
 	notes := []string{}
@@ -163,7 +166,7 @@ func (fr *FleetRun) Figures(affinity bool, durationS float64) (*report.Fleet, er
 		fig := report.NewInstanceFigures(t.inst.Name, counts, wp, durationS)
 		switch {
 		case i == fr.victim:
-			fig.Note = fmt.Sprintf("SIGKILLed %.1f s into the measurement: its write path counted until then", fr.killAt.Sub(fr.begin).Seconds())
+			fig.Note = fmt.Sprintf("SIGKILLed %.1f s into the measurement: its write path counted until then", f.Kill.AtS)
 		case fr.scraped[i] != nil:
 			fig.Note = "no write-path figures: " + fr.scraped[i].Error()
 			notes = append(notes, t.inst.Name)
@@ -180,11 +183,6 @@ func (fr *FleetRun) Figures(affinity bool, durationS float64) (*report.Fleet, er
 	f.Total = report.NewInstanceFigures("total", totalCounts, total, durationS)
 	if len(notes) > 0 {
 		f.Total.Note = "without the write path of " + strings.Join(notes, ", ")
-	}
-	if fr.victim >= 0 {
-		k := fr.Balancer.failover(fr.Balancer.targets[fr.victim], fr.atKill)
-		k.AtS = fr.killAt.Sub(fr.begin).Seconds()
-		f.Kill = &k
 	}
 	return f, nil
 }
