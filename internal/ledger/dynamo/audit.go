@@ -123,7 +123,7 @@ func decodePartition(user string, items []map[string]types.AttributeValue) (ledg
 			if err != nil {
 				return p, err
 			}
-			p.Requests[strings.TrimPrefix(sk, requestPrefix)] = ledger.RequestRecord{Type: r.Type, Amount: r.Amount, Version: r.Version, Last: r.Last, Refusal: r.Refusal}
+			p.Requests[strings.TrimPrefix(sk, requestPrefix)] = r.RequestRecord
 		}
 	}
 	return p, nil

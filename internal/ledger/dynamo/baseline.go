@@ -34,11 +34,8 @@ func AccountItem(a ledger.Account) map[string]types.AttributeValue {
 	item["status"] = str(string(a.Status))
 	item["create_time"] = str(formatTime(a.CreateTime))
 	item["update_time"] = str(formatTime(a.UpdateTime))
-	for _, b := range a.Buckets {
-		if !b.Expire.IsZero() {
-			item["buckets"] = bucketsItem(a.Buckets)
-			break
-		}
+	if expires(a.Buckets) {
+		item["buckets"] = bucketsItem(a.Buckets)
 	}
 	if len(a.Holds) > 0 {
 		item["held"] = num(a.Held)

@@ -71,15 +71,10 @@ func requestKey(user, requestID string) map[string]types.AttributeValue {
 // requestRecord is the idempotency record of a request_id: the request's
 // hash and what it did, an entry or a final refusal.
 type requestRecord struct {
-	Hash    string
-	Type    ledger.EntryType
-	Amount  decimal.Decimal // the request's positive amount (a purchase's cap for its refunds)
-	Version int64           // the version of the entry it wrote; 0 for a refusal
-	// Last is the version of the last entry its call wrote: Version, or the
-	// expiration the ledger wrote right after it (stored only then, as
-	// last_version), whose account the call answered.
-	Last    int64
-	Refusal *ledger.Error // the refusal it got; nil if it wrote an entry
+	// What the record says of its request (Last is stored as last_version
+	// only when it is not Version).
+	ledger.RequestRecord
+	Hash string
 
 	Refunded decimal.Decimal // purchases, as a refund plans: the refunded amount it read (not stored)
 }
@@ -440,11 +435,10 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 // version.
 func decodeRequest(item map[string]types.AttributeValue) (requestRecord, error) {
 	d := decoder{item: item}
-	r := requestRecord{
-		Hash:   d.str("request_hash"),
+	r := requestRecord{Hash: d.str("request_hash"), RequestRecord: ledger.RequestRecord{
 		Type:   ledger.EntryType(d.str("type")),
 		Amount: d.num("amount"),
-	}
+	}}
 	if _, refused := item["refusal_kind"]; refused {
 		name := d.str("refusal_kind")
 		kind, ok := refusalKinds[name]

@@ -174,7 +174,7 @@ func (t *txn) join(c *call, info ledger.EntryTypeInfo, dec ledger.Decision, purc
 		t.touched[purchase.Version] = true
 	}
 	t.byRequest[c.m.RequestID] = p
-	t.records[c.m.RequestID] = requestRecord{Hash: c.m.Hash(), Type: p.entry.Type, Version: p.entry.Version, Last: p.after.Version}
+	t.records[c.m.RequestID] = requestRecord{Hash: c.m.Hash(), RequestRecord: ledger.RequestRecord{Type: p.entry.Type, Version: p.entry.Version, Last: p.after.Version}}
 	t.needsActive = t.needsActive || info.NeedsActive
 }
 
@@ -222,7 +222,7 @@ func (t *txn) refuse(c *call, err error) {
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}})
 		t.recorded++
-		t.records[c.m.RequestID] = requestRecord{Hash: c.m.Hash(), Type: c.m.Type, Amount: c.m.Amount, Refusal: e}
+		t.records[c.m.RequestID] = requestRecord{Hash: c.m.Hash(), RequestRecord: ledger.RequestRecord{Type: c.m.Type, Amount: c.m.Amount, Refusal: e}}
 	}
 	t.refused = append(t.refused, r)
 }
