@@ -45,16 +45,14 @@ func Procedures(service protoreflect.ServiceDescriptor) []string {
 // options, whose codecs tell the protocols apart.
 func KnownProcedures(service protoreflect.ServiceDescriptor, next http.Handler, opts ...connect.HandlerOption) http.Handler {
 	known := make(map[string]bool)
-	for _, p := range Procedures(service) {
-		known[p] = true
-	}
 	// The methods without side effects, which may be called with GET.
 	readable := make(map[string]bool)
 	methods := service.Methods()
-	for i := range methods.Len() {
+	for i, p := range Procedures(service) {
+		known[p] = true
 		options, _ := methods.Get(i).Options().(*descriptorpb.MethodOptions)
 		if options.GetIdempotencyLevel() == descriptorpb.MethodOptions_NO_SIDE_EFFECTS {
-			readable["/"+string(service.FullName())+"/"+string(methods.Get(i).Name())] = true
+			readable[p] = true
 		}
 	}
 	errw := connect.NewErrorWriter(opts...)
