@@ -157,11 +157,11 @@ chromium: ## install Debian's chromium, CHROMIUM_MIN_VERSION or newer, unless it
 	fi; \
 	new_enough() { [ -n "$$1" ] && [ "$$1" != "(none)" ] && dpkg --compare-versions "$$1" ge '$(CHROMIUM_MIN_VERSION)'; }; \
 	installed=$$(dpkg-query -W -f='$${db:Status-Status} $${Version}' chromium 2>/dev/null || true); \
-	if [ "$${installed%% *}" = installed ] && new_enough "$${installed#* }"; then \
-		echo "chromium: using $${installed#* } (minimum $(CHROMIUM_MIN_VERSION))"; exit 0; \
+	have="chromium is not installed"; \
+	if [ "$${installed%% *}" = installed ]; then \
+		if new_enough "$${installed#* }"; then echo "chromium: using $${installed#* } (minimum $(CHROMIUM_MIN_VERSION))"; exit 0; fi; \
+		have="chromium $${installed#* } is older than the minimum $(CHROMIUM_MIN_VERSION)"; \
 	fi; \
-	if [ "$${installed%% *}" = installed ]; then have="chromium $${installed#* } is older than the minimum $(CHROMIUM_MIN_VERSION)"; \
-	else have="chromium is not installed"; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "chromium: $$have, and installing it needs root: sudo make chromium ($$instead)"; exit 1; \
 	fi; \
