@@ -157,11 +157,11 @@ chromium: ## install Debian's chromium, CHROMIUM_MIN_VERSION or newer, unless it
 	fi; \
 	new_enough() { [ -n "$$1" ] && [ "$$1" != "(none)" ] && dpkg --compare-versions "$$1" ge '$(CHROMIUM_MIN_VERSION)'; }; \
 	installed=$$(dpkg-query -W -f='$${db:Status-Status} $${Version}' chromium 2>/dev/null || true); \
-	if [ "$${installed%% *}" = installed ] && new_enough "$${installed#* }"; then \
-		echo "chromium: using $${installed#* } (minimum $(CHROMIUM_MIN_VERSION))"; exit 0; \
+	have="chromium is not installed"; \
+	if [ "$${installed%% *}" = installed ]; then \
+		if new_enough "$${installed#* }"; then echo "chromium: using $${installed#* } (minimum $(CHROMIUM_MIN_VERSION))"; exit 0; fi; \
+		have="chromium $${installed#* } is older than the minimum $(CHROMIUM_MIN_VERSION)"; \
 	fi; \
-	if [ "$${installed%% *}" = installed ]; then have="chromium $${installed#* } is older than the minimum $(CHROMIUM_MIN_VERSION)"; \
-	else have="chromium is not installed"; fi; \
 	if [ "$$(id -u)" != 0 ]; then \
 		echo "chromium: $$have, and installing it needs root: sudo make chromium ($$instead)"; exit 1; \
 	fi; \
@@ -211,6 +211,11 @@ sha-prefix = $(shell printf %.12s '$(1)')
 # installs it again.
 link-tool = mkdir -p '$(TOOLS)' && ln -sfn "$$dir/$(1)" '$(TOOLS)/$(1)' && ln -sfn "$$dir/$(1)" '$@'
 
+# $(call go-tool,NAME,VERSION,PACKAGE): a tool that `go install PACKAGE@VERSION`
+# builds, shared keyed by VERSION and the Go that built it, then linked.
+go-tool = $(call shared-tool,$(1),$(2),$(2)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install $(3)@$(2)); \
+	$(call link-tool,$(1))
+
 $(TOOLS)/buf-$(BUF_VERSION):
 	@test -n "$(BUF_SHA256_$(BUF_PLATFORM))" || { echo "no pinned buf for $(BUF_PLATFORM)"; exit 1; }
 	@$(call shared-tool,buf,$(BUF_VERSION),$(BUF_VERSION)-$(call sha-prefix,$(BUF_SHA256_$(BUF_PLATFORM))),fetched,$(buf-fetch)); \
@@ -223,12 +228,10 @@ tar -xzf *.tgz package/bin/buf && mv package/bin/buf buf && rm -rf package *.tgz
 endef
 
 $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(GO_BUILD):
-	@$(call shared-tool,protoc-gen-go,$(PROTOC_GEN_GO_VERSION),$(PROTOC_GEN_GO_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)); \
-	$(call link-tool,protoc-gen-go)
+	@$(call go-tool,protoc-gen-go,$(PROTOC_GEN_GO_VERSION),google.golang.org/protobuf/cmd/protoc-gen-go)
 
 $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION)-$(GO_BUILD):
-	@$(call shared-tool,protoc-gen-connect-go,$(PROTOC_GEN_CONNECT_GO_VERSION),$(PROTOC_GEN_CONNECT_GO_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(PROTOC_GEN_CONNECT_GO_VERSION)); \
-	$(call link-tool,protoc-gen-connect-go)
+	@$(call go-tool,protoc-gen-connect-go,$(PROTOC_GEN_CONNECT_GO_VERSION),connectrpc.com/connect/cmd/protoc-gen-connect-go)
 
 # Not `go install module@version`: that also reads the module's list of
 # versions (for a deprecation notice), which a proxy may refuse (ours has,
@@ -247,12 +250,10 @@ GOBIN="$$out" $(GO) install github.com/sudorandom/protoc-gen-connect-openapi
 endef
 
 $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD):
-	@$(call shared-tool,gotestsum,$(GOTESTSUM_VERSION),$(GOTESTSUM_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)); \
-	$(call link-tool,gotestsum)
+	@$(call go-tool,gotestsum,$(GOTESTSUM_VERSION),gotest.tools/gotestsum)
 
 $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD):
-	@$(call shared-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),$(GOLANGCI_LINT_VERSION)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)); \
-	$(call link-tool,golangci-lint)
+	@$(call go-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 
 .PHONY: lint
 lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
