@@ -192,7 +192,7 @@ func (t *txn) add(p *planned, dec ledger.Decision) {
 			p.request = len(t.items)
 			t.items = append(t.items, types.TransactWriteItem{Put: &types.Put{
 				TableName:                           t.table,
-				Item:                                requestItem(p.c.m, e, dec.Entries[len(dec.Entries)-1].Version),
+				Item:                                requestItem(p.c.m, e, dec.After.Version),
 				ConditionExpression:                 aws.String("attribute_not_exists(PK)"),
 				ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			}})

@@ -117,7 +117,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	s.commit(u, dec)
 	main := dec.Entry()
 	rec := newRecord(m, main.Version, nil)
-	rec.Last = dec.Entries[len(dec.Entries)-1].Version // an expiration may follow its own entry
+	rec.Last = dec.After.Version // an expiration may follow its own entry
 	u.requests[m.RequestID] = rec
 	if facts.Purchase != nil {
 		p := &u.entries[facts.Purchase.Version-1]
