@@ -33,6 +33,9 @@ const (
 	LedgerTable  = "ledger"  // entries, accounts, request records; streams on
 	HistoryTable = "history" // the projection: per-user history and its state
 	LeaseTable   = "leases"  // shard leases and checkpoints of the projection
+	// WebhookTable holds webhook endpoints, each endpoint's delivery queue
+	// per user, delivery rows and expiry notices (internal/dispatch).
+	WebhookTable = "webhooks"
 )
 
 // API is the part of the DynamoDB client migrations use.

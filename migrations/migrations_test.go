@@ -64,7 +64,7 @@ func TestFilesAreCreateTableInputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != 3 || *all[0].Input.TableName != "p_"+migrations.LedgerTable {
+	if len(all) != 4 || *all[0].Input.TableName != "p_"+migrations.LedgerTable {
 		t.Fatalf("migrations = %+v, want the ledger table first, prefixed", all)
 	}
 	for _, m := range all {

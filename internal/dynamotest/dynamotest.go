@@ -66,6 +66,7 @@ type Env struct {
 	Ledger   string // full names of the tables
 	History  string
 	Leases   string
+	Webhooks string // endpoints, delivery queues and rows, notices
 }
 
 // New creates the migrations' tables under a prefix of the test's own and
@@ -100,6 +101,7 @@ func newEnv(tb testing.TB, e *dynamolocal.Emulator) *Env {
 	env.Ledger = env.Prefix + migrations.LedgerTable
 	env.History = env.Prefix + migrations.HistoryTable
 	env.Leases = env.Prefix + migrations.LeaseTable
+	env.Webhooks = env.Prefix + migrations.WebhookTable
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if err := migrations.Apply(ctx, env.Client, env.Prefix, log); err != nil {

@@ -1,0 +1,60 @@
+// Package dispatch delivers the ledger's events to webhook endpoints, in
+// version order per user and endpoint, and keeps the endpoints themselves.
+// It reads the ledger's entries from the ledger table's stream (through
+// the stream-consumer package the projection uses) and from the ledger
+// itself; it writes only its own table, "webhooks" (migrations/), never
+// the ledger: the entries are the outbox.
+//
+// The webhooks table (PK, SK strings) holds:
+//
+//   - Endpoints: PK "ENDPOINTS", SK "EP#<endpoint_id>": url, event_types,
+//     description, disabled, disabled_reason, create_time and the signing
+//     secrets (the current one, and the old one with its retire_time
+//     during a rotation). Few and small, read with one consistent Query.
+//   - A queue per endpoint and user: PK "Q#<endpoint_id>#<user_id>", SK
+//     "Q": wanted (the highest version the stream has shown for the user),
+//     done (the last version resolved: answered 2xx, given up, or skipped
+//     because the endpoint does not subscribe to its type or the entry is
+//     older than the endpoint), the head event's attempts and
+//     next_attempt_time, a claim (claim_owner, claim_until) and a record
+//     version number. queue_endpoint + user_id index it by endpoint
+//     (index queues_by_endpoint, written once, when the queue is made).
+//     While done < wanted the queue is due: due_shard (one of a fixed
+//     number, by a hash of the key) and due_time (when its head may be
+//     attempted, sortable text) put it in the sparse index "due", read
+//     only to find candidates, never to decide.
+//   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",
+//     SK "V#<version, zero-padded>" (a notice: "N#<expire_time>#<lead>"),
+//     with the event id, type, state (PENDING, SUCCEEDED, FAILED),
+//     attempts, last status code, last error and next attempt time;
+//     delivery_endpoint + event_id index it by endpoint for
+//     ListWebhookDeliveries.
+//     A notice's delivery row is its own queue of one event: while PENDING
+//     it carries due_shard and due_time, and it is attempted outside the
+//     user's version order.
+//   - Notices: PK "N#<user_id>", SK "<expire_time>#<lead>", written once
+//     (attribute_not_exists) so a notice is decided once per user, bucket
+//     and lead, however many dispatchers look.
+//
+// What holds:
+//
+//   - Order: a user's events reach an endpoint in version order. Only the
+//     holder of a queue's claim (a conditional write with an expiry) sends
+//     its head, and done moves only forward, by a write conditional on the
+//     done it read; the head is sent again until a 2xx or its last attempt,
+//     and only then does the next version go.
+//   - Nothing lost: the stream consumer checkpoints a batch only after the
+//     queues of its users record wanted; a queue's events are read from the
+//     ledger (consistent reads), so a trimmed or lost stream record delays
+//     nothing that a later record or a redelivery does not recover.
+//   - At least once, duplicates only as the same webhook-id: an attempt
+//     may be repeated after a crash before done moved, never another
+//     event under its id.
+//   - An endpoint receives the entries written at or after its
+//     create_time; a deleted or disabled endpoint gets no attempt that
+//     starts after its call answered.
+//   - A 410 disables the endpoint (disabled_reason says so); after the
+//     schedule's last attempt the event is FAILED and done moves past it.
+//   - RedeliverWebhookEvents moves done back (never wanted forward), so
+//     the events are sent again, in order, read from the ledger.
+package dispatch

@@ -1,0 +1,96 @@
+package webhook
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Endpoint is where events go: a URL, the event types it subscribed to and
+// the secrets that sign for it. Secrets[0] is the current secret; a secret
+// rotated out keeps signing beside it until its RetireTime.
+type Endpoint struct {
+	ID             string
+	URL            string
+	EventTypes     []string // as given: "*" or event type names (ledger.ParseSubscription)
+	Subscription   ledger.Subscription
+	Description    string
+	Disabled       bool
+	DisabledReason string // why, when the dispatcher disabled it (a 410) or an admin did
+	CreateTime     time.Time
+	Secrets        []SigningSecret
+}
+
+// SigningSecret is one of an endpoint's secrets, with the end of its use:
+// zero for the current secret, 24 h after the rotation for the old one.
+type SigningSecret struct {
+	Secret     Secret
+	RetireTime time.Time
+}
+
+// SecretsAt returns the secrets that sign an attempt made at t: the
+// current one and any old one not yet retired.
+func (e Endpoint) SecretsAt(t time.Time) []Secret {
+	var out []Secret
+	for _, s := range e.Secrets {
+		if s.RetireTime.IsZero() || t.Before(s.RetireTime) {
+			out = append(out, s.Secret)
+		}
+	}
+	return out
+}
+
+// Event is what one delivery sends: an entry's event, or a notice.
+type Event struct {
+	ID      string           // webhook-id: the entry's entry_id, or the notice's id
+	Type    ledger.EventType //
+	UserID  string           //
+	Version int64            // the entry's version; for a notice, the version it was decided at
+	Time    time.Time        // the body's timestamp: the entry's create_time, or when the notice was decided
+	Data    json.RawMessage  // the body's data object
+}
+
+// DeliveryState is where a delivery of one event to one endpoint stands.
+type DeliveryState string
+
+const (
+	DeliveryPending   DeliveryState = "PENDING"   // not yet answered with a 2xx, attempts left
+	DeliverySucceeded DeliveryState = "SUCCEEDED" // a 2xx answered an attempt
+	DeliveryFailed    DeliveryState = "FAILED"    // the last attempt failed; the user's next event went on
+)
+
+// Delivery is one event's delivery to one endpoint, as ListWebhookDeliveries
+// shows it: one row per endpoint and event, updated at each attempt.
+type Delivery struct {
+	EndpointID      string
+	EventID         string
+	Type            ledger.EventType
+	UserID          string
+	Version         int64
+	State           DeliveryState
+	Attempts        int
+	LastStatusCode  int    // 0 when no response came
+	LastError       string // what went wrong at the last attempt, for a person; never a secret
+	NextAttemptTime time.Time
+}
+
+// DeliveryQuery pages one endpoint's deliveries (ListWebhookDeliveries),
+// newest event first, optionally of one user and in some states.
+type DeliveryQuery struct {
+	EndpointID string
+	UserID     string          // "": every user
+	States     []DeliveryState // none: every state
+	ledger.Page
+}
+
+// Redelivery asks for an endpoint's events to be sent again, read from the
+// ledger: a user's (UserID) or every user's the endpoint has a queue for,
+// from FromVersion or from the first entry at or after StartTime (at most
+// one of the two; neither: from the first entry the endpoint receives).
+type Redelivery struct {
+	EndpointID  string
+	UserID      string
+	FromVersion int64
+	StartTime   time.Time
+}
