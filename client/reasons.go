@@ -89,6 +89,8 @@ const (
 	// no call sends them yet.
 	ReasonInvalidEventType      Reason = "INVALID_EVENT_TYPE"
 	ReasonEndpointURLNotAllowed Reason = "ENDPOINT_URL_NOT_ALLOWED"
+	// not_found from WebhookService: no endpoint has the id given.
+	ReasonEndpointNotFound Reason = "ENDPOINT_NOT_FOUND"
 )
 
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a

@@ -60,6 +60,7 @@ const (
 	// types (ParseSubscription) and its URL (webhook.URLPolicy).
 	ReasonInvalidEventType      = "INVALID_EVENT_TYPE"
 	ReasonEndpointURLNotAllowed = "ENDPOINT_URL_NOT_ALLOWED"
+	ReasonEndpointNotFound      = "ENDPOINT_NOT_FOUND"
 )
 
 // Final says whether a refusal of this kind is the request's answer for

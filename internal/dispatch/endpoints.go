@@ -1,0 +1,324 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
+)
+
+// endpointsPK is the one partition of every endpoint: they are few (an
+// installation has tens, not thousands) and read together, with one
+// consistent Query, by every dispatcher.
+const endpointsPK = "ENDPOINTS"
+
+// RotationOverlap is how long an endpoint's old secret keeps signing beside
+// the new one after RotateWebhookSecret, so that receivers can change
+// secrets without losing a delivery.
+const RotationOverlap = 24 * time.Hour
+
+// EndpointsAPI is the part of the DynamoDB client Endpoints uses.
+type EndpointsAPI interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// Endpoints keeps webhook endpoints in the webhooks table. It checks
+// nothing about a URL or event types: the caller (the API) does, with
+// webhook.URLPolicy and ledger.ParseSubscription, before it calls.
+type Endpoints struct {
+	db    EndpointsAPI
+	table string
+	now   func() time.Time
+}
+
+// NewEndpoints returns the endpoints of table; now nil means time.Now.
+func NewEndpoints(db EndpointsAPI, table string, now func() time.Time) *Endpoints {
+	if now == nil {
+		now = time.Now
+	}
+	return &Endpoints{db: db, table: table, now: now}
+}
+
+// ErrEndpointChanged is returned by Update when another writer changed
+// the endpoint between its read and its write; the caller may try again.
+var ErrEndpointChanged = errors.New("endpoint changed by another writer")
+
+func endpointNotFound(id string) error {
+	return ledger.Errorf(ledger.KindNotFound, ledger.ReasonEndpointNotFound, "no webhook endpoint has the id %q", clip(id))
+}
+
+// Create stores a new endpoint with e's URL, event types and description,
+// a new id, the time now and a new secret, and returns it with the
+// secret: the only time the secret is shown.
+func (s *Endpoints) Create(ctx context.Context, e webhook.Endpoint) (webhook.Endpoint, webhook.Secret, error) {
+	now := s.now().UTC()
+	secret := webhook.NewSecret()
+	e.ID = ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
+	e.CreateTime = now
+	e.Disabled, e.DisabledReason = false, ""
+	e.Secrets = []webhook.SigningSecret{{Secret: secret}}
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &s.table,
+		Item:                endpointItem(e, 1),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	if err != nil {
+		return webhook.Endpoint{}, webhook.Secret{}, fmt.Errorf("create endpoint: %w", err)
+	}
+	return e, secret, nil
+}
+
+// Get returns the endpoint with id, read consistently, or ENDPOINT_NOT_FOUND.
+func (s *Endpoints) Get(ctx context.Context, id string) (webhook.Endpoint, error) {
+	e, _, err := s.get(ctx, id)
+	return e, err
+}
+
+func (s *Endpoints) get(ctx context.Context, id string) (webhook.Endpoint, int64, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      &s.table,
+		Key:            endpointKey(id),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return webhook.Endpoint{}, 0, fmt.Errorf("get endpoint: %w", err)
+	}
+	if out.Item == nil {
+		return webhook.Endpoint{}, 0, endpointNotFound(id)
+	}
+	return decodeEndpoint(out.Item)
+}
+
+// List returns every endpoint, oldest first, read consistently.
+func (s *Endpoints) List(ctx context.Context) ([]webhook.Endpoint, error) {
+	var out []webhook.Endpoint
+	var start map[string]types.AttributeValue
+	for {
+		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &s.table,
+			KeyConditionExpression:    aws.String("PK = :pk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(endpointsPK)},
+			ConsistentRead:            aws.Bool(true),
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints: %w", err)
+		}
+		for _, item := range page.Items {
+			e, _, err := decodeEndpoint(item)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		if page.LastEvaluatedKey == nil {
+			return out, nil
+		}
+		start = page.LastEvaluatedKey
+	}
+}
+
+// Update reads the endpoint with id, lets change alter it (its id, create
+// time and secrets are kept whatever change does) and writes it back under
+// a condition on the version it read. A concurrent writer makes it
+// ErrEndpointChanged.
+func (s *Endpoints) Update(ctx context.Context, id string, change func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+	e, rvn, err := s.get(ctx, id)
+	if err != nil {
+		return webhook.Endpoint{}, err
+	}
+	kept := e
+	if err := change(&e); err != nil {
+		return webhook.Endpoint{}, err
+	}
+	e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
+	return e, s.replace(ctx, e, rvn)
+}
+
+// Disable marks the endpoint disabled with reason (the dispatcher does on
+// a 410); an endpoint already disabled keeps its first reason.
+func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
+	for range 5 {
+		e, rvn, err := s.get(ctx, id)
+		if err != nil || e.Disabled {
+			return err
+		}
+		e.Disabled, e.DisabledReason = true, reason
+		if err := s.replace(ctx, e, rvn); !errors.Is(err, ErrEndpointChanged) {
+			return err
+		}
+	}
+	return fmt.Errorf("disable endpoint %s: %w", id, ErrEndpointChanged)
+}
+
+// Rotate gives the endpoint a new secret and returns it (the only time it
+// is shown). The secret it replaces signs beside it for RotationOverlap; a
+// secret rotated out before that is dropped at once.
+func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, error) {
+	e, rvn, err := s.get(ctx, id)
+	if err != nil {
+		return webhook.Secret{}, err
+	}
+	now := s.now()
+	secret := webhook.NewSecret()
+	next := []webhook.SigningSecret{{Secret: secret}}
+	for _, old := range e.Secrets {
+		if old.RetireTime.IsZero() {
+			next = append(next, webhook.SigningSecret{Secret: old.Secret, RetireTime: now.Add(RotationOverlap).UTC()})
+		}
+	}
+	e.Secrets = next
+	if err := s.replace(ctx, e, rvn); err != nil {
+		return webhook.Secret{}, err
+	}
+	return secret, nil
+}
+
+// Delete removes the endpoint; ENDPOINT_NOT_FOUND if there is none.
+func (s *Endpoints) Delete(ctx context.Context, id string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:           &s.table,
+		Key:                 endpointKey(id),
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return endpointNotFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("delete endpoint: %w", err)
+	}
+	return nil
+}
+
+func (s *Endpoints) replace(ctx context.Context, e webhook.Endpoint, rvn int64) error {
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 &s.table,
+		Item:                      endpointItem(e, rvn+1),
+		ConditionExpression:       aws.String("rvn = :rvn"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":rvn": num(rvn)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return ErrEndpointChanged
+	}
+	if err != nil {
+		return fmt.Errorf("write endpoint: %w", err)
+	}
+	return nil
+}
+
+func endpointKey(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"PK": str(endpointsPK), "SK": str("EP#" + id)}
+}
+
+func endpointItem(e webhook.Endpoint, rvn int64) map[string]types.AttributeValue {
+	item := endpointKey(e.ID)
+	item["endpoint_id"] = str(e.ID)
+	item["url"] = str(e.URL)
+	names := make([]types.AttributeValue, len(e.EventTypes))
+	for i, t := range e.EventTypes {
+		names[i] = str(t)
+	}
+	item["event_types"] = &types.AttributeValueMemberL{Value: names}
+	item["description"] = str(e.Description)
+	item["disabled"] = &types.AttributeValueMemberBOOL{Value: e.Disabled}
+	item["disabled_reason"] = str(e.DisabledReason)
+	item["create_time"] = num(e.CreateTime.UnixNano())
+	secrets := make([]types.AttributeValue, len(e.Secrets))
+	for i, s := range e.Secrets {
+		var retire int64
+		if !s.RetireTime.IsZero() {
+			retire = s.RetireTime.UnixNano()
+		}
+		secrets[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"secret": str(s.Secret.Text()), "retire_time": num(retire),
+		}}
+	}
+	item["secrets"] = &types.AttributeValueMemberL{Value: secrets}
+	item["rvn"] = num(rvn)
+	return item
+}
+
+func decodeEndpoint(item map[string]types.AttributeValue) (webhook.Endpoint, int64, error) {
+	var e webhook.Endpoint
+	e.ID = getS(item, "endpoint_id")
+	e.URL = getS(item, "url")
+	if l, ok := item["event_types"].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			if s, ok := v.(*types.AttributeValueMemberS); ok {
+				e.EventTypes = append(e.EventTypes, s.Value)
+			}
+		}
+	}
+	sub, err := ledger.ParseSubscription(e.EventTypes)
+	if err != nil {
+		return e, 0, fmt.Errorf("endpoint %s: stored event types: %w", e.ID, err)
+	}
+	e.Subscription = sub
+	e.Description = getS(item, "description")
+	if b, ok := item["disabled"].(*types.AttributeValueMemberBOOL); ok {
+		e.Disabled = b.Value
+	}
+	e.DisabledReason = getS(item, "disabled_reason")
+	e.CreateTime = time.Unix(0, getN(item, "create_time")).UTC()
+	if l, ok := item["secrets"].(*types.AttributeValueMemberL); ok {
+		for _, v := range l.Value {
+			m, ok := v.(*types.AttributeValueMemberM)
+			if !ok {
+				continue
+			}
+			secret, err := webhook.ParseSecret(getS(m.Value, "secret"))
+			if err != nil {
+				return e, 0, fmt.Errorf("endpoint %s: stored secret: %w", e.ID, err)
+			}
+			s := webhook.SigningSecret{Secret: secret}
+			if retire := getN(m.Value, "retire_time"); retire != 0 {
+				s.RetireTime = time.Unix(0, retire).UTC()
+			}
+			e.Secrets = append(e.Secrets, s)
+		}
+	}
+	return e, getN(item, "rvn"), nil
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func num(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func getS(item map[string]types.AttributeValue, name string) string {
+	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
+		return s.Value
+	}
+	return ""
+}
+
+func getN(item map[string]types.AttributeValue, name string) int64 {
+	if n, ok := item[name].(*types.AttributeValueMemberN); ok {
+		v, _ := strconv.ParseInt(n.Value, 10, 64)
+		return v
+	}
+	return 0
+}
+
+// clip keeps an id quoted in an error short, whatever the caller sent.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
