@@ -40,8 +40,8 @@
 //     once; the conditional write, not the lease, is what makes a notice
 //     once.
 //
-// Cost: a pass reads, for every user with a bucket expiring within the
-// longest lead, the account and that user's notices (two consistent
-// reads), whether or not anything is due; hence the 5-minute default
-// interval, minutes being nothing beside a lead of days.
+// Cost: a pass reads the account of every user whose next expiry is
+// within the longest lead, and the notices of those with a bucket within
+// it (two consistent reads), whether or not anything is due; hence the
+// 5-minute default interval, minutes being nothing beside a lead of days.
 package notice

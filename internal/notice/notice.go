@@ -48,24 +48,24 @@ type Options struct {
 
 // Progress is what finding notices has done.
 type Progress struct {
-	Passes     int64         `json:"passes"`
-	Shards     int64         `json:"shards"`
-	Candidates int64         `json:"candidates"`   // users the index nominated
-	Decided    int64         `json:"decided"`      // notices written
-	Emitted    int64         `json:"emitted"`      // Emit calls that returned nil, retries included
-	Retried    int64         `json:"retried"`      // notices emitted again after an earlier Emit failed
-	Failed     int64         `json:"emits_failed"` // Emit calls that failed: a later pass emits them again
-	Duration   time.Duration `json:"duration"`     // spent on passes
+	Passes      int64         `json:"passes"`
+	Shards      int64         `json:"shards"`
+	Candidates  int64         `json:"candidates"`   // users the index nominated
+	Decided     int64         `json:"decided"`      // notices written
+	Emitted     int64         `json:"emitted"`      // Emit calls that returned nil, retries included
+	Retried     int64         `json:"retried"`      // Emits tried again, of notices an earlier Emit failed
+	EmitsFailed int64         `json:"emits_failed"` // Emit calls that failed: a later pass emits them again
+	Duration    time.Duration `json:"duration"`     // spent on passes
 }
 
 func (p Progress) String() string {
 	return fmt.Sprintf("%d passes, %d shards, %d candidates, %d notices decided, %d emitted (%d retries), %d emits failed",
-		p.Passes, p.Shards, p.Candidates, p.Decided, p.Emitted, p.Retried, p.Failed)
+		p.Passes, p.Shards, p.Candidates, p.Decided, p.Emitted, p.Retried, p.EmitsFailed)
 }
 
 func (p *Progress) add(q Progress) {
 	p.Passes, p.Shards, p.Candidates = p.Passes+q.Passes, p.Shards+q.Shards, p.Candidates+q.Candidates
-	p.Decided, p.Emitted, p.Retried, p.Failed = p.Decided+q.Decided, p.Emitted+q.Emitted, p.Retried+q.Retried, p.Failed+q.Failed
+	p.Decided, p.Emitted, p.Retried, p.EmitsFailed = p.Decided+q.Decided, p.Emitted+q.Emitted, p.Retried+q.Retried, p.EmitsFailed+q.EmitsFailed
 	p.Duration += q.Duration
 }
 
@@ -140,7 +140,7 @@ func (f *Finder) Pass(ctx context.Context, emit Emit) (Progress, error) {
 	}
 	p.Duration = time.Since(start)
 	if emitErr != nil {
-		return p, fmt.Errorf("%d notices not emitted, a later pass emits them again; first: %w", p.Failed, emitErr)
+		return p, fmt.Errorf("%d notices not emitted, a later pass emits them again; first: %w", p.EmitsFailed, emitErr)
 	}
 	return p, nil
 }
@@ -209,7 +209,7 @@ func (f *Finder) user(ctx context.Context, user string, now time.Time, emit Emit
 	})
 	send := func(n Notice) error {
 		if err := emit(ctx, n.Event); err != nil {
-			p.Failed++
+			p.EmitsFailed++
 			f.o.Log.WarnContext(ctx, "notices: emit failed; a later pass emits it again",
 				"user_id", user, "event_id", n.Event.ID, "expire_time", n.Expire, "lead", n.Lead, "error", err)
 			if emitErr == nil {

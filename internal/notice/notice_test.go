@@ -325,7 +325,7 @@ func TestAFailedEmitIsRetriedWithTheSameEvent(t *testing.T) {
 	}}
 
 	p, err := fd.Pass(context.Background(), rec.emit)
-	if err == nil || p.Failed != 1 || p.Decided != 1 {
+	if err == nil || p.EmitsFailed != 1 || p.Decided != 1 {
 		t.Fatalf("pass with Emit failing = %+v, %v; want one decided, its Emit failed, and an error", p, err)
 	}
 	if ns := f.noticesOf(t, "dave"); len(ns) != 1 || ns[0].Emitted || ns[0].Event.ID != refused[0].ID {
