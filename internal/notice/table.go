@@ -1,0 +1,186 @@
+package notice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
+)
+
+// API is the part of the DynamoDB client the notices' table uses.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+var _ API = (*dynamodb.Client)(nil)
+
+// Notice is one decided notice: the event for one user, bucket and lead,
+// and whether Emit has taken it.
+type Notice struct {
+	UserID  string
+	Expire  time.Time     // the bucket's expire_time
+	Lead    time.Duration // how long before Expire it was due
+	Event   webhook.Event // the same on every Emit: its ID was drawn once, when the notice was written
+	Emitted bool          // Emit returned nil for it once
+}
+
+// Table keeps the notices in the webhooks table (internal/dispatch/doc.go):
+// PK "N#<user_id>", SK "<expire_time>#<lead>", the expire_time fixed width
+// so that a user's notices sort by their bucket's expiry.
+type Table struct {
+	db   API
+	name string
+}
+
+// NewTable returns the notices of the webhooks table named name.
+func NewTable(db API, name string) *Table { return &Table{db: db, name: name} }
+
+// expireLayout writes an expire_time as the ledger's items do: fixed width
+// (microseconds, which the ledger keeps), so that it sorts as text.
+const expireLayout = "2006-01-02T15:04:05.000000Z"
+
+func noticePK(user string) string { return "N#" + user }
+
+func noticeSK(expire time.Time, lead time.Duration) string {
+	return expire.UTC().Format(expireLayout) + "#" + lead.String()
+}
+
+// errNoticeExists is Write's answer when the notice was already written,
+// by this finder in an earlier pass or by another one.
+var errNoticeExists = errors.New("notice already written")
+
+// Write puts n unless a notice of its user, bucket and lead exists: the
+// one write that makes a notice decided once, however many finders look.
+func (t *Table) Write(ctx context.Context, n Notice) error {
+	item := map[string]types.AttributeValue{
+		"PK":          str(noticePK(n.UserID)),
+		"SK":          str(noticeSK(n.Expire, n.Lead)),
+		"user_id":     str(n.UserID),
+		"expire_time": str(n.Expire.UTC().Format(expireLayout)),
+		"lead":        str(n.Lead.String()),
+		"event_id":    str(n.Event.ID),
+		"type":        str(string(n.Event.Type)),
+		"version":     &types.AttributeValueMemberN{Value: strconv.FormatInt(n.Event.Version, 10)},
+		"event_time":  str(n.Event.Time.UTC().Format(time.RFC3339Nano)),
+		"data":        str(string(n.Event.Data)),
+		"emitted":     &types.AttributeValueMemberBOOL{Value: n.Emitted},
+	}
+	_, err := t.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           &t.name,
+		Item:                item,
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return errNoticeExists
+	}
+	if err != nil {
+		return fmt.Errorf("write notice %s of %q: %w", noticeSK(n.Expire, n.Lead), n.UserID, err)
+	}
+	return nil
+}
+
+// MarkEmitted records that Emit took n, so that no later pass emits it
+// again. Only the notice with n's event id is marked.
+func (t *Table) MarkEmitted(ctx context.Context, n Notice) error {
+	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &t.name,
+		Key: map[string]types.AttributeValue{
+			"PK": str(noticePK(n.UserID)),
+			"SK": str(noticeSK(n.Expire, n.Lead)),
+		},
+		UpdateExpression:          aws.String("SET emitted = :true"),
+		ConditionExpression:       aws.String("event_id = :id"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":id": str(n.Event.ID)},
+	})
+	if err != nil {
+		return fmt.Errorf("mark notice %s of %q emitted: %w", noticeSK(n.Expire, n.Lead), n.UserID, err)
+	}
+	return nil
+}
+
+// Of reads user's notices of buckets that expire after t, soonest first,
+// consistently.
+func (t *Table) Of(ctx context.Context, user string, after time.Time) ([]Notice, error) {
+	p := dynamodb.NewQueryPaginator(t.db, &dynamodb.QueryInput{
+		TableName:              &t.name,
+		ConsistentRead:         aws.Bool(true),
+		KeyConditionExpression: aws.String("PK = :pk AND SK > :after"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": str(noticePK(user)),
+			// Every SK of this expiry sorts after it: '#' follows it.
+			":after": str(after.UTC().Format(expireLayout) + "#~"),
+		},
+	})
+	var out []Notice
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("query notices of %q: %w", user, err)
+		}
+		for _, item := range page.Items {
+			n, err := decodeNotice(item)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
+	get := func(name string) string {
+		switch v := item[name].(type) {
+		case *types.AttributeValueMemberS:
+			return v.Value
+		case *types.AttributeValueMemberN:
+			return v.Value
+		}
+		return ""
+	}
+	sk := get("SK")
+	expire, err1 := time.Parse(expireLayout, get("expire_time"))
+	lead, err2 := time.ParseDuration(get("lead"))
+	version, err3 := strconv.ParseInt(get("version"), 10, 64)
+	at, err4 := time.Parse(time.RFC3339Nano, get("event_time"))
+	var err5 error
+	data := json.RawMessage(get("data"))
+	if !json.Valid(data) {
+		err5 = errors.New("data is not JSON")
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+		return Notice{}, fmt.Errorf("decode notice %s of %s: %w", sk, get("PK"), err)
+	}
+	n := Notice{
+		UserID: strings.TrimPrefix(get("PK"), "N#"),
+		Expire: expire,
+		Lead:   lead,
+		Event: webhook.Event{
+			ID:      get("event_id"),
+			Type:    ledger.EventType(get("type")),
+			UserID:  get("user_id"),
+			Version: version,
+			Time:    at,
+			Data:    data,
+		},
+	}
+	if b, ok := item["emitted"].(*types.AttributeValueMemberBOOL); ok {
+		n.Emitted = b.Value
+	}
+	return n, nil
+}
+
+func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
