@@ -164,14 +164,20 @@ func (rec *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an event", http.StatusBadRequest)
 		return
 	}
-	fmt.Fprintln(rec.out, rec.receive(r.Header.Get(standardwebhooks.HeaderWebhookID), ev))
+	rec.receive(r.Header.Get(standardwebhooks.HeaderWebhookID), ev)
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// receive records a verified event and says what it makes of it.
-func (rec *receiver) receive(id string, ev event) string {
+// receive records a verified event and prints what it makes of it, under
+// the lock, so that the lines come in the order the events were judged.
+func (rec *receiver) receive(id string, ev event) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
+	fmt.Fprintln(rec.out, rec.judge(id, ev))
+}
+
+// judge records a verified event and says what it makes of it.
+func (rec *receiver) judge(id string, ev event) string {
 	line := fmt.Sprintf("%s version %d %s", ev.Data.UserID, ev.Data.Version, ev.Type)
 	if rec.seen[id] {
 		// The ledger sends an event again, under the same webhook-id,
