@@ -23,6 +23,7 @@ require (
 	github.com/prometheus/common v0.72.0
 	github.com/rs/cors v1.11.1
 	github.com/shopspring/decimal v1.6.0
+	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	golang.org/x/sys v0.48.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b
 	google.golang.org/protobuf v1.36.12

@@ -12,16 +12,6 @@ import (
 	"github.com/pointledger/pointledger/loadtest/report"
 )
 
-// Latencies are recorded in microseconds, from 1 µs to 10 minutes, with 3
-// significant digits.
-const (
-	hdrMin    = 1
-	hdrMax    = int64(10 * time.Minute / time.Microsecond)
-	hdrDigits = 3
-)
-
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(hdrMin, hdrMax, hdrDigits) }
-
 // Recorder collects the outcomes of one run. Requests that complete before
 // begin (the warm-up) or after end are not measured.
 type Recorder struct {
@@ -46,7 +36,7 @@ type second struct {
 
 // NewRecorder is a recorder that has not begun measuring.
 func NewRecorder() *Recorder {
-	return &Recorder{all: newHist(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}, codesByOp: map[string]map[string]int64{}}
+	return &Recorder{all: report.NewLatencyHistogram(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}, codesByOp: map[string]map[string]int64{}}
 }
 
 // OnMeasure has begin called when the measurement begins, and end when it
@@ -80,14 +70,13 @@ func (r *Recorder) record(kind string, out Outcome, latency time.Duration, at ti
 	if r.begin.IsZero() || at.Before(r.begin) || !at.Before(r.end) {
 		return
 	}
-	us := min(max(latency.Microseconds(), hdrMin), hdrMax)
-	_ = r.all.RecordValue(us)
+	report.RecordLatency(r.all, latency)
 	h, ok := r.byOp[kind]
 	if !ok {
-		h = newHist()
+		h = report.NewLatencyHistogram()
 		r.byOp[kind] = h
 	}
-	_ = h.RecordValue(us)
+	report.RecordLatency(h, latency)
 	r.codes[out.Code]++
 	if r.codesByOp[kind] == nil {
 		r.codesByOp[kind] = map[string]int64{}
@@ -95,10 +84,10 @@ func (r *Recorder) record(kind string, out Outcome, latency time.Duration, at ti
 	r.codesByOp[kind][out.Code]++
 	i := int(at.Sub(r.begin) / time.Second)
 	for len(r.seconds) <= i {
-		r.seconds = append(r.seconds, &second{hist: newHist()})
+		r.seconds = append(r.seconds, &second{hist: report.NewLatencyHistogram()})
 	}
 	s := r.seconds[i]
-	_ = s.hist.RecordValue(us)
+	report.RecordLatency(s.hist, latency)
 	if out.Code != "ok" {
 		s.errors++
 		return
@@ -151,7 +140,7 @@ func (r *Recorder) Run() report.Run {
 	defer r.mu.Unlock()
 	d := r.end.Sub(r.begin).Seconds()
 	run := report.Run{DurationS: d, Codes: map[string]int64{}, ByOp: map[string]report.Percentiles{},
-		Latency: percentiles(r.all)}
+		Latency: report.LatencyPercentiles(r.all)}
 	for c, n := range r.codes {
 		run.Codes[c] = n
 		run.Requests += n
@@ -164,7 +153,7 @@ func (r *Recorder) Run() report.Run {
 		run.Steps = float64(r.steps) / d
 	}
 	for k, h := range r.byOp {
-		run.ByOp[k] = percentiles(h)
+		run.ByOp[k] = report.LatencyPercentiles(h)
 	}
 	if len(r.codesByOp) > 1 {
 		run.CodesByOp = map[string]map[string]int64{}
@@ -175,7 +164,7 @@ func (r *Recorder) Run() report.Run {
 	// Every second of the measurement, those in which nothing was answered
 	// too (a stall at the end must show).
 	for len(r.seconds) < int(math.Ceil(d)) {
-		r.seconds = append(r.seconds, &second{hist: newHist()})
+		r.seconds = append(r.seconds, &second{hist: report.NewLatencyHistogram()})
 	}
 	for i, s := range r.seconds {
 		run.Timeline = append(run.Timeline, report.Second{T: float64(i), OK: s.ok, Errors: s.errors,
@@ -213,15 +202,6 @@ func unsteady(tl []report.Second) string {
 }
 
 func msOf(us int64) float64 { return float64(us) / 1000 }
-
-func percentiles(h *hdrhistogram.Histogram) report.Percentiles {
-	if h.TotalCount() == 0 {
-		return report.Percentiles{}
-	}
-	return report.Percentiles{Count: h.TotalCount(), Mean: h.Mean() / 1000,
-		P50: msOf(h.ValueAtQuantile(50)), P90: msOf(h.ValueAtQuantile(90)), P99: msOf(h.ValueAtQuantile(99)),
-		P999: msOf(h.ValueAtQuantile(99.9)), Max: msOf(h.Max())}
-}
 
 // buckets: four a doubling (2^(1/4) apart), from the smallest latency to the
 // largest.
