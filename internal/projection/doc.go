@@ -15,10 +15,12 @@
 //     applied so far: each refund entry adds to it in the transaction that
 //     applies the refund. So it needs no MODIFY record of the stream, and
 //     agrees with the ledger once history has caught up.
-//   - A shard is processed by the one projector holding its lease, after its
-//     parent shard is finished; the checkpoint moves only after its records
-//     are applied. Records the stream no longer keeps are recovered by a
-//     catch-up from the ledger (History.CatchUp).
+//   - The stream is read by a stream.Consumer (named "projection") whose
+//     handler is the History: a shard by the one projector holding its
+//     lease, after its parent shard is finished; the checkpoint moves only
+//     after its records are applied. Records the stream no longer keeps are
+//     recovered by a catch-up from the ledger (History.CatchUp). Package
+//     stream states those invariants; the lease table is its.
 //
 // History trails the ledger by the projection lag; anything that decides
 // money reads the ledger, never the history.

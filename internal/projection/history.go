@@ -139,3 +139,9 @@ func historyVersion(item map[string]types.AttributeValue) int64 {
 	v, _ := strconv.ParseInt(strings.TrimPrefix(sk.Value, historyPrefix), 10, 64)
 	return v
 }
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}

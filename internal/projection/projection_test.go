@@ -31,6 +31,7 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/pagetoken"
+	"github.com/pointledger/pointledger/internal/stream"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -42,7 +43,7 @@ type fixture struct {
 	store   *dynamo.Ledger
 	history *History
 	leases  *LeaseTable
-	streams StreamsAPI
+	streams stream.StreamsAPI
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -281,7 +282,7 @@ func TestRestartAfterACrashMidBatchResumesFromTheCheckpoint(t *testing.T) {
 	if err := crashing.Run(context.Background()); !errors.Is(err, errCrash) {
 		t.Fatalf("Run = %v, want the crash", err)
 	}
-	lease, _, err := f.leases.Get(context.Background(), leaseKey(crashedShard))
+	lease, _, err := f.leases.Get(context.Background(), shardKey(crashedShard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,7 +569,7 @@ func checkHistoryTokens(t *testing.T, f *fixture, total int, from, to time.Time)
 // starts after them. (Sequence numbers of DynamoDB Local have a fixed width,
 // so they compare as strings.)
 type lossyStream struct {
-	StreamsAPI
+	stream.StreamsAPI
 	expireOnce atomic.Bool
 	trimOnce   atomic.Bool
 	lostUpTo   string
@@ -597,23 +598,30 @@ func (l *lossyStream) GetShardIterator(ctx context.Context, in *dynamodbstreams.
 	return l.StreamsAPI.GetShardIterator(ctx, in, opts...)
 }
 
+// shardKey is the lease-table key of the projection's lease of shard.
+func shardKey(shard string) string { return stream.ShardKey(stream.ProjectionName, shard) }
+
 // lastSequenceNumber reads the whole stream and returns its newest record's
 // sequence number.
 func (f *fixture) lastSequenceNumber(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	p := f.projector("reader", Options{})
-	arn, err := p.streamArn(ctx)
+	table, err := f.env.Client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: &f.env.Ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := f.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: &arn})
+	arn := table.Table.LatestStreamArn
+	ds, err := f.streams.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: arn})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var last string
 	for _, sh := range ds.StreamDescription.Shards {
-		it, err := p.iterator(ctx, arn, *sh.ShardId, "")
+		var it *string
+		first, err := f.streams.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: arn, ShardId: sh.ShardId, ShardIteratorType: types.ShardIteratorTypeTrimHorizon})
+		if err == nil {
+			it = first.ShardIterator
+		}
 		for err == nil && it != nil {
 			var out *dynamodbstreams.GetRecordsOutput
 			out, err = f.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: it})
@@ -644,7 +652,7 @@ func TestTrimmedRecordsAreRecoveredFromTheLedger(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Minute); ; {
 		shards := first.Status().Shards
 		if len(shards) == 1 {
-			l, _, err := f.leases.Get(context.Background(), leaseKey(shards[0]))
+			l, _, err := f.leases.Get(context.Background(), shardKey(shards[0]))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -679,51 +687,6 @@ func TestTrimmedRecordsAreRecoveredFromTheLedger(t *testing.T) {
 		t.Error("the expired and trimmed answers were not injected")
 	}
 	f.assertHistoryEqualsLedger(t, all)
-}
-
-func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
-	t.Parallel()
-	env := dynamotest.New(t)
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	leases := NewLeaseTable(env.Client, env.Leases, clock)
-	ctx := context.Background()
-
-	a, err := leases.Acquire(ctx, "k", "a", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leases.Acquire(ctx, "k", "b", 10*time.Second); !errors.Is(err, ErrLeaseHeld) {
-		t.Fatalf("b took a valid lease of a: %v", err)
-	}
-	now = now.Add(9 * time.Second)
-	if a, err = leases.Checkpoint(ctx, a, 10*time.Second, "seq-1", false); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(9 * time.Second) // 18 s after a took it, 9 s after it renewed
-	if _, err := leases.Acquire(ctx, "k", "b", 10*time.Second); !errors.Is(err, ErrLeaseHeld) {
-		t.Fatalf("b took a lease a renewed: %v", err)
-	}
-	now = now.Add(2 * time.Second) // expired
-	b, err := leases.Acquire(ctx, "k", "b", 10*time.Second)
-	if err != nil {
-		t.Fatalf("b could not take an expired lease: %v", err)
-	}
-	if b.Checkpoint != "seq-1" || b.Owner != "b" {
-		t.Errorf("b's lease = %+v, want a's checkpoint", b)
-	}
-	if _, err := leases.Renew(ctx, a, 10*time.Second); !errors.Is(err, ErrLeaseLost) {
-		t.Errorf("a renewed a lease b took over: %v", err)
-	}
-	if _, err := leases.Checkpoint(ctx, a, 10*time.Second, "seq-2", false); !errors.Is(err, ErrLeaseLost) {
-		t.Errorf("a checkpointed a lease b took over: %v", err)
-	}
-	if err := leases.Release(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leases.Acquire(ctx, "k", "c", 10*time.Second); err != nil {
-		t.Errorf("c could not take a released lease: %v", err)
-	}
 }
 
 // Refunds reach their purchase's history item through the refund entries:
@@ -942,7 +905,7 @@ func (f *fixture) waitCheckpoint(t *testing.T, p *Projector, seq string) {
 	t.Helper()
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		if sh := p.Status().Shards; len(sh) == 1 {
-			l, _, err := f.leases.Get(context.Background(), leaseKey(sh[0]))
+			l, _, err := f.leases.Get(context.Background(), shardKey(sh[0]))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -995,7 +958,7 @@ func TestACatchUpRequestOutlivesTheProjector(t *testing.T) {
 	}()
 	f.waitCaughtUp(t, lost)
 	f.assertHistoryEqualsLedger(t, slices.Concat(early, lost, late))
-	if n, err := f.leases.CatchUpRequests(context.Background(), catchUpKey(f.env.Ledger)); err != nil || n != 0 {
+	if n, err := f.leases.CatchUpRequests(context.Background(), stream.CatchUpKey(stream.ProjectionName, f.env.Ledger)); err != nil || n != 0 {
 		t.Errorf("catch-up requests left after the catch-up: %d, %v", n, err)
 	}
 }

@@ -1,4 +1,4 @@
-package projection
+package stream
 
 import (
 	"context"
@@ -188,9 +188,9 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, bool, error) {
 }
 
 // A catch-up request is recorded in the lease table, under its own key, by
-// a projector that finds stream records lost before it reads on past them,
+// a consumer that finds stream records lost before it reads on past them,
 // and it is cleared only once a catch-up from the ledger has finished. Kept
-// in memory only, it would die with a projector that stops in between,
+// in memory only, it would die with a consumer that stops in between,
 // while the checkpoint had already moved past the loss.
 
 // RequestCatchUp records a request for a catch-up under key.

@@ -1,0 +1,62 @@
+package stream
+
+import (
+	"context"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// Handler takes the ledger entries a consumer reads from the stream, a
+// batch at a time. The consumer checkpoints a batch only after Apply
+// returns nil, and reads it again after a crash or a takeover, so Apply
+// must be idempotent: an entry it has seen changes nothing the second time.
+type Handler interface {
+	Apply(ctx context.Context, entries []ledger.Entry) error
+}
+
+// CatchUpper is a Handler that can bring itself up to date from the ledger
+// itself, for records the stream lost (its retention is 24 hours). A
+// consumer whose handler is not one logs the loss and reads on.
+type CatchUpper interface {
+	Handler
+	// CatchUp brings every user that is behind up to date and says how
+	// many were.
+	CatchUp(ctx context.Context) (users int, err error)
+}
+
+// FanOut returns a handler that hands each batch to every handler, in
+// order, so that one reader of the stream feeds several (history and
+// deliveries). A batch fails at the first handler that fails, and is read
+// again for all of them: the earlier ones see it twice, which idempotence
+// allows. It catches up the handlers that are CatchUppers, one after the
+// other, and counts the users behind summed over them.
+func FanOut(handlers ...Handler) CatchUpper {
+	return fanOut(handlers)
+}
+
+type fanOut []Handler
+
+func (f fanOut) Apply(ctx context.Context, entries []ledger.Entry) error {
+	for _, h := range f {
+		if err := h.Apply(ctx, entries); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f fanOut) CatchUp(ctx context.Context) (int, error) {
+	behind := 0
+	for _, h := range f {
+		c, ok := h.(CatchUpper)
+		if !ok {
+			continue
+		}
+		users, err := c.CatchUp(ctx)
+		if err != nil {
+			return behind, err
+		}
+		behind += users
+	}
+	return behind, nil
+}
