@@ -352,7 +352,10 @@ func (d *Dispatcher) handOver(ref queueRef) {
 // entries created at or after admitFrom (the endpoint's create_time, or
 // earlier after a redelivery asked for older entries).
 func admits(ep webhook.Endpoint, admitFrom time.Time, e ledger.Entry) bool {
-	return ep.Subscription.Includes(ledger.EventTypeOf(e.Type)) && !e.CreateTime.Before(admitFrom)
+	// The ledger keeps an entry's time to the microsecond, the endpoints
+	// theirs to the nanosecond: an entry of the endpoint's own microsecond
+	// is not older than it.
+	return ep.Subscription.Includes(ledger.EventTypeOf(e.Type)) && !e.CreateTime.Before(admitFrom.Truncate(time.Microsecond))
 }
 
 // Status reports the dispatcher's progress.
