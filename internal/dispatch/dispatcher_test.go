@@ -55,6 +55,7 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	all := newReceiver(t, nil)
+	all.inOrder = true
 	some := newReceiver(t, nil)
 	epAll := f.endpoint(all)
 	f.endpoint(some, "points.spent", "hold.captured")
@@ -147,6 +148,7 @@ func TestReceiverFailingForAWhile(t *testing.T) {
 		}
 		return http.StatusOK
 	})
+	rcv.inOrder = true
 	ep := f.endpoint(rcv)
 	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: slices.Repeat([]time.Duration{5 * time.Millisecond}, 20)}})
 	users := ledgertest.Users("f", 4)
@@ -193,6 +195,7 @@ func TestReceiverTimesOut(t *testing.T) {
 		}
 		return http.StatusNoContent
 	})
+	rcv.inOrder = true
 	f.endpoint(rcv)
 	d := f.dispatcher(dispatch.Options{Sender: sender(300 * time.Millisecond), ClaimTTL: time.Minute})
 	for i := range 3 {
@@ -221,6 +224,7 @@ func TestReceiverDownComesBack(t *testing.T) {
 	addr := l.Addr().String()
 	_ = l.Close() // down
 	rcv := offlineReceiver(t, nil)
+	rcv.inOrder = true
 	ep, secret, err := f.endpoints.Create(context.Background(), webhook.Endpoint{URL: "http://" + addr + "/hook", EventTypes: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
@@ -351,6 +355,7 @@ func TestTwoDispatchersRace(t *testing.T) {
 		}
 		return http.StatusOK
 	})
+	rcv.inOrder = true
 	f.endpoint(rcv)
 	long := dispatch.Options{Schedule: webhook.Schedule{Delays: slices.Repeat([]time.Duration{2 * time.Millisecond}, 50)}}
 	one, two := f.dispatcher(long), f.dispatcher(long)

@@ -209,6 +209,10 @@ type receiver struct {
 	ackedID map[string]bool
 	seen    map[string]arrival // by webhook-id: what it carried first
 	bad     []string           // what broke the rules
+	// inOrder asks every request to be of a version at most one above the
+	// user's highest acknowledged: the next event only after the previous
+	// one's 2xx (for an endpoint of every type, with nothing given up).
+	inOrder bool
 }
 
 func newReceiver(t *testing.T, answer func(n int, a arrival) int) *receiver {
@@ -280,6 +284,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		problem = fmt.Sprintf("webhook-id %s came as %+v and now as %+v", id, first, a)
 	} else if !ok {
 		r.seen[id] = a
+	}
+	if acked := r.acked[a.user]; r.inOrder && problem == "" && a.version > int64(len(acked))+1 {
+		problem = fmt.Sprintf("%s: version %d came before %d was acknowledged", a.user, a.version, len(acked)+1)
 	}
 	if problem != "" {
 		r.bad = append(r.bad, problem)
