@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -525,5 +529,44 @@ func TestBadRequestsAreRefused(t *testing.T) {
 		if err := c.call(); ledger.ReasonOf(err) != c.reason {
 			t.Errorf("%s: %v, want %s", c.name, err, c.reason)
 		}
+	}
+}
+
+// TestExpiredClaimIsTakenOver: a queue claimed by a dispatcher that died
+// (its claim written as a crash leaves it, straight into the table) is
+// delivered by another once the claim expires, in order.
+func TestExpiredClaimIsTakenOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rcv := newReceiver(t, nil)
+	rcv.inOrder = true
+	ep := f.endpoint(rcv)
+	idle, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("c"), idle) // marked, never run
+	_, err = f.env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName:        &f.env.Webhooks,
+		Key:              map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "Q#" + ep.ID + "#c"}, "SK": &types.AttributeValueMemberS{Value: "Q"}},
+		UpdateExpression: aws.String("SET claim_owner = :ghost, claim_until = :until ADD rvn :one"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ghost": &types.AttributeValueMemberS{Value: "ghost"},
+			":until": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(500 * time.Millisecond).UnixNano())},
+			":one":   &types.AttributeValueMemberN{Value: "1"},
+		},
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	})
+	if err != nil {
+		t.Fatalf("the ghost's claim: %v", err)
+	}
+	f.dispatcher(dispatch.Options{})
+	waitFor(t, "every event delivered", func() bool { return rcv.ackedCount() == 3 })
+	rcv.check()
+	if got := rcv.ackedVersions("c"); !slices.Equal(got, versions(1, 3)) {
+		t.Errorf("versions %v, want 1..3", got)
 	}
 }
