@@ -33,8 +33,8 @@ type Ledger interface {
 
 // DefaultSchedule is the dispatcher's retry schedule: the design's seven
 // delays (webhook.DefaultSchedule, 27.6 h) and then two of 24 h, so that
-// an event is tried for about 3.2 days, as issue 24 asks ("about three
-// days", as Stripe does), before it is FAILED: 10 attempts.
+// an event is tried for about 3.1 days (75.6 h), as issue 24 asks ("about
+// three days", as Stripe does), before it is FAILED: 10 attempts.
 var DefaultSchedule = webhook.Schedule{
 	Delays: append(slices.Clone(webhook.DefaultSchedule.Delays), 24*time.Hour, 24*time.Hour),
 	Jitter: webhook.DefaultSchedule.Jitter,
