@@ -81,6 +81,11 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, ref queueRef) error {
 		if err != nil {
 			return err
 		}
+		if q.claimOwner != d.o.Owner {
+			// advance released the queue: nothing more was wanted.
+			d.noteDepth(q)
+			return nil
+		}
 	}
 	return ctx.Err()
 }
@@ -236,10 +241,12 @@ func (d *Dispatcher) noteDepth(q queue) {
 	if q.wanted <= q.done {
 		delete(d.depth, q.ref)
 	}
-	d.mu.Unlock()
+	// Reported under the lock, so that the reports of one endpoint come in
+	// the order of their sums (the hook sets a gauge).
 	if d.o.Observer.QueueDepth != nil {
 		d.o.Observer.QueueDepth(q.ref.endpointID, sum)
 	}
+	d.mu.Unlock()
 }
 
 // entryEvent is an entry's event: its id is the entry's, its data

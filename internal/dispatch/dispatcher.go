@@ -219,10 +219,18 @@ func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
 // age counts from the start of the read, so a change that answered before
 // it began is in it).
 func (d *Dispatcher) endpoints(ctx context.Context) (map[string]webhook.Endpoint, error) {
+	return d.endpointsAsOf(ctx, time.Time{})
+}
+
+// endpointsAsOf is endpoints, read after t too: every endpoint created
+// before t is in it. Apply asks it as of its newest entry, Notify as of
+// its notice, so that an endpoint made just before an event is not missed
+// by a read older than the event.
+func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string]webhook.Endpoint, error) {
 	d.epMu.Lock()
 	defer d.epMu.Unlock()
 	now := d.o.Now()
-	if d.eps != nil && now.Sub(d.epRead) < d.o.EndpointRefresh {
+	if d.eps != nil && now.Sub(d.epRead) < d.o.EndpointRefresh && d.epRead.After(t) {
 		return d.eps, nil
 	}
 	list, err := d.store.List(ctx)
@@ -267,18 +275,25 @@ func (d *Dispatcher) endpoint(ctx context.Context, id string) (e webhook.Endpoin
 // subscription and create_time), it records on their queue that the
 // entries are wanted, making the queue if needed (done just before the
 // first such entry): one write per user and endpoint, not per entry. The
-// stream consumer checkpoints the batch only after Apply returns nil.
+// endpoints are read after the batch's newest entry was written (one
+// small consistent Query per batch while entries are new), so an endpoint
+// created before an entry is never missed. The stream consumer
+// checkpoints the batch only after Apply returns nil.
 func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	eps, err := d.endpoints(ctx)
-	if err != nil {
-		return fmt.Errorf("apply: %w", err)
-	}
 	byUser := map[string][]ledger.Entry{}
+	var newest time.Time
 	for _, e := range entries {
 		byUser[e.UserID] = append(byUser[e.UserID], e)
+		if e.CreateTime.After(newest) {
+			newest = e.CreateTime
+		}
+	}
+	eps, err := d.endpointsAsOf(ctx, newest)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
 	}
 	type mark struct {
 		ref         queueRef

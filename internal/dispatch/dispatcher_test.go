@@ -62,8 +62,9 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	all.inOrder = true
 	some := newReceiver(t, nil)
 	epAll := f.endpoint(all)
-	f.endpoint(some, "points.spent", "hold.captured")
-	d := f.dispatcher(dispatch.Options{})
+	epSome := f.endpoint(some, "points.spent", "hold.captured")
+	var obs observed
+	d := f.dispatcher(dispatch.Options{Observer: obs.observer()})
 	users := ledgertest.Users("u", 50)
 	entries := f.workload(users)
 	f.feed(entries, d)
@@ -135,8 +136,16 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	if err != nil || next != "" || len(rows) != len(byUser["u0"]) || rows[0].Version != int64(len(byUser["u0"])) {
 		t.Errorf("u0's rows: %d, next %q, %v; want %d, newest version first", len(rows), next, err, len(byUser["u0"]))
 	}
-	if st := d.Status(); st.Delivered != int64(len(entries)+wantSome) || st.EntriesApplied != int64(len(entries)) {
-		t.Errorf("status %+v: want %d delivered, %d applied", st, len(entries)+wantSome, len(entries))
+	sent := len(entries) + wantSome
+	if st := d.Status(); st.Delivered != int64(sent) || st.EntriesApplied != int64(len(entries)) || st.Endpoints != 2 {
+		t.Errorf("status %+v: want %d delivered, %d applied, 2 endpoints", st, sent, len(entries))
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if obs.dispatched != sent || obs.attempts[dispatch.OutcomeSucceeded] != sent || len(obs.attempts) != 1 || obs.lags != sent ||
+		obs.depth[epAll.ID] != 0 || obs.depth[epSome.ID] != 0 {
+		t.Errorf("observed %d dispatched, attempts %v, %d lags, depths %v; want %d each, all succeeded, depths 0",
+			obs.dispatched, obs.attempts, obs.lags, obs.depth, sent)
 	}
 }
 
@@ -585,4 +594,30 @@ func TestDefaultSchedule(t *testing.T) {
 	if !slices.Equal(dispatch.DefaultSchedule.Delays[:7], webhook.DefaultSchedule.Delays) {
 		t.Errorf("the first delays %v are not the design's %v", dispatch.DefaultSchedule.Delays[:7], webhook.DefaultSchedule.Delays)
 	}
+}
+
+// TestEndpointMadeJustBeforeAnEntry: an endpoint created after the
+// dispatcher last read the endpoints, and before an entry, gets the entry:
+// Apply reads the endpoints again when its entries are newer than its
+// read, however long EndpointRefresh is. (The dispatcher runs on the
+// test's clock, which moves only when the test moves it.)
+func TestEndpointMadeJustBeforeAnEntry(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	first, second := newReceiver(t, nil), newReceiver(t, nil)
+	f.endpoint(first)
+	d := f.dispatcher(dispatch.Options{Now: f.clk.Now, EndpointRefresh: time.Hour})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "j", RequestID: "g1", Amount: "1"})
+	f.feed(f.entries("j"), d) // the endpoints read now: only the first
+	f.clk.Add(time.Millisecond)
+	f.endpoint(second)
+	f.clk.Add(time.Millisecond)
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "j", RequestID: "g2", Amount: "1"})
+	f.feed(f.entries("j")[1:], d)
+	waitFor(t, "version 2 at both", func() bool { return first.ackedCount() == 2 && second.ackedCount() == 1 })
+	if got := second.ackedVersions("j"); !slices.Equal(got, []int64{2}) {
+		t.Errorf("the new endpoint got %v, want version 2", got)
+	}
+	first.check()
+	second.check()
 }

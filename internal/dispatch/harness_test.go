@@ -158,6 +158,25 @@ func (f *fixture) endpoint(rcv *receiver, types ...string) webhook.Endpoint {
 	return e
 }
 
+// observed records what a dispatcher's Observer is told.
+type observed struct {
+	mu         sync.Mutex
+	dispatched int
+	attempts   map[dispatch.Outcome]int
+	lags       int
+	depth      map[string]int64 // by endpoint: the last report
+}
+
+func (o *observed) observer() dispatch.Observer {
+	o.attempts, o.depth = map[dispatch.Outcome]int{}, map[string]int64{}
+	return dispatch.Observer{
+		EventsDispatched: func(_ string, n int) { o.mu.Lock(); o.dispatched += n; o.mu.Unlock() },
+		Attempted:        func(_ string, out dispatch.Outcome) { o.mu.Lock(); o.attempts[out]++; o.mu.Unlock() },
+		Delivered:        func(string, time.Duration) { o.mu.Lock(); o.lags++; o.mu.Unlock() },
+		QueueDepth:       func(ep string, n int64) { o.mu.Lock(); o.depth[ep] = n; o.mu.Unlock() },
+	}
+}
+
 // sender sends to receivers on 127.0.0.1, each attempt ending at timeout.
 func sender(timeout time.Duration) *webhook.Sender {
 	return webhook.NewSender(webhook.Options{

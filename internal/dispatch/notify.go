@@ -29,7 +29,7 @@ func (d *Dispatcher) Notify(ctx context.Context, ev webhook.Event) error {
 	if _, err := webhook.Body(ev.Type, ev.Time, ev.Data); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
-	eps, err := d.endpoints(ctx)
+	eps, err := d.endpointsAsOf(ctx, ev.Time)
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
