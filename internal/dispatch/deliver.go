@@ -17,15 +17,20 @@ import (
 
 // deliverQueue delivers what the queue of ref has waiting, in version
 // order, while it holds the queue's claim: it stops when the queue is
-// empty, when the head failed and waits for its retry, or when the claim
-// is lost.
-func (d *Dispatcher) deliverQueue(ctx context.Context, ref queueRef) error {
+// empty, when the head failed and waits for its retry, when the claim is
+// lost, or when stop is closed (then it releases the queue, due now).
+func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, ref queueRef) error {
 	q, ok, err := d.claim(ctx, ref)
 	if err != nil || !ok {
 		return err
 	}
 	var buffered []ledger.Entry // read from the ledger, versions above q.done
-	for ctx.Err() == nil {
+	for {
+		select {
+		case <-stop:
+			return lost(d.release(ctx, q, 0, 0, "", d.o.Now()))
+		default:
+		}
 		d.noteDepth(q)
 		ep, found, err := d.endpoint(ctx, ref.endpointID)
 		switch {
@@ -87,7 +92,6 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, ref queueRef) error {
 			return nil
 		}
 	}
-	return ctx.Err()
 }
 
 // errRetryLater ends a queue's delivery after its head failed and was put

@@ -77,9 +77,11 @@ type Options struct {
 	EndpointRefresh time.Duration
 	// PollInterval is how often Run reads the "due" index.
 	PollInterval time.Duration
-	// ClaimTTL is how long a claim on a queue holds without being renewed;
-	// it must outlast an attempt (another dispatcher takes an expired claim
-	// and sends the head again). 0 is the attempt timeout and 30 s.
+	// ClaimTTL is how long a claim on a queue holds without being renewed
+	// (each event delivered renews it): the wait before another dispatcher
+	// goes on with the queues of one that died. It must outlast an attempt
+	// (the Sender's timeout), or another dispatcher sends the head again
+	// meanwhile. 0 is webhook.DefaultAttemptTimeout and 30 s.
 	ClaimTTL time.Duration
 	// Codec makes ListDeliveries' page tokens; nil derives one from the
 	// table's name (pagetoken.Derived).

@@ -621,3 +621,54 @@ func TestEndpointMadeJustBeforeAnEntry(t *testing.T) {
 	first.check()
 	second.check()
 }
+
+// TestStoppedDispatcherReleasesItsQueues: a dispatcher stopped during an
+// attempt records the attempt's outcome and releases the queue, so that
+// another goes on at once, long before the stopped one's claim (ten
+// minutes) would expire.
+func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	arrived, answer := make(chan struct{}), make(chan struct{})
+	var once atomic.Bool
+	rcv := newReceiver(t, func(int, arrival) int {
+		if once.CompareAndSwap(false, true) {
+			close(arrived)
+			<-answer
+		}
+		return http.StatusOK
+	})
+	rcv.inOrder = true
+	f.endpoint(rcv)
+	first, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, dispatch.Options{
+		Sender: sender(time.Minute), EncodeEntry: testEntryJSON, ClaimTTL: 10 * time.Minute, PollInterval: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- first.Run(ctx) }()
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "s", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("s"), first)
+	<-arrived
+	cancel()
+	close(answer)
+	if err := <-stopped; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := rcv.ackedVersions("s"); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("before the stop: %v, want version 1 only", got)
+	}
+	f.dispatcher(dispatch.Options{})
+	waitFor(t, "versions 2 and 3 from the second dispatcher", func() bool { return rcv.ackedCount() == 3 })
+	rcv.check()
+	if got := rcv.ackedVersions("s"); !slices.Equal(got, versions(1, 3)) {
+		t.Errorf("versions %v, want 1..3", got)
+	}
+	if n := rcv.requests(); n != 3 {
+		t.Errorf("%d requests, want 3: version 1's outcome was recorded before the stop", n)
+	}
+}

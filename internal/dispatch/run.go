@@ -25,8 +25,13 @@ const maxDuePerShard = 200
 // The index is eventually consistent and read only to find candidates: a
 // queue is delivered only under its claim, decided on the queue itself.
 // Users go in parallel, at most PerEndpoint at once per endpoint. Run
-// returns nil when ctx ends, after the deliveries under way finish.
+// returns nil when ctx ends, after the attempts under way finish (each
+// bounded by the Sender's timeout) and their queues are released, so that
+// another dispatcher goes on at once rather than after ClaimTTL.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	// An attempt under way is not cut by the end of ctx: its outcome is
+	// recorded and its queue released with work; ctx stops what follows.
+	work := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := map[string]chan struct{}{}
@@ -59,9 +64,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			defer func() { <-slot }()
 			var err error
 			if ref.notice != "" {
-				err = d.deliverNotice(ctx, ref)
+				err = d.deliverNotice(work, ref)
 			} else {
-				err = d.deliverQueue(ctx, ref)
+				err = d.deliverQueue(work, ctx.Done(), ref)
 			}
 			if err != nil && ctx.Err() == nil {
 				d.o.Log.Warn("deliver", "endpoint_id", ref.endpointID, "user_id", ref.userID, "error", err)
