@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -200,8 +201,10 @@ func (d *Dispatcher) disable(ctx context.Context, ep webhook.Endpoint) {
 	}
 	d.epMu.Lock()
 	if e, ok := d.eps[ep.ID]; ok {
+		eps := maps.Clone(d.eps) // others may be reading the old map
 		e.Disabled = true
-		d.eps[ep.ID] = e
+		eps[ep.ID] = e
+		d.eps = eps
 	}
 	d.epMu.Unlock()
 	if d.o.Observer.EndpointDisabled != nil {

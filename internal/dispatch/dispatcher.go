@@ -150,9 +150,10 @@ type Dispatcher struct {
 	o        Options
 	handoffs chan queueRef
 
-	epMu   sync.Mutex
-	eps    map[string]webhook.Endpoint
-	epRead time.Time
+	epMu      sync.Mutex
+	eps       map[string]webhook.Endpoint // as read at epRead; replaced, never changed
+	epRead    time.Time                   // when the read of eps began
+	epReading chan struct{}               // closed when the read under way ends
 
 	mu       sync.Mutex
 	inFlight map[queueRef]bool
@@ -227,14 +228,45 @@ func (d *Dispatcher) endpoints(ctx context.Context) (map[string]webhook.Endpoint
 // endpointsAsOf is endpoints, read after t too: every endpoint created
 // before t is in it. Apply asks it as of its newest entry, Notify as of
 // its notice, so that an endpoint made just before an event is not missed
-// by a read older than the event.
+// by a read older than the event. One read at a time: callers that need
+// a newer read than the cache wait for it, the others take the cache as
+// it is, so deliveries never wait behind Apply's reads. The map returned
+// is never changed (a change makes a new one).
 func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string]webhook.Endpoint, error) {
-	d.epMu.Lock()
-	defer d.epMu.Unlock()
-	now := d.o.Now()
-	if d.eps != nil && now.Sub(d.epRead) < d.o.EndpointRefresh && d.epRead.After(t) {
-		return d.eps, nil
+	for {
+		d.epMu.Lock()
+		now := d.o.Now()
+		if d.eps != nil && now.Sub(d.epRead) < d.o.EndpointRefresh && d.epRead.After(t) {
+			eps := d.eps
+			d.epMu.Unlock()
+			return eps, nil
+		}
+		if wait := d.epReading; wait != nil {
+			d.epMu.Unlock()
+			select {
+			case <-wait:
+				continue // that read may be new enough; if not, read again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		reading := make(chan struct{})
+		d.epReading = reading
+		d.epMu.Unlock()
+		eps, err := d.readEndpoints(ctx)
+		d.epMu.Lock()
+		if err == nil {
+			d.eps, d.epRead = eps, now
+		}
+		d.epReading = nil
+		close(reading)
+		d.epMu.Unlock()
+		return eps, err
 	}
+}
+
+// readEndpoints reads every endpoint, by id.
+func (d *Dispatcher) readEndpoints(ctx context.Context) (map[string]webhook.Endpoint, error) {
 	list, err := d.store.List(ctx)
 	if err != nil {
 		return nil, err
@@ -247,7 +279,6 @@ func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string
 			enabled++
 		}
 	}
-	d.eps, d.epRead = eps, now
 	d.mu.Lock()
 	d.st.Endpoints = enabled
 	d.mu.Unlock()
