@@ -672,3 +672,58 @@ func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
 		t.Errorf("%d requests, want 3: version 1's outcome was recorded before the stop", n)
 	}
 }
+
+// TestRedeliverFromATime: a redelivery from a time sends the user's
+// entries from the first at or after it, in order; a user's rows page one
+// at a time, newest version first.
+func TestRedeliverFromATime(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rcv := newReceiver(t, nil)
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{})
+	for i := range 4 {
+		if i == 2 {
+			f.clk.Add(time.Hour)
+		}
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "t", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("t"), d)
+	waitFor(t, "the four events", func() bool { return rcv.ackedCount() == 4 })
+	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "t", StartTime: f.clk.Now().Add(-30 * time.Minute)})
+	if err != nil || n != 2 {
+		t.Fatalf("Redeliver from half an hour ago = %d, %v; want 2 (versions 3 and 4)", n, err)
+	}
+	waitFor(t, "3 and 4 again", func() bool { return rcv.requests() == 6 })
+	rcv.check()
+	rcv.mu.Lock()
+	again := []int64{rcv.log[4].version, rcv.log[5].version}
+	rcv.mu.Unlock()
+	if !slices.Equal(again, []int64{3, 4}) {
+		t.Errorf("redelivered %v, want 3 then 4", again)
+	}
+	var listed []int64
+	token, firstToken := "", ""
+	for range 10 {
+		rows, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "t", Page: ledger.Page{PageSize: 1, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			listed = append(listed, r.Version)
+		}
+		if firstToken == "" {
+			firstToken = next
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	if !slices.Equal(listed, []int64{4, 3, 2, 1}) {
+		t.Errorf("paged rows %v, want 4, 3, 2, 1", listed)
+	}
+	_, _, err = d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: firstToken}})
+	if ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+		t.Errorf("a user's token for every user's rows: %v, want %s", err, ledger.ReasonInvalidPageToken)
+	}
+}
