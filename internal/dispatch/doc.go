@@ -23,7 +23,8 @@
 //     it by endpoint (index queues_by_endpoint, written when the queue is
 //     made). While done < wanted the queue is due: due_shard (one of
 //     DueShards, by a hash of the key) and due_time (when its head may be
-//     attempted, sortable text) put it in the sparse index "due", read
+//     attempted, sortable text; while claimed, the claim's end) put it in
+//     the sparse index "due", read
 //     only to find candidates, never to decide. Every dispatcher reads
 //     every shard (no lease): the claim decides who delivers.
 //   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",

@@ -112,19 +112,21 @@ func (d *Dispatcher) markWanted(ctx context.Context, ref queueRef, first, last i
 
 // claim takes the queue of ref for this dispatcher until now+ClaimTTL, if
 // it is due, has events waiting and no one else holds it. ok is false
-// when it may not be taken.
+// when it may not be taken. The queue's due_time moves to the claim's
+// end: other dispatchers find it in the index again only if the claim
+// expires, not at every read while this one delivers.
 func (d *Dispatcher) claim(ctx context.Context, ref queueRef) (q queue, ok bool, err error) {
 	now := d.o.Now()
 	out, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &d.table,
 		Key:              queueKey(ref),
-		UpdateExpression: aws.String("SET claim_owner = :me, claim_until = :until ADD rvn :one"),
+		UpdateExpression: aws.String("SET claim_owner = :me, claim_until = :until, due_time = :untilText ADD rvn :one"),
 		ConditionExpression: aws.String("attribute_exists(PK) AND done < wanted AND " +
 			"(attribute_not_exists(claim_until) OR claim_until < :now OR claim_owner = :me) AND " +
 			"(attribute_not_exists(due_time) OR due_time <= :nowText)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":me": str(d.o.Owner), ":until": num(now.Add(d.o.ClaimTTL).UnixNano()), ":one": num(1),
-			":now": num(now.UnixNano()), ":nowText": str(dueText(now)),
+			":now": num(now.UnixNano()), ":nowText": str(dueText(now)), ":untilText": str(dueText(now.Add(d.o.ClaimTTL))),
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
@@ -221,8 +223,9 @@ func (d *Dispatcher) advance(ctx context.Context, q queue, version int64) (queue
 		if version >= q.wanted {
 			c.remove = append(c.remove, "due_shard", "due_time", "claim_owner", "claim_until")
 		} else {
-			c.set = append(c.set, "claim_until = :until")
-			c.values[":until"] = num(d.o.Now().Add(d.o.ClaimTTL).UnixNano())
+			until := d.o.Now().Add(d.o.ClaimTTL)
+			c.set = append(c.set, "claim_until = :until", "due_time = :untilText")
+			c.values[":until"], c.values[":untilText"] = num(until.UnixNano()), str(dueText(until))
 		}
 		return c
 	})
