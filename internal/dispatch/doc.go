@@ -24,9 +24,9 @@
 //     made). While done < wanted the queue is due: due_shard (one of
 //     DueShards, by a hash of the key) and due_time (when its head may be
 //     attempted, sortable text; while claimed, the claim's end) put it in
-//     the sparse index "due", read
-//     only to find candidates, never to decide. Every dispatcher reads
-//     every shard (no lease): the claim decides who delivers.
+//     the sparse index "due", read only to find candidates, never to
+//     decide. Every dispatcher reads every shard (no lease): the claim
+//     decides who delivers.
 //   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",
 //     SK "V#<version, zero-padded>" (a notice: "N#<event id>": Notify is
 //     handed the event, whose id the notice finder makes once per user,
@@ -48,8 +48,9 @@
 //   - Order: a user's events reach an endpoint in version order. Only the
 //     holder of a queue's claim (a conditional write with an expiry) sends
 //     its head, and done moves only forward, by a write conditional on the
-//     done it read; the head is sent again until a 2xx or its last attempt,
-//     and only then does the next version go.
+//     queue's record version as read (so on the done and the claim it
+//     read); the head is sent again until a 2xx or its last attempt, and
+//     only then does the next version go.
 //   - Nothing lost: the stream consumer checkpoints a batch only after the
 //     queues of its users record wanted; a queue's events are read from the
 //     ledger (consistent reads), so a trimmed or lost stream record delays
