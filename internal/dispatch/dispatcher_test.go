@@ -464,15 +464,25 @@ func TestDisabledEndpointGetsNothing(t *testing.T) {
 }
 
 // TestNotify: a notice goes to the endpoints subscribed to its type, once
-// however often it is notified, and is listed with the deliveries.
+// however often it is notified, outside the user's order (the user's
+// first event waits an hour for its retry meanwhile), and is listed with
+// the deliveries.
 func TestNotify(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	sub := newReceiver(t, nil)
+	sub := newReceiver(t, func(_ int, a arrival) int {
+		if a.typ != string(ledger.EventPointsExpiring) {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
 	other := newReceiver(t, nil)
-	ep := f.endpoint(sub, "points.expiring")
-	f.endpoint(other, "points.granted")
-	d := f.dispatcher(dispatch.Options{})
+	ep := f.endpoint(sub, "points.expiring", "points.granted")
+	f.endpoint(other, "points.spent")
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Hour}}})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "n", RequestID: "g1", Amount: "5"})
+	f.feed(f.entries("n"), d)
+	waitFor(t, "the grant's first attempt", func() bool { return sub.requests() == 1 })
 	ev := webhook.Event{
 		ID: "01JNOTICE0000000000000000A", Type: ledger.EventPointsExpiring, UserID: "n", Version: 3,
 		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000A","user_id":"n","version":3,"amount":"5"}`),
@@ -484,16 +494,16 @@ func TestNotify(t *testing.T) {
 	}
 	waitFor(t, "the notice", func() bool { return sub.ackedCount() == 1 })
 	sub.check()
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID})
-	if err != nil || len(rows) != 1 || rows[0].EventID != ev.ID || rows[0].Type != ledger.EventPointsExpiring {
-		t.Errorf("rows %+v, %v: want the notice", rows, err)
-	}
 	waitFor(t, "the notice's row SUCCEEDED", func() bool {
-		rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
-		return err == nil && len(rows) == 1 && rows[0].State == webhook.DeliverySucceeded
+		rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{webhook.DeliverySucceeded}})
+		return err == nil && len(rows) == 1 && rows[0].EventID == ev.ID && rows[0].Type == ledger.EventPointsExpiring && rows[0].Attempts == 1
 	})
-	if n := sub.requests(); n != 1 {
-		t.Errorf("the notice was sent %d times, want once", n)
+	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
+	if err != nil || len(rows) != 2 || rows[0].Version != 1 || rows[0].State != webhook.DeliveryPending || rows[1].EventID != ev.ID {
+		t.Errorf("n's rows %+v, %v: want the grant PENDING, then the notice", rows, err)
+	}
+	if n := sub.requests(); n != 2 {
+		t.Errorf("%d requests, want 2: the grant's first attempt and the notice once", n)
 	}
 	if n := other.requests(); n != 0 {
 		t.Errorf("an endpoint not subscribed got %d requests", n)
