@@ -70,4 +70,11 @@
 //   - RedeliverWebhookEvents moves done back (never wanted forward; a
 //     user without a queue gets one, wanting the user's last entry), so
 //     the events are sent again, in order, read from the ledger.
+//
+// Wiring: New(db, webhooksTable, ledgerStore, Options{Sender, EncodeEntry:
+// api.EntryJSON, Observer}) and go Run(ctx); the stream consumer calls
+// Apply with each batch and checkpoints after it returns nil; the API
+// calls ListDeliveries and Redeliver, and waits EndpointRefresh before it
+// answers a disable or a delete; the notice finder calls Notify. Several
+// dispatchers may run on one table: claims share the queues.
 package dispatch
