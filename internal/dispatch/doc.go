@@ -15,23 +15,30 @@
 //     "Q": wanted (the highest version the stream has shown for the user),
 //     done (the last version resolved: answered 2xx, given up, or skipped
 //     because the endpoint does not subscribe to its type or the entry is
-//     older than the endpoint), the head event's attempts and
-//     next_attempt_time, a claim (claim_owner, claim_until) and a record
-//     version number. queue_endpoint + user_id index it by endpoint
-//     (index queues_by_endpoint, written once, when the queue is made).
-//     While done < wanted the queue is due: due_shard (one of a fixed
-//     number, by a hash of the key) and due_time (when its head may be
-//     attempted, sortable text) put it in the sparse index "due", read
-//     only to find candidates, never to decide.
+//     older than the endpoint), admit_from (the oldest entry time it
+//     admits: the endpoint's create_time, earlier after a redelivery
+//     asked by version or time), the head event's attempts, last status
+//     and error and next_attempt_time, a claim (claim_owner, claim_until)
+//     and a record version number (rvn). queue_endpoint + user_id index
+//     it by endpoint (index queues_by_endpoint, written when the queue is
+//     made). While done < wanted the queue is due: due_shard (one of
+//     DueShards, by a hash of the key) and due_time (when its head may be
+//     attempted, sortable text; while claimed, the claim's end) put it in
+//     the sparse index "due", read only to find candidates, never to
+//     decide. Every dispatcher reads every shard (no lease): the claim
+//     decides who delivers.
 //   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",
-//     SK "V#<version, zero-padded>" (a notice: "N#<expire_time>#<lead>"),
-//     with the event id, type, state (PENDING, SUCCEEDED, FAILED),
-//     attempts, last status code, last error and next attempt time;
-//     delivery_endpoint + event_id index it by endpoint for
-//     ListWebhookDeliveries.
+//     SK "V#<version, zero-padded>" (a notice: "N#<event id>": Notify is
+//     handed the event, whose id the notice finder makes once per user,
+//     bucket and lead, so it names the notice as well), with the event id,
+//     type, state (PENDING, SUCCEEDED, FAILED), attempts, last status
+//     code, last error and next attempt time; delivery_endpoint + event_id
+//     index it by endpoint for ListWebhookDeliveries. An entry's row is
+//     written whole at each attempt, from the queue's count, so a
+//     redelivered event's row starts again at its next attempt.
 //     A notice's delivery row is its own queue of one event: while PENDING
-//     it carries due_shard and due_time, and it is attempted outside the
-//     user's version order.
+//     it carries due_shard and due_time, its data and time, and a claim,
+//     and it is attempted outside the user's version order.
 //   - Notices: PK "N#<user_id>", SK "<expire_time>#<lead>", written once
 //     (attribute_not_exists) so a notice is decided once per user, bucket
 //     and lead, however many dispatchers look.
@@ -41,8 +48,9 @@
 //   - Order: a user's events reach an endpoint in version order. Only the
 //     holder of a queue's claim (a conditional write with an expiry) sends
 //     its head, and done moves only forward, by a write conditional on the
-//     done it read; the head is sent again until a 2xx or its last attempt,
-//     and only then does the next version go.
+//     queue's record version as read (so on the done and the claim it
+//     read); the head is sent again until a 2xx or its last attempt, and
+//     only then does the next version go.
 //   - Nothing lost: the stream consumer checkpoints a batch only after the
 //     queues of its users record wanted; a queue's events are read from the
 //     ledger (consistent reads), so a trimmed or lost stream record delays
@@ -51,10 +59,22 @@
 //     may be repeated after a crash before done moved, never another
 //     event under its id.
 //   - An endpoint receives the entries written at or after its
-//     create_time; a deleted or disabled endpoint gets no attempt that
-//     starts after its call answered.
+//     create_time (to the microsecond, the ledger's precision); a deleted
+//     or disabled endpoint gets no attempt that starts after its call
+//     answered: an attempt starts only on an endpoint read at most
+//     EndpointRefresh before, which the API waits. Apply marks no queue
+//     for a disabled endpoint; its due queues wait (looked at again every
+//     minute) and go on where they stopped if it is enabled again.
 //   - A 410 disables the endpoint (disabled_reason says so); after the
 //     schedule's last attempt the event is FAILED and done moves past it.
-//   - RedeliverWebhookEvents moves done back (never wanted forward), so
+//   - RedeliverWebhookEvents moves done back (never wanted forward; a
+//     user without a queue gets one, wanting the user's last entry), so
 //     the events are sent again, in order, read from the ledger.
+//
+// Wiring: New(db, webhooksTable, ledgerStore, Options{Sender, EncodeEntry:
+// api.EntryJSON, Observer}) and go Run(ctx); the stream consumer calls
+// Apply with each batch and checkpoints after it returns nil; the API
+// calls ListDeliveries and Redeliver, and waits EndpointRefresh before it
+// answers a disable or a delete; the notice finder calls Notify. Several
+// dispatchers may run on one table: claims share the queues.
 package dispatch

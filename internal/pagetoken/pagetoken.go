@@ -15,6 +15,10 @@
 //     token of an unknown format is refused, never misread.
 //
 // Tokens do not expire: a position stays valid as long as the key does.
+//
+// A list paged by a table key rather than a version (the webhook
+// deliveries) uses key tokens (key.go): "k1.", the key and the MAC, with
+// the same rules.
 package pagetoken
 
 import (

@@ -1,0 +1,417 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/pagetoken"
+	"github.com/pointledger/pointledger/internal/webhook"
+)
+
+// DB is the part of the DynamoDB client the dispatcher uses.
+type DB interface {
+	EndpointsAPI
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Ledger is what the dispatcher reads of the ledger: a user's entries in
+// version order, consistently (the ledger stores have it).
+type Ledger interface {
+	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
+}
+
+// DefaultSchedule is the dispatcher's retry schedule: the design's seven
+// delays (webhook.DefaultSchedule, 27.6 h) and then two of 24 h, so that
+// an event is tried for about 3.1 days (75.6 h), as issue 24 asks ("about
+// three days", as Stripe does), before it is FAILED: 10 attempts.
+var DefaultSchedule = webhook.Schedule{
+	Delays: append(slices.Clone(webhook.DefaultSchedule.Delays), 24*time.Hour, 24*time.Hour),
+	Jitter: webhook.DefaultSchedule.Jitter,
+}
+
+// Defaults of Options.
+const (
+	DefaultPerEndpoint     = 16
+	DefaultEndpointRefresh = time.Second
+	DefaultPollInterval    = time.Second
+	// DueShards is the number of partitions of the "due" index. It is fixed:
+	// every dispatcher must read the shards the others write.
+	DueShards = 16
+	// disabledRecheck is how long a disabled endpoint's due queue waits
+	// before it is looked at again: it stays due (an endpoint enabled again
+	// goes on where it stopped) without being read at every poll.
+	disabledRecheck = time.Minute
+	// maxRead bounds the entries one read of a queue takes from the ledger.
+	maxRead = 100
+)
+
+// Options configure a Dispatcher. Sender and EncodeEntry are required.
+type Options struct {
+	// Owner names this dispatcher in queue claims; "" is a new ULID.
+	Owner string
+	// Sender makes the attempts (its Options hold the URL policy and the
+	// attempt timeout).
+	Sender *webhook.Sender
+	// EncodeEntry writes an entry as the API returns it (api.EntryJSON):
+	// the body's data.entry.
+	EncodeEntry func(ledger.Entry) (json.RawMessage, error)
+	// Schedule is when failed attempts are tried again; zero is
+	// DefaultSchedule.
+	Schedule webhook.Schedule
+	// PerEndpoint bounds the users delivered at once to one endpoint.
+	PerEndpoint int
+	// EndpointRefresh is the most an endpoint read may be old when an
+	// attempt starts: the API waits this long before it answers a disable
+	// or a delete, so no attempt starts after the answer.
+	EndpointRefresh time.Duration
+	// PollInterval is how often Run reads the "due" index.
+	PollInterval time.Duration
+	// ClaimTTL is how long a claim on a queue holds without being renewed
+	// (each event delivered renews it): the wait before another dispatcher
+	// goes on with the queues of one that died. It must outlast an attempt
+	// (the Sender's timeout), or another dispatcher sends the head again
+	// meanwhile. 0 is webhook.DefaultAttemptTimeout and 30 s.
+	ClaimTTL time.Duration
+	// Codec makes ListDeliveries' page tokens; nil derives one from the
+	// table's name (pagetoken.Derived).
+	Codec *pagetoken.Codec
+	// Observer receives the dispatcher's measures; its nil funcs are skipped.
+	Observer Observer
+	Log      *slog.Logger
+	Now      func() time.Time
+	Random   func() float64 // in [0, 1), the schedule's jitter
+}
+
+// Observer is the dispatcher's hook for metrics (cmd/ledgerd wires
+// Prometheus into it; this package imports no metrics). Every field may
+// be nil.
+type Observer struct {
+	// EventsDispatched counts events an endpoint will receive, as Apply
+	// records them on its queues (per batch, user and endpoint, n events).
+	EventsDispatched func(endpointID string, n int)
+	// Attempted counts attempts by outcome.
+	Attempted func(endpointID string, outcome Outcome)
+	// Delivered measures an event's lag: its entry's create_time (a
+	// notice's decision time) to the 2xx.
+	Delivered func(endpointID string, lag time.Duration)
+	// QueueDepth is the events waiting for one endpoint, an estimate: the
+	// sum of wanted - done over the queues of the endpoint this dispatcher
+	// has read, as of its last read of each (another dispatcher's progress
+	// shows when this one reads the queue again).
+	QueueDepth func(endpointID string, depth int64)
+	// EndpointDisabled counts endpoints disabled by a 410.
+	EndpointDisabled func(endpointID string)
+}
+
+// Outcome is how an attempt ended.
+type Outcome string
+
+const (
+	OutcomeSucceeded Outcome = "succeeded" // a 2xx
+	OutcomeFailed    Outcome = "failed"    // no 2xx; tried again later
+	OutcomeGaveUp    Outcome = "gave_up"   // no 2xx at the last attempt: FAILED
+	OutcomeGone      Outcome = "gone"      // a 410: the endpoint is disabled
+)
+
+// Status is what a dispatcher reports about itself, beside the projector's.
+type Status struct {
+	Owner          string        `json:"owner"`
+	Endpoints      int           `json:"endpoints"`        // enabled, as last read
+	EntriesApplied int64         `json:"entries_applied"`  // handed over by the stream
+	Attempts       int64         `json:"attempts"`         // made by this dispatcher
+	Delivered      int64         `json:"events_delivered"` // answered 2xx
+	Failed         int64         `json:"events_failed"`    // given up after the last attempt
+	InFlight       int           `json:"queues_in_flight"` // being delivered now
+	NewestApplied  time.Time     `json:"newest_applied_entry_time"`
+	Lag            time.Duration `json:"lag_ns"` // the last delivery's lag
+	LagText        string        `json:"lag"`
+	LastPass       time.Time     `json:"last_pass"` // the last read of the "due" index
+}
+
+// Dispatcher delivers the ledger's events to webhook endpoints (doc.go):
+// Apply is its stream handler, Run its delivery loop; ListDeliveries,
+// Redeliver and Notify serve the API and the notice finder.
+type Dispatcher struct {
+	db       DB
+	table    string
+	ledger   Ledger
+	store    *Endpoints
+	o        Options
+	handoffs chan queueRef
+
+	epMu      sync.Mutex
+	eps       map[string]webhook.Endpoint // as read at epRead; replaced, never changed
+	epRead    time.Time                   // when the read of eps began
+	epReading chan struct{}               // closed when the read under way ends
+
+	mu       sync.Mutex
+	inFlight map[queueRef]bool
+	depth    map[queueRef]int64
+	st       Status
+}
+
+// queueRef names a queue (an endpoint and a user) or, with notice set, a
+// notice's delivery row (its own queue of one event).
+type queueRef struct {
+	endpointID string
+	userID     string
+	notice     string // the notice row's SK
+}
+
+// New returns a dispatcher over the webhooks table, reading entries from
+// led. Run it with Run; feed it the stream with Apply.
+func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
+	if o.Sender == nil || o.EncodeEntry == nil {
+		return nil, errors.New("dispatcher: a Sender and EncodeEntry are required")
+	}
+	if o.Schedule.Delays == nil {
+		o.Schedule = DefaultSchedule
+	}
+	if err := o.Schedule.Check(); err != nil {
+		return nil, fmt.Errorf("dispatcher: %w", err)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Random == nil {
+		o.Random = rand.Float64
+	}
+	if o.Owner == "" {
+		o.Owner = ulid.Make().String()
+	}
+	if o.PerEndpoint <= 0 {
+		o.PerEndpoint = DefaultPerEndpoint
+	}
+	if o.EndpointRefresh <= 0 {
+		o.EndpointRefresh = DefaultEndpointRefresh
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.ClaimTTL <= 0 {
+		o.ClaimTTL = webhook.DefaultAttemptTimeout + 30*time.Second
+	}
+	if o.Codec == nil {
+		o.Codec = pagetoken.Derived("webhook deliveries", table)
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Dispatcher{
+		db: db, table: table, ledger: led, o: o,
+		store:    NewEndpoints(db, table, o.Now),
+		handoffs: make(chan queueRef, 4096),
+		inFlight: map[queueRef]bool{},
+		depth:    map[queueRef]int64{},
+		st:       Status{Owner: o.Owner},
+	}, nil
+}
+
+// endpoints returns every endpoint, read at most EndpointRefresh ago (the
+// age counts from the start of the read, so a change that answered before
+// it began is in it).
+func (d *Dispatcher) endpoints(ctx context.Context) (map[string]webhook.Endpoint, error) {
+	return d.endpointsAsOf(ctx, time.Time{})
+}
+
+// endpointsAsOf is endpoints, read after t too: every endpoint created
+// before t is in it. Apply asks it as of its newest entry, Notify as of
+// its notice, so that an endpoint made just before an event is not missed
+// by a read older than the event. One read at a time: callers that need
+// a newer read than the cache wait for it, the others take the cache as
+// it is, so deliveries never wait behind Apply's reads. The map returned
+// is never changed (a change makes a new one).
+func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string]webhook.Endpoint, error) {
+	for {
+		d.epMu.Lock()
+		now := d.o.Now()
+		if d.eps != nil && now.Sub(d.epRead) < d.o.EndpointRefresh && d.epRead.After(t) {
+			eps := d.eps
+			d.epMu.Unlock()
+			return eps, nil
+		}
+		if wait := d.epReading; wait != nil {
+			d.epMu.Unlock()
+			select {
+			case <-wait:
+				continue // that read may be new enough; if not, read again
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		reading := make(chan struct{})
+		d.epReading = reading
+		d.epMu.Unlock()
+		eps, err := d.readEndpoints(ctx)
+		d.epMu.Lock()
+		if err == nil {
+			d.eps, d.epRead = eps, now
+		}
+		d.epReading = nil
+		close(reading)
+		d.epMu.Unlock()
+		return eps, err
+	}
+}
+
+// readEndpoints reads every endpoint, by id.
+func (d *Dispatcher) readEndpoints(ctx context.Context) (map[string]webhook.Endpoint, error) {
+	list, err := d.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	eps := make(map[string]webhook.Endpoint, len(list))
+	enabled := 0
+	for _, e := range list {
+		eps[e.ID] = e
+		if !e.Disabled {
+			enabled++
+		}
+	}
+	d.mu.Lock()
+	d.st.Endpoints = enabled
+	d.mu.Unlock()
+	return eps, nil
+}
+
+// endpoint returns the endpoint id as the cache has it or, if the cache
+// does not know it (made since the last read), as the table has it;
+// found is false when it is gone.
+func (d *Dispatcher) endpoint(ctx context.Context, id string) (e webhook.Endpoint, found bool, err error) {
+	eps, err := d.endpoints(ctx)
+	if err != nil {
+		return e, false, err
+	}
+	if e, ok := eps[id]; ok {
+		return e, true, nil
+	}
+	e, err = d.store.Get(ctx, id)
+	if ledger.ReasonOf(err) == ledger.ReasonEndpointNotFound {
+		return e, false, nil
+	}
+	return e, err == nil, err
+}
+
+// Apply is the stream handler: for each user of the batch and each enabled
+// endpoint that receives at least one of the user's entries (by its
+// subscription and create_time), it records on their queue that the
+// entries are wanted, making the queue if needed (done just before the
+// first such entry): one write per user and endpoint, not per entry. The
+// endpoints are read after the batch's newest entry was written (one
+// small consistent Query per batch while entries are new), so an endpoint
+// created before an entry is never missed. The stream consumer
+// checkpoints the batch only after Apply returns nil.
+func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	byUser := map[string][]ledger.Entry{}
+	var newest time.Time
+	for _, e := range entries {
+		byUser[e.UserID] = append(byUser[e.UserID], e)
+		if e.CreateTime.After(newest) {
+			newest = e.CreateTime
+		}
+	}
+	eps, err := d.endpointsAsOf(ctx, newest)
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	type mark struct {
+		ref         queueRef
+		first, last int64
+		n           int
+		admitFrom   time.Time
+	}
+	var marks []mark
+	for user, es := range byUser {
+		for _, ep := range eps {
+			if ep.Disabled {
+				continue
+			}
+			m := mark{ref: queueRef{endpointID: ep.ID, userID: user}, admitFrom: ep.CreateTime}
+			for _, e := range es {
+				if !admits(ep, ep.CreateTime, e) {
+					continue
+				}
+				if m.n == 0 || e.Version < m.first {
+					m.first = e.Version
+				}
+				m.last = max(m.last, e.Version)
+				m.n++
+			}
+			if m.n > 0 {
+				marks = append(marks, m)
+			}
+		}
+	}
+	errs := make([]error, len(marks))
+	var wg sync.WaitGroup
+	limit := make(chan struct{}, 16)
+	for i, m := range marks {
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			errs[i] = d.markWanted(ctx, m.ref, m.first, m.last, m.admitFrom)
+			if errs[i] == nil && d.o.Observer.EventsDispatched != nil {
+				d.o.Observer.EventsDispatched(m.ref.endpointID, m.n)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	d.mu.Lock()
+	d.st.EntriesApplied += int64(len(entries))
+	for _, e := range entries {
+		if e.CreateTime.After(d.st.NewestApplied) {
+			d.st.NewestApplied = e.CreateTime
+		}
+	}
+	d.mu.Unlock()
+	for _, m := range marks {
+		d.handOver(m.ref)
+	}
+	return nil
+}
+
+// handOver gives a queue this process just marked to Run, without a round
+// trip through the index; when Run is behind, the index finds it instead.
+func (d *Dispatcher) handOver(ref queueRef) {
+	select {
+	case d.handoffs <- ref:
+	default:
+	}
+}
+
+// admits says whether endpoint ep receives entry e on a queue that admits
+// entries created at or after admitFrom (the endpoint's create_time, or
+// earlier after a redelivery asked for older entries).
+func admits(ep webhook.Endpoint, admitFrom time.Time, e ledger.Entry) bool {
+	// The ledger keeps an entry's time to the microsecond, the endpoints
+	// theirs to the nanosecond: an entry of the endpoint's own microsecond
+	// is not older than it.
+	return ep.Subscription.Includes(ledger.EventTypeOf(e.Type)) && !e.CreateTime.Before(admitFrom.Truncate(time.Microsecond))
+}
+
+// Status reports the dispatcher's progress.
+func (d *Dispatcher) Status() Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := d.st
+	st.InFlight = len(d.inFlight)
+	st.LagText = st.Lag.Round(time.Millisecond).String()
+	return st
+}

@@ -1,0 +1,143 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// dueIndex is the sparse index of queues (and notice rows) with events
+// waiting, by shard and due_time.
+const dueIndex = "due"
+
+// maxDuePerShard bounds the candidates one read of a shard takes.
+const maxDuePerShard = 200
+
+// Run delivers until ctx ends: the queues this process just marked (Apply,
+// Notify and Redeliver hand them over in-process, for latency), and every
+// PollInterval the queues the "due" index shows due now, in every shard.
+// The index is eventually consistent and read only to find candidates: a
+// queue is delivered only under its claim, decided on the queue itself.
+// Users go in parallel, at most PerEndpoint at once per endpoint. Run
+// returns nil when ctx ends, after the attempts under way finish (each
+// bounded by the Sender's timeout) and their queues are released, so that
+// another dispatcher goes on at once rather than after ClaimTTL.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	// An attempt under way is not cut by the end of ctx: its outcome is
+	// recorded and its queue released with work; ctx stops what follows.
+	work := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := map[string]chan struct{}{}
+	start := func(ref queueRef) {
+		d.mu.Lock()
+		busy := d.inFlight[ref]
+		if !busy {
+			d.inFlight[ref] = true
+		}
+		d.mu.Unlock()
+		if busy {
+			return
+		}
+		slot, ok := slots[ref.endpointID]
+		if !ok {
+			slot = make(chan struct{}, d.o.PerEndpoint)
+			slots[ref.endpointID] = slot
+		}
+		wg.Go(func() {
+			defer func() {
+				d.mu.Lock()
+				delete(d.inFlight, ref)
+				d.mu.Unlock()
+			}()
+			select {
+			case slot <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-slot }()
+			var err error
+			if ref.notice != "" {
+				err = d.deliverNotice(work, ref)
+			} else {
+				err = d.deliverQueue(work, ctx.Done(), ref)
+			}
+			if err != nil && ctx.Err() == nil {
+				d.o.Log.Warn("deliver", "endpoint_id", ref.endpointID, "user_id", ref.userID, "error", err)
+			}
+		})
+	}
+	found := make(chan []queueRef, 1)
+	go d.poll(ctx, found)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ref := <-d.handoffs:
+			start(ref)
+		case refs := <-found:
+			for _, ref := range refs {
+				start(ref)
+			}
+		}
+	}
+}
+
+// poll reads the "due" index every PollInterval and sends what it finds.
+func (d *Dispatcher) poll(ctx context.Context, found chan<- []queueRef) {
+	t := time.NewTicker(d.o.PollInterval)
+	defer t.Stop()
+	for {
+		refs, err := d.due(ctx)
+		if err != nil && ctx.Err() == nil {
+			d.o.Log.Warn("read due queues", "error", err)
+		}
+		if len(refs) > 0 {
+			select {
+			case found <- refs:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// due reads every shard of the "due" index for queues due now.
+func (d *Dispatcher) due(ctx context.Context) ([]queueRef, error) {
+	now := dueText(d.o.Now())
+	var refs []queueRef
+	for shard := range DueShards {
+		out, err := d.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:              &d.table,
+			IndexName:              aws.String(dueIndex),
+			KeyConditionExpression: aws.String("due_shard = :s AND due_time <= :now"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": str(strconv.Itoa(shard)), ":now": str(now),
+			},
+			Limit: aws.Int32(maxDuePerShard),
+		})
+		if err != nil {
+			return refs, fmt.Errorf("query due shard %d: %w", shard, err)
+		}
+		for _, item := range out.Items {
+			if ref, ok := refOfKey(getS(item, "PK"), getS(item, "SK")); ok {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	d.mu.Lock()
+	d.st.LastPass = d.o.Now()
+	d.mu.Unlock()
+	return refs, nil
+}
