@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pointledger/pointledger/internal/affinity"
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 )
@@ -147,6 +148,8 @@ func TestDocumentedMetricsStartAtZero(t *testing.T) {
 	m := New(grant, balance)
 	m.WatchProjector(func() history.ProjectorStatus { return history.ProjectorStatus{} })
 	m.WatchPeers(func() (int, int) { return 1, 0 })
+	// The queue depth is per endpoint: its series comes with the first.
+	m.WatchDispatcher(func() dispatch.Status { return dispatch.Status{} }).QueueDepth("ep1", 0)
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
