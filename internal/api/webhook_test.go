@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
@@ -24,6 +26,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/servetest"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
@@ -275,101 +278,110 @@ func postRaw(tb testing.TB, srv *servetest.Server, procedure, body string) []byt
 func TestBadWebhookRequestsWriteNothing(t *testing.T) {
 	t.Parallel()
 	w := newWebhookServer(t, api.WebhookOptions{}, nil, nil)
-	ctx := context.Background()
 	id := w.create(t, "https://crm.example/hook", "*").Endpoint.EndpointId
-	const unknown = "01KAXQ4V0SR0Z7Y2M3N4P5Q6R7" // well formed, no endpoint's
 	before := w.table(t)
-
-	create := func(url string, types []string, description string) error {
-		_, err := w.client.CreateWebhookEndpoint(ctx, connect.NewRequest(&pb.CreateWebhookEndpointRequest{Url: url, EventTypes: types, Description: description}))
-		return err
-	}
-	update := func(r *pb.UpdateWebhookEndpointRequest) error {
-		_, err := w.client.UpdateWebhookEndpoint(ctx, connect.NewRequest(r))
-		return err
-	}
-	deliveries := func(r *pb.ListWebhookDeliveriesRequest) error {
-		_, err := w.client.ListWebhookDeliveries(ctx, connect.NewRequest(r))
-		return err
-	}
-	redeliver := func(r *pb.RedeliverWebhookEventsRequest) error {
-		_, err := w.client.RedeliverWebhookEvents(ctx, connect.NewRequest(r))
-		return err
-	}
-	all := []string{"*"}
-	invalid, notFound := connect.CodeInvalidArgument, connect.CodeNotFound
-	cases := []struct {
-		name   string
-		call   func() error
-		code   connect.Code
-		reason string
-	}{
-		{"no url", func() error { return create("", all, "") }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"ftp", func() error { return create("ftp://crm.example/hook", all, "") }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"plain http", func() error { return create("http://crm.example/hook", all, "") }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"a password in the url", func() error { return create("https://u:p@crm.example/hook", all, "") }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"a name that does not resolve", func() error { return create("https://nowhere.example/hook", all, "") }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"no event types", func() error { return create("https://crm.example/hook", nil, "") }, invalid, ledger.ReasonInvalidEventType},
-		{"an unknown event type", func() error { return create("https://crm.example/hook", []string{"points.stolen"}, "") }, invalid, ledger.ReasonInvalidEventType},
-		{"* among others", func() error { return create("https://crm.example/hook", []string{"*", "points.spent"}, "") }, invalid, ledger.ReasonInvalidEventType},
-		{"a type twice", func() error { return create("https://crm.example/hook", []string{"points.spent", "points.spent"}, "") }, invalid, ledger.ReasonInvalidEventType},
-		{"a long description", func() error { return create("https://crm.example/hook", all, strings.Repeat("d", 513)) }, invalid, ledger.ReasonInvalidDescription},
-		{"update: no id", func() error { return update(&pb.UpdateWebhookEndpointRequest{Disabled: new(true)}) }, invalid, ledger.ReasonInvalidEndpointID},
-		{"update: an id not an id", func() error { return update(&pb.UpdateWebhookEndpointRequest{EndpointId: "../ENDPOINTS", Disabled: new(true)}) }, invalid, ledger.ReasonInvalidEndpointID},
-		{"update: unknown", func() error { return update(&pb.UpdateWebhookEndpointRequest{EndpointId: unknown, Disabled: new(true)}) }, notFound, ledger.ReasonEndpointNotFound},
-		{"update: a private url", func() error { return update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Url: new("https://10.0.0.1/")}) }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"update: an empty url", func() error { return update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Url: new("")}) }, invalid, ledger.ReasonEndpointURLNotAllowed},
-		{"update: an unknown type", func() error { return update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, EventTypes: []string{"nope"}}) }, invalid, ledger.ReasonInvalidEventType},
-		{"update: a long description", func() error {
-			return update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Description: new(strings.Repeat("d", 513)), Disabled: new(true)})
-		}, invalid, ledger.ReasonInvalidDescription},
-		{"delete: an id not an id", func() error {
-			_, err := w.client.DeleteWebhookEndpoint(ctx, connect.NewRequest(&pb.DeleteWebhookEndpointRequest{EndpointId: "x"}))
-			return err
-		}, invalid, ledger.ReasonInvalidEndpointID},
-		{"delete: unknown", func() error {
-			_, err := w.client.DeleteWebhookEndpoint(ctx, connect.NewRequest(&pb.DeleteWebhookEndpointRequest{EndpointId: unknown}))
-			return err
-		}, notFound, ledger.ReasonEndpointNotFound},
-		{"rotate: unknown", func() error {
-			_, err := w.client.RotateWebhookSecret(ctx, connect.NewRequest(&pb.RotateWebhookSecretRequest{EndpointId: unknown}))
-			return err
-		}, notFound, ledger.ReasonEndpointNotFound},
-		{"list: a negative page size", func() error {
-			_, err := w.client.ListWebhookEndpoints(ctx, connect.NewRequest(&pb.ListWebhookEndpointsRequest{PageSize: -1}))
-			return err
-		}, invalid, ledger.ReasonInvalidPageSize},
-		{"list: a token not given", func() error {
-			_, err := w.client.ListWebhookEndpoints(ctx, connect.NewRequest(&pb.ListWebhookEndpointsRequest{PageToken: "v1.AAAA"}))
-			return err
-		}, invalid, ledger.ReasonInvalidPageToken},
-		{"deliveries: an id not an id", func() error { return deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: "x"}) }, invalid, ledger.ReasonInvalidEndpointID},
-		{"deliveries: a bad user", func() error { return deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id, UserId: "a b"}) }, invalid, ledger.ReasonInvalidUserID},
-		{"deliveries: an unspecified state", func() error {
-			return deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id, States: []pb.DeliveryState{pb.DeliveryState_DELIVERY_STATE_UNSPECIFIED}})
-		}, invalid, ledger.ReasonInvalidFilter},
-		{"deliveries: a negative page size", func() error { return deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id, PageSize: -5}) }, invalid, ledger.ReasonInvalidPageSize},
-		{"redeliver: an id not an id", func() error { return redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: ""}) }, invalid, ledger.ReasonInvalidEndpointID},
-		{"redeliver: a negative version", func() error { return redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, FromVersion: -1}) }, invalid, ledger.ReasonInvalidFilter},
-		{"redeliver: a version and a time", func() error {
-			return redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, UserId: "alice", FromVersion: 3, StartTime: timestamppb.Now()})
-		}, invalid, ledger.ReasonInvalidFilter},
-		{"redeliver: a bad time", func() error {
-			return redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, StartTime: &timestamppb.Timestamp{Seconds: -1 << 40}})
-		}, invalid, ledger.ReasonInvalidFilter},
-		{"redeliver: a bad user", func() error { return redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, UserId: strings.Repeat("u", 300)}) }, invalid, ledger.ReasonInvalidUserID},
-		// Well formed, but this server has no dispatcher.
-		{"deliveries without a dispatcher", func() error { return deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id}) }, connect.CodeUnimplemented, api.ReasonNotConfigured},
-		{"redeliver without a dispatcher", func() error { return redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id}) }, connect.CodeUnimplemented, api.ReasonNotConfigured},
-	}
-	for _, c := range cases {
-		err := c.call()
+	for _, c := range badWebhookRequests(w.client, id) {
+		err := c.call(context.Background())
 		if code, why := reason(err); code != c.code || why != c.reason {
 			t.Errorf("%s: %v (%v, %q), want %v %s", c.name, err, code, why, c.code, c.reason)
 		}
 	}
 	if after := w.table(t); !slices.Equal(after, before) {
 		t.Errorf("refused requests changed the webhooks table:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// badWebhookRequest is a request the webhook service refuses, with the
+// code and reason it refuses it with.
+type badWebhookRequest struct {
+	name   string
+	call   func(context.Context) error
+	code   connect.Code
+	reason string
+}
+
+// badWebhookRequests are refused requests of every method; id is an
+// endpoint's.
+func badWebhookRequests(w pointledgerv1connect.WebhookServiceClient, id string) []badWebhookRequest {
+	const unknown = "01KAXQ4V0SR0Z7Y2M3N4P5Q6R7" // well formed, no endpoint's
+	create := func(url string, types []string, description string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := w.CreateWebhookEndpoint(ctx, connect.NewRequest(&pb.CreateWebhookEndpointRequest{Url: url, EventTypes: types, Description: description}))
+			return err
+		}
+	}
+	update := func(r *pb.UpdateWebhookEndpointRequest) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := w.UpdateWebhookEndpoint(ctx, connect.NewRequest(r))
+			return err
+		}
+	}
+	deliveries := func(r *pb.ListWebhookDeliveriesRequest) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := w.ListWebhookDeliveries(ctx, connect.NewRequest(r))
+			return err
+		}
+	}
+	redeliver := func(r *pb.RedeliverWebhookEventsRequest) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := w.RedeliverWebhookEvents(ctx, connect.NewRequest(r))
+			return err
+		}
+	}
+	other := func(call func(context.Context) (any, error)) func(context.Context) error {
+		return func(ctx context.Context) error { _, err := call(ctx); return err }
+	}
+	all := []string{"*"}
+	invalid, notFound := connect.CodeInvalidArgument, connect.CodeNotFound
+	return []badWebhookRequest{
+		{"no url", create("", all, ""), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"ftp", create("ftp://crm.example/hook", all, ""), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"plain http", create("http://crm.example/hook", all, ""), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"a password in the url", create("https://u:p@crm.example/hook", all, ""), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"a name that does not resolve", create("https://nowhere.example/hook", all, ""), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"no event types", create("https://crm.example/hook", nil, ""), invalid, ledger.ReasonInvalidEventType},
+		{"an unknown event type", create("https://crm.example/hook", []string{"points.stolen"}, ""), invalid, ledger.ReasonInvalidEventType},
+		{"* among others", create("https://crm.example/hook", []string{"*", "points.spent"}, ""), invalid, ledger.ReasonInvalidEventType},
+		{"a type twice", create("https://crm.example/hook", []string{"points.spent", "points.spent"}, ""), invalid, ledger.ReasonInvalidEventType},
+		{"a long description", create("https://crm.example/hook", all, strings.Repeat("d", 513)), invalid, ledger.ReasonInvalidDescription},
+		{"update: no id", update(&pb.UpdateWebhookEndpointRequest{Disabled: new(true)}), invalid, ledger.ReasonInvalidEndpointID},
+		{"update: an id not an id", update(&pb.UpdateWebhookEndpointRequest{EndpointId: "../ENDPOINTS", Disabled: new(true)}), invalid, ledger.ReasonInvalidEndpointID},
+		{"update: unknown", update(&pb.UpdateWebhookEndpointRequest{EndpointId: unknown, Disabled: new(true)}), notFound, ledger.ReasonEndpointNotFound},
+		{"update: a private url", update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Url: new("https://10.0.0.1/")}), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"update: an empty url", update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Url: new("")}), invalid, ledger.ReasonEndpointURLNotAllowed},
+		{"update: an unknown type", update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, EventTypes: []string{"nope"}}), invalid, ledger.ReasonInvalidEventType},
+		{"update: a long description", update(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Description: new(strings.Repeat("d", 513)), Disabled: new(true)}),
+			invalid, ledger.ReasonInvalidDescription},
+		{"delete: an id not an id", other(func(ctx context.Context) (any, error) {
+			return w.DeleteWebhookEndpoint(ctx, connect.NewRequest(&pb.DeleteWebhookEndpointRequest{EndpointId: "x"}))
+		}), invalid, ledger.ReasonInvalidEndpointID},
+		{"delete: unknown", other(func(ctx context.Context) (any, error) {
+			return w.DeleteWebhookEndpoint(ctx, connect.NewRequest(&pb.DeleteWebhookEndpointRequest{EndpointId: unknown}))
+		}), notFound, ledger.ReasonEndpointNotFound},
+		{"rotate: unknown", other(func(ctx context.Context) (any, error) {
+			return w.RotateWebhookSecret(ctx, connect.NewRequest(&pb.RotateWebhookSecretRequest{EndpointId: unknown}))
+		}), notFound, ledger.ReasonEndpointNotFound},
+		{"list: a negative page size", other(func(ctx context.Context) (any, error) {
+			return w.ListWebhookEndpoints(ctx, connect.NewRequest(&pb.ListWebhookEndpointsRequest{PageSize: -1}))
+		}), invalid, ledger.ReasonInvalidPageSize},
+		{"list: a token not given", other(func(ctx context.Context) (any, error) {
+			return w.ListWebhookEndpoints(ctx, connect.NewRequest(&pb.ListWebhookEndpointsRequest{PageToken: "v1.AAAA"}))
+		}), invalid, ledger.ReasonInvalidPageToken},
+		{"deliveries: an id not an id", deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: "x"}), invalid, ledger.ReasonInvalidEndpointID},
+		{"deliveries: a bad user", deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id, UserId: "a b"}), invalid, ledger.ReasonInvalidUserID},
+		{"deliveries: an unspecified state", deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id, States: []pb.DeliveryState{pb.DeliveryState_DELIVERY_STATE_UNSPECIFIED}}),
+			invalid, ledger.ReasonInvalidFilter},
+		{"deliveries: a negative page size", deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id, PageSize: -5}), invalid, ledger.ReasonInvalidPageSize},
+		{"redeliver: an id not an id", redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: ""}), invalid, ledger.ReasonInvalidEndpointID},
+		{"redeliver: a negative version", redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, FromVersion: -1}), invalid, ledger.ReasonInvalidFilter},
+		{"redeliver: a version and a time", redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, UserId: "alice", FromVersion: 3, StartTime: timestamppb.Now()}),
+			invalid, ledger.ReasonInvalidFilter},
+		{"redeliver: a bad time", redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, StartTime: &timestamppb.Timestamp{Seconds: -1 << 40}}),
+			invalid, ledger.ReasonInvalidFilter},
+		{"redeliver: a bad user", redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id, UserId: strings.Repeat("u", 300)}), invalid, ledger.ReasonInvalidUserID},
+		// Well formed, but this server has no dispatcher.
+		{"deliveries without a dispatcher", deliveries(&pb.ListWebhookDeliveriesRequest{EndpointId: id}), connect.CodeUnimplemented, api.ReasonNotConfigured},
+		{"redeliver without a dispatcher", redeliver(&pb.RedeliverWebhookEventsRequest{EndpointId: id}), connect.CodeUnimplemented, api.ReasonNotConfigured},
 	}
 }
 
@@ -423,5 +435,269 @@ func TestWebhookURLsThatReachInsideAreRefused(t *testing.T) {
 		if _, why := reason(err); why != ledger.ReasonEndpointURLNotAllowed {
 			t.Errorf("create %s where loopback is allowed: %v, want %s", url, err, ledger.ReasonEndpointURLNotAllowed)
 		}
+	}
+}
+
+// ListWebhookEndpoints pages oldest first, and a page ends between two
+// create times, never between endpoints created at the same instant (a
+// token holds the create time of the last endpoint it returned).
+func TestListWebhookEndpointsPages(t *testing.T) {
+	t.Parallel()
+	clk := ledgertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	w := newWebhookServer(t, api.WebhookOptions{}, clk.Now, nil)
+	// A and B at one instant, C and D at the next, E after them.
+	var ids []string
+	for i, gap := range []time.Duration{0, 0, time.Second, 0, time.Second} {
+		clk.Add(gap)
+		ids = append(ids, w.create(t, fmt.Sprintf("https://crm.example/hook/%d", i), "*").Endpoint.EndpointId)
+	}
+	a, b, c, d, e := ids[0], ids[1], ids[2], ids[3], ids[4]
+	for _, tc := range []struct {
+		size  int32
+		pages [][]string
+	}{
+		{1, [][]string{{a, b}, {c, d}, {e}}}, // a run longer than a page is one page
+		{2, [][]string{{a, b}, {c, d}, {e}}},
+		{3, [][]string{{a, b}, {c, d, e}}}, // not {a, b, c}: c and d share an instant
+		{4, [][]string{{a, b, c, d}, {e}}},
+		{0, [][]string{{a, b, c, d, e}}},
+	} {
+		var got [][]string
+		token := ""
+		for range 10 {
+			res, err := w.client.ListWebhookEndpoints(context.Background(), connect.NewRequest(&pb.ListWebhookEndpointsRequest{PageSize: tc.size, PageToken: token}))
+			if err != nil {
+				t.Fatalf("page size %d: %v", tc.size, err)
+			}
+			var page []string
+			for _, ep := range res.Msg.Endpoints {
+				page = append(page, ep.EndpointId)
+			}
+			got = append(got, page)
+			if token = res.Msg.NextPageToken; token == "" {
+				break
+			}
+		}
+		if !slices.EqualFunc(got, tc.pages, slices.Equal) {
+			t.Errorf("page size %d: pages %v, want %v", tc.size, got, tc.pages)
+		}
+	}
+}
+
+// A delete, a disable and a new URL or new event types answer only after
+// the dispatchers' endpoint refresh (and a quarter more), once the change
+// is written; other changes answer at once. With a refresh of an hour, the
+// former outlast their caller's deadline, written, and the latter do not.
+func TestWebhookChangesThatStopDeliveriesWaitForTheDispatchers(t *testing.T) {
+	t.Parallel()
+	w := newWebhookServer(t, api.WebhookOptions{EndpointRefresh: time.Hour}, nil, nil)
+	id := w.create(t, "https://crm.example/hook", "*").Endpoint.EndpointId
+	within := func(d time.Duration) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	update := func(ctx context.Context, r *pb.UpdateWebhookEndpointRequest) error {
+		r.EndpointId = id
+		_, err := w.client.UpdateWebhookEndpoint(ctx, connect.NewRequest(r))
+		return err
+	}
+	// At once (a minute is far beyond any of them, far short of an hour).
+	for name, r := range map[string]*pb.UpdateWebhookEndpointRequest{
+		"a description":     {Description: new("the CRM")},
+		"enabled as it was": {Disabled: new(false)},
+		"the same url":      {Url: new("https://crm.example/hook")},
+		"the same types":    {EventTypes: []string{"*"}},
+	} {
+		if err := update(within(time.Minute), r); err != nil {
+			t.Errorf("update of %s: %v, want an answer without waiting", name, err)
+		}
+	}
+	if _, err := w.client.RotateWebhookSecret(within(time.Minute), connect.NewRequest(&pb.RotateWebhookSecretRequest{EndpointId: id})); err != nil {
+		t.Errorf("rotate: %v, want an answer without waiting (the old secret still signs)", err)
+	}
+	// Waiting, written first.
+	for name, r := range map[string]*pb.UpdateWebhookEndpointRequest{
+		"a new url":  {Url: new("https://mailer.example/events")},
+		"a new type": {EventTypes: []string{"points.spent"}},
+		"disabled":   {Disabled: new(true)},
+	} {
+		if err := update(within(time.Second), r); connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+			t.Errorf("update of %s: %v, want it to wait past the deadline", name, err)
+		}
+	}
+	if got := w.list(t); len(got) != 1 || got[0].Url != "https://mailer.example/events" || !slices.Equal(got[0].EventTypes, []string{"points.spent"}) || !got[0].Disabled {
+		t.Errorf("after the waiting updates: %v, want them written", got)
+	}
+	_, err := w.client.DeleteWebhookEndpoint(within(time.Second), connect.NewRequest(&pb.DeleteWebhookEndpointRequest{EndpointId: id}))
+	if connect.CodeOf(err) != connect.CodeDeadlineExceeded {
+		t.Errorf("delete: %v, want it to wait past the deadline", err)
+	}
+	if got := w.list(t); len(got) != 0 {
+		t.Errorf("after the delete: %v, want it written", got)
+	}
+}
+
+// The wait lasts at least the refresh: a lower bound, which a busy machine
+// only lengthens.
+func TestWebhookDisableWaitsAtLeastTheRefresh(t *testing.T) {
+	t.Parallel()
+	const refresh = 200 * time.Millisecond
+	w := newWebhookServer(t, api.WebhookOptions{EndpointRefresh: refresh}, nil, nil)
+	id := w.create(t, "https://crm.example/hook", "*").Endpoint.EndpointId
+	start := time.Now()
+	if _, err := w.client.UpdateWebhookEndpoint(context.Background(), connect.NewRequest(&pb.UpdateWebhookEndpointRequest{EndpointId: id, Disabled: new(true)})); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < refresh+refresh/4 {
+		t.Errorf("the disable answered after %v, before the refresh and its margin (%v)", took, refresh+refresh/4)
+	}
+}
+
+// EntryJSON, the entry of an event's body, is byte for byte the entry as
+// ListEntries answers it over Connect JSON, for an entry of every type.
+func TestEntryJSONIsWhatListEntriesAnswers(t *testing.T) {
+	t.Parallel()
+	clk := ledgertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := newServerWith(t, servetest.Options{Now: clk.Now})
+	ctx := context.Background()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "100", RequestId: "g1", Ttl: durationpb.New(time.Hour),
+		OrderId: "welcome", Metadata: map[string]string{"campaign": "spring"}})))
+	must(s.purchase("alice", "p1", "10.5"))
+	must(s.refund("alice", "r1", "p1", "5"))
+	must(s.admin.Adjust(ctx, connect.NewRequest(&pb.AdjustRequest{UserId: "alice", Amount: "1", RequestId: "a1", Reason: "goodwill"})))
+	must(s.client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: "alice", Amount: "5", RequestId: "h1"})))
+	must(s.client.Capture(ctx, connect.NewRequest(&pb.CaptureRequest{UserId: "alice", HoldRequestId: "h1", Amount: "3", RequestId: "c1"})))
+	must(s.client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: "alice", Amount: "2", RequestId: "h2"})))
+	must(s.client.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: "alice", HoldRequestId: "h2", RequestId: "v1"})))
+	clk.Add(2 * time.Hour) // the grant's points expire: an EXPIRATION before the next grant
+	must(s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: "g2"})))
+
+	var listed struct{ Entries []json.RawMessage }
+	if err := json.Unmarshal(s.postJSONBytes(t, pointledgerv1connect.LedgerServiceListEntriesProcedure, `{"user_id":"alice","page_size":100}`), &listed); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, err := s.srv.Store.Entries(ctx, "alice", ledger.EntryQuery{Page: ledger.Page{PageSize: 100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(listed.Entries) {
+		t.Fatalf("the store has %d entries, ListEntries answered %d", len(entries), len(listed.Entries))
+	}
+	seen := map[ledger.EntryType]bool{}
+	for i, e := range entries {
+		got, err := api.EntryJSON(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, listed.Entries[i]) {
+			t.Errorf("entry %d (%s):\nEntryJSON   %s\nListEntries %s", e.Version, e.Type, got, listed.Entries[i])
+		}
+		seen[e.Type] = true
+	}
+	for typ := range ledger.EntryTypes {
+		if !seen[typ] {
+			t.Errorf("no %s entry was compared: make one above", typ)
+		}
+	}
+}
+
+// deliveries stands in for the dispatcher, which is not part of this
+// package's build: it records what the service asks and answers what it
+// is given, so that the test sees the requests become queries and the
+// deliveries become messages.
+type deliveries struct {
+	mu         sync.Mutex
+	queries    []webhook.DeliveryQuery
+	redelivers []webhook.Redelivery
+	answer     []webhook.Delivery
+}
+
+func (d *deliveries) ListDeliveries(_ context.Context, q webhook.DeliveryQuery) ([]webhook.Delivery, string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.queries = append(d.queries, q)
+	return d.answer, "next", nil
+}
+
+func (d *deliveries) Redeliver(_ context.Context, r webhook.Redelivery) (int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.redelivers = append(d.redelivers, r)
+	return 7, nil
+}
+
+// ListWebhookDeliveries and RedeliverWebhookEvents pass the request on as
+// the dispatcher reads it (the page size resolved, states named once) and
+// answer what it says; an endpoint that does not exist is ENDPOINT_NOT_FOUND
+// before the dispatcher is asked.
+func TestWebhookDeliveriesReachTheDispatcher(t *testing.T) {
+	t.Parallel()
+	next := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
+	d := &deliveries{answer: []webhook.Delivery{
+		{EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8", Type: ledger.EventPointsSpent, UserID: "alice", Version: 2, State: webhook.DeliveryFailed,
+			Attempts: 8, LastStatusCode: 503, LastError: "503 Service Unavailable"},
+		{EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R9", Type: ledger.EventPointsGranted, UserID: "alice", Version: 1, State: webhook.DeliveryPending,
+			Attempts: 1, NextAttemptTime: next},
+	}}
+	w := newWebhookServer(t, api.WebhookOptions{}, nil, d)
+	ctx := context.Background()
+	id := w.create(t, "https://crm.example/hook", "*").Endpoint.EndpointId
+	res, err := w.client.ListWebhookDeliveries(ctx, connect.NewRequest(&pb.ListWebhookDeliveriesRequest{
+		EndpointId: id, UserId: "alice", PageSize: 9000, PageToken: "t",
+		States: []pb.DeliveryState{pb.DeliveryState_DELIVERY_STATE_FAILED, pb.DeliveryState_DELIVERY_STATE_PENDING, pb.DeliveryState_DELIVERY_STATE_FAILED},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantQuery := webhook.DeliveryQuery{EndpointID: id, UserID: "alice", States: []webhook.DeliveryState{webhook.DeliveryFailed, webhook.DeliveryPending},
+		Page: ledger.Page{PageSize: ledger.MaxPageSize, PageToken: "t"}}
+	if len(d.queries) != 1 || fmt.Sprint(d.queries[0]) != fmt.Sprint(wantQuery) {
+		t.Errorf("the dispatcher was asked %v, want %v", d.queries, wantQuery)
+	}
+	got := res.Msg
+	if got.NextPageToken != "next" || len(got.Deliveries) != 2 {
+		t.Fatalf("answered %v", got)
+	}
+	if f := got.Deliveries[0]; f.State != pb.DeliveryState_DELIVERY_STATE_FAILED || f.Type != "points.spent" || f.Attempts != 8 ||
+		f.LastStatusCode != 503 || f.LastError == "" || f.NextAttemptTime != nil || f.Version != 2 {
+		t.Errorf("the failed delivery answered as %v", f)
+	}
+	if p := got.Deliveries[1]; p.State != pb.DeliveryState_DELIVERY_STATE_PENDING || !p.NextAttemptTime.AsTime().Equal(next) {
+		t.Errorf("the pending delivery answered as %v", p)
+	}
+
+	start := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	for _, r := range []*pb.RedeliverWebhookEventsRequest{
+		{EndpointId: id, UserId: "alice", FromVersion: 3},
+		{EndpointId: id, StartTime: timestamppb.New(start)},
+	} {
+		res, err := w.client.RedeliverWebhookEvents(ctx, connect.NewRequest(r))
+		if err != nil || res.Msg.Count != 7 {
+			t.Errorf("redeliver %v: %v, %v; want the dispatcher's count", r, res, err)
+		}
+	}
+	want := []webhook.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 3}, {EndpointID: id, StartTime: start}}
+	if fmt.Sprint(d.redelivers) != fmt.Sprint(want) {
+		t.Errorf("the dispatcher was asked to redeliver %v, want %v", d.redelivers, want)
+	}
+
+	const unknown = "01KAXQ4V0SR0Z7Y2M3N4P5Q6R7"
+	_, err = w.client.ListWebhookDeliveries(ctx, connect.NewRequest(&pb.ListWebhookDeliveriesRequest{EndpointId: unknown}))
+	if code, why := reason(err); code != connect.CodeNotFound || why != ledger.ReasonEndpointNotFound {
+		t.Errorf("deliveries of no endpoint: %v, want not_found %s", err, ledger.ReasonEndpointNotFound)
+	}
+	_, err = w.client.RedeliverWebhookEvents(ctx, connect.NewRequest(&pb.RedeliverWebhookEventsRequest{EndpointId: unknown}))
+	if code, why := reason(err); code != connect.CodeNotFound || why != ledger.ReasonEndpointNotFound {
+		t.Errorf("redeliver to no endpoint: %v, want not_found %s", err, ledger.ReasonEndpointNotFound)
+	}
+	if len(d.queries) != 1 || len(d.redelivers) != 2 {
+		t.Errorf("the dispatcher was asked about an endpoint that does not exist: %v, %v", d.queries, d.redelivers)
 	}
 }
