@@ -3,7 +3,9 @@
 // history and reconciliation of package memory, optionally behind its
 // authentication. The tests of packages api and auth build their servers
 // here, so neither needs DynamoDB Local; the DynamoDB store passes the same
-// contract as the memory one (ledgertest.Contract), on the emulator.
+// contract as the memory one (ledgertest.Contract), on the emulator. The
+// webhook service's endpoints are kept by DynamoDB alone: a test that
+// needs them gives a store on the emulator (Options.Webhooks).
 package servetest
 
 import (
