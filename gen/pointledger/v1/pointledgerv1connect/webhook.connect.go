@@ -67,10 +67,13 @@ type WebhookServiceClient interface {
 	// UpdateWebhookEndpoint changes the fields the request sets and leaves
 	// the others as they are. Once it has answered a change of url,
 	// event_types or disabled, no delivery starts under the endpoint's
-	// previous settings (attempts already in flight finish).
+	// previous settings (attempts already in flight finish): such a change
+	// is written, then answered when every dispatcher has read it, about
+	// 1.25 s later.
 	UpdateWebhookEndpoint(context.Context, *connect.Request[v1.UpdateWebhookEndpointRequest]) (*connect.Response[v1.UpdateWebhookEndpointResponse], error)
 	// DeleteWebhookEndpoint removes an endpoint. Once it has answered, no
-	// delivery to it starts (attempts already in flight finish).
+	// delivery to it starts (attempts already in flight finish): it answers
+	// when every dispatcher has read the change, about 1.25 s after it.
 	DeleteWebhookEndpoint(context.Context, *connect.Request[v1.DeleteWebhookEndpointRequest]) (*connect.Response[v1.DeleteWebhookEndpointResponse], error)
 	// RotateWebhookSecret gives an endpoint a new secret and answers it. The
 	// secret it replaces keeps signing beside it for 24 hours, so a receiver
@@ -201,10 +204,13 @@ type WebhookServiceHandler interface {
 	// UpdateWebhookEndpoint changes the fields the request sets and leaves
 	// the others as they are. Once it has answered a change of url,
 	// event_types or disabled, no delivery starts under the endpoint's
-	// previous settings (attempts already in flight finish).
+	// previous settings (attempts already in flight finish): such a change
+	// is written, then answered when every dispatcher has read it, about
+	// 1.25 s later.
 	UpdateWebhookEndpoint(context.Context, *connect.Request[v1.UpdateWebhookEndpointRequest]) (*connect.Response[v1.UpdateWebhookEndpointResponse], error)
 	// DeleteWebhookEndpoint removes an endpoint. Once it has answered, no
-	// delivery to it starts (attempts already in flight finish).
+	// delivery to it starts (attempts already in flight finish): it answers
+	// when every dispatcher has read the change, about 1.25 s after it.
 	DeleteWebhookEndpoint(context.Context, *connect.Request[v1.DeleteWebhookEndpointRequest]) (*connect.Response[v1.DeleteWebhookEndpointResponse], error)
 	// RotateWebhookSecret gives an endpoint a new secret and answers it. The
 	// secret it replaces keeps signing beside it for 24 hours, so a receiver
