@@ -70,7 +70,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: dynamodb-local build ## start DynamoDB Local (:8000), apply migrations, serve ledgerd on :8080; writes .local/dev.env
+run: dynamodb-local build ## start DynamoDB Local (:8000), apply migrations, serve ledgerd on :8080 (webhooks to this machine allowed); writes .local/dev.env
 	bin/devstack -ledgerd bin/ledgerd
 
 .PHONY: build

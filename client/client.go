@@ -9,8 +9,13 @@ import (
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 )
 
-// Client calls one ledgerd. Its fields are the generated clients: every RPC
-// of proto/pointledger/v1, with its request and response messages.
+// Client calls one ledgerd. Its fields are the generated clients of
+// LedgerService and AdminService, with their request and response
+// messages. WebhookService has none here: Retry's safety rests on every
+// mutation's request_id, and CreateWebhookEndpoint and RotateWebhookSecret
+// carry none (sent again, they would make a second endpoint or a second
+// rotation); call it with pointledgerv1connect.NewWebhookServiceClient and
+// the Bearer interceptor alone.
 type Client struct {
 	Ledger pointledgerv1connect.LedgerServiceClient
 	Admin  pointledgerv1connect.AdminServiceClient // needs an admin token

@@ -32,6 +32,13 @@ const (
 	ReasonInvalidExpiry     Reason = "INVALID_EXPIRY"
 	ReasonInvalidHold       Reason = "INVALID_HOLD"
 	ReasonInvalidMinVersion Reason = "INVALID_MIN_VERSION"
+	// WebhookService: an endpoint's event types, its URL (https, and no
+	// loopback, private or link-local address, unless the server allows
+	// them), its id, its description.
+	ReasonInvalidEventType      Reason = "INVALID_EVENT_TYPE"
+	ReasonEndpointURLNotAllowed Reason = "ENDPOINT_URL_NOT_ALLOWED"
+	ReasonInvalidEndpointID     Reason = "INVALID_ENDPOINT_ID"
+	ReasonInvalidDescription    Reason = "INVALID_DESCRIPTION"
 	// invalid_argument before any method: the body is not a request (broken
 	// JSON, an unknown field, a value of the wrong type, bytes that are not
 	// protobuf), the content type is none ledgerd reads (HTTP 415), or the
@@ -57,6 +64,8 @@ const (
 	// ListHistory's min_version beyond the ledger's version (a read: not
 	// recorded).
 	ReasonMinVersionAheadOfLedger Reason = "MIN_VERSION_AHEAD_OF_LEDGER"
+	// WebhookService: no endpoint has the id given (not recorded).
+	ReasonEndpointNotFound Reason = "ENDPOINT_NOT_FOUND"
 	// AdminService: an explaining Adjust, a second Reconcile.
 	ReasonBalanceMoved          Reason = "BALANCE_MOVED"
 	ReasonNothingToExplain      Reason = "NOTHING_TO_EXPLAIN"
@@ -74,8 +83,12 @@ const (
 	ReasonHistoryBehind Reason = "HISTORY_BEHIND"
 	ReasonInternal      Reason = "INTERNAL"
 
-	// unimplemented: the path names no method of the services.
+	// unimplemented: the path names no method of the services; or the
+	// server is built without what the method needs (a ledgerd without a
+	// webhook dispatcher answers ListWebhookDeliveries and
+	// RedeliverWebhookEvents so).
 	ReasonUnknownProcedure Reason = "UNKNOWN_PROCEDURE"
+	ReasonNotConfigured    Reason = "NOT_CONFIGURED"
 
 	// unauthenticated, permission_denied, resource_exhausted: the token.
 	ReasonMissingToken   Reason = "MISSING_TOKEN"
@@ -84,13 +97,6 @@ const (
 	ReasonRoleNotAllowed Reason = "ROLE_NOT_ALLOWED"
 	ReasonOtherUser      Reason = "OTHER_USER"
 	ReasonRateLimited    Reason = "RATE_LIMITED"
-
-	// invalid_argument from WebhookService, which is being built (issue 24):
-	// no call sends them yet.
-	ReasonInvalidEventType      Reason = "INVALID_EVENT_TYPE"
-	ReasonEndpointURLNotAllowed Reason = "ENDPOINT_URL_NOT_ALLOWED"
-	// not_found from WebhookService: no endpoint has the id given.
-	ReasonEndpointNotFound Reason = "ENDPOINT_NOT_FOUND"
 )
 
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a

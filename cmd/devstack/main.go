@@ -13,7 +13,9 @@
 // relative to the working directory, keeps the data across runs), and every
 // LEDGER_* variable of ledgerd (LEDGER_LISTEN_ADDR defaults to :8080 and
 // LEDGER_OPS_LISTEN, the operations listener with the metrics, the profiler
-// and the projection's status, to 127.0.0.1:9090). Without LEDGER_AUTH_FILE
+// and the projection's status, to 127.0.0.1:9090; LEDGER_WEBHOOK_ALLOW_HTTP
+// and LEDGER_WEBHOOK_ALLOW_LOOPBACK to true, so that webhook endpoints may be
+// on this machine). Without LEDGER_AUTH_FILE
 // or LEDGER_AUTH_JSON it makes local dev credentials in
 // .local/dev-credentials/ on the first run and serves with them.
 package main
@@ -129,6 +131,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	if getenv("LEDGER_LOG_FORMAT") == "" {
 		env = append(env, "LEDGER_LOG_FORMAT=text")
+	}
+	// Webhook endpoints on this machine over plain http, so that the
+	// quick start can deliver to a receiver it runs; private and
+	// link-local addresses stay refused.
+	for _, v := range []string{"LEDGER_WEBHOOK_ALLOW_HTTP", "LEDGER_WEBHOOK_ALLOW_LOOPBACK"} {
+		if getenv(v) == "" {
+			env = append(env, v+"=true")
+		}
 	}
 	if err := ledgerdRun(ctx, *ledgerd, env, stderr, "migrate"); err != nil {
 		return err

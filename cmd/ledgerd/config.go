@@ -135,6 +135,7 @@ type ledgerParts struct {
 	history *projection.History
 	db      *dynamodb.Client
 	streams *dynamodbstreams.Client
+	tokens  *pagetoken.Codec // the page tokens of every list
 }
 
 func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slog.Logger) (*ledgerParts, error) {
@@ -163,6 +164,7 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store, tokens),
 		db:      db,
 		streams: streams,
+		tokens:  tokens,
 	}, nil
 }
 

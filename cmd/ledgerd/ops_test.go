@@ -189,7 +189,8 @@ func TestFreshLedgerdServesEveryDocumentedMetric(t *testing.T) {
 	if rows < 10 {
 		t.Fatalf("docs/operations.md lists %d pointledger_ metrics; is its table still there?", rows)
 	}
-	procedures := append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)
+	procedures := slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()),
+		api.Procedures(api.WebhookServiceDescriptor()))
 	for _, procedure := range procedures {
 		for _, code := range []string{"ok", "invalid_argument", "unavailable"} {
 			if m := sample(families, "pointledger_requests_total", "procedure", procedure, "code", code); m == nil || m.GetCounter().GetValue() != 0 {
@@ -311,7 +312,7 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	t.Cleanup(sw.down)
 	p := startLedgerd(t, "LEDGER_DYNAMODB_ENDPOINT=http://"+sw.addr, "LEDGER_PROJECTOR=false")
 	check := grpcHealthCheck(t, "http://"+p.addr)
-	services := []string{"", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName}
+	services := []string{"", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.WebhookServiceName}
 	// Health answers are cached for a second: wait for the new one (the
 	// deadline bounds a hang, it says nothing about speed; a DynamoDB Local
 	// slower than the health check's 2 s on a busy machine reads as not
@@ -394,6 +395,7 @@ func TestReflectionListsTheServices(t *testing.T) {
 	for _, want := range []protoreflect.FullName{
 		pointledgerv1connect.LedgerServiceName,
 		pointledgerv1connect.AdminServiceName,
+		pointledgerv1connect.WebhookServiceName,
 		grpchealth.HealthV1ServiceName,
 	} {
 		if !slices.Contains(names, want) {

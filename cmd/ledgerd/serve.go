@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,6 +18,7 @@ import (
 	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -24,6 +26,7 @@ import (
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
 	"github.com/pointledger/pointledger/internal/sweep"
+	"github.com/pointledger/pointledger/internal/webhook"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -55,7 +58,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		warnInsecure(ctx, log, time.Minute)
 	}
 	// Every procedure's series start at 0, before its first call.
-	c.metrics = metrics.New(append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)...)
+	c.metrics = metrics.New(slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()),
+		api.Procedures(api.WebhookServiceDescriptor()))...)
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
@@ -79,7 +83,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit,
-		"history_wait", c.historyWait, "cors_origins", c.corsOrigins,
+		"history_wait", c.historyWait, "cors_origins", c.corsOrigins, "webhook_allow_http", c.webhooks.AllowHTTP,
+		"webhook_allow_loopback", c.webhooks.AllowLoopback, "webhook_allow_private", c.webhooks.AllowPrivate,
 
 		"peers", c.affinity.peers, "self", c.affinity.self, "forward_timeout", c.affinity.timeout)
 	if peers != nil {
@@ -104,6 +109,9 @@ type serveConfig struct {
 	historyWait time.Duration
 	sweeper     bool
 	sweep       time.Duration // between the sweeper's passes
+	// webhooks: which endpoint URLs WebhookService accepts (its Resolver
+	// is the system's).
+	webhooks webhook.URLPolicy
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -137,6 +145,12 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	var corsOrigins string
 	s.String(&corsOrigins, "cors-origins", "LEDGER_CORS_ORIGINS", "",
 		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS")
+	s.Bool(&c.webhooks.AllowHTTP, "webhook-allow-http", "LEDGER_WEBHOOK_ALLOW_HTTP",
+		"accept webhook endpoints with plain http URLs (make run does); off: https only")
+	s.Bool(&c.webhooks.AllowLoopback, "webhook-allow-loopback", "LEDGER_WEBHOOK_ALLOW_LOOPBACK",
+		"accept webhook endpoints on loopback addresses, 127.0.0.0/8 and ::1 (make run does); off: refused")
+	s.Bool(&c.webhooks.AllowPrivate, "webhook-allow-private", "LEDGER_WEBHOOK_ALLOW_PRIVATE",
+		"accept webhook endpoints on private addresses (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10), receivers inside your network; off: refused")
 	opsFlag(s, &c.opsAddr, "127.0.0.1:9090")
 	// Every part's settings, so that the errors of all the variables come
 	// at once.
@@ -215,7 +229,7 @@ func (p *ports) close() {
 	}
 }
 
-// apiHandler is what the API's port serves: the ledger and admin services,
+// apiHandler is what the API's port serves: the ledger, admin and webhook services,
 // the health checks (and the peers', with peers), and nothing else.
 func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator,
 	peers *affinity.Peers, log *slog.Logger,
@@ -253,6 +267,12 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	admin.SetExpiryPolicy(c.expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...)))
+	// The dispatcher's deliveries are not wired here yet: its two RPCs
+	// answer unimplemented (NOT_CONFIGURED) meanwhile.
+	webhooks := api.NewWebhookService(dispatch.NewEndpoints(parts.db, c.TablePrefix+migrations.WebhookTable, nil), nil,
+		api.WebhookOptions{URLPolicy: c.webhooks, EndpointRefresh: api.DefaultEndpointRefresh, PageTokens: parts.tokens}, log)
+	path, handler = pointledgerv1connect.NewWebhookServiceHandler(webhooks, options...)
+	mux.Handle(path, allowCORS(api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
 	// the host or the process (404 even for another method on /healthz),

@@ -53,6 +53,12 @@ func (s *settings) Duration(p *time.Duration, name, env string, def time.Duratio
 	s.fs.DurationVar(p, name, fromEnv(s, name, env, def, time.ParseDuration), withVariable(usage, env))
 }
 
+// Bool registers -name, off by default, bound to env: true or false
+// (strconv.ParseBool's spellings).
+func (s *settings) Bool(p *bool, name, env, usage string) {
+	s.fs.BoolVar(p, name, fromEnv(s, name, env, false, parseBool), withVariable(usage, env))
+}
+
 // Switch registers -name, on by default; its variable turns it off with the
 // value false only, so that a typo in a deployment's environment leaves on
 // what runs by default (the projector, the sweeper).
@@ -84,6 +90,14 @@ func parseInt(v string) (int, error) {
 		return 0, errors.New("not a whole number")
 	}
 	return n, nil
+}
+
+func parseBool(v string) (bool, error) {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, errors.New("not true or false")
+	}
+	return b, nil
 }
 
 func parseFloat(v string) (float64, error) {

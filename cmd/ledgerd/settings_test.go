@@ -98,3 +98,43 @@ func TestSettingsNameTheVariableAndTheFlag(t *testing.T) {
 		t.Errorf("-limit some: %v, want an error naming -limit", err)
 	}
 }
+
+// A Bool is off by default, on by its variable (true, 1, ...) or its flag,
+// and a variable that is not true or false is refused naming both.
+func TestSettingsBool(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env  string
+		args []string
+		want bool
+	}{
+		{"", nil, false},
+		{"true", nil, true},
+		{"1", nil, true},
+		{"false", []string{"-allow"}, true},
+		{"true", []string{"-allow=false"}, false},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var allow bool
+		s := newSettings(fs, func(string) string { return tt.env })
+		s.Bool(&allow, "allow", "LEDGER_ALLOW", "whether")
+		if err := errorsOf(s, fs, tt.args); err != nil || allow != tt.want {
+			t.Errorf("LEDGER_ALLOW=%q %v: %v, %v; want %v", tt.env, tt.args, allow, err, tt.want)
+		}
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	var allow bool
+	s := newSettings(fs, func(string) string { return "yes" })
+	s.Bool(&allow, "allow", "LEDGER_ALLOW", "whether")
+	if err := s.err(); err == nil || !strings.Contains(err.Error(), `LEDGER_ALLOW="yes" (-allow): not true or false`) {
+		t.Errorf("LEDGER_ALLOW=yes: %v, want it refused naming the variable and the flag", err)
+	}
+}
+
+func errorsOf(s *settings, fs *flag.FlagSet, args []string) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	return fs.Parse(args)
+}

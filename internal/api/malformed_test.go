@@ -80,6 +80,8 @@ func TestMalformedRequestsOverEveryProtocol(t *testing.T) {
 	purchase := pointledgerv1connect.LedgerServicePurchaseProcedure
 	history := pointledgerv1connect.LedgerServiceListHistoryProcedure
 	reconcile := pointledgerv1connect.AdminServiceReconcileProcedure
+	createEndpoint := pointledgerv1connect.WebhookServiceCreateWebhookEndpointProcedure
+	listEndpoints := pointledgerv1connect.WebhookServiceListWebhookEndpointsProcedure
 	kinds := []kind{
 		{"unknown field", purchase, "json", `{"user_id":"alice","amount":"1","request_id":"m1","bogus":1}`, api.ReasonMalformedRequest,
 			`request body is not valid JSON for pointledger.v1.PurchaseRequest: unknown field "bogus" (line 1, column`},
@@ -103,6 +105,12 @@ func TestMalformedRequestsOverEveryProtocol(t *testing.T) {
 			`pointledger.v1.ReconcileRequest: unknown field "bogus"`},
 		{"garbage bytes of a stream", reconcile, "proto", "\xff\xff\xff\xff garbage", api.ReasonMalformedRequest,
 			"not the protobuf binary encoding of pointledger.v1.ReconcileRequest"},
+		{"unknown field of a webhook call", createEndpoint, "json", `{"url":"https://crm.example/hook","secret":"whsec_mine"}`, api.ReasonMalformedRequest,
+			`pointledger.v1.CreateWebhookEndpointRequest: unknown field "secret"`},
+		{"event_types not a list", createEndpoint, "json", `{"url":"https://crm.example/hook","event_types":"*"}`, api.ReasonMalformedRequest,
+			`CreateWebhookEndpointRequest: unexpected token "*" (line 1, column 49)`},
+		{"garbage bytes of a webhook read", listEndpoints, "proto", "\xff\xff\xff\xff garbage", api.ReasonMalformedRequest,
+			"not the protobuf binary encoding of pointledger.v1.ListWebhookEndpointsRequest"},
 		{"content type xml", purchase, "xml", `<purchase/>`, api.ReasonUnsupportedMediaType, `xml" is not one ledgerd reads`},
 		{"content type xml of a read", history, "xml", `<history/>`, api.ReasonUnsupportedMediaType, `xml" is not one ledgerd reads`},
 	}

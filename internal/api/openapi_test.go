@@ -27,6 +27,8 @@ import (
 
 	_ "github.com/pointledger/pointledger/gen/pointledger/v1" // registers the package's descriptors
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/servetest"
 )
 
@@ -370,9 +372,12 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := servetest.New(t, servetest.Options{Auth: a})
+	env := dynamotest.New(t)
+	srv := servetest.New(t, servetest.Options{Auth: a, Webhooks: dispatch.NewEndpoints(env.Client, env.Webhooks, nil)})
 	procs := procedures(t)
+	endpointID := "" // the endpoint created, which later calls name as ENDPOINT_ID
 	for _, c := range documentedCalls(creds.ServiceToken, creds.AdminToken) {
+		c.body = strings.ReplaceAll(c.body, "ENDPOINT_ID", endpointID)
 		newRequest := func() *http.Request {
 			req, err := http.NewRequest(http.MethodPost, srv.URL+c.procedure, strings.NewReader(c.body))
 			if c.get {
@@ -411,6 +416,14 @@ func TestOpenAPIMatchesAnswers(t *testing.T) {
 		if res.StatusCode == http.StatusOK {
 			checkRequired(t, v, c.name, procs[c.procedure].Output(), newRequest(), res, body)
 		}
+		var created struct {
+			Endpoint struct {
+				EndpointID string `json:"endpoint_id"`
+			}
+		}
+		if json.Unmarshal(body, &created) == nil && created.Endpoint.EndpointID != "" {
+			endpointID = created.Endpoint.EndpointID
+		}
 	}
 }
 
@@ -430,7 +443,7 @@ type documentedCall struct {
 // documentedCalls are calls of every unary procedure, successes and
 // refusals, in order: each builds on the ones before.
 func documentedCalls(service, admin string) []documentedCall {
-	const ledgerSvc, adminSvc = "/pointledger.v1.LedgerService/", "/pointledger.v1.AdminService/"
+	const ledgerSvc, adminSvc, webhookSvc = "/pointledger.v1.LedgerService/", "/pointledger.v1.AdminService/", "/pointledger.v1.WebhookService/"
 	inAMonth := time.Now().Add(30 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	return []documentedCall{
 		{name: "grant", token: service, procedure: ledgerSvc + "Grant",
@@ -464,6 +477,22 @@ func documentedCalls(service, admin string) []documentedCall {
 			body: `{"user_id":"alice","status":"ACCOUNT_STATUS_FROZEN","reason":"review"}`},
 		{name: "projection status", token: admin, procedure: adminSvc + "GetProjectionStatus", body: `{"user_id":"alice"}`, get: true},
 		{name: "rebuild", token: admin, procedure: adminSvc + "RebuildProjection", body: `{"user_id":"alice"}`},
+		// An address, so that nothing asks DNS; nothing is sent to it.
+		{name: "create endpoint", token: admin, procedure: webhookSvc + "CreateWebhookEndpoint",
+			body: `{"url":"https://198.51.100.7/hook","event_types":["points.granted","points.spent"],"description":"crm"}`},
+		{name: "endpoints", token: admin, procedure: webhookSvc + "ListWebhookEndpoints", body: `{"page_size":10}`, get: true},
+		{name: "update endpoint", token: admin, procedure: webhookSvc + "UpdateWebhookEndpoint",
+			body: `{"endpoint_id":"ENDPOINT_ID","event_types":["*"],"disabled":true,"description":null}`},
+		{name: "rotate secret", token: admin, procedure: webhookSvc + "RotateWebhookSecret", body: `{"endpoint_id":"ENDPOINT_ID"}`},
+		{name: "deliveries, no dispatcher", token: admin, procedure: webhookSvc + "ListWebhookDeliveries",
+			body: `{"endpoint_id":"ENDPOINT_ID","states":["DELIVERY_STATE_FAILED"]}`, get: true, status: http.StatusNotImplemented},
+		{name: "redeliver, no dispatcher", token: admin, procedure: webhookSvc + "RedeliverWebhookEvents",
+			body: `{"endpoint_id":"ENDPOINT_ID","user_id":"alice","from_version":"2"}`, status: http.StatusNotImplemented},
+		{name: "endpoint refused", token: admin, procedure: webhookSvc + "CreateWebhookEndpoint",
+			body: `{"url":"https://169.254.169.254/","event_types":["*"]}`, status: http.StatusBadRequest},
+		{name: "delete endpoint", token: admin, procedure: webhookSvc + "DeleteWebhookEndpoint", body: `{"endpoint_id":"ENDPOINT_ID"}`},
+		{name: "endpoint not found", token: admin, procedure: webhookSvc + "RotateWebhookSecret", body: `{"endpoint_id":"ENDPOINT_ID"}`,
+			status: http.StatusNotFound},
 		{name: "refused", token: service, procedure: ledgerSvc + "Purchase",
 			body: `{"user_id":"alice","amount":"500","request_id":"purchase-2"}`, status: http.StatusBadRequest},
 		{name: "not found", token: service, procedure: ledgerSvc + "Refund",

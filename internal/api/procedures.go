@@ -25,6 +25,11 @@ func AdminServiceDescriptor() protoreflect.ServiceDescriptor {
 	return pb.File_pointledger_v1_admin_proto.Services().ByName("AdminService")
 }
 
+// WebhookServiceDescriptor describes WebhookService as the protos declare it.
+func WebhookServiceDescriptor() protoreflect.ServiceDescriptor {
+	return pb.File_pointledger_v1_webhook_proto.Services().ByName("WebhookService")
+}
+
 // Procedures are the procedures of service, as the paths they are served
 // on: /package.Service/Method.
 func Procedures(service protoreflect.ServiceDescriptor) []string {

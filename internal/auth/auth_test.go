@@ -175,10 +175,54 @@ var calls = []struct {
 	}, false},
 }
 
+// webhookCalls are a valid call of each WebhookService procedure. These
+// tests' servers keep no webhook endpoints (servetest without the
+// emulator: the endpoint store is DynamoDB's), so a call the roles let
+// through reaches its method, which answers it unimplemented
+// (NOT_CONFIGURED): what the roles decide is whether it gets there.
+var webhookCalls = []struct {
+	name string
+	call func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error
+}{
+	{"CreateWebhookEndpoint", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.CreateWebhookEndpoint(ctx, connect.NewRequest(&pb.CreateWebhookEndpointRequest{Url: "https://198.51.100.7/hook", EventTypes: []string{"*"}}))
+		return err
+	}},
+	{"ListWebhookEndpoints", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.ListWebhookEndpoints(ctx, connect.NewRequest(&pb.ListWebhookEndpointsRequest{}))
+		return err
+	}},
+	{"UpdateWebhookEndpoint", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.UpdateWebhookEndpoint(ctx, connect.NewRequest(&pb.UpdateWebhookEndpointRequest{EndpointId: webhookEndpointID, Disabled: new(true)}))
+		return err
+	}},
+	{"DeleteWebhookEndpoint", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.DeleteWebhookEndpoint(ctx, connect.NewRequest(&pb.DeleteWebhookEndpointRequest{EndpointId: webhookEndpointID}))
+		return err
+	}},
+	{"RotateWebhookSecret", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.RotateWebhookSecret(ctx, connect.NewRequest(&pb.RotateWebhookSecretRequest{EndpointId: webhookEndpointID}))
+		return err
+	}},
+	{"ListWebhookDeliveries", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.ListWebhookDeliveries(ctx, connect.NewRequest(&pb.ListWebhookDeliveriesRequest{EndpointId: webhookEndpointID, UserId: "alice"}))
+		return err
+	}},
+	{"RedeliverWebhookEvents", func(ctx context.Context, w pointledgerv1connect.WebhookServiceClient) error {
+		_, err := w.RedeliverWebhookEvents(ctx, connect.NewRequest(&pb.RedeliverWebhookEventsRequest{EndpointId: webhookEndpointID, UserId: "alice", FromVersion: 1}))
+		return err
+	}},
+}
+
+// webhookEndpointID is an endpoint id, well formed (there is no endpoint).
+const webhookEndpointID = "01KAXQ4V0SR0Z7Y2M3N4P5Q6R7"
+
 const (
 	ok     = connect.Code(0)
 	denied = connect.CodePermissionDenied
 	unauth = connect.CodeUnauthenticated
+	// reached: the call got to its method (webhookCalls).
+	reached = connect.CodeUnimplemented
 )
 
 // Each caller against each procedure, acting for alice: the access table of
@@ -205,6 +249,9 @@ func TestRolesPerProcedure(t *testing.T) {
 		{"admin", s.creds.AdminToken, map[string]connect.Code{
 			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "ListHolds": ok, "Void": ok,
 			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "RebuildProjection": ok, "GetProjectionStatus": ok,
+			"CreateWebhookEndpoint": reached, "ListWebhookEndpoints": reached, "UpdateWebhookEndpoint": reached,
+			"DeleteWebhookEndpoint": reached, "RotateWebhookSecret": reached, "ListWebhookDeliveries": reached,
+			"RedeliverWebhookEvents": reached,
 		}},
 		{"user alice", s.userToken(t, "alice", time.Hour), map[string]connect.Code{
 			"Purchase": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
@@ -256,8 +303,35 @@ func TestRolesPerProcedure(t *testing.T) {
 					}
 				}
 			}
+			w := s.webhookClient(c.token, p.opts...)
+			for _, proc := range webhookCalls {
+				want, listed := c.want[proc.name]
+				if !listed {
+					want = denied
+				}
+				before := s.srv.Snapshot()
+				err := proc.call(ctx, w)
+				if got := connect.CodeOf(err); err == nil || got != want {
+					t.Errorf("%s: %s calls %s: %v, want %v", p.name, c.name, proc.name, err, want)
+				}
+				if reason(err) == "" {
+					t.Errorf("%s: %s calls %s: %v has no reason", p.name, c.name, proc.name, err)
+				}
+				if w := s.written(before); w != "" {
+					t.Errorf("%s: %s calls %s: refused, yet it wrote: %s", p.name, c.name, proc.name, w)
+				}
+			}
 		}
 	}
+}
+
+// webhookClient calls WebhookService with token ("" for none) over protocol.
+func (s *server) webhookClient(token string, protocol ...connect.ClientOption) pointledgerv1connect.WebhookServiceClient {
+	opts := append([]connect.ClientOption{}, protocol...)
+	if token != "" {
+		opts = append(opts, connect.WithInterceptors(auth.Bearer(token)))
+	}
+	return pointledgerv1connect.NewWebhookServiceClient(s.h2c, s.url, opts...)
 }
 
 // authorize holds 1 of alice's points as hold "h-"+id, for a call that
@@ -272,6 +346,9 @@ func authorize(tb testing.TB, svc pointledgerv1connect.LedgerServiceClient, id s
 func allCodes(c connect.Code) map[string]connect.Code {
 	m := map[string]connect.Code{}
 	for _, call := range calls {
+		m[call.name] = c
+	}
+	for _, call := range webhookCalls {
 		m[call.name] = c
 	}
 	return m
@@ -431,6 +508,12 @@ func TestInsecureDevLetsEveryoneIn(t *testing.T) {
 			t.Errorf("insecure dev: %s: %v", proc.name, err)
 		}
 	}
+	w := s.webhookClient("")
+	for _, proc := range webhookCalls {
+		if err := proc.call(context.Background(), w); connect.CodeOf(err) != reached {
+			t.Errorf("insecure dev: %s: %v, want it to reach the method (%v)", proc.name, err, reached)
+		}
+	}
 }
 
 // Each caller has its own bucket; an empty one answers resource_exhausted
@@ -582,8 +665,9 @@ func TestUnknownProcedures(t *testing.T) {
 func TestPolicyCoversEveryProcedure(t *testing.T) {
 	t.Parallel()
 	procedures := append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)
-	if len(procedures) != len(calls) {
-		t.Errorf("the services have %d procedures, TestRolesPerProcedure calls %d: add the new ones to calls", len(procedures), len(calls))
+	procedures = append(procedures, api.Procedures(api.WebhookServiceDescriptor())...)
+	if len(procedures) != len(calls)+len(webhookCalls) {
+		t.Errorf("the services have %d procedures, TestRolesPerProcedure calls %d: add the new ones to calls", len(procedures), len(calls)+len(webhookCalls))
 	}
 	ruled := map[string]bool{}
 	for _, p := range auth.PolicyProcedures() {

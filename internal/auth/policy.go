@@ -40,6 +40,16 @@ var policy = map[string]rule{
 	pointledgerv1connect.AdminServiceSetAccountStatusProcedure:    {admin: true},
 	pointledgerv1connect.AdminServiceRebuildProjectionProcedure:   {admin: true},
 	pointledgerv1connect.AdminServiceGetProjectionStatusProcedure: {admin: true},
+
+	// Where the ledger's events go is the operator's decision: an endpoint
+	// receives every user's entries.
+	pointledgerv1connect.WebhookServiceCreateWebhookEndpointProcedure:  {admin: true},
+	pointledgerv1connect.WebhookServiceListWebhookEndpointsProcedure:   {admin: true},
+	pointledgerv1connect.WebhookServiceUpdateWebhookEndpointProcedure:  {admin: true},
+	pointledgerv1connect.WebhookServiceDeleteWebhookEndpointProcedure:  {admin: true},
+	pointledgerv1connect.WebhookServiceRotateWebhookSecretProcedure:    {admin: true},
+	pointledgerv1connect.WebhookServiceListWebhookDeliveriesProcedure:  {admin: true},
+	pointledgerv1connect.WebhookServiceRedeliverWebhookEventsProcedure: {admin: true},
 }
 
 // allowProcedure decides by role alone, before the request is read.

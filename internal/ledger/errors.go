@@ -56,11 +56,14 @@ const (
 	ReasonInvalidMinVersion = "INVALID_MIN_VERSION"
 	ReasonMinVersionAhead   = "MIN_VERSION_AHEAD_OF_LEDGER"
 	ReasonHistoryBehind     = "HISTORY_BEHIND"
-	// Webhooks (issue 24; no RPC sends them yet): an endpoint's event
-	// types (ParseSubscription) and its URL (webhook.URLPolicy).
+	// WebhookService (issue 24): an endpoint's event types
+	// (ParseSubscription), its URL (webhook.URLPolicy), its id and its
+	// description.
 	ReasonInvalidEventType      = "INVALID_EVENT_TYPE"
 	ReasonEndpointURLNotAllowed = "ENDPOINT_URL_NOT_ALLOWED"
 	ReasonEndpointNotFound      = "ENDPOINT_NOT_FOUND"
+	ReasonInvalidEndpointID     = "INVALID_ENDPOINT_ID"
+	ReasonInvalidDescription    = "INVALID_DESCRIPTION"
 )
 
 // Final says whether a refusal of this kind is the request's answer for

@@ -3,7 +3,9 @@
 // history and reconciliation of package memory, optionally behind its
 // authentication. The tests of packages api and auth build their servers
 // here, so neither needs DynamoDB Local; the DynamoDB store passes the same
-// contract as the memory one (ledgertest.Contract), on the emulator.
+// contract as the memory one (ledgertest.Contract), on the emulator. The
+// webhook service's endpoints are kept by DynamoDB alone: a test that
+// needs them gives a store on the emulator (Options.Webhooks).
 package servetest
 
 import (
@@ -25,6 +27,7 @@ import (
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/memory"
+	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
 var (
@@ -57,6 +60,20 @@ type Options struct {
 	// Routes are more handlers on the API's port, by pattern (a peer
 	// health endpoint).
 	Routes map[string]http.Handler
+	// Webhooks is the webhook service's endpoint store, Deliveries its
+	// dispatcher; nil: the service answers unimplemented (NOT_CONFIGURED)
+	// once a request passes its checks. The only endpoint store is
+	// DynamoDB's (dispatch.Endpoints): a test that needs one makes it on
+	// the emulator and passes it here.
+	Webhooks   api.WebhookEndpoints
+	Deliveries api.WebhookDeliveries
+	// Webhook is the webhook service's URL policy and endpoint refresh
+	// (its page tokens are set here); a zero EndpointRefresh is 1 ms, so
+	// that a change that waits for the dispatchers waits little.
+	Webhook api.WebhookOptions
+	// Log, if not nil, gets the handlers' log (request logging included),
+	// at every level; nil: discarded.
+	Log *slog.Logger
 }
 
 // Server is ledgerd's API served over HTTP/1.1 and h2c on a fresh memory
@@ -66,8 +83,9 @@ type Server struct {
 	HTTP *http.Client // HTTP/1.1, many connections at once (raw requests, storms)
 	H2C  *http.Client // HTTP/2 without TLS (gRPC)
 	// Clients over HTTP, without credentials.
-	Ledger pointledgerv1connect.LedgerServiceClient
-	Admin  pointledgerv1connect.AdminServiceClient
+	Ledger  pointledgerv1connect.LedgerServiceClient
+	Admin   pointledgerv1connect.AdminServiceClient
+	Webhook pointledgerv1connect.WebhookServiceClient
 
 	Store   *memory.Store
 	History *memory.History // follows Store (History.Pause: as a projector that lags)
@@ -90,7 +108,10 @@ func New(tb testing.TB, o Options) *Server {
 // Start serves ledgerd's API on a fresh store until stop is called, for
 // what runs outside a test (a TestMain serving runnable examples).
 func Start(o Options) (s *Server, stop func()) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	store := memory.New(o.Now)
 	store.SetLimits(0, o.MaxHolds)
 	hist := memory.NewHistory(store)
@@ -119,6 +140,13 @@ func Start(o Options) (s *Server, stop func()) {
 	admin.SetExpiryPolicy(o.Expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...))
+	o.Webhook.PageTokens = pagetoken.Derived("servetest")
+	if o.Webhook.EndpointRefresh == 0 {
+		o.Webhook.EndpointRefresh = time.Millisecond
+	}
+	webhooks := api.NewWebhookService(o.Webhooks, o.Deliveries, o.Webhook, log)
+	path, handler = pointledgerv1connect.NewWebhookServiceHandler(webhooks, options...)
+	mux.Handle(path, api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...))
 	mux.Handle("/", api.NoService(options...))
 
 	srv := httptest.NewUnstartedServer(mux)
@@ -141,6 +169,7 @@ func Start(o Options) (s *Server, stop func()) {
 		H2C:     h2c,
 		Ledger:  pointledgerv1connect.NewLedgerServiceClient(httpClient, srv.URL),
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
+		Webhook: pointledgerv1connect.NewWebhookServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: hist,
 		srv:     srv,
