@@ -42,6 +42,8 @@ commands:
   migrate   create the DynamoDB tables (idempotent)
   project   run the history projector alone (several may share the stream),
             or rebuild history from the ledger with -rebuild [-user U]
+  dispatch  run the webhook dispatcher alone (serve runs one too unless
+            -dispatcher=false); several share the stream and the queues
   reconcile prove that balances, entries and history agree; exit 0 when
             clean, 1 on findings, 2 when it could not finish
   expire    run the expiry sweeper alone (serve runs one too), or one pass
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, rest, getenv, stderr)
 	case "project":
 		return project(ctx, rest, getenv, stderr)
+	case "dispatch":
+		return dispatchCmd(ctx, rest, getenv, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
 	case "expire":

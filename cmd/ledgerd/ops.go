@@ -24,6 +24,7 @@ import (
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/projection"
@@ -59,6 +60,7 @@ func healthHandlers(mux *http.ServeMux, health pinger, log *slog.Logger) {
 //   - GET /metrics: Prometheus metrics (package metrics), if m is not nil;
 //   - /debug/pprof/: Go's profiler;
 //   - GET /projection/status: the projector in this process, as JSON;
+//   - GET /dispatch/status: the webhook dispatcher in this process, as JSON;
 //   - with health (serve): grpc.health.v1 as on the API's port, and gRPC
 //     server reflection (v1 and v1alpha), so that grpcurl and buf curl can
 //     list and describe the services without proto files, and the
@@ -67,7 +69,7 @@ func healthHandlers(mux *http.ServeMux, health pinger, log *slog.Logger) {
 //
 // None of them asks for credentials: the listener must stay private
 // (loopback by default).
-func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, log *slog.Logger) *http.ServeMux {
+func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, dispatcher *dispatch.Dispatcher, log *slog.Logger) *http.ServeMux {
 	mux := http.NewServeMux()
 	if m != nil {
 		if projector != nil {
@@ -81,6 +83,7 @@ func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, 
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("GET /projection/status", projectionStatus(projector))
+	mux.Handle("GET /dispatch/status", dispatchStatus(dispatcher))
 	if health == nil {
 		return mux
 	}
@@ -99,6 +102,23 @@ func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, 
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, limit))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, limit))
 	return mux
+}
+
+// dispatchStatus serves the webhook dispatcher's status as JSON, beside
+// the projector's: its owner, the endpoints, the entries the stream handed
+// it, the attempts, deliveries and failures, and the last lag.
+func dispatchStatus(d *dispatch.Dispatcher) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if d == nil {
+			fmt.Fprintln(w, `{"running":false}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(struct {
+			Running bool `json:"running"`
+			dispatch.Status
+		}{true, d.Status()})
+	})
 }
 
 // projectionStatus serves the projector's status as JSON: its owner, its

@@ -26,7 +26,6 @@ import (
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/reconcile"
 	"github.com/pointledger/pointledger/internal/sweep"
-	"github.com/pointledger/pointledger/internal/webhook"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -68,23 +67,42 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	// The dispatcher's deliveries serve the API whether or not it delivers
+	// in this process (ListWebhookDeliveries, RedeliverWebhookEvents).
+	shared := c.sharedReader && c.Projector && c.dispatcher
+	dl, err := c.newDelivery(parts, c.delivery, c.dispatcher && !shared, log)
+	if err != nil {
+		return err
+	}
 	var projector *projection.Projector
-	if c.Projector {
+	switch {
+	case shared:
+		projector = c.sharedProjector(parts, dl, log)
+	case c.Projector:
 		projector = c.projector(parts, log)
+	}
+	var delivering *delivery
+	if c.dispatcher {
+		delivering = dl
 	}
 	var sweeper *sweep.Sweeper
 	if c.sweeper {
 		sweeper = c.newSweeper(parts, c.sweep, log)
 	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
-	srv := apiServer(c.apiHandler(parts, projector, health, authn, peers, log), log)
-	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, log), log)
+	srv := apiServer(c.apiHandler(parts, projector, dl.dispatcher, health, authn, peers, log), log)
+	var running *dispatch.Dispatcher
+	if delivering != nil {
+		running = delivering.dispatcher
+	}
+	stopOps := serveOps(ports.ops, opsMux(c.metrics, health, projector, running, log), log)
 	defer stopOps()
 	log.InfoContext(ctx, "ledgerd serving", "version", version, "addr", ports.api.Addr().String(),
 		"dynamodb_endpoint", c.Endpoint, "table_prefix", c.TablePrefix, "amount_scale", c.AmountScale, "projector", c.Projector,
+		"dispatcher", c.dispatcher, "shared_stream_reader", shared, "notice_leads", c.delivery.noticeLeads,
 		"max_batch", c.MaxBatch, "batch_linger", c.BatchLinger, "insecure_dev", authn.Insecure(), "rate_limit", c.auth.rateLimit,
-		"history_wait", c.historyWait, "cors_origins", c.corsOrigins, "webhook_allow_http", c.webhooks.AllowHTTP,
-		"webhook_allow_loopback", c.webhooks.AllowLoopback, "webhook_allow_private", c.webhooks.AllowPrivate,
+		"history_wait", c.historyWait, "cors_origins", c.corsOrigins, "webhook_allow_http", c.delivery.policy.AllowHTTP,
+		"webhook_allow_loopback", c.delivery.policy.AllowLoopback, "webhook_allow_private", c.delivery.policy.AllowPrivate,
 
 		"peers", c.affinity.peers, "self", c.affinity.self, "forward_timeout", c.affinity.timeout)
 	if peers != nil {
@@ -92,7 +110,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		// Until its first round of checks, this instance owns every user.
 		go peers.Run(ctx)
 	}
-	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, log)
+	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, delivering, log)
 }
 
 // serveConfig is what serve is told: the options every command shares, and
@@ -109,9 +127,11 @@ type serveConfig struct {
 	historyWait time.Duration
 	sweeper     bool
 	sweep       time.Duration // between the sweeper's passes
-	// webhooks: which endpoint URLs WebhookService accepts (its Resolver
-	// is the system's).
-	webhooks webhook.URLPolicy
+	// delivery: which endpoint URLs WebhookService accepts (its Resolver
+	// is the system's) and the dispatcher delivers to, and how.
+	delivery     deliveryConfig
+	dispatcher   bool // run the dispatcher in this process
+	sharedReader bool // the projector's reading of the stream feeds the dispatcher
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -145,12 +165,11 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	var corsOrigins string
 	s.String(&corsOrigins, "cors-origins", "LEDGER_CORS_ORIGINS", "",
 		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS")
-	s.Bool(&c.webhooks.AllowHTTP, "webhook-allow-http", "LEDGER_WEBHOOK_ALLOW_HTTP",
-		"accept webhook endpoints with plain http URLs (make run does); off: https only")
-	s.Bool(&c.webhooks.AllowLoopback, "webhook-allow-loopback", "LEDGER_WEBHOOK_ALLOW_LOOPBACK",
-		"accept webhook endpoints on loopback addresses, 127.0.0.0/8 and ::1 (make run does); off: refused")
-	s.Bool(&c.webhooks.AllowPrivate, "webhook-allow-private", "LEDGER_WEBHOOK_ALLOW_PRIVATE",
-		"accept webhook endpoints on private addresses (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10), receivers inside your network; off: refused")
+	s.Switch(&c.dispatcher, "dispatcher", "LEDGER_DISPATCHER",
+		"run the webhook dispatcher in this process; -dispatcher=false when `ledgerd dispatch` runs it")
+	s.Bool(&c.sharedReader, "shared-stream-reader", "LEDGER_SHARED_STREAM_READER",
+		"with the projector and the dispatcher in this process: one reading of the stream feeds both, instead of one each")
+	c.delivery.flags(s)
 	opsFlag(s, &c.opsAddr, "127.0.0.1:9090")
 	// Every part's settings, so that the errors of all the variables come
 	// at once.
@@ -162,6 +181,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		return nil, err
 	}
 	if c.corsOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
+		return nil, err
+	}
+	if err := c.delivery.check(); err != nil {
 		return nil, err
 	}
 	if err := validScale(c.AmountScale); err != nil {
@@ -231,7 +253,7 @@ func (p *ports) close() {
 
 // apiHandler is what the API's port serves: the ledger, admin and webhook services,
 // the health checks (and the peers', with peers), and nothing else.
-func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, health pinger, authn *auth.Authenticator,
+func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, deliveries *dispatch.Dispatcher, health pinger, authn *auth.Authenticator,
 	peers *affinity.Peers, log *slog.Logger,
 ) http.Handler {
 	// Every RPC is authenticated (and rate limited per caller) before its
@@ -267,10 +289,8 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	admin.SetExpiryPolicy(c.expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...)))
-	// The dispatcher's deliveries are not wired here yet: its two RPCs
-	// answer unimplemented (NOT_CONFIGURED) meanwhile.
-	webhooks := api.NewWebhookService(dispatch.NewEndpoints(parts.db, c.TablePrefix+migrations.WebhookTable, nil), nil,
-		api.WebhookOptions{URLPolicy: c.webhooks, EndpointRefresh: api.DefaultEndpointRefresh, PageTokens: parts.tokens}, log)
+	webhooks := api.NewWebhookService(dispatch.NewEndpoints(parts.db, c.TablePrefix+migrations.WebhookTable, nil), deliveries,
+		api.WebhookOptions{URLPolicy: c.delivery.policy, EndpointRefresh: api.DefaultEndpointRefresh, PageTokens: parts.tokens}, log)
 	path, handler = pointledgerv1connect.NewWebhookServiceHandler(webhooks, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
@@ -302,7 +322,9 @@ func apiServer(h http.Handler, log *slog.Logger) *http.Server {
 // ctx ends or either fails. Then it shuts down in order: the requests in
 // flight finish (within -shutdown-timeout), then the projector stops and
 // hands its leases over.
-func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, sweeper *sweep.Sweeper, log *slog.Logger) error {
+func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, sweeper *sweep.Sweeper,
+	dl *delivery, log *slog.Logger,
+) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	projectorCtx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
@@ -317,11 +339,19 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	if sweeper != nil {
 		go func() { swept <- sweeper.Run(sweeperCtx) }()
 	}
+	deliveryCtx, stopDelivery := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopDelivery()
+	delivered := make(chan error, 1)
+	if dl != nil {
+		go func() { delivered <- dl.run(deliveryCtx) }()
+	}
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
 	case err := <-projected:
 		return fmt.Errorf("projector: %w", err)
+	case err := <-delivered:
+		return fmt.Errorf("webhook delivery: %w", err)
 	case <-ctx.Done():
 	}
 
@@ -338,6 +368,13 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 		stopSweeper()
 		if err := <-swept; err != nil {
 			log.Warn("sweeper stopped with an error", "error", err)
+		}
+	}
+	if dl != nil {
+		// Attempts under way finish; their queues are released, due now.
+		stopDelivery()
+		if err := <-delivered; err != nil {
+			log.Warn("webhook delivery stopped with an error", "error", err)
 		}
 	}
 	if projector != nil {
@@ -404,7 +441,7 @@ func project(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	stopOps := serveOps(opsLn, opsMux(c.metrics, nil, projector, log), log)
+	stopOps := serveOps(opsLn, opsMux(c.metrics, nil, projector, nil, log), log)
 	defer stopOps()
 	log.Info("projecting", "version", version, "owner", projector.Owner(), "table_prefix", c.TablePrefix)
 	return runProjector(ctx, projector, log, 30*time.Second)

@@ -32,6 +32,18 @@ func NewProjector(table string, tables stream.TableAPI, streams stream.StreamsAP
 	return &Projector{consumer: stream.NewConsumer(table, tables, streams, leases, h, o)}
 }
 
+// NewSharedProjector is a projector whose reading of the stream feeds also
+// others (the webhook dispatcher), after h: one reader instead of one per
+// consumer. A failure of any handler reads the batch again for all of
+// them, so each must be idempotent (stream.FanOut).
+func NewSharedProjector(table string, tables stream.TableAPI, streams stream.StreamsAPI, leases *LeaseTable, h *History, others []stream.Handler, o Options) *Projector {
+	if o.Name == "" {
+		o.Name = stream.ProjectionName
+	}
+	handlers := append([]stream.Handler{h}, others...)
+	return &Projector{consumer: stream.NewConsumer(table, tables, streams, leases, stream.FanOut(handlers...), o)}
+}
+
 // Owner is the name this projector holds leases under.
 func (p *Projector) Owner() string { return p.consumer.Owner() }
 

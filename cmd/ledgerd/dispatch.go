@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/metrics"
+	"github.com/pointledger/pointledger/internal/notice"
+	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/stream"
+	"github.com/pointledger/pointledger/internal/webhook"
+	"github.com/pointledger/pointledger/migrations"
+)
+
+// dispatchName names the dispatcher's own reading of the stream in the
+// lease table: its shards and checkpoints, apart from the projection's.
+const dispatchName = "dispatch"
+
+// deliveryConfig is how events are delivered, the same for serve and
+// dispatch: which URLs an endpoint may have (the API checks them at
+// creation, the dispatcher at every attempt), an attempt's timeout, the
+// users delivered at once per endpoint, and the notices' leads.
+type deliveryConfig struct {
+	policy         webhook.URLPolicy
+	attemptTimeout time.Duration
+	perEndpoint    int
+	leads          string          // -notice-leads as given
+	noticeLeads    []time.Duration // what check read in leads; none: no notices
+}
+
+func (d *deliveryConfig) flags(s *settings) {
+	s.Bool(&d.policy.AllowHTTP, "webhook-allow-http", "LEDGER_WEBHOOK_ALLOW_HTTP",
+		"accept webhook endpoints with plain http URLs (make run does); off: https only")
+	s.Bool(&d.policy.AllowLoopback, "webhook-allow-loopback", "LEDGER_WEBHOOK_ALLOW_LOOPBACK",
+		"accept webhook endpoints on loopback addresses, 127.0.0.0/8 and ::1 (make run does); off: refused")
+	s.Bool(&d.policy.AllowPrivate, "webhook-allow-private", "LEDGER_WEBHOOK_ALLOW_PRIVATE",
+		"accept webhook endpoints on private addresses (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10), receivers inside your network; off: refused")
+	s.Duration(&d.attemptTimeout, "webhook-attempt-timeout", "LEDGER_WEBHOOK_ATTEMPT_TIMEOUT", webhook.DefaultAttemptTimeout,
+		"how long one delivery attempt may take before it counts as failed")
+	s.Int(&d.perEndpoint, "webhook-per-endpoint", "LEDGER_WEBHOOK_PER_ENDPOINT", dispatch.DefaultPerEndpoint,
+		"users whose events are delivered at once to one endpoint (each user's in order)")
+	s.String(&d.leads, "notice-leads", "LEDGER_NOTICE_LEADS", "7d",
+		"how long before points expire the points.expiring notice goes, comma-separated (7d,1d); off: no notices")
+}
+
+// check reads what the flags say, once they are parsed.
+func (d *deliveryConfig) check() error {
+	if d.perEndpoint < 1 {
+		return fmt.Errorf("-webhook-per-endpoint (LEDGER_WEBHOOK_PER_ENDPOINT) must be at least 1, not %d", d.perEndpoint)
+	}
+	if strings.TrimSpace(d.leads) == "off" {
+		d.noticeLeads = nil
+		return nil
+	}
+	var err error
+	if d.noticeLeads, err = notice.ParseLeads(d.leads); err != nil {
+		return fmt.Errorf("-notice-leads (LEDGER_NOTICE_LEADS): %w", err)
+	}
+	return nil
+}
+
+// delivery is the dispatcher of one process: its stream reader (nil when
+// the projector's reader feeds it), the dispatcher and the notice finder.
+type delivery struct {
+	dispatcher *dispatch.Dispatcher
+	consumer   *stream.Consumer
+	notices    *notice.Finder
+	log        *slog.Logger
+}
+
+// newDelivery builds the dispatcher; ownReader gives it its own reading of
+// the stream (else the projector's reader feeds it: see sharedProjector).
+func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, log *slog.Logger) (*delivery, error) {
+	var o dispatch.Options
+	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout})
+	o.EncodeEntry = api.EntryJSON
+	o.PerEndpoint = d.perEndpoint
+	// The API waits this long before it answers a disable or a delete.
+	o.EndpointRefresh = api.DefaultEndpointRefresh
+	o.Codec = p.tokens
+	o.Log = log
+	var dl delivery
+	if c.metrics != nil {
+		o.Observer = c.metrics.WatchDispatcher(func() dispatch.Status { return dl.dispatcher.Status() })
+	}
+	table := c.TablePrefix + migrations.WebhookTable
+	var err error
+	if dl.dispatcher, err = dispatch.New(p.db, table, p.store, o); err != nil {
+		return nil, err
+	}
+	if ownReader {
+		dl.consumer = stream.NewConsumer(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), dl.dispatcher,
+			stream.Options{Name: dispatchName, LeaseTTL: c.LeaseTTL, Logger: log})
+	}
+	if len(d.noticeLeads) > 0 {
+		dl.notices, err = notice.New(p.store, notice.NewTable(p.db, table), c.leaseTable(p), notice.Options{Leads: d.noticeLeads, Log: log})
+		if err != nil {
+			return nil, err
+		}
+	}
+	dl.log = log
+	return &dl, nil
+}
+
+// sharedProjector is the projector whose one reading of the stream feeds
+// history and the dispatcher both.
+func (c *Config) sharedProjector(p *ledgerParts, d *delivery, log *slog.Logger) *projection.Projector {
+	return projection.NewSharedProjector(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), p.history,
+		[]stream.Handler{d.dispatcher}, projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
+}
+
+// run delivers until ctx ends, then lets attempts under way finish and
+// hands the stream's leases over. An error of one part stops them all.
+func (d *delivery) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	part := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		})
+	}
+	part("dispatcher", d.dispatcher.Run)
+	if d.consumer != nil {
+		part("dispatcher's stream reader", d.consumer.Run)
+	}
+	if d.notices != nil {
+		part("notices", func(ctx context.Context) error { return d.notices.Run(ctx, d.dispatcher.Notify) })
+	}
+	wg.Wait()
+	if d.consumer != nil {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		d.consumer.Release(rctx)
+		rcancel()
+	}
+	close(errs)
+	return errors.Join(collect(errs)...)
+}
+
+func collect(errs <-chan error) []error {
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return out
+}
+
+// dispatchCmd runs the webhook dispatcher alone (serve runs one too unless
+// -dispatcher=false); several share the stream's shards and the queues.
+func dispatchCmd(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	var c Config
+	var d deliveryConfig
+	fs := flag.NewFlagSet("dispatch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s := newSettings(fs, getenv)
+	d.flags(s)
+	var opsAddr string
+	opsFlag(s, &opsAddr, "127.0.0.1:9092")
+	if err := errors.Join(s.err(), c.flags(fs, getenv), c.projectorFlags(fs, getenv)); err != nil {
+		return err
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := d.check(); err != nil {
+		return err
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		return err
+	}
+	c.metrics = metrics.New()
+	parts, err := c.parts(ctx, getenv, log)
+	if err != nil {
+		return err
+	}
+	dl, err := c.newDelivery(parts, d, true, log)
+	if err != nil {
+		return err
+	}
+	opsLn, err := listenOps(opsAddr)
+	if err != nil {
+		return err
+	}
+	stopOps := serveOps(opsLn, opsMux(c.metrics, nil, nil, dl.dispatcher, log), log)
+	defer stopOps()
+	log.Info("dispatching webhook events", "version", version, "owner", dl.consumer.Owner(), "table_prefix", c.TablePrefix,
+		"notice_leads", d.noticeLeads, "webhook_allow_http", d.policy.AllowHTTP, "webhook_allow_loopback", d.policy.AllowLoopback,
+		"webhook_allow_private", d.policy.AllowPrivate)
+	return dl.run(ctx)
+}
