@@ -132,19 +132,26 @@ func (s *Endpoints) List(ctx context.Context) ([]webhook.Endpoint, error) {
 
 // Update reads the endpoint with id, lets change alter it (its id, create
 // time and secrets are kept whatever change does) and writes it back under
-// a condition on the version it read. A concurrent writer makes it
-// ErrEndpointChanged.
+// a condition on the version it read. When another writer changed the
+// endpoint meanwhile (a dispatcher disabling it on a 410, a rotation), it
+// reads it again and applies change to what it reads, a few times, before
+// it gives up with ErrEndpointChanged.
 func (s *Endpoints) Update(ctx context.Context, id string, change func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
-	e, rvn, err := s.get(ctx, id)
-	if err != nil {
-		return webhook.Endpoint{}, err
+	for range 5 {
+		e, rvn, err := s.get(ctx, id)
+		if err != nil {
+			return webhook.Endpoint{}, err
+		}
+		kept := e
+		if err := change(&e); err != nil {
+			return webhook.Endpoint{}, err
+		}
+		e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
+		if err := s.replace(ctx, e, rvn); !errors.Is(err, ErrEndpointChanged) {
+			return e, err
+		}
 	}
-	kept := e
-	if err := change(&e); err != nil {
-		return webhook.Endpoint{}, err
-	}
-	e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
-	return e, s.replace(ctx, e, rvn)
+	return webhook.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, ErrEndpointChanged)
 }
 
 // Disable marks the endpoint disabled with reason (the dispatcher does on
