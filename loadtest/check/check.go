@@ -241,6 +241,6 @@ func awaitExpiry(ctx context.Context, read func(context.Context, string) (ledger
 // due says whether a holds a hold or points past their expiry at now,
 // which the ledger has yet to put on the record.
 func due(a ledger.Account, now time.Time) bool {
-	next := a.NextExpiry()
+	next := a.NextDue()
 	return !next.IsZero() && !next.After(now)
 }

@@ -50,7 +50,7 @@ func expiryIndexKey(user string, next time.Time) map[string]types.AttributeValue
 // right as an account goes from before to after: none while its soonest
 // expiry stays.
 func expiryIndexItems(table *string, before, after ledger.Account) []types.TransactWriteItem {
-	was, is := before.NextExpiry(), after.NextExpiry()
+	was, is := before.NextDue(), after.NextDue()
 	if was.Equal(is) {
 		return nil
 	}

@@ -346,7 +346,7 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	// The expiring buckets, and what is held: written only when there are
 	// some (or were), so that an account whose points never expire and
 	// that never holds updates as few attributes as it ever did. (Not by
-	// NextExpiry, which holds count in.)
+	// NextDue, which holds count in.)
 	switch {
 	case expires(after.Buckets):
 		set = append(set, "buckets = :buckets")
