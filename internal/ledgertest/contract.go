@@ -104,7 +104,7 @@ func Sound(tb testing.TB, s ledger.Store, user string) ledger.Account {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if acct.Version != p.Account.Version || !acct.Balance.Equal(p.Account.Balance) || !acct.Held.Equal(p.Account.Held) {
+	if acct.Version != p.Account.Version || !acct.Balance.Equal(p.Account.Balance) || !acct.Held.Equal(p.Account.Held) || !acct.Pending.Equal(p.Account.Pending) {
 		tb.Fatalf("Balance reads %+v, the audited partition has %+v", acct, p.Account)
 	}
 	return acct
