@@ -242,6 +242,13 @@ type HistoryQuery struct {
 // which keeps the sum of its refunds in RefundedAmount.
 func (e Entry) Refundable() bool { return e.Type.Refundable() }
 
+// MovesPending says whether e is a pending credit, a maturation or a
+// reversal: an entry that changes what the account has pending (or, for
+// a reversal of spendable points, names its grant as those do).
+func (e Entry) MovesPending() bool {
+	return !e.PendingChange.IsZero() || e.Type == EntryMaturation || e.Type == EntryReversal
+}
+
 // MovesHeld says whether e is a hold, a capture or a release: an entry that
 // changes what the account holds.
 func (e Entry) MovesHeld() bool {

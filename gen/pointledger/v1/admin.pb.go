@@ -636,10 +636,14 @@ type AdjustRequest struct {
 	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Credits only: when the points expire, or how long they live; as on
 	// GrantRequest, without the program's default.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Credits only: when the points become spendable, or after how long; as
+	// on GrantRequest.
+	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	EffectiveDelay *durationpb.Duration   `protobuf:"bytes,12,opt,name=effective_delay,json=effectiveDelay,proto3" json:"effective_delay,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AdjustRequest) Reset() {
@@ -742,6 +746,20 @@ func (x *AdjustRequest) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *AdjustRequest) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
+func (x *AdjustRequest) GetEffectiveDelay() *durationpb.Duration {
+	if x != nil {
+		return x.EffectiveDelay
+	}
+	return nil
+}
+
 type AdjustResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -749,8 +767,10 @@ type AdjustResponse struct {
 	// an EXPIRATION the ledger may write right after it (points refunded into
 	// a bucket that has expired expire at once). The entry's balance_after is
 	// the entry's own. A replay answers the same.
-	Balance       string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
-	Replayed      bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Balance  string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Replayed bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// What the account has pending after the call.
+	Pending       string `protobuf:"bytes,4,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -804,6 +824,13 @@ func (x *AdjustResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *AdjustResponse) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
 }
 
 type SetAccountStatusRequest struct {
@@ -1226,7 +1253,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd1\x03\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd8\x04\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1240,14 +1267,17 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\vexpire_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
 	"\x03ttl\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
+	"\x0eeffective_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
+	"\x0feffective_delay\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
 	"\x0eAdjustResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"\x81\x01\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\x12\x18\n" +
+	"\apending\x18\x04 \x01(\tR\apending\"\x81\x01\n" +
 	"\x17SetAccountStatusRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x125\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1d.pointledger.v1.AccountStatusR\x06status\x12\x16\n" +
@@ -1326,26 +1356,28 @@ var file_pointledger_v1_admin_proto_depIdxs = []int32{
 	15, // 8: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
 	16, // 9: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
 	17, // 10: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
-	18, // 11: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	19, // 12: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	19, // 13: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	16, // 14: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	17, // 15: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 16: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	7,  // 17: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	9,  // 18: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	11, // 19: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	13, // 20: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 21: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	8,  // 22: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	10, // 23: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	12, // 24: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	14, // 25: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	16, // 11: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
+	17, // 12: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
+	18, // 13: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	19, // 14: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	19, // 15: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	16, // 16: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	17, // 17: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 18: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	7,  // 19: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	9,  // 20: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	11, // 21: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	13, // 22: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 23: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	8,  // 24: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	10, // 25: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	12, // 26: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	14, // 27: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	23, // [23:28] is the sub-list for method output_type
+	18, // [18:23] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }
