@@ -30,7 +30,6 @@ func TestContract(t *testing.T) {
 				return l
 			}
 			ledgertest.Contract(t, newStore)
-			ledgertest.ContractPending(t, newStore)
 		})
 	}
 }
