@@ -55,7 +55,7 @@ type Progress struct {
 	Passes   int64           `json:"passes"`
 	Shards   int64           `json:"shards_swept"`
 	Users    int64           `json:"users_checked"` // nominated by the index
-	Expired  int64           `json:"users_expired"` // who had points or holds due
+	Expired  int64           `json:"users_expired"` // who had points or holds due, or grants maturing
 	Points   decimal.Decimal `json:"points_expired"`
 	Duration time.Duration   `json:"duration"` // spent sweeping
 }
