@@ -227,6 +227,11 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 	if e.MovesHeld() {
 		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
 	}
+	if e.MovesPending() {
+		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.GrantRequestId = e.GrantRequestID
+		out.EffectiveTime = timeToProto(e.EffectiveTime)
+	}
 	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()
 		switch {

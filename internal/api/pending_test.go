@@ -70,6 +70,14 @@ func TestPendingGrantAndItsReversal(t *testing.T) {
 	if len(es) != 5 || es[3].Type != pb.EntryType_ENTRY_TYPE_MATURATION || es[3].Amount != "20" || es[3].PendingChange != "-20" || es[3].GrantRequestId != "g" {
 		t.Errorf("entries %v; want GRANT, GRANT, REVERSAL, MATURATION of 20, PURCHASE", es)
 	}
+	h, err := s.client.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: "u", OldestFirst: true, MinVersion: 5}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it := h.Msg.Items; len(it) != 5 || it[0].PendingChange != "30" || !it[0].EffectiveTime.AsTime().Equal(eff) ||
+		it[2].PendingChange != "-10" || it[2].GrantRequestId != "g" || it[3].GrantRequestId != "g" || it[3].PendingAfter != "0" {
+		t.Errorf("history %v; want the pending grant, its reversal and maturation, each with its pending change and grant", it)
+	}
 	s.assertSound(t, "u")
 }
 
