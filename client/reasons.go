@@ -39,6 +39,10 @@ const (
 	ReasonEndpointURLNotAllowed Reason = "ENDPOINT_URL_NOT_ALLOWED"
 	ReasonInvalidEndpointID     Reason = "INVALID_ENDPOINT_ID"
 	ReasonInvalidDescription    Reason = "INVALID_DESCRIPTION"
+	// Pending grants: an effective time in the past or too far ahead; a
+	// reversal's reason unprintable or too long.
+	ReasonInvalidEffectiveTime Reason = "INVALID_EFFECTIVE_TIME"
+	ReasonInvalidReason        Reason = "INVALID_REASON"
 	// invalid_argument before any method: the body is not a request (broken
 	// JSON, an unknown field, a value of the wrong type, bytes that are not
 	// protobuf), the content type is none ledgerd reads (HTTP 415), or the
@@ -61,6 +65,9 @@ const (
 	ReasonHoldExpired           Reason = "HOLD_EXPIRED"
 	ReasonCaptureExceedsHold    Reason = "CAPTURE_EXCEEDS_HOLD"
 	ReasonTooManyHolds          Reason = "TOO_MANY_HOLDS"
+	ReasonTooManyPending        Reason = "TOO_MANY_PENDING"
+	ReasonGrantNotFound         Reason = "GRANT_NOT_FOUND"
+	ReasonReversalExceedsGrant  Reason = "REVERSAL_EXCEEDS_GRANT"
 	// ListHistory's min_version beyond the ledger's version (a read: not
 	// recorded).
 	ReasonMinVersionAheadOfLedger Reason = "MIN_VERSION_AHEAD_OF_LEDGER"

@@ -105,7 +105,7 @@ func printReport(w io.Writer, r reconcile.Report) {
 	fmt.Fprintf(w, "\nReconciliation of %s, started %s, took %s\n", orAll(r.User), r.StartTime.Format(time.RFC3339), time.Duration(r.DurationMS)*time.Millisecond)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  users checked\t%d\n  entries checked\t%d\n  items read\t%d\n", r.Users, r.Entries, r.ItemsRead)
-	fmt.Fprintf(tw, "  sum of entries\t%s\n  sum of balances\t%s\n", r.SumOfEntries, r.SumOfBalances)
+	fmt.Fprintf(tw, "  sum of entries\t%s\n  sum of balances\t%s\n  pending\t%s\n", r.SumOfEntries, r.SumOfBalances, r.SumOfPending)
 	fmt.Fprintf(tw, "  findings\t%d (%d repaired)\n", len(r.Findings), len(r.Findings)-r.Unrepaired())
 	tw.Flush()
 	if len(r.Findings) > 0 {

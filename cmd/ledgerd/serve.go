@@ -155,6 +155,8 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	s.Duration(&c.expiry.HoldTTL, "hold-default-ttl", "LEDGER_HOLD_DEFAULT_TTL", api.DefaultHoldTTL,
 		"how long a checkout hold that names no expire_time or ttl holds its points")
 	s.Duration(&c.expiry.HoldMax, "hold-max-ttl", "LEDGER_HOLD_MAX_TTL", api.DefaultMaxHoldTTL, "how far ahead a hold may expire; later is INVALID_EXPIRY")
+	s.Duration(&c.expiry.EffectiveMax, "max-effective-delay", "LEDGER_MAX_EFFECTIVE_DELAY", api.DefaultMaxEffectiveDelay,
+		"how far ahead a grant's points may become spendable (effective_time, effective_delay); later is INVALID_EFFECTIVE_TIME")
 	s.Duration(&c.historyWait, "history-wait", "LEDGER_HISTORY_WAIT", api.DefaultHistoryWait,
 		"how long ListHistory waits for the history to reach a request's min_version before it answers UNAVAILABLE (HISTORY_BEHIND); 0: not at all")
 	s.Switch(&c.sweeper, "sweeper", "LEDGER_SWEEPER",
@@ -197,6 +199,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	if c.expiry.HoldTTL <= 0 || c.expiry.HoldMax <= 0 || c.expiry.HoldTTL > c.expiry.HoldMax {
 		return nil, fmt.Errorf("-hold-default-ttl must be positive and at most -hold-max-ttl")
+	}
+	if c.expiry.EffectiveMax <= 0 {
+		return nil, fmt.Errorf("-max-effective-delay (LEDGER_MAX_EFFECTIVE_DELAY) must be positive")
 	}
 	if c.historyWait < 0 || c.historyWait > api.MaxHistoryWait {
 		return nil, fmt.Errorf("-history-wait (LEDGER_HISTORY_WAIT) must be 0 to %v, not %v", api.MaxHistoryWait, c.historyWait)

@@ -23,13 +23,14 @@ type caller func(ctx context.Context, msg any, header http.Header) (connect.AnyR
 // these: auth.PeerMayCall). Reads are consistent reads of DynamoDB, as good
 // anywhere; SetAccountStatus is one conditional write that does not queue.
 var routes = map[string]func(client connect.HTTPClient, url string) caller{
-	pointledgerv1connect.LedgerServiceGrantProcedure:     unary[pb.GrantRequest, pb.GrantResponse],
-	pointledgerv1connect.LedgerServicePurchaseProcedure:  unary[pb.PurchaseRequest, pb.PurchaseResponse],
-	pointledgerv1connect.LedgerServiceRefundProcedure:    unary[pb.RefundRequest, pb.RefundResponse],
-	pointledgerv1connect.LedgerServiceAuthorizeProcedure: unary[pb.AuthorizeRequest, pb.AuthorizeResponse],
-	pointledgerv1connect.LedgerServiceCaptureProcedure:   unary[pb.CaptureRequest, pb.CaptureResponse],
-	pointledgerv1connect.LedgerServiceVoidProcedure:      unary[pb.VoidRequest, pb.VoidResponse],
-	pointledgerv1connect.AdminServiceAdjustProcedure:     unary[pb.AdjustRequest, pb.AdjustResponse],
+	pointledgerv1connect.LedgerServiceGrantProcedure:        unary[pb.GrantRequest, pb.GrantResponse],
+	pointledgerv1connect.LedgerServicePurchaseProcedure:     unary[pb.PurchaseRequest, pb.PurchaseResponse],
+	pointledgerv1connect.LedgerServiceRefundProcedure:       unary[pb.RefundRequest, pb.RefundResponse],
+	pointledgerv1connect.LedgerServiceAuthorizeProcedure:    unary[pb.AuthorizeRequest, pb.AuthorizeResponse],
+	pointledgerv1connect.LedgerServiceCaptureProcedure:      unary[pb.CaptureRequest, pb.CaptureResponse],
+	pointledgerv1connect.LedgerServiceVoidProcedure:         unary[pb.VoidRequest, pb.VoidResponse],
+	pointledgerv1connect.LedgerServiceReverseGrantProcedure: unary[pb.ReverseGrantRequest, pb.ReverseGrantResponse],
+	pointledgerv1connect.AdminServiceAdjustProcedure:        unary[pb.AdjustRequest, pb.AdjustResponse],
 }
 
 // ForwardedProcedures are the procedures forwarded to their user's owner,

@@ -92,6 +92,7 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 		SumOfEntries:   rep.SumOfEntries,
 		SumOfBalances:  rep.SumOfBalances,
 		Clean:          rep.Clean,
+		SumOfPending:   rep.SumOfPending,
 	}
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})
@@ -101,6 +102,9 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 	}
 	for _, m := range rep.Breakage {
 		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+	}
+	for _, m := range rep.Pending {
+		out.Pending = append(out.Pending, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
 	}
 	for _, a := range rep.Proposed {
 		out.ProposedAdjustments = append(out.ProposedAdjustments, &pb.ProposedAdjustment{
@@ -113,15 +117,13 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 
 func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.AdjustRequest]) (*connect.Response[pb.AdjustResponse], error) {
 	r := req.Msg
-	expire, spec, err := s.expiry.expire(r.ExpireTime, r.Ttl, false)
+	lr, err := s.expiry.creditTimes(r.ExpireTime, r.Ttl, r.EffectiveTime, r.EffectiveDelay, false)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
-	m, err := ledger.NewMutation(ledger.EntryAdjustment, ledger.Request{
-		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, Metadata: r.Metadata,
-		Debit: r.Debit, Reason: r.Reason, ExplainBalance: r.ExplainBalance, ExpectedBalance: r.ExpectedBalance,
-		Expire: expire, ExpireSpec: spec,
-	}, s.scale)
+	lr.UserID, lr.RequestID, lr.Amount, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.Metadata
+	lr.Debit, lr.Reason, lr.ExplainBalance, lr.ExpectedBalance = r.Debit, r.Reason, r.ExplainBalance, r.ExpectedBalance
+	m, err := ledger.NewMutation(ledger.EntryAdjustment, lr, s.scale)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
@@ -131,7 +133,7 @@ func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.Adjus
 	}
 	s.log.InfoContext(ctx, "adjustment", "user_id", m.UserID, "request_id", m.RequestID, "amount", res.Entry.Amount.String(),
 		"explains_balance", m.ExplainBalance, "reason", m.Reason, "replayed", res.Replayed)
-	return connect.NewResponse(&pb.AdjustResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+	return connect.NewResponse(&pb.AdjustResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed, Pending: res.Pending.String()}), nil
 }
 
 func (s *AdminService) SetAccountStatus(ctx context.Context, req *connect.Request[pb.SetAccountStatusRequest]) (*connect.Response[pb.SetAccountStatusResponse], error) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,6 +23,9 @@ type ExpiryPolicy struct {
 	HoldTTL time.Duration
 	// HoldMax is how far ahead a hold may expire; 0: DefaultMaxHoldTTL.
 	HoldMax time.Duration
+	// EffectiveMax is how far ahead a credit's points may become
+	// spendable; 0: DefaultMaxEffectiveDelay.
+	EffectiveMax time.Duration
 	// Now is the clock an expiry is judged by.
 	Now func() time.Time
 }
@@ -36,6 +40,76 @@ const DefaultHoldTTL = 15 * time.Minute
 
 // DefaultMaxHoldTTL bounds how long a hold may hold points by default.
 const DefaultMaxHoldTTL = 7 * 24 * time.Hour
+
+// DefaultMaxEffectiveDelay bounds how long points may stay pending by
+// default: longer than any return window, short enough that a typo of a
+// year is refused.
+const DefaultMaxEffectiveDelay = 180 * 24 * time.Hour
+
+func (p ExpiryPolicy) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+// effective resolves a credit's effective_time or effective_delay (not
+// both) to when its points become spendable; zero: at once. In the past
+// (or now), or beyond EffectiveMax, is INVALID_EFFECTIVE_TIME. spec is
+// what the request said, as expire's is.
+func (p ExpiryPolicy) effective(at *timestamppb.Timestamp, delay *durationpb.Duration) (effective time.Time, spec string, err error) {
+	invalid := func(format string, args ...any) (time.Time, string, error) {
+		return time.Time{}, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidEffectiveTime, format, args...)
+	}
+	t := p.now()
+	switch {
+	case at != nil && delay != nil:
+		return invalid("effective_time and effective_delay exclude each other")
+	case at != nil:
+		if err := at.CheckValid(); err != nil {
+			return invalid("effective_time: %v", err)
+		}
+		effective = at.AsTime()
+		spec = "at " + effective.UTC().Format(time.RFC3339Nano)
+	case delay != nil:
+		if err := delay.CheckValid(); err != nil {
+			return invalid("effective_delay: %v", err)
+		}
+		effective = t.Add(delay.AsDuration())
+		spec = "delay " + delay.AsDuration().String()
+	default:
+		return time.Time{}, "", nil
+	}
+	max := cmp.Or(p.EffectiveMax, DefaultMaxEffectiveDelay)
+	switch {
+	case !effective.After(t):
+		return invalid("effective time %s is not in the future", effective.UTC().Format(time.RFC3339Nano))
+	case effective.Sub(t) > max:
+		return invalid("effective time %s is more than %s ahead", effective.UTC().Format(time.RFC3339Nano), max)
+	}
+	return effective.UTC().Truncate(time.Microsecond), spec, nil
+}
+
+// creditTimes resolves a credit's effective time, then its expiry counted
+// from it: a pending credit's ttl (or the default one) starts when its
+// points become spendable, and its expiry's maximum is counted from then.
+func (p ExpiryPolicy) creditTimes(expireAt *timestamppb.Timestamp, ttl *durationpb.Duration, effectiveAt *timestamppb.Timestamp, delay *durationpb.Duration, isGrant bool) (ledger.Request, error) {
+	effective, effectiveSpec, err := p.effective(effectiveAt, delay)
+	if err != nil {
+		return ledger.Request{}, err
+	}
+	if !effective.IsZero() {
+		p.Now = func() time.Time { return effective }
+	}
+	expire, expireSpec, err := p.expire(expireAt, ttl, isGrant)
+	if e, ok := ledger.AsError(err); ok && !effective.IsZero() {
+		return ledger.Request{}, ledger.Errorf(e.Kind, e.Reason, "counted from effective time %s: %s", effective.Format(time.RFC3339Nano), e.Message)
+	}
+	if err != nil {
+		return ledger.Request{}, err
+	}
+	return ledger.Request{Expire: expire, ExpireSpec: expireSpec, Effective: effective, EffectiveSpec: effectiveSpec}, nil
+}
 
 // holdExpire resolves a hold's expire_time or ttl as expire does a grant's,
 // with the hold's default and maximum: a hold always expires.
@@ -59,14 +133,10 @@ func (p ExpiryPolicy) holdExpire(at *timestamppb.Timestamp, ttl *durationpb.Dura
 // nothing said is "" (the default then applies anew, and a retry replays
 // the original).
 func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration, isGrant bool) (expire time.Time, spec string, err error) {
-	now := time.Now
-	if p.Now != nil {
-		now = p.Now
-	}
 	invalid := func(format string, args ...any) (time.Time, string, error) {
 		return time.Time{}, "", ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidExpiry, format, args...)
 	}
-	t := now()
+	t := p.now()
 	switch {
 	case at != nil && ttl != nil:
 		return invalid("expire_time and ttl exclude each other")

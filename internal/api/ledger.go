@@ -63,18 +63,16 @@ func (s *LedgerService) SetExpiryPolicy(p ExpiryPolicy) {
 
 func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.GrantRequest]) (*connect.Response[pb.GrantResponse], error) {
 	r := req.Msg
-	expire, spec, err := s.expiry.expire(r.ExpireTime, r.Ttl, true)
+	lr, err := s.expiry.creditTimes(r.ExpireTime, r.Ttl, r.EffectiveTime, r.EffectiveDelay, true)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	res, err := s.apply(ctx, ledger.EntryGrant, ledger.Request{
-		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
-		Expire: expire, ExpireSpec: spec,
-	})
+	lr.UserID, lr.RequestID, lr.Amount, lr.OrderID, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.OrderId, r.Metadata
+	res, err := s.apply(ctx, ledger.EntryGrant, lr)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.GrantResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+	return connect.NewResponse(&pb.GrantResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed, Pending: res.Pending.String()}), nil
 }
 
 func (s *LedgerService) Purchase(ctx context.Context, req *connect.Request[pb.PurchaseRequest]) (*connect.Response[pb.PurchaseResponse], error) {
@@ -98,6 +96,22 @@ func (s *LedgerService) Refund(ctx context.Context, req *connect.Request[pb.Refu
 		return nil, err
 	}
 	return connect.NewResponse(&pb.RefundResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+}
+
+// ReverseGrant takes back a grant's points: the rules are the domain's
+// (ledger.Decide of a REVERSAL).
+func (s *LedgerService) ReverseGrant(ctx context.Context, req *connect.Request[pb.ReverseGrantRequest]) (*connect.Response[pb.ReverseGrantResponse], error) {
+	r := req.Msg
+	res, err := s.apply(ctx, ledger.EntryReversal, ledger.Request{
+		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, Metadata: r.Metadata, GrantRequestID: r.GrantRequestId, Reason: r.Reason,
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := balancesAfter(res)
+	return connect.NewResponse(&pb.ReverseGrantResponse{
+		Entry: entryToProto(res.Entry), Balance: b.balance, Available: b.available, Held: b.held, Pending: res.Pending.String(), Replayed: res.Replayed,
+	}), nil
 }
 
 func (s *LedgerService) apply(ctx context.Context, t ledger.EntryType, r ledger.Request) (ledger.Result, error) {
@@ -127,6 +141,8 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 		Expiring:  bucketsToProto(a.Expiring(now, 10)),
 		Available: at.Available().String(),
 		Held:      at.Held.String(),
+		Pending:   at.Pending.String(),
+		Maturing:  maturingToProto(a.Maturing(now, 10)),
 	}), nil
 }
 
@@ -211,6 +227,11 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 	if e.MovesHeld() {
 		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
 	}
+	if e.MovesPending() {
+		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.GrantRequestId = e.GrantRequestID
+		out.EffectiveTime = timeToProto(e.EffectiveTime)
+	}
 	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()
 		switch {
@@ -243,6 +264,10 @@ func entryTypeFromProto(t pb.EntryType) (ledger.EntryType, bool) {
 		return ledger.EntryCapture, true
 	case pb.EntryType_ENTRY_TYPE_RELEASE:
 		return ledger.EntryRelease, true
+	case pb.EntryType_ENTRY_TYPE_MATURATION:
+		return ledger.EntryMaturation, true
+	case pb.EntryType_ENTRY_TYPE_REVERSAL:
+		return ledger.EntryReversal, true
 	case pb.EntryType_ENTRY_TYPE_UNSPECIFIED:
 	}
 	return "", false
@@ -273,6 +298,22 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 	if e.Refundable() {
 		out.RefundedAmount = e.RefundedAmount.String()
 	}
+	if e.MovesPending() {
+		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.GrantRequestId = e.GrantRequestID
+		out.EffectiveTime = timeToProto(e.EffectiveTime)
+	}
+	if e.Type == ledger.EntryGrant {
+		out.ReversedAmount = e.ReversedAmount.String()
+	}
+	return out
+}
+
+func maturingToProto(ms []ledger.Maturity) []*pb.Maturity {
+	out := make([]*pb.Maturity, len(ms))
+	for i, m := range ms {
+		out[i] = &pb.Maturity{EffectiveTime: timestamppb.New(m.EffectiveTime), Amount: m.Amount.String()}
+	}
 	return out
 }
 
@@ -294,6 +335,10 @@ func entryTypeToProto(t ledger.EntryType) pb.EntryType {
 		return pb.EntryType_ENTRY_TYPE_CAPTURE
 	case ledger.EntryRelease:
 		return pb.EntryType_ENTRY_TYPE_RELEASE
+	case ledger.EntryMaturation:
+		return pb.EntryType_ENTRY_TYPE_MATURATION
+	case ledger.EntryReversal:
+		return pb.EntryType_ENTRY_TYPE_REVERSAL
 	}
 	return pb.EntryType_ENTRY_TYPE_UNSPECIFIED
 }

@@ -147,6 +147,10 @@ var calls = []struct {
 		_, err := l.ListHolds(ctx, connect.NewRequest(&pb.ListHoldsRequest{UserId: "alice"}))
 		return err
 	}, false},
+	{"ReverseGrant", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
+		_, err := l.ReverseGrant(ctx, connect.NewRequest(&pb.ReverseGrantRequest{UserId: "alice", GrantRequestId: "setup-g", Amount: "0.01", RequestId: "rg-" + id}))
+		return err
+	}, false},
 	{"Reconcile", func(ctx context.Context, _ pointledgerv1connect.LedgerServiceClient, a pointledgerv1connect.AdminServiceClient, _ string) error {
 		// A user with no entries: quick, and the role is what is tested.
 		stream, err := a.Reconcile(ctx, connect.NewRequest(&pb.ReconcileRequest{UserId: "nobody"}))
@@ -244,7 +248,7 @@ func TestRolesPerProcedure(t *testing.T) {
 	}{
 		{"service", s.creds.ServiceToken, map[string]connect.Code{
 			"Grant": ok, "Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
-			"Authorize": ok, "Capture": ok, "Void": ok, "ListHolds": ok,
+			"Authorize": ok, "Capture": ok, "Void": ok, "ListHolds": ok, "ReverseGrant": ok,
 		}},
 		{"admin", s.creds.AdminToken, map[string]connect.Code{
 			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "ListHolds": ok, "Void": ok,
@@ -261,7 +265,7 @@ func TestRolesPerProcedure(t *testing.T) {
 		// Another instance forwarding a mutation to alice's owner: the
 		// mutations that queue per user, and nothing else.
 		{"peer", s.creds.PeerToken, map[string]connect.Code{
-			"Grant": ok, "Purchase": ok, "Refund": ok, "Authorize": ok, "Capture": ok, "Void": ok, "Adjust": ok,
+			"Grant": ok, "Purchase": ok, "Refund": ok, "Authorize": ok, "Capture": ok, "Void": ok, "ReverseGrant": ok, "Adjust": ok,
 		}},
 		{"no token", "", allCodes(unauth)},
 		{"expired user token", expired, allCodes(unauth)},

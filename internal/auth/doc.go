@@ -19,7 +19,7 @@
 //     one deployment send each other when one forwards a mutation to the
 //     instance that owns its user (package affinity). May call the
 //     mutations that queue per user (Grant, Purchase, Refund, Authorize,
-//     Capture, Void, Adjust) for any user, and is not rate limited: the
+//     Capture, Void, ReverseGrant, Adjust) for any user, and is not rate limited: the
 //     instance it came through authenticated, authorized and limited the
 //     caller. A peer's call is never forwarded again (Forwarded).
 //

@@ -34,6 +34,8 @@ var policy = map[string]rule{
 	pointledgerv1connect.LedgerServiceCaptureProcedure:   {service: true, peer: true},
 	pointledgerv1connect.LedgerServiceVoidProcedure:      {service: true, admin: true, user: true, peer: true},
 	pointledgerv1connect.LedgerServiceListHoldsProcedure: {service: true, admin: true, user: true},
+	// Taking back a grant is the shop's decision, as granting is.
+	pointledgerv1connect.LedgerServiceReverseGrantProcedure: {service: true, peer: true},
 
 	pointledgerv1connect.AdminServiceReconcileProcedure:           {admin: true},
 	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true, peer: true},

@@ -58,8 +58,13 @@ type RequestRecord struct {
 //     amount is their sum;
 //   - each hold's record agrees with its entries: it resolved at most
 //     once, as its record says, and its capture spent no more than it held;
-//   - no bucket or open hold that expired before expiredBefore is still on
-//     the account (zero: not checked). Time decides that it expired; its
+//   - the account has the fold's pending points and lots, its pending is
+//     the sum of its lots;
+//   - reversals name a grant by both its version and its request_id, stay
+//     within it, and its reversed amount is their sum;
+//   - no bucket or open hold that expired before expiredBefore, and no
+//     pending grant that matured before it, is still on the account
+//     (zero: not checked). Time decides that it expired; its
 //     EXPIRATION or RELEASE is the sweeper's to write, and one still
 //     missing long after says the sweeper is not running.
 //
@@ -76,6 +81,7 @@ func Audit(p Partition, expiredBefore time.Time) (Account, []Finding) {
 	a.holdRecords()
 	a.requestRecords()
 	a.refundCaps()
+	a.reversals()
 	a.expiry(expiredBefore)
 	return a.folded, a.findings
 }
@@ -145,8 +151,12 @@ func asked(r RequestRecord, e Entry) bool {
 		return e.Amount.Equal(e.HeldChange)
 	case e.Type == EntryRelease:
 		return r.Amount.IsZero()
+	case e.Type == EntryReversal && r.Amount.IsZero(): // all that was left of the grant
+		return true
 	}
-	return r.Amount.Equal(e.Amount.Abs())
+	// A pending credit asked for what it put aside; a reversal for what
+	// it took from both.
+	return r.Amount.Equal(e.Amount.Abs().Add(e.PendingChange.Abs()))
 }
 
 // refundTargets checks that each refund names a refundable entry by both
@@ -232,6 +242,12 @@ func (a *audit) account() {
 	}
 	if stored, fold := holdsText(acct.Holds), holdsText(folded.Holds); stored != fold {
 		a.add(FindingHolds, fold, stored, acct.Version)
+	}
+	if lots := PendingTotal(acct.PendingLots); !acct.Pending.Equal(folded.Pending) || !acct.Pending.Equal(lots) || acct.Pending.IsNegative() {
+		a.add(FindingPending, fmt.Sprintf("%s, the fold's and its lots' sum", folded.Pending), fmt.Sprintf("%s, its lots summing to %s", acct.Pending, lots), acct.Version)
+	}
+	if stored, fold := lotsText(acct.PendingLots), lotsText(folded.PendingLots); stored != fold {
+		a.add(FindingPending, fold, stored, acct.Version)
 	}
 	if acct.Version != int64(len(a.Entries)) || acct.Version != folded.Version {
 		a.add(FindingVersionMismatch, len(a.Entries), acct.Version, acct.Version)
@@ -326,10 +342,11 @@ func (a *audit) requestRecords() {
 			a.add(FindingRequestWithoutEntry, "entry version "+fmt.Sprint(r.Version)+" with request_id "+id, "none", r.Version)
 		}
 		// What the call wrote after its entry, whose account it answered:
-		// only the ledger's own expirations.
+		// only the ledger's own expirations, and the maturation of a grant
+		// whose effective time had come when it was written.
 		for v := r.Version + 1; v <= r.Last; v++ {
-			if e, ok := a.byVersion[v]; !ok || e.Type != EntryExpiration {
-				a.add(FindingRequestMismatch, fmt.Sprint("an EXPIRATION at version ", v, " written by request ", id), fmt.Sprint(e.Type), v)
+			if e, ok := a.byVersion[v]; !ok || (e.Type != EntryExpiration && e.Type != EntryMaturation) {
+				a.add(FindingRequestMismatch, fmt.Sprint("an EXPIRATION or MATURATION at version ", v, " written by request ", id), fmt.Sprint(e.Type), v)
 			}
 		}
 	}
@@ -370,6 +387,51 @@ func (a *audit) refundCaps() {
 	}
 }
 
+// reversals checks each reversal's grant, as refundCaps and refundTargets
+// check refunds: it names a grant by its version and request_id, the
+// grant's reversals sum to at most what it gave and to its reversed
+// amount (with those committed after the account was read, Later, that
+// it may already count).
+func (a *audit) reversals() {
+	sums := map[int64]decimal.Decimal{} // grant version -> its reversals audited
+	read := map[int64]decimal.Decimal{} // and with those committed later
+	for _, e := range a.Entries {
+		if e.Type != EntryReversal {
+			continue
+		}
+		g, ok := a.byVersion[e.GrantVersion]
+		if !ok || g.Type != EntryGrant || g.RequestID != e.GrantRequestID {
+			a.add(FindingReversalTarget, "grant "+e.GrantRequestID, fmt.Sprintf("%s %s", g.Type, g.RequestID), e.Version, e.GrantVersion)
+		}
+		taken := reversed(e)
+		sums[e.GrantVersion], read[e.GrantVersion] = sums[e.GrantVersion].Add(taken), read[e.GrantVersion].Add(taken)
+	}
+	for _, e := range a.Later {
+		if e.Type == EntryReversal {
+			read[e.GrantVersion] = read[e.GrantVersion].Add(reversed(e))
+		}
+	}
+	for _, e := range a.Entries {
+		if e.Type != EntryGrant {
+			continue
+		}
+		gave, sum, read := e.Amount.Add(e.PendingChange), sums[e.Version], read[e.Version]
+		if read.GreaterThan(gave) {
+			a.add(FindingReversalOverGrant, "<= "+gave.String(), read, e.Version)
+		}
+		switch {
+		case sum.Equal(read) && !sum.Equal(e.ReversedAmount):
+			a.add(FindingReversedAmount, sum, e.ReversedAmount, e.Version)
+		case e.ReversedAmount.LessThan(sum) || e.ReversedAmount.GreaterThan(read):
+			a.add(FindingReversedAmount, fmt.Sprintf("%s to %s", sum, read), e.ReversedAmount, e.Version)
+		}
+	}
+}
+
+// reversed is what reversal e took back of its grant: pending and
+// spendable points together.
+func reversed(e Entry) decimal.Decimal { return e.Amount.Neg().Sub(e.PendingChange) }
+
 // expiry reports the account's buckets and open holds that expired
 // before cutoff and are still on it: expired by time, not yet on the
 // record.
@@ -392,6 +454,21 @@ func (a *audit) expiry(cutoff time.Time) {
 			late(fmt.Sprintf("hold %q of %s", h.RequestID, h.Amount), h.ExpireTime)
 		}
 	}
+	for _, l := range acct.PendingLots {
+		if l.EffectiveTime.Before(cutoff) {
+			a.add(FindingMaturityNotRecorded, "on the record within the sweep grace of its effective time",
+				fmt.Sprintf("grant %q of %s matured at %s, still pending on the account", l.GrantRequestID, l.Amount, l.EffectiveTime.UTC().Format(time.RFC3339)), acct.Version)
+		}
+	}
+}
+
+// lotsText is pending lots as an audit compares them, in their order.
+func lotsText(ls []PendingLot) string {
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = fmt.Sprintf("%s:%s@%s/%s", l.GrantRequestID, l.Amount, expiryText(l.EffectiveTime), expiryText(l.ExpireTime))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
 }
 
 // holdText is what a hold record says, as an audit compares it.

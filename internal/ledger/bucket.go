@@ -122,8 +122,9 @@ func sum(ds []Draw) decimal.Decimal {
 	return t
 }
 
-// At is the account as it is at t: the holds and buckets due by then
-// released and expired, as the user's next mutation would write them. A
+// At is the account as it is at t: the pending grants due by then matured,
+// the holds and buckets due released and expired, as the user's next
+// mutation would write them. A
 // balance read answers At(now), so expiry is decided by time, not by when
 // the ledger writes it down.
 func (a Account) At(t time.Time) Account {
@@ -150,10 +151,11 @@ func (a Account) Expiring(t time.Time, n int) []Bucket {
 	return out
 }
 
-// NextExpiry is the soonest expiry of the account's buckets and open
-// holds; zero if none expires. A sweeper finds idle users whose points or
-// holds are due by it.
-func (a Account) NextExpiry() time.Time {
+// NextDue is the soonest time something of the account falls due by time:
+// a bucket's or an open hold's expiry, or a pending grant's maturity; zero
+// if nothing will. A sweeper finds idle users by it, to put on the record
+// what time decided.
+func (a Account) NextDue() time.Time {
 	var next time.Time
 	if len(a.Buckets) > 0 {
 		next = a.Buckets[0].Expire // sorted: soonest first, never last
@@ -162,6 +164,9 @@ func (a Account) NextExpiry() time.Time {
 		if next.IsZero() || h.ExpireTime.Before(next) {
 			next = h.ExpireTime
 		}
+	}
+	if m := a.NextMaturity(); !m.IsZero() && (next.IsZero() || m.Before(next)) {
+		next = m
 	}
 	return next
 }

@@ -13,11 +13,14 @@ import (
 type Total int
 
 const (
-	TotalGranted  Total = iota + 1 // sum of grants
-	TotalSpent                     // sum of purchases, positive
-	TotalRefunded                  // sum of refunds
-	TotalAdjusted                  // net sum of adjustments
-	TotalExpired                   // sum of expirations, positive
+	// TotalGranted is what grants put in the balance: grants spendable at
+	// once and maturations, less what reversals took back of it. So the
+	// totals still add up to the balance, and pending points are in none.
+	TotalGranted  Total = iota + 1
+	TotalSpent          // sum of purchases, positive
+	TotalRefunded       // sum of refunds
+	TotalAdjusted       // net sum of adjustments
+	TotalExpired        // sum of expirations, positive
 )
 
 // EntryTypeInfo is what an entry type is, for every rule that depends on it.
@@ -45,16 +48,21 @@ type EntryTypeInfo struct {
 	// System: written by the ledger itself, not asked for by a request, so
 	// it has no request_id nor idempotency record.
 	System bool
+	// Matures: a credit that may be pending, with an effective time.
+	Matures bool
+	// RefersToGrant: names a grant by its request_id, and takes its
+	// points back.
+	RefersToGrant bool
 	// Total is the running sum the entry feeds.
 	Total Total
 }
 
 // EntryTypes is every entry type and its properties.
 var EntryTypes = map[EntryType]EntryTypeInfo{
-	EntryGrant:      {Credit: true, Expires: true, Total: TotalGranted},
+	EntryGrant:      {Credit: true, Expires: true, Matures: true, Total: TotalGranted},
 	EntryPurchase:   {Spends: true, NeedsActive: true, Refundable: true, Total: TotalSpent},
 	EntryRefund:     {Credit: true, RefersToPurchase: true, Total: TotalRefunded},
-	EntryAdjustment: {Credit: true, Spends: true, Expires: true, Total: TotalAdjusted}, // a debit only with Mutation.Debit
+	EntryAdjustment: {Credit: true, Spends: true, Expires: true, Matures: true, Total: TotalAdjusted}, // a debit only with Mutation.Debit
 	EntryExpiration: {System: true, Total: TotalExpired},
 	EntryHold:       {Spends: true, NeedsActive: true, NoAmount: true},
 	// A capture spends what is already held: a frozen account still
@@ -62,6 +70,12 @@ var EntryTypes = map[EntryType]EntryTypeInfo{
 	EntryCapture: {ResolvesHold: true, Refundable: true, Total: TotalSpent},
 	// A void; the ledger also writes releases itself, for expired holds.
 	EntryRelease: {ResolvesHold: true, NoAmount: true},
+	// Written by the ledger at a pending grant's effective time.
+	EntryMaturation: {Credit: true, System: true, Total: TotalGranted},
+	// What it takes of spendable points is checked against what is
+	// available in Decide, since only that part spends. A frozen account is
+	// still reversed: the points were never the user's to keep.
+	EntryReversal: {RefersToGrant: true, Total: TotalGranted},
 }
 
 // Info returns the properties of t, and whether t is an entry type.
@@ -94,6 +108,13 @@ type Facts struct {
 	Hold *HoldRef
 	// MaxHolds bounds the account's open holds; 0: DefaultMaxHolds.
 	MaxHolds int
+	// Grant is the grant a reversal names; nil if the user has none with
+	// that request_id. That the reversals stay within it is the store's
+	// condition, on the grant as it is when the entry commits.
+	Grant *GrantRef
+	// MaxPending bounds the account's pending grants; 0:
+	// DefaultMaxPending.
+	MaxPending int
 }
 
 // PurchaseRef is a purchase as a refund sees it.
@@ -163,6 +184,9 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 		purchase = f.Purchase
 	}
 	e, err := entryOf(m, running, at, purchase, hold)
+	if err == nil && info.RefersToGrant {
+		e, err = reversalOf(e, m, running, f.Grant)
+	}
 	if err != nil {
 		return Decision{}, err
 	}
@@ -174,7 +198,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonTooManyBuckets,
 			"user %q would hold points of %d expiry times, more than the %d allowed: grant with an expiry the user already has, or none", m.UserID, len(next.Buckets), maxBuckets)
 	}
-	e.BalanceAfter, e.HeldAfter = next.Balance, next.Held
+	e.BalanceAfter, e.HeldAfter, e.PendingAfter = next.Balance, next.Held, next.Pending
 	switch {
 	case m.Type == EntryHold:
 		d.Hold = HoldOf(e)
@@ -229,14 +253,36 @@ func checkMutation(acct, running Account, m Mutation, f Facts, expired bool) (Ho
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
 			"balance %s of user %q does not cover %s", running.Balance, m.UserID, m.Amount)
 	}
-	if !m.ExplainBalance && running.Balance.Add(m.Delta()).GreaterThan(MaxBalance) {
+	// Pending points count: they reach the balance by themselves.
+	if !m.ExplainBalance && running.Balance.Add(running.Pending).Add(m.Delta()).GreaterThan(MaxBalance) {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
 	}
 	if m.Type == EntryHold && len(running.Holds) >= cmp.Or(f.MaxHolds, DefaultMaxHolds) {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonTooManyHolds,
 			"user %q has %d open holds, as many as allowed: capture or void one first", m.UserID, len(running.Holds))
 	}
+	if !m.Effective.IsZero() {
+		if err := checkPending(running, m, f); err != nil {
+			return Hold{}, err
+		}
+	}
 	return hold, nil
+}
+
+// checkPending refuses a pending grant beyond the account's bounds: its
+// pending grants, and the expiry times its buckets would hold once
+// everything pending matured (a maturation is never refused, so the bound
+// is kept when the grant is made).
+func checkPending(running Account, m Mutation, f Facts) error {
+	if maxPending := cmp.Or(f.MaxPending, DefaultMaxPending); len(running.PendingLots) >= maxPending {
+		return Errorf(KindFailedPrecondition, ReasonTooManyPending,
+			"user %q has %d pending grants, as many as allowed: grant without an effective time, or wait for one to mature", m.UserID, len(running.PendingLots))
+	}
+	if maxBuckets := cmp.Or(f.MaxBuckets, DefaultMaxBuckets); running.expiryTimes(m.Expire) > maxBuckets {
+		return Errorf(KindFailedPrecondition, ReasonTooManyBuckets,
+			"user %q would hold points of more than the %d expiry times allowed once its pending grants mature: grant with an expiry the user already has, or none", m.UserID, maxBuckets)
+	}
+	return nil
 }
 
 // checkExplanation refuses an adjustment that explains the balance unless
@@ -306,6 +352,7 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 		e.HeldChange = hold.Amount.Neg()
 		e.Draws = hold.Draws
 		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
+	case info.RefersToGrant: // reversalOf decides what it takes
 	case e.Amount.IsNegative():
 		e.Draws = spend(running.Buckets, m.Amount)
 	case info.Expires:
@@ -314,20 +361,59 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 				"expire_time %s is not after the time of this entry, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
 		}
 		e.ExpireTime = m.Expire.UTC()
+		if !m.Effective.IsZero() {
+			// Pending until its effective time; one at or before this
+			// entry's time matures right after it (Decide).
+			e.Amount, e.PendingChange, e.EffectiveTime = decimal.Zero, m.Amount, m.Effective.UTC()
+		}
 	}
 	return e, nil
 }
 
-// DecideExpiry is what the sweeper asks: the releases of acct's holds and
-// the expiration of its buckets due at now, if any, and the account after.
+// reversalOf is the reversal e of the grant m names, as running has it:
+// what is still pending of the grant first, then spendable points, drawn
+// soonest expiry first; or the refusal: no such grant, more than is left
+// of it, or less available than the spendable part.
+func reversalOf(e Entry, m Mutation, running Account, grant *GrantRef) (Entry, error) {
+	if grant == nil || grant.Type != EntryGrant {
+		return Entry{}, Errorf(KindNotFound, ReasonGrantNotFound, "user %q has no grant with request_id %q", m.UserID, m.GrantRequestID)
+	}
+	left := grant.Amount.Sub(grant.Reversed)
+	amount := m.Amount
+	if amount.IsZero() { // none asked: all that is left
+		amount = left
+	}
+	if !amount.IsPositive() || amount.GreaterThan(left) {
+		return Entry{}, Errorf(KindFailedPrecondition, ReasonReversalExceedsGrant,
+			"reversal of %s exceeds what is left of grant %q: %s of %s already reversed", amount, m.GrantRequestID, grant.Reversed, grant.Amount)
+	}
+	pending := decimal.Zero
+	if lot, ok := running.Lot(m.GrantRequestID); ok {
+		pending = decimal.Min(amount, lot.Amount)
+	}
+	spent := amount.Sub(pending)
+	if spent.GreaterThan(running.Available()) {
+		return Entry{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
+			"available %s of user %q does not cover the %s of grant %q already spendable", running.Available(), m.UserID, spent, m.GrantRequestID)
+	}
+	e.Amount, e.PendingChange = spent.Neg(), pending.Neg()
+	e.Draws = spend(running.Buckets, spent)
+	e.GrantRequestID, e.GrantVersion = m.GrantRequestID, grant.Version
+	return e, nil
+}
+
+// DecideExpiry is what the sweeper asks: the maturations of acct's pending
+// grants, the releases of its holds and the expiration of its buckets due
+// at now, if any, and the account after.
 func DecideExpiry(acct Account, now time.Time) Decision {
 	return DecideExpiryUpTo(acct, now, -1)
 }
 
 // DecideExpiryUpTo is DecideExpiry for a store that writes a bounded number
-// of entries at once: it releases at most n of the holds due (the oldest
-// first; n < 0: all of them), and expires the buckets only once no hold
-// due is left, since releases give back to buckets. Decided again on the
+// of entries at once: it writes at most n maturations and releases (the
+// maturations first, then the oldest holds; n < 0: all of them), and
+// expires the buckets only once none is left due, since both put points
+// in buckets. Decided again on the
 // account after, until it decides nothing, it writes what DecideExpiry
 // writes at once.
 func DecideExpiryUpTo(acct Account, now time.Time, n int) Decision {
@@ -336,16 +422,39 @@ func DecideExpiryUpTo(acct Account, now time.Time, n int) Decision {
 	return d
 }
 
-// expire appends to entries a release of each hold that has expired at t,
-// then an expiration of the account's buckets that have expired at t (with
+// expire appends to entries a maturation of each pending lot due at t, a
+// release of each hold that has expired at t, then an expiration of the account's buckets that have expired at t (with
 // what those releases gave back to them), and returns the account after.
 func (a Account) expire(t time.Time, entries *[]Entry) Account {
 	return a.expireUpTo(t, -1, entries)
 }
 
-// expireUpTo is expire that releases at most n holds (n < 0: all), and
-// expires the buckets only if it released every hold due.
+// expireUpTo is expire that writes at most n maturations and releases
+// (n < 0: all), and expires the buckets only if it wrote every one due:
+// maturations put points in buckets that may have expired, and releases
+// give back to them.
 func (a Account) expireUpTo(t time.Time, n int, entries *[]Entry) Account {
+	for _, l := range a.dueLots(t) {
+		if n == 0 {
+			return a
+		}
+		n--
+		e := Entry{
+			UserID:         a.UserID,
+			Version:        a.Version + 1,
+			Type:           EntryMaturation,
+			Amount:         l.Amount,
+			CreateTime:     t,
+			PendingChange:  l.Amount.Neg(),
+			EffectiveTime:  l.EffectiveTime,
+			ExpireTime:     l.ExpireTime,
+			GrantRequestID: l.GrantRequestID,
+			GrantVersion:   l.Version,
+		}
+		a = a.Apply(e)
+		e.BalanceAfter, e.HeldAfter, e.PendingAfter = a.Balance, a.Held, a.Pending
+		*entries = append(*entries, e)
+	}
 	for _, h := range a.Holds {
 		if live(h.ExpireTime, t) {
 			continue
@@ -366,7 +475,7 @@ func (a Account) expireUpTo(t time.Time, n int, entries *[]Entry) Account {
 			HoldRequestID: h.RequestID,
 		}
 		a = a.Apply(e)
-		e.BalanceAfter, e.HeldAfter = a.Balance, a.Held
+		e.BalanceAfter, e.HeldAfter, e.PendingAfter = a.Balance, a.Held, a.Pending
 		*entries = append(*entries, e)
 	}
 	draws := a.expired(t)
@@ -382,7 +491,7 @@ func (a Account) expireUpTo(t time.Time, n int, entries *[]Entry) Account {
 		Draws:      draws,
 	}
 	after := a.Apply(e)
-	e.BalanceAfter, e.HeldAfter = after.Balance, after.Held
+	e.BalanceAfter, e.HeldAfter, e.PendingAfter = after.Balance, after.Held, after.Pending
 	*entries = append(*entries, e)
 	return after
 }

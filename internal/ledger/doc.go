@@ -1,6 +1,6 @@
 // Package ledger is the domain of pointledger: amounts, entries and their
 // types (EntryTypes), the account aggregate with its buckets of expiring
-// points and its open holds (checkout), the decisions (Decide, DecideExpiry: account + mutation + time ->
+// points, its open holds (checkout) and its pending grants, the decisions (Decide, DecideExpiry: account + mutation + time ->
 // entries and the account after, or a refusal), the one fold of entries into
 // an account (Account.Apply, Totals, Fold), the one audit of what a store
 // keeps of a user (Audit of a Partition), mutations and their errors, and
@@ -27,6 +27,12 @@
 //     by a void or by its expiry, which is written as bucket expiry is), in
 //     the same transaction as its entry, under a condition on the state it
 //     leaves; a capture never spends more than its hold.
+//   - Pending points (a grant with an effective time) are outside the
+//     balance, in the account's pending lots, which sum to its pending;
+//     exactly at their effective time a MATURATION entry, written as
+//     expirations are, puts them in their bucket. A reversal takes from
+//     its grant's lot first, then spendable points as a debit; the
+//     reversals of a grant never sum to more than the grant.
 //   - A request_id is used at most once per user. Its record is written in the
 //     same transaction as its entry and keeps a hash of the request, so a retry
 //     of the same request returns the original result and writes nothing.

@@ -27,6 +27,15 @@ const (
 	// EntryRelease gives a hold's points back: amount 0, held_change -x;
 	// its Reason says whether a Void or the hold's expiry let go.
 	EntryRelease EntryType = "RELEASE"
+	// EntryMaturation makes a pending grant's points spendable at its
+	// effective time: amount +x, pending_change -x, into the bucket of the
+	// grant's expiry. The ledger writes it itself, as it writes
+	// expirations.
+	EntryMaturation EntryType = "MATURATION"
+	// EntryReversal takes back a grant's points (ReverseGrant): what is
+	// still pending first (pending_change -x), then spendable points, drawn
+	// as a purchase draws them (amount -y).
+	EntryReversal EntryType = "REVERSAL"
 )
 
 // Status says whether an account may spend.
@@ -82,6 +91,23 @@ type Entry struct {
 	// Captures and releases: the hold they resolve (its request_id). Holds
 	// keep their own expiry in ExpireTime.
 	HoldRequestID string
+
+	// Pending grants (and credit adjustments), maturations and reversals:
+	// the change to what the account has pending (see Account.Pending), and
+	// what it has pending after. A pending grant's amount is 0: its points
+	// reach the balance by its MATURATION.
+	PendingChange decimal.Decimal
+	PendingAfter  decimal.Decimal
+	// Pending grants and their maturations: when the points become
+	// spendable.
+	EffectiveTime time.Time
+	// Maturations and reversals: the grant they mature or take back (its
+	// request_id); reversals also its version.
+	GrantRequestID string
+	GrantVersion   int64
+	// Grants: the sum of their reversals so far (it changes, as a
+	// purchase's RefundedAmount does).
+	ReversedAmount decimal.Decimal
 }
 
 // System says whether the ledger wrote e itself, not asked by a request,
@@ -95,15 +121,19 @@ func (e Entry) System() bool {
 // Account is the aggregate: a versioned snapshot of the fold of a user's
 // entries. The zero Account (version 0, balance 0) is a user with no entries.
 type Account struct {
-	UserID     string
-	Balance    decimal.Decimal // the sum of the buckets, expired or not, and of what is held
-	Buckets    []Bucket        // by expiry, soonest first, never-expiring last
-	Held       decimal.Decimal // the sum of the open holds
-	Holds      []Hold          // open holds, in version order
-	Version    int64
-	Status     Status
-	CreateTime time.Time
-	UpdateTime time.Time
+	UserID  string
+	Balance decimal.Decimal // the sum of the buckets, expired or not, and of what is held
+	Buckets []Bucket        // by expiry, soonest first, never-expiring last
+	Held    decimal.Decimal // the sum of the open holds
+	Holds   []Hold          // open holds, in version order
+	// Pending is the sum of PendingLots: points granted that are not
+	// spendable yet, outside the balance.
+	Pending     decimal.Decimal
+	PendingLots []PendingLot // in version order
+	Version     int64
+	Status      Status
+	CreateTime  time.Time
+	UpdateTime  time.Time
 }
 
 // NewAccount is the state of a user before the first entry.
@@ -125,6 +155,7 @@ func (a Account) Apply(e Entry) Account {
 	}
 	a.Balance = a.Balance.Add(e.Amount)
 	a.Held = a.Held.Add(e.HeldChange)
+	a.Pending = a.Pending.Add(e.PendingChange)
 	switch e.Type {
 	case EntryHold:
 		for _, d := range e.Draws {
@@ -142,7 +173,15 @@ func (a Account) Apply(e Entry) Account {
 			a.Buckets = credit(a.Buckets, d.Expire, d.Amount)
 		}
 		a.Holds = a.withoutHold(e.HoldRequestID)
-	case EntryGrant, EntryPurchase, EntryRefund, EntryAdjustment, EntryExpiration:
+	case EntryGrant, EntryAdjustment:
+		if e.PendingChange.IsPositive() {
+			a.PendingLots = append(slices.Clone(a.PendingLots), lotOf(e))
+		}
+		a.Buckets = a.applyBuckets(e)
+	case EntryMaturation, EntryReversal:
+		a.PendingLots = a.lotsLess(e.GrantRequestID, e.PendingChange.Neg())
+		a.Buckets = a.applyBuckets(e)
+	case EntryPurchase, EntryRefund, EntryExpiration:
 		a.Buckets = a.applyBuckets(e)
 	}
 	a.Version = e.Version
@@ -202,6 +241,13 @@ type HistoryQuery struct {
 // Refundable says whether a refund may name e: a purchase or a capture,
 // which keeps the sum of its refunds in RefundedAmount.
 func (e Entry) Refundable() bool { return e.Type.Refundable() }
+
+// MovesPending says whether e is a pending credit, a maturation or a
+// reversal: an entry that changes what the account has pending (or, for
+// a reversal of spendable points, names its grant as those do).
+func (e Entry) MovesPending() bool {
+	return !e.PendingChange.IsZero() || e.Type == EntryMaturation || e.Type == EntryReversal
+}
 
 // MovesHeld says whether e is a hold, a capture or a release: an entry that
 // changes what the account holds.

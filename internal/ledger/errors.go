@@ -51,6 +51,12 @@ const (
 	ReasonCaptureExceedsHold    = "CAPTURE_EXCEEDS_HOLD"
 	ReasonTooManyHolds          = "TOO_MANY_HOLDS"
 	ReasonInvalidHold           = "INVALID_HOLD"
+	// Pending points and reversals.
+	ReasonInvalidEffectiveTime = "INVALID_EFFECTIVE_TIME"
+	ReasonTooManyPending       = "TOO_MANY_PENDING"
+	ReasonGrantNotFound        = "GRANT_NOT_FOUND"
+	ReasonReversalExceedsGrant = "REVERSAL_EXCEEDS_GRANT"
+	ReasonInvalidReason        = "INVALID_REASON" // a reversal's reason: printable, bounded
 	// ListHistory's min_version: negative; past the user's ledger; not
 	// reached by the history within the wait.
 	ReasonInvalidMinVersion = "INVALID_MIN_VERSION"

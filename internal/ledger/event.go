@@ -16,10 +16,6 @@ const (
 	EventPointsRefunded EventType = "points.refunded"
 	EventPointsAdjusted EventType = "points.adjusted"
 	EventPointsExpired  EventType = "points.expired"
-	// The entries of pending points (MATURATION) and of reversals (REVERSAL)
-	// are designed but not built (docs/design.md, "Pending points and
-	// reversals"); their events are named now so that an endpoint may
-	// subscribe to them before they exist.
 	EventPointsMatured  EventType = "points.matured"
 	EventPointsReversed EventType = "points.reversed"
 	EventHoldAuthorized EventType = "hold.authorized"
@@ -53,6 +49,10 @@ func EventTypeOf(t EntryType) EventType {
 		return EventPointsAdjusted
 	case EntryExpiration:
 		return EventPointsExpired
+	case EntryMaturation:
+		return EventPointsMatured
+	case EntryReversal:
+		return EventPointsReversed
 	case EntryHold:
 		return EventHoldAuthorized
 	case EntryCapture:

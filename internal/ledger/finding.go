@@ -23,6 +23,11 @@ const (
 	FindingHoldResolved        = "hold_resolved"         // a hold resolved more than once (two CAPTUREs or RELEASEs name it)
 	FindingCaptureOverHold     = "capture_over_hold"     // a capture spent more than its hold held
 	FindingExpiryNotRecorded   = "expiry_not_recorded"   // a bucket or hold expired long ago, and no entry says so yet (is the sweeper running?)
+	FindingPending             = "pending"               // the aggregate's pending or pending lots != the fold's, or pending != the sum of its lots
+	FindingReversalTarget      = "reversal_target"       // a reversal names no grant, or another one
+	FindingReversalOverGrant   = "reversal_over_grant"   // reversals of a grant exceed it
+	FindingReversedAmount      = "reversed_amount"       // a grant's reversed_amount != its reversals
+	FindingMaturityNotRecorded = "maturity_not_recorded" // a pending grant matured long ago, and no MATURATION says so yet (is the sweeper running?)
 
 	FindingProjectionMissing  = "projection_missing"  // history lacks an entry (after the grace period)
 	FindingProjectionExtra    = "projection_extra"    // history has an entry the ledger does not

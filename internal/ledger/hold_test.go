@@ -22,7 +22,7 @@ func (hs holds) record(d Decision) {
 			hs[e.RequestID] = HoldHeld
 		case EntryCapture, EntryRelease:
 			hs[e.HoldRequestID] = ResolvedHold(Hold{}, e).State
-		case EntryGrant, EntryPurchase, EntryRefund, EntryAdjustment, EntryExpiration:
+		case EntryGrant, EntryPurchase, EntryRefund, EntryAdjustment, EntryExpiration, EntryMaturation, EntryReversal:
 		}
 	}
 }
@@ -276,7 +276,7 @@ func TestHeldPointsWhoseBucketExpires(t *testing.T) {
 			}
 		}
 		b.entries, b.acct = append(b.entries, dec.Entries...), dec.After
-		if !b.acct.Balance.Equal(d("3")) || len(b.acct.Holds) != 0 || !b.acct.NextExpiry().IsZero() {
+		if !b.acct.Balance.Equal(d("3")) || len(b.acct.Holds) != 0 || !b.acct.NextDue().IsZero() {
 			t.Errorf("after = %+v, want 3 left, no hold, nothing to expire", b.acct)
 		}
 		assertHoldsSum(t, b)
@@ -285,12 +285,12 @@ func TestHeldPointsWhoseBucketExpires(t *testing.T) {
 
 // The next expiry a sweeper is told of is the sooner of a bucket's and a
 // hold's.
-func TestNextExpiryCountsHolds(t *testing.T) {
+func TestNextDueCountsHolds(t *testing.T) {
 	t.Parallel()
 	b := newBook(t)
 	b.must(t0, EntryGrant, Request{Amount: "10", Expire: t0.Add(5 * time.Hour)}, Facts{})
 	b.hold(t0, "1", t0.Add(time.Hour))
-	if got := b.acct.NextExpiry(); !got.Equal(t0.Add(time.Hour)) {
+	if got := b.acct.NextDue(); !got.Equal(t0.Add(time.Hour)) {
 		t.Errorf("next expiry = %s, want the hold's", got)
 	}
 }

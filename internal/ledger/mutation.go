@@ -52,6 +52,17 @@ type Request struct {
 	// resolves to another Expire on each retry, and a retry must hash as
 	// the request did ("" with an Expire: the Expire itself).
 	ExpireSpec string
+
+	// Credits: when the points become spendable; zero: at once. The API
+	// resolves a request's effective_time or effective_delay to it.
+	Effective time.Time
+	// EffectiveSpec is what the request said of it, as ExpireSpec is of
+	// the expiry ("" with an Effective: the Effective itself).
+	EffectiveSpec string
+	// Reversals: the grant they take back (its request_id). A reversal's
+	// Amount may be "": all that is left of the grant. Its Reason (may be
+	// empty) says why.
+	GrantRequestID string
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -81,6 +92,12 @@ type Mutation struct {
 	// ExpireSpec is what the request said of its expiry, which its Hash
 	// covers (see Request.ExpireSpec).
 	ExpireSpec string
+	// Credits: when the points become spendable (zero: at once); until
+	// then they are pending. EffectiveSpec is what the request said of it.
+	Effective     time.Time
+	EffectiveSpec string
+	// Reversals: the grant they take back.
+	GrantRequestID string
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -99,7 +116,7 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	switch {
 	case t == EntryRelease && r.Amount != "":
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "a void releases all of its hold: it takes no amount")
-	case t == EntryRelease, t == EntryCapture && r.Amount == "":
+	case t == EntryRelease, t == EntryCapture && r.Amount == "", t == EntryReversal && r.Amount == "":
 	default:
 		var err error
 		if amount, err = ParseAmount(r.Amount, scale); err != nil {
@@ -121,6 +138,10 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		Metadata:          r.Metadata,
 		PurchaseRequestID: r.PurchaseRequestID,
 		HoldRequestID:     r.HoldRequestID,
+		GrantRequestID:    r.GrantRequestID,
+	}
+	if err := m.setEffective(t, r); err != nil {
+		return Mutation{}, err
 	}
 	if !r.Expire.IsZero() {
 		if info, _ := t.Info(); (!info.Expires || r.Debit || r.ExplainBalance) && t != EntryHold {
@@ -138,10 +159,13 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	if t != EntryRefund && r.PurchaseRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
 	}
+	if t != EntryReversal && r.GrantRequestID != "" {
+		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "grant_request_id is only for reversals")
+	}
 	if info, _ := t.Info(); !info.ResolvesHold && r.HoldRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidHold, "hold_request_id is only for captures and voids")
 	}
-	if t != EntryAdjustment && (r.Debit || r.Reason != "" || r.ExplainBalance || r.ExpectedBalance != "") {
+	if t != EntryAdjustment && (r.Debit || (r.Reason != "" && t != EntryReversal) || r.ExplainBalance || r.ExpectedBalance != "") {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "debit, reason and explain_balance are only for adjustments")
 	}
 	switch t {
@@ -168,12 +192,42 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		} else if r.ExpectedBalance != "" {
 			return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "expected_balance goes with explain_balance")
 		}
-	case EntryExpiration:
+	case EntryReversal:
+		if err := validateID("grant_request_id", ReasonInvalidRequestID, r.GrantRequestID); err != nil {
+			return Mutation{}, err
+		}
+		if len(r.Reason) > MaxReasonBytes || !printable(r.Reason) {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidReason, "reason must be printable text of at most %d bytes", MaxReasonBytes)
+		}
+		m.Reason = r.Reason
+	case EntryExpiration, EntryMaturation:
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "only the ledger writes %s entries", t)
 	default:
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", t)
 	}
 	return m, nil
+}
+
+// setEffective validates r's effective time: only a credit a grant or a
+// credit adjustment makes has one, and its points must not expire before
+// they are spendable.
+func (m *Mutation) setEffective(t EntryType, r Request) error {
+	if r.Effective.IsZero() {
+		return nil
+	}
+	if info, _ := t.Info(); !info.Matures || r.Debit || r.ExplainBalance {
+		return Errorf(KindInvalid, ReasonInvalidEffectiveTime, "only grants and credit adjustments take an effective time")
+	}
+	m.Effective = r.Effective.UTC()
+	if !r.Expire.IsZero() && !r.Expire.After(m.Effective) {
+		return Errorf(KindInvalid, ReasonInvalidExpiry, "expire_time %s is not after effective_time %s: the points would expire before they are spendable",
+			r.Expire.UTC().Format(time.RFC3339Nano), m.Effective.Format(time.RFC3339Nano))
+	}
+	m.EffectiveSpec = r.EffectiveSpec
+	if m.EffectiveSpec == "" {
+		m.EffectiveSpec = "at " + m.Effective.Format(time.RFC3339Nano)
+	}
+	return nil
 }
 
 // CheckExplains refuses an adjustment that explains the balance (see
@@ -210,6 +264,7 @@ type Result struct {
 	// answers the same: the account after the last entry the call wrote.
 	Balance  decimal.Decimal
 	Held     decimal.Decimal
+	Pending  decimal.Decimal
 	Replayed bool
 	// Hold is the hold a hold, a capture or a void made or resolved, as it
 	// is after it; a replay answers the hold as it is now.
@@ -260,6 +315,15 @@ func (m Mutation) Hash() string {
 	if m.ExpireSpec != "" { // only then: the hashes of earlier requests stay as recorded
 		field("expire")
 		field(m.ExpireSpec)
+	}
+	if m.EffectiveSpec != "" {
+		field("effective")
+		field(m.EffectiveSpec)
+	}
+	if m.Type == EntryReversal {
+		field("grant")
+		field(m.GrantRequestID)
+		field(m.Reason)
 	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))

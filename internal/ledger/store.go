@@ -21,8 +21,11 @@ type Store interface {
 	// EntriesAfter returns up to limit entries of user with versions above
 	// after, in version order, consistently.
 	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]Entry, error)
-	// Expire writes the expiration of user's points due now, if any (the
-	// sweeper's call): its entry, or a zero Result when nothing was due.
+	// Expire writes what time decided of user by now, if anything is due
+	// (the sweeper's call): the maturations of pending grants, the
+	// releases of expired holds and the expiration of expired points. It
+	// returns the last entry it wrote, or a zero Result when nothing was
+	// due.
 	Expire(ctx context.Context, user string) (Result, error)
 	// SetStatus moves an existing account to status, and says whether it
 	// changed anything.

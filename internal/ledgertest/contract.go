@@ -55,6 +55,11 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 		{"holds are listed by state", holdsListed},
 		{"a capture is refunded like a purchase", captureRefunded},
 		{"a hold resolves once under concurrency", holdResolvesOnceConcurrently},
+		{"a pending grant matures before the next mutation", pendingMaturesBeforeMutation},
+		{"the sweeper matures pending grants", sweeperMatures},
+		{"a reversal takes pending points first, then spendable ones", reversalPendingThenSpendable},
+		{"a reversal is applied once, and its refusals are final", reversalOnceAndFinal},
+		{"concurrent reversals never exceed their grant", reversalsConcurrently},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -104,7 +109,7 @@ func Sound(tb testing.TB, s ledger.Store, user string) ledger.Account {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if acct.Version != p.Account.Version || !acct.Balance.Equal(p.Account.Balance) || !acct.Held.Equal(p.Account.Held) {
+	if acct.Version != p.Account.Version || !acct.Balance.Equal(p.Account.Balance) || !acct.Held.Equal(p.Account.Held) || !acct.Pending.Equal(p.Account.Pending) {
 		tb.Fatalf("Balance reads %+v, the audited partition has %+v", acct, p.Account)
 	}
 	return acct

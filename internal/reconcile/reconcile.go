@@ -108,6 +108,12 @@ type Report struct {
 	// past their expiry not yet on the record). Months are UTC, YYYY-MM.
 	Liability []MonthAmount `json:"liability"`
 	Breakage  []MonthAmount `json:"breakage"`
+	// SumOfPending is the points granted that were not spendable yet at
+	// the start (pending grants); Pending the same by the month they
+	// become spendable in. A grant past its effective time, its MATURATION
+	// not yet on the record, counts in Liability (or Breakage) instead.
+	SumOfPending string        `json:"sum_of_pending"`
+	Pending      []MonthAmount `json:"pending"`
 }
 
 // MonthAmount is a sum of points in one month.
@@ -228,7 +234,7 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 		rcancel()
 	}()
 
-	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}}
+	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}, pending: months{}, sumPending: decimal.Zero}
 	// Every scan reads under the rate: the count for progress, and the users.
 	scanned := func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }
 	if o.User == "" {
@@ -270,6 +276,8 @@ type pass struct {
 	sumEntries  decimal.Decimal
 	sumBalances decimal.Decimal
 	liability   months
+	pending     months
+	sumPending  decimal.Decimal
 	breakage    months
 }
 
@@ -319,6 +327,17 @@ func (p *pass) user(ctx context.Context, user string) error {
 			p.liability.add(b.Expire, b.Amount)
 		} else {
 			p.breakage.add(b.Expire, b.Amount) // expired, not yet on the record
+		}
+	}
+	for _, l := range a.Account.PendingLots {
+		switch {
+		case p.start.Before(l.EffectiveTime):
+			p.pending.add(l.EffectiveTime, l.Amount)
+			p.sumPending = p.sumPending.Add(l.Amount)
+		case l.ExpireTime.IsZero() || p.start.Before(l.ExpireTime): // matured, not yet on the record
+			p.liability.add(l.ExpireTime, l.Amount)
+		default: // matured and expired, neither on the record
+			p.breakage.add(l.ExpireTime, l.Amount)
 		}
 	}
 	for _, e := range a.Entries {
@@ -463,6 +482,8 @@ func (p *pass) report() Report {
 		Proposed:      append([]Adjustment{}, p.proposed...),
 		Liability:     p.liability.list(),
 		Breakage:      p.breakage.list(),
+		SumOfPending:  p.sumPending.String(),
+		Pending:       p.pending.list(),
 	}
 	if !p.sumEntries.Equal(p.sumBalances) {
 		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})

@@ -631,3 +631,57 @@ func TestLiabilityAndBreakage(t *testing.T) {
 		t.Errorf("findings: %v", rep.Findings)
 	}
 }
+
+// The report tells the points pending (granted, not spendable yet) by the
+// month they become spendable in; a grant past its effective time whose
+// MATURATION is not on the record after the sweep grace is a finding, and
+// its points count as matured (here expired: breakage).
+func TestPendingInTheReport(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clk := t0
+	store := dynamo.New(f.env.Client, dynamo.Options{Table: f.env.Ledger, Now: func() time.Time { return clk }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	grant := func(id, amount string, effective, expire time.Time) {
+		m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: id, Amount: amount, Effective: effective, Expire: expire}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("later", "6", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC), time.Time{})
+	grant("soon", "3", t0.Add(time.Hour), t0.Add(48*time.Hour))
+	clk = t0.Add(72 * time.Hour)
+	rec := New(store, f.history, f.leases)
+	rec.now = func() time.Time { return clk }
+	if _, err := f.history.RebuildAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Findings) != 1 || rep.Findings[0].Kind != ledger.FindingMaturityNotRecorded {
+		t.Errorf("findings %v, want grant soon's maturity not recorded", rep.Findings)
+	}
+	wantPending := []MonthAmount{{"2026-12", "6"}}
+	if rep.SumOfPending != "6" || !slices.Equal(rep.Pending, wantPending) || !slices.Equal(rep.Breakage, []MonthAmount{{"2026-11", "3"}}) {
+		t.Errorf("pending %s %v, breakage %v; want 6 in 2026-12, 3 broken in 2026-11", rep.SumOfPending, rep.Pending, rep.Breakage)
+	}
+	if _, err := store.Expire(ctx, "c"); err != nil { // what the sweeper would do: its MATURATION, then its EXPIRATION
+		t.Fatal(err)
+	}
+	if _, err := f.history.RebuildAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Clean || rep.SumOfPending != "6" || !slices.Equal(rep.Pending, wantPending) || !slices.Equal(rep.Breakage, []MonthAmount{{"2026-11", "3"}}) || len(rep.Liability) != 0 {
+		t.Errorf("after the sweep: findings %v, pending %s %v, breakage %v, liability %v", rep.Findings, rep.SumOfPending, rep.Pending, rep.Breakage, rep.Liability)
+	}
+}

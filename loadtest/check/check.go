@@ -102,6 +102,7 @@ func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (re
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: balance %s, its entries fold to %s", user, acct.Balance, folded.Balance))
 		}
 		totals = totals.Plus(t)
+		countReversals(&inv, entries)
 		purchases := matchBook(&inv, user, byUser[user], entries)
 		if k, ok := covers[user]; ok && purchases > k {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
@@ -171,14 +172,36 @@ func matchBook(inv *report.Invariants, user string, sent []*sentRequest, entries
 	return purchases
 }
 
+// countReversals counts entries' REVERSALs by what they took: pending
+// points, spendable ones, or both.
+func countReversals(inv *report.Invariants, entries []ledger.Entry) {
+	for _, e := range entries {
+		if e.Type != ledger.EntryReversal {
+			continue
+		}
+		what := "both"
+		switch {
+		case e.Amount.IsZero():
+			what = "pending"
+		case e.PendingChange.IsZero():
+			what = "spendable"
+		}
+		if inv.Reversals == nil {
+			inv.Reversals = map[string]int64{}
+		}
+		inv.Reversals[what]++
+	}
+}
+
 // moved is what an entry moved, as its request named it: the points held
 // or released for a hold or a release (their amount is 0), else the
-// change to the balance.
+// change to the balance and to what is pending (a pending grant's amount
+// is 0; a reversal takes from both).
 func moved(e ledger.Entry) decimal.Decimal {
 	if info, _ := e.Type.Info(); info.NoAmount {
 		return e.HeldChange.Abs()
 	}
-	return e.Amount.Abs()
+	return e.Amount.Abs().Add(e.PendingChange.Abs())
 }
 
 // expiryPatience bounds the wait for the ledger to put what expired on the
@@ -241,6 +264,6 @@ func awaitExpiry(ctx context.Context, read func(context.Context, string) (ledger
 // due says whether a holds a hold or points past their expiry at now,
 // which the ledger has yet to put on the record.
 func due(a ledger.Account, now time.Time) bool {
-	next := a.NextExpiry()
+	next := a.NextDue()
 	return !next.IsZero() && !next.After(now)
 }

@@ -224,7 +224,7 @@ func holdEntries(entries []ledger.Entry) (made map[string]ledger.Entry, resolved
 			made[e.RequestID] = e
 		case ledger.EntryCapture, ledger.EntryRelease:
 			resolved[e.HoldRequestID] = append(resolved[e.HoldRequestID], e)
-		case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryRefund, ledger.EntryAdjustment, ledger.EntryExpiration:
+		case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryRefund, ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryMaturation, ledger.EntryReversal:
 		}
 	}
 	return made, resolved

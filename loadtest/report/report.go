@@ -219,6 +219,9 @@ type Invariants struct {
 	Balances   string   `json:"sum_of_balances"`
 	// Holds: how many holds ended in each state (checkout).
 	Holds map[ledger.HoldState]int64 `json:"holds,omitempty"`
+	// Reversals: how many REVERSAL entries took pending points only,
+	// spendable points only, or both (returns).
+	Reversals map[string]int64 `json:"reversals,omitempty"`
 }
 
 // CountHolds counts holds by their state.
@@ -246,6 +249,12 @@ func (i *Invariants) Add(run string, o Invariants) {
 	}
 	for state, n := range o.Holds {
 		i.Holds[state] += n
+	}
+	if i.Reversals == nil && len(o.Reversals) > 0 {
+		i.Reversals = map[string]int64{}
+	}
+	for what, n := range o.Reversals {
+		i.Reversals[what] += n
 	}
 	i.Users += o.Users
 	i.Entries += o.Entries

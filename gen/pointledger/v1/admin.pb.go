@@ -448,7 +448,11 @@ type ReconcileReport struct {
 	// Points outstanding by the UTC month they expire in ("never" last).
 	Liability []*MonthAmount `protobuf:"bytes,11,rep,name=liability,proto3" json:"liability,omitempty"`
 	// Points expired unused, by the UTC month they expired in.
-	Breakage      []*MonthAmount `protobuf:"bytes,12,rep,name=breakage,proto3" json:"breakage,omitempty"`
+	Breakage []*MonthAmount `protobuf:"bytes,12,rep,name=breakage,proto3" json:"breakage,omitempty"`
+	// Points granted but not spendable yet (pending grants), in all and by
+	// the UTC month they become spendable in.
+	SumOfPending  string         `protobuf:"bytes,13,opt,name=sum_of_pending,json=sumOfPending,proto3" json:"sum_of_pending,omitempty"`
+	Pending       []*MonthAmount `protobuf:"bytes,14,rep,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -567,6 +571,20 @@ func (x *ReconcileReport) GetBreakage() []*MonthAmount {
 	return nil
 }
 
+func (x *ReconcileReport) GetSumOfPending() string {
+	if x != nil {
+		return x.SumOfPending
+	}
+	return ""
+}
+
+func (x *ReconcileReport) GetPending() []*MonthAmount {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
 // MonthAmount is a sum of points in one month.
 type MonthAmount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -636,10 +654,14 @@ type AdjustRequest struct {
 	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Credits only: when the points expire, or how long they live; as on
 	// GrantRequest, without the program's default.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Credits only: when the points become spendable, or after how long; as
+	// on GrantRequest.
+	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	EffectiveDelay *durationpb.Duration   `protobuf:"bytes,12,opt,name=effective_delay,json=effectiveDelay,proto3" json:"effective_delay,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AdjustRequest) Reset() {
@@ -742,6 +764,20 @@ func (x *AdjustRequest) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *AdjustRequest) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
+func (x *AdjustRequest) GetEffectiveDelay() *durationpb.Duration {
+	if x != nil {
+		return x.EffectiveDelay
+	}
+	return nil
+}
+
 type AdjustResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -749,8 +785,10 @@ type AdjustResponse struct {
 	// an EXPIRATION the ledger may write right after it (points refunded into
 	// a bucket that has expired expire at once). The entry's balance_after is
 	// the entry's own. A replay answers the same.
-	Balance       string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
-	Replayed      bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Balance  string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Replayed bool   `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// What the account has pending after the call.
+	Pending       string `protobuf:"bytes,4,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -804,6 +842,13 @@ func (x *AdjustResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *AdjustResponse) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
 }
 
 type SetAccountStatusRequest struct {
@@ -1207,7 +1252,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x10expected_balance\x18\x05 \x01(\tR\x0fexpectedBalance\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\xd4\x04\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xb1\x05\n" +
 	"\x0fReconcileReport\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1223,10 +1268,12 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x05clean\x18\n" +
 	" \x01(\bR\x05clean\x129\n" +
 	"\tliability\x18\v \x03(\v2\x1b.pointledger.v1.MonthAmountR\tliability\x127\n" +
-	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\";\n" +
+	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\x12$\n" +
+	"\x0esum_of_pending\x18\r \x01(\tR\fsumOfPending\x125\n" +
+	"\apending\x18\x0e \x03(\v2\x1b.pointledger.v1.MonthAmountR\apending\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd1\x03\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd8\x04\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1240,14 +1287,17 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\vexpire_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
 	"\x03ttl\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
+	"\x0eeffective_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
+	"\x0feffective_delay\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
 	"\x0eAdjustResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"\x81\x01\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\x12\x18\n" +
+	"\apending\x18\x04 \x01(\tR\apending\"\x81\x01\n" +
 	"\x17SetAccountStatusRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x125\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1d.pointledger.v1.AccountStatusR\x06status\x12\x16\n" +
@@ -1323,29 +1373,32 @@ var file_pointledger_v1_admin_proto_depIdxs = []int32{
 	4,  // 5: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
 	6,  // 6: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
 	6,  // 7: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
-	15, // 8: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
-	16, // 9: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
-	17, // 10: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
-	18, // 11: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	19, // 12: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	19, // 13: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	16, // 14: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	17, // 15: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 16: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	7,  // 17: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	9,  // 18: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	11, // 19: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	13, // 20: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 21: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	8,  // 22: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	10, // 23: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	12, // 24: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	14, // 25: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	21, // [21:26] is the sub-list for method output_type
-	16, // [16:21] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	6,  // 8: pointledger.v1.ReconcileReport.pending:type_name -> pointledger.v1.MonthAmount
+	15, // 9: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
+	16, // 10: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
+	17, // 11: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 12: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
+	17, // 13: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
+	18, // 14: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	19, // 15: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	19, // 16: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	16, // 17: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	17, // 18: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 19: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	7,  // 20: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	9,  // 21: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	11, // 22: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	13, // 23: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 24: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	8,  // 25: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	10, // 26: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	12, // 27: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	14, // 28: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }

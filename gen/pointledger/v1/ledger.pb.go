@@ -43,20 +43,29 @@ const (
 	// A hold let go: amount 0, held_change -x; reason VOIDED (Void) or
 	// EXPIRED (written by the ledger, without a request_id).
 	EntryType_ENTRY_TYPE_RELEASE EntryType = 8
+	// A pending grant's points made spendable at its effective time: amount
+	// +x, pending_change -x, into the bucket of the grant's expiry; names the
+	// grant. The ledger writes it itself, as it writes expirations.
+	EntryType_ENTRY_TYPE_MATURATION EntryType = 9
+	// A grant's points taken back (ReverseGrant): pending_change -x for what
+	// was pending, amount -y for what was spendable; names the grant.
+	EntryType_ENTRY_TYPE_REVERSAL EntryType = 10
 )
 
 // Enum value maps for EntryType.
 var (
 	EntryType_name = map[int32]string{
-		0: "ENTRY_TYPE_UNSPECIFIED",
-		1: "ENTRY_TYPE_GRANT",
-		2: "ENTRY_TYPE_PURCHASE",
-		3: "ENTRY_TYPE_REFUND",
-		4: "ENTRY_TYPE_ADJUSTMENT",
-		5: "ENTRY_TYPE_EXPIRATION",
-		6: "ENTRY_TYPE_HOLD",
-		7: "ENTRY_TYPE_CAPTURE",
-		8: "ENTRY_TYPE_RELEASE",
+		0:  "ENTRY_TYPE_UNSPECIFIED",
+		1:  "ENTRY_TYPE_GRANT",
+		2:  "ENTRY_TYPE_PURCHASE",
+		3:  "ENTRY_TYPE_REFUND",
+		4:  "ENTRY_TYPE_ADJUSTMENT",
+		5:  "ENTRY_TYPE_EXPIRATION",
+		6:  "ENTRY_TYPE_HOLD",
+		7:  "ENTRY_TYPE_CAPTURE",
+		8:  "ENTRY_TYPE_RELEASE",
+		9:  "ENTRY_TYPE_MATURATION",
+		10: "ENTRY_TYPE_REVERSAL",
 	}
 	EntryType_value = map[string]int32{
 		"ENTRY_TYPE_UNSPECIFIED": 0,
@@ -68,6 +77,8 @@ var (
 		"ENTRY_TYPE_HOLD":        6,
 		"ENTRY_TYPE_CAPTURE":     7,
 		"ENTRY_TYPE_RELEASE":     8,
+		"ENTRY_TYPE_MATURATION":  9,
+		"ENTRY_TYPE_REVERSAL":    10,
 	}
 )
 
@@ -304,8 +315,20 @@ type Entry struct {
 	// Captures and releases: the request_id of the hold they resolve; "" on
 	// other entries.
 	HoldRequestId string `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Pending grants (and credit adjustments), maturations and reversals:
+	// the change to what is pending, and what is pending right after. A
+	// pending grant has amount 0 and pending_change +x. "" on other entries.
+	PendingChange string `protobuf:"bytes,20,opt,name=pending_change,json=pendingChange,proto3" json:"pending_change,omitempty"`
+	PendingAfter  string `protobuf:"bytes,21,opt,name=pending_after,json=pendingAfter,proto3" json:"pending_after,omitempty"`
+	// Maturations and reversals: the request_id of their grant; "" on other
+	// entries.
+	GrantRequestId string `protobuf:"bytes,22,opt,name=grant_request_id,json=grantRequestId,proto3" json:"grant_request_id,omitempty"`
+	// Pending grants and maturations: when the points become spendable.
+	EffectiveTime *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	// Grants: the sum of their reversals so far; "" on other entries.
+	ReversedAmount string `protobuf:"bytes,24,opt,name=reversed_amount,json=reversedAmount,proto3" json:"reversed_amount,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -467,6 +490,41 @@ func (x *Entry) GetHeldAfter() string {
 func (x *Entry) GetHoldRequestId() string {
 	if x != nil {
 		return x.HoldRequestId
+	}
+	return ""
+}
+
+func (x *Entry) GetPendingChange() string {
+	if x != nil {
+		return x.PendingChange
+	}
+	return ""
+}
+
+func (x *Entry) GetPendingAfter() string {
+	if x != nil {
+		return x.PendingAfter
+	}
+	return ""
+}
+
+func (x *Entry) GetGrantRequestId() string {
+	if x != nil {
+		return x.GrantRequestId
+	}
+	return ""
+}
+
+func (x *Entry) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
+func (x *Entry) GetReversedAmount() string {
+	if x != nil {
+		return x.ReversedAmount
 	}
 	return ""
 }
@@ -693,10 +751,18 @@ type GrantRequest struct {
 	// live (JSON "3600s"); not both. Neither: the program's default, if one is
 	// set, else never. Past, or beyond the program's maximum: INVALID_ARGUMENT
 	// (INVALID_EXPIRY).
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// When the points become spendable (at it), or after how long (JSON
+	// "1209600s"); not both. Neither: at once. Until then they are pending:
+	// not in balance, not spendable, not holdable. In the past, or further
+	// ahead than the program allows: INVALID_ARGUMENT (INVALID_EFFECTIVE_TIME).
+	// With one, expire_time must be after it (INVALID_EXPIRY) and a ttl counts
+	// from it.
+	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	EffectiveDelay *durationpb.Duration   `protobuf:"bytes,9,opt,name=effective_delay,json=effectiveDelay,proto3" json:"effective_delay,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GrantRequest) Reset() {
@@ -778,6 +844,20 @@ func (x *GrantRequest) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *GrantRequest) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
+func (x *GrantRequest) GetEffectiveDelay() *durationpb.Duration {
+	if x != nil {
+		return x.EffectiveDelay
+	}
+	return nil
+}
+
 type GrantResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -787,7 +867,9 @@ type GrantResponse struct {
 	// the entry's own. A replay answers the same.
 	Balance string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
 	// True when request_id had been seen before and this is the original result.
-	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// What the account has pending after the call.
+	Pending       string `protobuf:"bytes,4,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -841,6 +923,13 @@ func (x *GrantResponse) GetReplayed() bool {
 		return x.Replayed
 	}
 	return false
+}
+
+func (x *GrantResponse) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
 }
 
 type PurchaseRequest struct {
@@ -1192,7 +1281,13 @@ type GetBalanceResponse struct {
 	// What purchases and new holds may spend: balance - held.
 	Available string `protobuf:"bytes,6,opt,name=available,proto3" json:"available,omitempty"`
 	// What open holds hold.
-	Held          string `protobuf:"bytes,7,opt,name=held,proto3" json:"held,omitempty"`
+	Held string `protobuf:"bytes,7,opt,name=held,proto3" json:"held,omitempty"`
+	// Points granted but not spendable yet (not in balance), and when they
+	// become spendable: soonest first, grants maturing at one instant
+	// together. A balance read at or after an effective time counts those
+	// points in balance at once.
+	Pending       string      `protobuf:"bytes,8,opt,name=pending,proto3" json:"pending,omitempty"`
+	Maturing      []*Maturity `protobuf:"bytes,9,rep,name=maturing,proto3" json:"maturing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1276,6 +1371,73 @@ func (x *GetBalanceResponse) GetHeld() string {
 	return ""
 }
 
+func (x *GetBalanceResponse) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
+}
+
+func (x *GetBalanceResponse) GetMaturing() []*Maturity {
+	if x != nil {
+		return x.Maturing
+	}
+	return nil
+}
+
+// Maturity is what of a user's pending points becomes spendable at one time.
+type Maturity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EffectiveTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Maturity) Reset() {
+	*x = Maturity{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Maturity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Maturity) ProtoMessage() {}
+
+func (x *Maturity) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Maturity.ProtoReflect.Descriptor instead.
+func (*Maturity) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *Maturity) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
+func (x *Maturity) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
 type ListEntriesRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1289,7 +1451,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1463,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1476,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListEntriesRequest) GetUserId() string {
@@ -1349,7 +1511,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1523,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1536,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*Entry {
@@ -1418,13 +1580,20 @@ type HistoryItem struct {
 	HeldChange        string                 `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
 	HeldAfter         string                 `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
 	HoldRequestId     string                 `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// As on Entry: pending grants, maturations and reversals. (A grant's
+	// reversed_amount is not in history: its REVERSAL items say what was
+	// taken back.)
+	PendingChange  string                 `protobuf:"bytes,20,opt,name=pending_change,json=pendingChange,proto3" json:"pending_change,omitempty"`
+	PendingAfter   string                 `protobuf:"bytes,21,opt,name=pending_after,json=pendingAfter,proto3" json:"pending_after,omitempty"`
+	GrantRequestId string                 `protobuf:"bytes,22,opt,name=grant_request_id,json=grantRequestId,proto3" json:"grant_request_id,omitempty"`
+	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
 	*x = HistoryItem{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1605,7 @@ func (x *HistoryItem) String() string {
 func (*HistoryItem) ProtoMessage() {}
 
 func (x *HistoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1618,7 @@ func (x *HistoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
 func (*HistoryItem) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HistoryItem) GetEntryId() string {
@@ -1585,6 +1754,34 @@ func (x *HistoryItem) GetHoldRequestId() string {
 	return ""
 }
 
+func (x *HistoryItem) GetPendingChange() string {
+	if x != nil {
+		return x.PendingChange
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetPendingAfter() string {
+	if x != nil {
+		return x.PendingAfter
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetGrantRequestId() string {
+	if x != nil {
+		return x.GrantRequestId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
 type ListHistoryRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -1619,7 +1816,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1828,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1841,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListHistoryRequest) GetUserId() string {
@@ -1714,7 +1911,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1923,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1936,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListHistoryResponse) GetItems() []*HistoryItem {
@@ -1775,7 +1972,7 @@ type AuthorizeRequest struct {
 
 func (x *AuthorizeRequest) Reset() {
 	*x = AuthorizeRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1984,7 @@ func (x *AuthorizeRequest) String() string {
 func (*AuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1997,7 @@ func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AuthorizeRequest) GetUserId() string {
@@ -1868,7 +2065,7 @@ type AuthorizeResponse struct {
 
 func (x *AuthorizeResponse) Reset() {
 	*x = AuthorizeResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2077,7 @@ func (x *AuthorizeResponse) String() string {
 func (*AuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2090,7 @@ func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AuthorizeResponse) GetHold() *Hold {
@@ -1946,7 +2143,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2155,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2168,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CaptureRequest) GetUserId() string {
@@ -2027,7 +2224,7 @@ type CaptureResponse struct {
 
 func (x *CaptureResponse) Reset() {
 	*x = CaptureResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2236,7 @@ func (x *CaptureResponse) String() string {
 func (*CaptureResponse) ProtoMessage() {}
 
 func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2249,7 @@ func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
 func (*CaptureResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CaptureResponse) GetEntry() *Entry {
@@ -2110,7 +2307,7 @@ type VoidRequest struct {
 
 func (x *VoidRequest) Reset() {
 	*x = VoidRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2319,7 @@ func (x *VoidRequest) String() string {
 func (*VoidRequest) ProtoMessage() {}
 
 func (x *VoidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2332,7 @@ func (x *VoidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidRequest.ProtoReflect.Descriptor instead.
 func (*VoidRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *VoidRequest) GetUserId() string {
@@ -2184,7 +2381,7 @@ type VoidResponse struct {
 
 func (x *VoidResponse) Reset() {
 	*x = VoidResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2196,7 +2393,7 @@ func (x *VoidResponse) String() string {
 func (*VoidResponse) ProtoMessage() {}
 
 func (x *VoidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2209,7 +2406,7 @@ func (x *VoidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidResponse.ProtoReflect.Descriptor instead.
 func (*VoidResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VoidResponse) GetEntry() *Entry {
@@ -2269,7 +2466,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2478,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2491,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListHoldsRequest) GetUserId() string {
@@ -2336,7 +2533,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2545,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2558,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*Hold {
@@ -2378,11 +2575,186 @@ func (x *ListHoldsResponse) GetNextPageToken() string {
 	return ""
 }
 
+type ReverseGrantRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The request_id of the Grant to take back.
+	GrantRequestId string `protobuf:"bytes,2,opt,name=grant_request_id,json=grantRequestId,proto3" json:"grant_request_id,omitempty"`
+	// What to take back; empty: all that is left of the grant.
+	Amount    string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Why (an order returned, say); printable, at most 512 bytes; may be
+	// empty.
+	Reason        string            `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReverseGrantRequest) Reset() {
+	*x = ReverseGrantRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReverseGrantRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReverseGrantRequest) ProtoMessage() {}
+
+func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReverseGrantRequest.ProtoReflect.Descriptor instead.
+func (*ReverseGrantRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReverseGrantRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ReverseGrantRequest) GetGrantRequestId() string {
+	if x != nil {
+		return x.GrantRequestId
+	}
+	return ""
+}
+
+func (x *ReverseGrantRequest) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *ReverseGrantRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReverseGrantRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReverseGrantRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+type ReverseGrantResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// The account after everything this call wrote (a maturation due is
+	// written before the reversal). The entry's balance_after and
+	// pending_after are the entry's own. A replay answers the same.
+	Balance       string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	Available     string `protobuf:"bytes,3,opt,name=available,proto3" json:"available,omitempty"`
+	Held          string `protobuf:"bytes,4,opt,name=held,proto3" json:"held,omitempty"`
+	Pending       string `protobuf:"bytes,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	Replayed      bool   `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReverseGrantResponse) Reset() {
+	*x = ReverseGrantResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReverseGrantResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReverseGrantResponse) ProtoMessage() {}
+
+func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReverseGrantResponse.ProtoReflect.Descriptor instead.
+func (*ReverseGrantResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReverseGrantResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *ReverseGrantResponse) GetBalance() string {
+	if x != nil {
+		return x.Balance
+	}
+	return ""
+}
+
+func (x *ReverseGrantResponse) GetAvailable() string {
+	if x != nil {
+		return x.Available
+	}
+	return ""
+}
+
+func (x *ReverseGrantResponse) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *ReverseGrantResponse) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
+}
+
+func (x *ReverseGrantResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x06\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\b\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2408,7 +2780,12 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"heldChange\x12\x1d\n" +
 	"\n" +
 	"held_after\x18\x12 \x01(\tR\theldAfter\x12&\n" +
-	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
+	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x12%\n" +
+	"\x0epending_change\x18\x14 \x01(\tR\rpendingChange\x12#\n" +
+	"\rpending_after\x18\x15 \x01(\tR\fpendingAfter\x12(\n" +
+	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
+	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12'\n" +
+	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x02\n" +
@@ -2431,7 +2808,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x06Bucket\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xe8\x02\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xef\x03\n" +
 	"\fGrantRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -2441,14 +2818,17 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2*.pointledger.v1.GrantRequest.MetadataEntryR\bmetadata\x12;\n" +
 	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
-	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
+	"\x0eeffective_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
+	"\x0feffective_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
 	"\rGrantResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"\x84\x02\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\x12\x18\n" +
+	"\apending\x18\x04 \x01(\tR\apending\"\x84\x02\n" +
 	"\x0fPurchaseRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -2479,7 +2859,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\",\n" +
 	"\x11GetBalanceRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xfe\x01\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xce\x02\n" +
 	"\x12GetBalanceResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x18\n" +
@@ -2487,7 +2867,12 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x06status\x18\x04 \x01(\x0e2\x1d.pointledger.v1.AccountStatusR\x06status\x122\n" +
 	"\bexpiring\x18\x05 \x03(\v2\x16.pointledger.v1.BucketR\bexpiring\x12\x1c\n" +
 	"\tavailable\x18\x06 \x01(\tR\tavailable\x12\x12\n" +
-	"\x04held\x18\a \x01(\tR\x04held\"i\n" +
+	"\x04held\x18\a \x01(\tR\x04held\x12\x18\n" +
+	"\apending\x18\b \x01(\tR\apending\x124\n" +
+	"\bmaturing\x18\t \x03(\v2\x18.pointledger.v1.MaturityR\bmaturing\"e\n" +
+	"\bMaturity\x12A\n" +
+	"\x0eeffective_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"i\n" +
 	"\x12ListEntriesRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -2495,7 +2880,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\b\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2521,7 +2906,11 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"heldChange\x12\x1d\n" +
 	"\n" +
 	"held_after\x18\x12 \x01(\tR\theldAfter\x12&\n" +
-	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
+	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x12%\n" +
+	"\x0epending_change\x18\x14 \x01(\tR\rpendingChange\x12#\n" +
+	"\rpending_after\x18\x15 \x01(\tR\fpendingAfter\x12(\n" +
+	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
+	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
@@ -2600,7 +2989,25 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"g\n" +
 	"\x11ListHoldsResponse\x12*\n" +
 	"\x05holds\x18\x01 \x03(\v2\x14.pointledger.v1.HoldR\x05holds\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xe8\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xb3\x02\n" +
+	"\x13ReverseGrantRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12(\n" +
+	"\x10grant_request_id\x18\x02 \x01(\tR\x0egrantRequestId\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12M\n" +
+	"\bmetadata\x18\x06 \x03(\v21.pointledger.v1.ReverseGrantRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x01\n" +
+	"\x14ReverseGrantResponse\x12+\n" +
+	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
+	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1c\n" +
+	"\tavailable\x18\x03 \x01(\tR\tavailable\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\tR\x04held\x12\x18\n" +
+	"\apending\x18\x05 \x01(\tR\apending\x12\x1a\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed*\x9c\x02\n" +
 	"\tEntryType\x12\x1a\n" +
 	"\x16ENTRY_TYPE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10ENTRY_TYPE_GRANT\x10\x01\x12\x17\n" +
@@ -2610,7 +3017,10 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x15ENTRY_TYPE_EXPIRATION\x10\x05\x12\x13\n" +
 	"\x0fENTRY_TYPE_HOLD\x10\x06\x12\x16\n" +
 	"\x12ENTRY_TYPE_CAPTURE\x10\a\x12\x16\n" +
-	"\x12ENTRY_TYPE_RELEASE\x10\b*\x84\x01\n" +
+	"\x12ENTRY_TYPE_RELEASE\x10\b\x12\x19\n" +
+	"\x15ENTRY_TYPE_MATURATION\x10\t\x12\x17\n" +
+	"\x13ENTRY_TYPE_REVERSAL\x10\n" +
+	"*\x84\x01\n" +
 	"\tHoldState\x12\x1a\n" +
 	"\x16HOLD_STATE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fHOLD_STATE_HELD\x10\x01\x12\x17\n" +
@@ -2625,7 +3035,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREFUND_STATUS_NOT_REFUNDED\x10\x01\x12$\n" +
 	" REFUND_STATUS_PARTIALLY_REFUNDED\x10\x02\x12\x1a\n" +
-	"\x16REFUND_STATUS_REFUNDED\x10\x032\xc5\x06\n" +
+	"\x16REFUND_STATUS_REFUNDED\x10\x032\xa2\a\n" +
 	"\rLedgerService\x12F\n" +
 	"\x05Grant\x12\x1c.pointledger.v1.GrantRequest\x1a\x1d.pointledger.v1.GrantResponse\"\x00\x12O\n" +
 	"\bPurchase\x12\x1f.pointledger.v1.PurchaseRequest\x1a .pointledger.v1.PurchaseResponse\"\x00\x12I\n" +
@@ -2637,7 +3047,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\tAuthorize\x12 .pointledger.v1.AuthorizeRequest\x1a!.pointledger.v1.AuthorizeResponse\"\x00\x12L\n" +
 	"\aCapture\x12\x1e.pointledger.v1.CaptureRequest\x1a\x1f.pointledger.v1.CaptureResponse\"\x00\x12C\n" +
 	"\x04Void\x12\x1b.pointledger.v1.VoidRequest\x1a\x1c.pointledger.v1.VoidResponse\"\x00\x12U\n" +
-	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
+	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01\x12[\n" +
+	"\fReverseGrant\x12#.pointledger.v1.ReverseGrantRequest\x1a$.pointledger.v1.ReverseGrantResponse\"\x00BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
 
 var (
 	file_pointledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -2652,7 +3063,7 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
 	(HoldState)(0),                // 1: pointledger.v1.HoldState
@@ -2670,99 +3081,113 @@ var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(*RefundResponse)(nil),        // 13: pointledger.v1.RefundResponse
 	(*GetBalanceRequest)(nil),     // 14: pointledger.v1.GetBalanceRequest
 	(*GetBalanceResponse)(nil),    // 15: pointledger.v1.GetBalanceResponse
-	(*ListEntriesRequest)(nil),    // 16: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 17: pointledger.v1.ListEntriesResponse
-	(*HistoryItem)(nil),           // 18: pointledger.v1.HistoryItem
-	(*ListHistoryRequest)(nil),    // 19: pointledger.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),   // 20: pointledger.v1.ListHistoryResponse
-	(*AuthorizeRequest)(nil),      // 21: pointledger.v1.AuthorizeRequest
-	(*AuthorizeResponse)(nil),     // 22: pointledger.v1.AuthorizeResponse
-	(*CaptureRequest)(nil),        // 23: pointledger.v1.CaptureRequest
-	(*CaptureResponse)(nil),       // 24: pointledger.v1.CaptureResponse
-	(*VoidRequest)(nil),           // 25: pointledger.v1.VoidRequest
-	(*VoidResponse)(nil),          // 26: pointledger.v1.VoidResponse
-	(*ListHoldsRequest)(nil),      // 27: pointledger.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 28: pointledger.v1.ListHoldsResponse
-	nil,                           // 29: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 30: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 31: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 32: pointledger.v1.RefundRequest.MetadataEntry
-	nil,                           // 33: pointledger.v1.HistoryItem.MetadataEntry
-	nil,                           // 34: pointledger.v1.AuthorizeRequest.MetadataEntry
-	nil,                           // 35: pointledger.v1.CaptureRequest.MetadataEntry
-	nil,                           // 36: pointledger.v1.VoidRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(*Maturity)(nil),              // 16: pointledger.v1.Maturity
+	(*ListEntriesRequest)(nil),    // 17: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 18: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 19: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 20: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 21: pointledger.v1.ListHistoryResponse
+	(*AuthorizeRequest)(nil),      // 22: pointledger.v1.AuthorizeRequest
+	(*AuthorizeResponse)(nil),     // 23: pointledger.v1.AuthorizeResponse
+	(*CaptureRequest)(nil),        // 24: pointledger.v1.CaptureRequest
+	(*CaptureResponse)(nil),       // 25: pointledger.v1.CaptureResponse
+	(*VoidRequest)(nil),           // 26: pointledger.v1.VoidRequest
+	(*VoidResponse)(nil),          // 27: pointledger.v1.VoidResponse
+	(*ListHoldsRequest)(nil),      // 28: pointledger.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 29: pointledger.v1.ListHoldsResponse
+	(*ReverseGrantRequest)(nil),   // 30: pointledger.v1.ReverseGrantRequest
+	(*ReverseGrantResponse)(nil),  // 31: pointledger.v1.ReverseGrantResponse
+	nil,                           // 32: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 33: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 34: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 35: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 36: pointledger.v1.HistoryItem.MetadataEntry
+	nil,                           // 37: pointledger.v1.AuthorizeRequest.MetadataEntry
+	nil,                           // 38: pointledger.v1.CaptureRequest.MetadataEntry
+	nil,                           // 39: pointledger.v1.VoidRequest.MetadataEntry
+	nil,                           // 40: pointledger.v1.ReverseGrantRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	37, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	29, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	37, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	41, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	32, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	41, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
 	6,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
-	1,  // 5: pointledger.v1.Hold.state:type_name -> pointledger.v1.HoldState
-	37, // 6: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
-	37, // 7: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
-	37, // 8: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
-	37, // 9: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
-	30, // 10: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	37, // 11: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
-	38, // 12: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
-	4,  // 13: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	31, // 14: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
-	4,  // 15: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	32, // 16: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
-	4,  // 17: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
-	2,  // 18: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
-	7,  // 19: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
-	4,  // 20: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	0,  // 21: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
-	37, // 22: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
-	33, // 23: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
-	3,  // 24: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
-	37, // 25: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
-	6,  // 26: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
-	0,  // 27: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	37, // 28: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	37, // 29: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	18, // 30: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	34, // 31: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
-	37, // 32: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
-	38, // 33: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
-	5,  // 34: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
-	35, // 35: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
-	4,  // 36: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 37: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
-	36, // 38: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
-	4,  // 39: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 40: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
-	1,  // 41: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
-	5,  // 42: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
-	8,  // 43: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	10, // 44: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	12, // 45: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	14, // 46: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	16, // 47: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	19, // 48: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	21, // 49: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
-	23, // 50: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
-	25, // 51: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
-	27, // 52: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
-	9,  // 53: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	11, // 54: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	13, // 55: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	15, // 56: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	17, // 57: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	20, // 58: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	22, // 59: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
-	24, // 60: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
-	26, // 61: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
-	28, // 62: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
-	53, // [53:63] is the sub-list for method output_type
-	43, // [43:53] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	41, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
+	1,  // 6: pointledger.v1.Hold.state:type_name -> pointledger.v1.HoldState
+	41, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
+	41, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
+	41, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
+	41, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
+	33, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	41, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
+	42, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
+	41, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
+	42, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
+	4,  // 16: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
+	34, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	4,  // 18: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
+	35, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	4,  // 20: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
+	2,  // 21: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
+	7,  // 22: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
+	16, // 23: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
+	41, // 24: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
+	4,  // 25: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 26: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	41, // 27: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	36, // 28: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	3,  // 29: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	41, // 30: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 31: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
+	41, // 32: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
+	0,  // 33: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	41, // 34: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	41, // 35: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	19, // 36: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	37, // 37: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
+	41, // 38: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
+	42, // 39: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
+	5,  // 40: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
+	38, // 41: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
+	4,  // 42: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 43: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
+	39, // 44: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
+	4,  // 45: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 46: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
+	1,  // 47: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
+	5,  // 48: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
+	40, // 49: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
+	4,  // 50: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
+	8,  // 51: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	10, // 52: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	12, // 53: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	14, // 54: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	17, // 55: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	20, // 56: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	22, // 57: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
+	24, // 58: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
+	26, // 59: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
+	28, // 60: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
+	30, // 61: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
+	9,  // 62: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	11, // 63: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	13, // 64: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	15, // 65: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	18, // 66: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	21, // 67: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	23, // 68: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
+	25, // 69: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
+	27, // 70: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
+	29, // 71: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
+	31, // 72: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
+	62, // [62:73] is the sub-list for method output_type
+	51, // [51:62] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -2776,7 +3201,7 @@ func file_pointledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

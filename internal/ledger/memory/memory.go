@@ -29,6 +29,7 @@ type Store struct {
 	now        func() time.Time
 	maxBuckets int
 	maxHolds   int
+	maxPending int
 	tokens     *pagetoken.Codec
 	followers  []func(ledger.Entry)
 }
@@ -67,6 +68,10 @@ func (s *Store) SetLimits(maxBuckets, maxHolds int) {
 	s.maxBuckets, s.maxHolds = maxBuckets, maxHolds
 }
 
+// SetMaxPending bounds each account's pending grants as the store's
+// settings do (0: the domain's default). Call it before the store is used.
+func (s *Store) SetMaxPending(n int) { s.maxPending = n }
+
 // Follow has f told of every entry the store commits from now on, in
 // version order for each user, under the store's lock: f must not call the
 // store.
@@ -92,7 +97,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	if rec, ok := u.requests[m.RequestID]; ok {
 		return u.replay(m, rec)
 	}
-	facts := ledger.Facts{MaxBuckets: s.maxBuckets, MaxHolds: s.maxHolds}
+	facts := ledger.Facts{MaxBuckets: s.maxBuckets, MaxHolds: s.maxHolds, MaxPending: s.maxPending}
 	if h, ok := u.holds[m.HoldRequestID]; ok && m.HoldRequestID != "" {
 		facts.Hold = &ledger.HoldRef{State: h.State}
 	}
@@ -100,6 +105,12 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		if rec, ok := u.requests[m.PurchaseRequestID]; ok && rec.Refusal == nil {
 			p := u.entries[rec.Version-1]
 			facts.Purchase = &ledger.PurchaseRef{Version: p.Version, Type: p.Type, Amount: p.Amount.Abs(), Draws: p.Draws, Refunded: p.RefundedAmount}
+		}
+	}
+	if m.GrantRequestID != "" {
+		if rec, ok := u.requests[m.GrantRequestID]; ok && rec.Refusal == nil {
+			g := u.entries[rec.Version-1]
+			facts.Grant = &ledger.GrantRef{Version: g.Version, Type: g.Type, Amount: g.Amount.Add(g.PendingChange), Reversed: g.ReversedAmount}
 		}
 	}
 	if m.ExplainBalance {
@@ -123,7 +134,11 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		p := &u.entries[facts.Purchase.Version-1]
 		p.RefundedAmount = p.RefundedAmount.Add(m.Amount)
 	}
-	return ledger.Result{Entry: u.entries[main.Version-1], Balance: dec.After.Balance, Held: dec.After.Held, Hold: dec.Hold}, nil
+	if main.Type == ledger.EntryReversal {
+		g := &u.entries[main.GrantVersion-1]
+		g.ReversedAmount = g.ReversedAmount.Sub(main.Amount).Sub(main.PendingChange)
+	}
+	return ledger.Result{Entry: u.entries[main.Version-1], Balance: dec.After.Balance, Held: dec.After.Held, Pending: dec.After.Pending, Hold: dec.Hold}, nil
 }
 
 // commit appends a decision's entries, with ids, takes its account, and
@@ -133,6 +148,9 @@ func (s *Store) commit(u *user, dec ledger.Decision) {
 		e.ID = ulid.Make().String()
 		if e.Refundable() {
 			e.RefundedAmount = decimal.Zero
+		}
+		if e.Type == ledger.EntryGrant {
+			e.ReversedAmount = decimal.Zero
 		}
 		u.entries = append(u.entries, e)
 		switch {
@@ -162,7 +180,7 @@ func (u *user) replay(m ledger.Mutation, rec record) (ledger.Result, error) {
 	}
 	e, last := u.entries[rec.Version-1], u.entries[rec.Last-1]
 	hold := u.holds[cmp.Or(e.HoldRequestID, e.RequestID)]
-	return ledger.Result{Entry: e, Balance: last.BalanceAfter, Held: last.HeldAfter, Replayed: true, Hold: hold}, nil
+	return ledger.Result{Entry: e, Balance: last.BalanceAfter, Held: last.HeldAfter, Pending: last.PendingAfter, Replayed: true, Hold: hold}, nil
 }
 
 // Holds pages through a user's holds in version order.
@@ -267,11 +285,11 @@ func (s *Store) Expire(_ context.Context, id string) (ledger.Result, error) {
 	u := s.user(id)
 	dec := ledger.DecideExpiry(u.acct, s.now())
 	if len(dec.Entries) == 0 {
-		return ledger.Result{Balance: u.acct.Balance, Held: u.acct.Held}, nil
+		return ledger.Result{Balance: u.acct.Balance, Held: u.acct.Held, Pending: u.acct.Pending}, nil
 	}
 	s.commit(u, dec)
 	last := u.entries[len(u.entries)-1]
-	return ledger.Result{Entry: last, Balance: last.BalanceAfter, Held: last.HeldAfter}, nil
+	return ledger.Result{Entry: last, Balance: last.BalanceAfter, Held: last.HeldAfter, Pending: last.PendingAfter}, nil
 }
 
 func (s *Store) SetStatus(_ context.Context, id string, status ledger.Status, reason string) (ledger.Account, bool, error) {

@@ -50,7 +50,7 @@ func (r *Reconciler) Run(ctx context.Context, o reconcile.Options) (reconcile.Re
 	if o.User == "" {
 		total = int64(len(users))
 	}
-	sumEntries, sumBalances := decimal.Zero, decimal.Zero
+	sumEntries, sumBalances, sumPending := decimal.Zero, decimal.Zero, decimal.Zero
 	for _, user := range users {
 		if err := ctx.Err(); err != nil {
 			return reconcile.Report{}, err
@@ -69,11 +69,16 @@ func (r *Reconciler) Run(ctx context.Context, o reconcile.Options) (reconcile.Re
 		rep.Entries += int64(len(p.Entries))
 		rep.ItemsRead += int64(p.Items)
 		sumEntries, sumBalances = sumEntries.Add(folded.Balance), sumBalances.Add(p.Account.Balance)
+		for _, l := range p.Account.PendingLots {
+			if start.Before(l.EffectiveTime) {
+				sumPending = sumPending.Add(l.Amount)
+			}
+		}
 		if o.Progress != nil {
 			o.Progress(reconcile.Progress{Users: rep.Users, TotalUsers: total, Entries: rep.Entries, Findings: int64(len(rep.Findings)), Elapsed: r.store.now().Sub(start)})
 		}
 	}
-	rep.SumOfEntries, rep.SumOfBalances = sumEntries.String(), sumBalances.String()
+	rep.SumOfEntries, rep.SumOfBalances, rep.SumOfPending = sumEntries.String(), sumBalances.String(), sumPending.String()
 	if !sumEntries.Equal(sumBalances) {
 		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})
 	}

@@ -56,6 +56,9 @@ const (
 	LedgerServiceVoidProcedure = "/pointledger.v1.LedgerService/Void"
 	// LedgerServiceListHoldsProcedure is the fully-qualified name of the LedgerService's ListHolds RPC.
 	LedgerServiceListHoldsProcedure = "/pointledger.v1.LedgerService/ListHolds"
+	// LedgerServiceReverseGrantProcedure is the fully-qualified name of the LedgerService's
+	// ReverseGrant RPC.
+	LedgerServiceReverseGrantProcedure = "/pointledger.v1.LedgerService/ReverseGrant"
 )
 
 // LedgerServiceClient is a client for the pointledger.v1.LedgerService service.
@@ -110,6 +113,16 @@ type LedgerServiceClient interface {
 	// says otherwise, oldest first (strongly consistent). A hold at or past
 	// its expire_time is EXPIRED, even before its RELEASE is written.
 	ListHolds(context.Context, *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error)
+	// ReverseGrant takes back a grant's points (an order returned): what is
+	// still pending of it first (pending_change -x, amount 0 for that part),
+	// then, once matured, spendable points drawn soonest expiry first (amount
+	// -y, draws), in one REVERSAL entry that names the grant. No amount: all
+	// that is left of the grant. A frozen account is still reversed. Refused
+	// with NOT_FOUND (GRANT_NOT_FOUND) or FAILED_PRECONDITION:
+	// REVERSAL_EXCEEDS_GRANT (the grant's reversals would sum to more than
+	// it), INSUFFICIENT_BALANCE (available does not cover the spendable
+	// part). Service role.
+	ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error)
 }
 
 // NewLedgerServiceClient constructs a client for the pointledger.v1.LedgerService service. By
@@ -187,21 +200,28 @@ func NewLedgerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		reverseGrant: connect.NewClient[v1.ReverseGrantRequest, v1.ReverseGrantResponse](
+			httpClient,
+			baseURL+LedgerServiceReverseGrantProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("ReverseGrant")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // ledgerServiceClient implements LedgerServiceClient.
 type ledgerServiceClient struct {
-	grant       *connect.Client[v1.GrantRequest, v1.GrantResponse]
-	purchase    *connect.Client[v1.PurchaseRequest, v1.PurchaseResponse]
-	refund      *connect.Client[v1.RefundRequest, v1.RefundResponse]
-	getBalance  *connect.Client[v1.GetBalanceRequest, v1.GetBalanceResponse]
-	listEntries *connect.Client[v1.ListEntriesRequest, v1.ListEntriesResponse]
-	listHistory *connect.Client[v1.ListHistoryRequest, v1.ListHistoryResponse]
-	authorize   *connect.Client[v1.AuthorizeRequest, v1.AuthorizeResponse]
-	capture     *connect.Client[v1.CaptureRequest, v1.CaptureResponse]
-	void        *connect.Client[v1.VoidRequest, v1.VoidResponse]
-	listHolds   *connect.Client[v1.ListHoldsRequest, v1.ListHoldsResponse]
+	grant        *connect.Client[v1.GrantRequest, v1.GrantResponse]
+	purchase     *connect.Client[v1.PurchaseRequest, v1.PurchaseResponse]
+	refund       *connect.Client[v1.RefundRequest, v1.RefundResponse]
+	getBalance   *connect.Client[v1.GetBalanceRequest, v1.GetBalanceResponse]
+	listEntries  *connect.Client[v1.ListEntriesRequest, v1.ListEntriesResponse]
+	listHistory  *connect.Client[v1.ListHistoryRequest, v1.ListHistoryResponse]
+	authorize    *connect.Client[v1.AuthorizeRequest, v1.AuthorizeResponse]
+	capture      *connect.Client[v1.CaptureRequest, v1.CaptureResponse]
+	void         *connect.Client[v1.VoidRequest, v1.VoidResponse]
+	listHolds    *connect.Client[v1.ListHoldsRequest, v1.ListHoldsResponse]
+	reverseGrant *connect.Client[v1.ReverseGrantRequest, v1.ReverseGrantResponse]
 }
 
 // Grant calls pointledger.v1.LedgerService.Grant.
@@ -252,6 +272,11 @@ func (c *ledgerServiceClient) Void(ctx context.Context, req *connect.Request[v1.
 // ListHolds calls pointledger.v1.LedgerService.ListHolds.
 func (c *ledgerServiceClient) ListHolds(ctx context.Context, req *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error) {
 	return c.listHolds.CallUnary(ctx, req)
+}
+
+// ReverseGrant calls pointledger.v1.LedgerService.ReverseGrant.
+func (c *ledgerServiceClient) ReverseGrant(ctx context.Context, req *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error) {
+	return c.reverseGrant.CallUnary(ctx, req)
 }
 
 // LedgerServiceHandler is an implementation of the pointledger.v1.LedgerService service.
@@ -306,6 +331,16 @@ type LedgerServiceHandler interface {
 	// says otherwise, oldest first (strongly consistent). A hold at or past
 	// its expire_time is EXPIRED, even before its RELEASE is written.
 	ListHolds(context.Context, *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error)
+	// ReverseGrant takes back a grant's points (an order returned): what is
+	// still pending of it first (pending_change -x, amount 0 for that part),
+	// then, once matured, spendable points drawn soonest expiry first (amount
+	// -y, draws), in one REVERSAL entry that names the grant. No amount: all
+	// that is left of the grant. A frozen account is still reversed. Refused
+	// with NOT_FOUND (GRANT_NOT_FOUND) or FAILED_PRECONDITION:
+	// REVERSAL_EXCEEDS_GRANT (the grant's reversals would sum to more than
+	// it), INSUFFICIENT_BALANCE (available does not cover the spendable
+	// part). Service role.
+	ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error)
 }
 
 // NewLedgerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -379,6 +414,12 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	ledgerServiceReverseGrantHandler := connect.NewUnaryHandler(
+		LedgerServiceReverseGrantProcedure,
+		svc.ReverseGrant,
+		connect.WithSchema(ledgerServiceMethods.ByName("ReverseGrant")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/pointledger.v1.LedgerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LedgerServiceGrantProcedure:
@@ -401,6 +442,8 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 			ledgerServiceVoidHandler.ServeHTTP(w, r)
 		case LedgerServiceListHoldsProcedure:
 			ledgerServiceListHoldsHandler.ServeHTTP(w, r)
+		case LedgerServiceReverseGrantProcedure:
+			ledgerServiceReverseGrantHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -448,4 +491,8 @@ func (UnimplementedLedgerServiceHandler) Void(context.Context, *connect.Request[
 
 func (UnimplementedLedgerServiceHandler) ListHolds(context.Context, *connect.Request[v1.ListHoldsRequest]) (*connect.Response[v1.ListHoldsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ListHolds is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ReverseGrant is not implemented"))
 }
