@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -420,6 +422,42 @@ func runReadmeWebhooks(t *testing.T, p *ledgerdProcess) {
 	if receiver == nil {
 		t.Fatal("README webhooks: no command starts the receiver")
 	}
+	runOperationsWebhooks(t, p, dir, env, receiver)
+}
+
+// runOperationsWebhooks runs the commands of docs/operations.md's webhooks
+// section, which it says work after the README's webhooks steps, in the
+// same folder, with a .local/dev.env as make run writes it: each must exit
+// 0 and answer no error. Its redelivery must reach the receiver again.
+func runOperationsWebhooks(t *testing.T, p *ledgerdProcess, dir string, env []string, receiver *dynamolocal.Output) {
+	t.Helper()
+	devEnv := fmt.Sprintf("export LEDGER_URL=http://%s\nexport LEDGER_OPS_URL=http://%s\nexport TOKEN=%s\nexport ADMIN_TOKEN=%s\n",
+		p.addr, p.opsAddr, p.creds.ServiceToken, p.creds.AdminToken)
+	if err := os.WriteFile(filepath.Join(dir, ".local", "dev.env"), []byte(devEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := readSteps(t, "../../docs/operations.md", "webhooks")
+	if len(steps) < 3 {
+		t.Fatalf("docs/operations.md has %d webhook commands, want the status, the deliveries, a redelivery and more", len(steps))
+	}
+	redelivered := false
+	for _, step := range steps {
+		c := exec.Command("bash", "-euo", "pipefail", "-c", step.command)
+		c.Dir, c.Env = dir, env
+		out, err := c.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) == "" || strings.Contains(string(out), `"code":`) {
+			t.Fatalf("docs/operations.md command:\n%s\nanswered (%v):\n%s", step.command, err, out)
+		}
+		redelivered = redelivered || strings.Contains(step.command, "RedeliverWebhookEvents")
+	}
+	if !redelivered {
+		t.Fatal("docs/operations.md's webhook commands redeliver nothing")
+	}
+	// The receiver already had alice's version 7: it comes again under its
+	// webhook-id.
+	waitForOutput(t, receiver, "alice's version 7 again, as a duplicate", func(line string) bool {
+		return strings.HasPrefix(line, "alice version 7 points.spent: duplicate of webhook-id ")
+	})
 }
 
 // startReceiver starts the README's receiver command c in a process group
@@ -462,23 +500,21 @@ func startReceiver(t *testing.T, c *exec.Cmd) *dynamolocal.Output {
 // README shows, with nothing noticed about its order.
 func waitForLines(t *testing.T, receiver *dynamolocal.Output, want string) {
 	t.Helper()
+	for _, w := range strings.Split(strings.TrimSpace(want), "\n") {
+		waitForOutput(t, receiver, strconv.Quote(w), func(line string) bool { return line == w })
+	}
+}
+
+// waitForOutput waits until the receiver has printed a line that matches.
+func waitForOutput(t *testing.T, receiver *dynamolocal.Output, what string, match func(line string) bool) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute) // a bound on a hang, not on speed
 	for {
-		got := map[string]bool{}
-		for _, line := range strings.Split(receiver.String(), "\n") {
-			got[line] = true
-		}
-		var missing []string
-		for _, line := range strings.Split(strings.TrimSpace(want), "\n") {
-			if !got[line] {
-				missing = append(missing, line)
-			}
-		}
-		if len(missing) == 0 {
+		if slices.ContainsFunc(strings.Split(receiver.String(), "\n"), match) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the webhook receiver did not print %q within 2 minutes; it printed:\n%s", missing, receiver)
+			t.Fatalf("the webhook receiver did not print %s within 2 minutes; it printed:\n%s", what, receiver)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
