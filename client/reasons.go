@@ -91,9 +91,9 @@ const (
 	ReasonInternal      Reason = "INTERNAL"
 
 	// unimplemented: the path names no method of the services; or the
-	// server is built without what the method needs (a ledgerd without a
-	// webhook dispatcher answers ListWebhookDeliveries and
-	// RedeliverWebhookEvents so).
+	// server is built without what the method needs (ListWebhookDeliveries
+	// and RedeliverWebhookEvents from a server without the webhooks
+	// table's deliveries; ledgerd serve always has them).
 	ReasonUnknownProcedure Reason = "UNKNOWN_PROCEDURE"
 	ReasonNotConfigured    Reason = "NOT_CONFIGURED"
 

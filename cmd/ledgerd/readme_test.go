@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,7 +258,9 @@ func normalize(t *testing.T, s string) any {
 			for k, x := range v {
 				// A page token is signed with a key derived from the
 				// table names, which differ here.
-				if k == "entry_id" || k == "create_time" || k == "next_page_token" || k == "expire_time" || k == "effective_time" {
+				// A webhook endpoint's id and secret are drawn at random.
+				if k == "entry_id" || k == "create_time" || k == "next_page_token" || k == "expire_time" ||
+					k == "effective_time" || k == "endpoint_id" || k == "secret" {
 					v[k] = "<" + k + ">"
 				}
 				walk(x)
@@ -276,7 +280,8 @@ func TestReadmeQuickstart(t *testing.T) {
 	// The history read waits for its min_version for up to 30 s instead of
 	// 2: a machine busy with other tests may lag that long, and what is
 	// checked here is the answer, not the lag.
-	p := startLedgerd(t, "LEDGER_HISTORY_WAIT=30s")
+	// Webhook endpoints on loopback over http, as make run allows them.
+	p := startLedgerd(t, "LEDGER_HISTORY_WAIT=30s", "LEDGER_WEBHOOK_ALLOW_HTTP=true", "LEDGER_WEBHOOK_ALLOW_LOOPBACK=true")
 	steps := readQuickstart(t)
 	if len(steps) < 5 {
 		t.Fatalf("README quick start has %d commands, want grant, purchase, refund, balance and more", len(steps))
@@ -303,6 +308,215 @@ func TestReadmeQuickstart(t *testing.T) {
 		if got := normalize(t, string(out)); !reflect.DeepEqual(got, want) {
 			t.Errorf("README command:\n%s\nanswered:\n%s\nREADME shows:\n%s", step.command, out, step.answer)
 		}
+	}
+	if !t.Failed() { // the webhooks section goes on from alice's state
+		runReadmeWebhooks(t, p)
+	}
+}
+
+// webhookStep is one command of the README's webhooks section, with the
+// JSON answer it shows (if any) and the lines the receiver prints after it
+// (a text block).
+type webhookStep struct {
+	command, answer, printed string
+}
+
+var webhookBlock = regexp.MustCompile("(?s)```(sh|json|text)\n(.*?)```")
+
+func readWebhookSteps(t *testing.T) []webhookStep {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "<!-- webhooks:begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- webhooks:end -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no webhooks:begin/end section")
+	}
+	var steps []webhookStep
+	for _, m := range webhookBlock.FindAllStringSubmatch(section, -1) {
+		if m[1] == "sh" {
+			steps = append(steps, webhookStep{command: m[2]})
+			continue
+		}
+		if len(steps) == 0 {
+			t.Fatalf("README webhooks: a %s block before any command: %s", m[1], m[2])
+		}
+		last := &steps[len(steps)-1]
+		if m[1] == "json" {
+			last.answer = m[2]
+		} else {
+			last.printed = m[2]
+		}
+	}
+	return steps
+}
+
+// runReadmeWebhooks runs the README's webhooks section against p, right
+// after the quick start, as a newcomer would: it creates the endpoint and
+// keeps the answer in .local/, starts the example receiver with the
+// secret read from that answer (the command as the README writes it),
+// makes the purchase, and waits until the receiver has printed the lines
+// the README shows: a delivery it verified with the secret of the answer.
+//
+// The commands run in a folder of their own standing in for the
+// repository's root (its .local/, and go.mod, go.sum and examples/ linked
+// to the repository's). The receiver gets a free port through
+// WEBHOOK_LISTEN, and the README's 127.0.0.1:9000 becomes that port in
+// the commands and the answers: 9000 may be another test's, or a
+// developer's receiver.
+func runReadmeWebhooks(t *testing.T, p *ledgerdProcess) {
+	t.Helper()
+	steps := readWebhookSteps(t)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, ".local"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go.mod", "go.sum", "examples"} {
+		target, err := filepath.Abs(filepath.Join("../..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	port, err := dynamolocal.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	env := append(os.Environ(), "TOKEN="+p.creds.ServiceToken, "ADMIN_TOKEN="+p.creds.AdminToken,
+		"LEDGER_URL=http://"+p.addr, "WEBHOOK_LISTEN="+addr)
+	var receiver *dynamolocal.Output // what the receiver prints
+	for _, step := range steps {
+		cmd := strings.ReplaceAll(step.command, "127.0.0.1:9000", addr)
+		c := exec.Command("bash", "-c", cmd)
+		c.Dir, c.Env = dir, env
+		if strings.Contains(cmd, "webhook-receiver") {
+			receiver = startReceiver(t, c)
+		} else {
+			out, err := c.Output()
+			if err != nil {
+				t.Fatalf("README command:\n%s\nfailed: %v", step.command, err)
+			}
+			switch {
+			case step.answer != "":
+				want := normalize(t, strings.ReplaceAll(step.answer, "127.0.0.1:9000", addr))
+				if got := normalize(t, string(out)); !reflect.DeepEqual(got, want) {
+					t.Fatalf("README command:\n%s\nanswered:\n%s\nREADME shows:\n%s", step.command, out, step.answer)
+				}
+			case strings.Contains(string(out), `"code":`) || !json.Valid(out):
+				t.Fatalf("README command:\n%s\nanswered: %s", step.command, out)
+			}
+		}
+		if step.printed == "" {
+			continue
+		}
+		if receiver == nil {
+			t.Fatalf("README webhooks: the receiver's lines come before it starts:\n%s", step.printed)
+		}
+		waitForLines(t, receiver, strings.ReplaceAll(step.printed, "127.0.0.1:9000", addr))
+	}
+	if receiver == nil {
+		t.Fatal("README webhooks: no command starts the receiver")
+	}
+	runOperationsWebhooks(t, p, dir, env, receiver)
+}
+
+// runOperationsWebhooks runs the commands of docs/operations.md's webhooks
+// section, which it says work after the README's webhooks steps, in the
+// same folder, with a .local/dev.env as make run writes it: each must exit
+// 0 and answer no error. Its redelivery must reach the receiver again.
+func runOperationsWebhooks(t *testing.T, p *ledgerdProcess, dir string, env []string, receiver *dynamolocal.Output) {
+	t.Helper()
+	devEnv := fmt.Sprintf("export LEDGER_URL=http://%s\nexport LEDGER_OPS_URL=http://%s\nexport TOKEN=%s\nexport ADMIN_TOKEN=%s\n",
+		p.addr, p.opsAddr, p.creds.ServiceToken, p.creds.AdminToken)
+	if err := os.WriteFile(filepath.Join(dir, ".local", "dev.env"), []byte(devEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	steps := readSteps(t, "../../docs/operations.md", "webhooks")
+	if len(steps) < 3 {
+		t.Fatalf("docs/operations.md has %d webhook commands, want the status, the deliveries, a redelivery and more", len(steps))
+	}
+	redelivered := false
+	for _, step := range steps {
+		c := exec.Command("bash", "-euo", "pipefail", "-c", step.command)
+		c.Dir, c.Env = dir, env
+		out, err := c.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) == "" || strings.Contains(string(out), `"code":`) {
+			t.Fatalf("docs/operations.md command:\n%s\nanswered (%v):\n%s", step.command, err, out)
+		}
+		redelivered = redelivered || strings.Contains(step.command, "RedeliverWebhookEvents")
+	}
+	if !redelivered {
+		t.Fatal("docs/operations.md's webhook commands redeliver nothing")
+	}
+	// The receiver already had alice's version 7: it comes again under its
+	// webhook-id.
+	waitForOutput(t, receiver, "alice's version 7 again, as a duplicate", func(line string) bool {
+		return strings.HasPrefix(line, "alice version 7 points.spent: duplicate of webhook-id ")
+	})
+}
+
+// startReceiver starts the README's receiver command c in a process group
+// of its own (go run's child included), stopped when the test ends, and
+// waits until it listens.
+func startReceiver(t *testing.T, c *exec.Cmd) *dynamolocal.Output {
+	t.Helper()
+	out := &dynamolocal.Output{}
+	c.Stdout, c.Stderr = out, out
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = c.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGINT)
+		<-exited
+		if t.Failed() {
+			t.Logf("the webhook receiver printed:\n%s", out)
+		}
+	})
+	// go run builds it first: a bound on a hang, not on speed.
+	deadline := time.Now().Add(5 * time.Minute)
+	for !strings.Contains(out.String(), "listening on ") {
+		select {
+		case <-exited:
+			t.Fatalf("the webhook receiver exited:\n%s", out)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook receiver did not listen within 5 minutes:\n%s", out)
+		}
+	}
+	return out
+}
+
+// waitForLines waits until the receiver has printed each line of want as
+// a line of its own: a delivery it verified, of the version and type the
+// README shows, with nothing noticed about its order.
+func waitForLines(t *testing.T, receiver *dynamolocal.Output, want string) {
+	t.Helper()
+	for _, w := range strings.Split(strings.TrimSpace(want), "\n") {
+		waitForOutput(t, receiver, strconv.Quote(w), func(line string) bool { return line == w })
+	}
+}
+
+// waitForOutput waits until the receiver has printed a line that matches.
+func waitForOutput(t *testing.T, receiver *dynamolocal.Output, what string, match func(line string) bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute) // a bound on a hang, not on speed
+	for {
+		if slices.ContainsFunc(strings.Split(receiver.String(), "\n"), match) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook receiver did not print %s within 2 minutes; it printed:\n%s", what, receiver)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

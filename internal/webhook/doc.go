@@ -1,9 +1,10 @@
-// Package webhook is what the dispatcher of events (issue 24) will use to
-// send them, as Standard Webhooks specifies: secrets, signatures, the
-// event body, the URL policy against SSRF, the delivery client and the
-// retry schedule. It imports the domain (ledger) and the standard library
-// only, no SDK; it knows nothing of where endpoints or deliveries are
-// stored, and nothing calls it yet.
+// Package webhook is what the dispatcher of events (issue 24,
+// internal/dispatch) sends them with, as Standard Webhooks specifies:
+// secrets, signatures, the event body, the URL policy against SSRF, the
+// delivery client and the retry schedule. It imports the domain (ledger)
+// and the standard library only, no SDK; it knows nothing of where
+// endpoints or deliveries are stored (the dispatcher keeps them), and the
+// API checks endpoint URLs with the same URLPolicy.
 //
 // Invariants:
 //
