@@ -453,10 +453,10 @@ func runOperationsWebhooks(t *testing.T, p *ledgerdProcess, dir string, env []st
 	if !redelivered {
 		t.Fatal("docs/operations.md's webhook commands redeliver nothing")
 	}
-	// The receiver already had alice's version 7: it comes again under its
+	// The receiver already had alice's version 9: it comes again under its
 	// webhook-id.
-	waitForOutput(t, receiver, "alice's version 7 again, as a duplicate", func(line string) bool {
-		return strings.HasPrefix(line, "alice version 7 points.spent: duplicate of webhook-id ")
+	waitForOutput(t, receiver, "alice's version 9 again, as a duplicate", func(line string) bool {
+		return strings.HasPrefix(line, "alice version 9 points.spent: duplicate of webhook-id ")
 	})
 }
 
