@@ -94,6 +94,9 @@ type Facts struct {
 	Hold *HoldRef
 	// MaxHolds bounds the account's open holds; 0: DefaultMaxHolds.
 	MaxHolds int
+	// Budget is the budget a grant names (Mutation.BudgetID), as the store
+	// read it; nil if there is no such budget (see checkBudget).
+	Budget *BudgetRef
 }
 
 // PurchaseRef is a purchase as a refund sees it.
@@ -232,6 +235,9 @@ func checkMutation(acct, running Account, m Mutation, f Facts, expired bool) (Ho
 	if !m.ExplainBalance && running.Balance.Add(m.Delta()).GreaterThan(MaxBalance) {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
 	}
+	if err := checkBudget(m, f); err != nil {
+		return Hold{}, err
+	}
 	if m.Type == EntryHold && len(running.Holds) >= cmp.Or(f.MaxHolds, DefaultMaxHolds) {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonTooManyHolds,
 			"user %q has %d open holds, as many as allowed: capture or void one first", m.UserID, len(running.Holds))
@@ -275,6 +281,7 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 		Reason:            m.Reason,
 		ExplainsBalance:   m.ExplainBalance,
 		HoldRequestID:     m.HoldRequestID,
+		BudgetID:          m.BudgetID,
 	}
 	switch {
 	case purchase != nil:

@@ -82,6 +82,8 @@ type Entry struct {
 	// Captures and releases: the hold they resolve (its request_id). Holds
 	// keep their own expiry in ExpireTime.
 	HoldRequestID string
+	// Grants: the budget they drew on, if any (see budget.go).
+	BudgetID string
 }
 
 // System says whether the ledger wrote e itself, not asked by a request,

@@ -52,6 +52,8 @@ type Request struct {
 	// resolves to another Expire on each retry, and a retry must hash as
 	// the request did ("" with an Expire: the Expire itself).
 	ExpireSpec string
+	// Grants only: the budget the points come from (see budget.go).
+	BudgetID string
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -81,6 +83,8 @@ type Mutation struct {
 	// ExpireSpec is what the request said of its expiry, which its Hash
 	// covers (see Request.ExpireSpec).
 	ExpireSpec string
+	// BudgetID: a grant from a budget (see budget.go).
+	BudgetID string
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -137,6 +141,15 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	}
 	if t != EntryRefund && r.PurchaseRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
+	}
+	if r.BudgetID != "" {
+		if t != EntryGrant {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidBudget, "budget_id is only for grants")
+		}
+		if err := ValidateBudgetID(r.BudgetID); err != nil {
+			return Mutation{}, err
+		}
+		m.BudgetID = r.BudgetID
 	}
 	if info, _ := t.Info(); !info.ResolvesHold && r.HoldRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidHold, "hold_request_id is only for captures and voids")
@@ -260,6 +273,10 @@ func (m Mutation) Hash() string {
 	if m.ExpireSpec != "" { // only then: the hashes of earlier requests stay as recorded
 		field("expire")
 		field(m.ExpireSpec)
+	}
+	if m.BudgetID != "" { // only then, as with the expiry above
+		field("budget")
+		field(m.BudgetID)
 	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))
