@@ -383,6 +383,7 @@ loop:
 			break
 		}
 		t.join(c, info, dec, purchase)
+		t.drawFromBudget(c)
 	}
 	return t.close()
 }

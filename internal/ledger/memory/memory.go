@@ -31,6 +31,7 @@ type Store struct {
 	maxHolds   int
 	tokens     *pagetoken.Codec
 	followers  []func(ledger.Entry)
+	budgets    map[string]*budget // budget.go
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -102,6 +103,9 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 			facts.Purchase = &ledger.PurchaseRef{Version: p.Version, Type: p.Type, Amount: p.Amount.Abs(), Draws: p.Draws, Refunded: p.RefundedAmount}
 		}
 	}
+	if m.BudgetID != "" {
+		facts.Budget = s.budgetRef(m.BudgetID)
+	}
 	if m.ExplainBalance {
 		for _, e := range u.entries {
 			facts.EntriesSum = facts.EntriesSum.Add(e.Amount)
@@ -116,6 +120,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	}
 	s.commit(u, dec)
 	main := dec.Entry()
+	s.draw(main)
 	rec := newRecord(m, main.Version, nil)
 	rec.Last = dec.After.Version // an expiration may follow its own entry
 	u.requests[m.RequestID] = rec
