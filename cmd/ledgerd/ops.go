@@ -92,7 +92,7 @@ func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, 
 	// their descriptors are public (proto/), but the list of what a process
 	// serves is for its operators.
 	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string {
-		return []string{pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, grpchealth.HealthV1ServiceName}
+		return []string{pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.BudgetServiceName, grpchealth.HealthV1ServiceName}
 	}), grpcreflect.WithDescriptorResolver(withHealth{}))
 	limit := connect.WithReadMaxBytes(api.MaxRequestBytes)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, limit))
@@ -216,7 +216,7 @@ type storeHealth struct {
 
 func (h storeHealth) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	switch req.Service {
-	case "", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName:
+	case "", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.BudgetServiceName:
 	default:
 		return nil, connect.NewError(connect.CodeNotFound, nil)
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -55,7 +56,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		warnInsecure(ctx, log, time.Minute)
 	}
 	// Every procedure's series start at 0, before its first call.
-	c.metrics = metrics.New(append(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor())...)...)
+	c.metrics = metrics.New(slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()), api.Procedures(api.BudgetServiceDescriptor()))...)
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
@@ -253,6 +254,8 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	admin.SetExpiryPolicy(c.expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...)))
+	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(parts.store, int32(c.AmountScale), log), options...)
+	mux.Handle(path, allowCORS(api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
 	// the host or the process (404 even for another method on /healthz),

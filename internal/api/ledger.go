@@ -70,6 +70,7 @@ func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.Grant
 	res, err := s.apply(ctx, ledger.EntryGrant, ledger.Request{
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
 		Expire: expire, ExpireSpec: spec,
+		BudgetID: r.BudgetId,
 	})
 	if err != nil {
 		return nil, err
@@ -266,6 +267,7 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
 		HoldRequestId:     e.HoldRequestID,
+		BudgetId:          e.BudgetID,
 	}
 	if e.MovesHeld() {
 		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()

@@ -40,6 +40,14 @@ var policy = map[string]rule{
 	pointledgerv1connect.AdminServiceSetAccountStatusProcedure:    {admin: true},
 	pointledgerv1connect.AdminServiceRebuildProjectionProcedure:   {admin: true},
 	pointledgerv1connect.AdminServiceGetProjectionStatusProcedure: {admin: true},
+
+	// Budgets: an admin's to change; the service that grants from them may
+	// read them (what is left of a campaign), never change them.
+	pointledgerv1connect.BudgetServiceCreateBudgetProcedure: {admin: true},
+	pointledgerv1connect.BudgetServiceTopUpBudgetProcedure:  {admin: true},
+	pointledgerv1connect.BudgetServiceCloseBudgetProcedure:  {admin: true},
+	pointledgerv1connect.BudgetServiceGetBudgetProcedure:    {service: true, admin: true},
+	pointledgerv1connect.BudgetServiceListBudgetsProcedure:  {service: true, admin: true},
 }
 
 // allowProcedure decides by role alone, before the request is read.

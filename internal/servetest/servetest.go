@@ -66,8 +66,9 @@ type Server struct {
 	HTTP *http.Client // HTTP/1.1, many connections at once (raw requests, storms)
 	H2C  *http.Client // HTTP/2 without TLS (gRPC)
 	// Clients over HTTP, without credentials.
-	Ledger pointledgerv1connect.LedgerServiceClient
-	Admin  pointledgerv1connect.AdminServiceClient
+	Ledger  pointledgerv1connect.LedgerServiceClient
+	Admin   pointledgerv1connect.AdminServiceClient
+	Budgets pointledgerv1connect.BudgetServiceClient
 
 	Store   *memory.Store
 	History *memory.History // follows Store (History.Pause: as a projector that lags)
@@ -119,6 +120,8 @@ func Start(o Options) (s *Server, stop func()) {
 	admin.SetExpiryPolicy(o.Expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...))
+	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(store, ledger.DefaultScale, log), options...)
+	mux.Handle(path, api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...))
 	mux.Handle("/", api.NoService(options...))
 
 	srv := httptest.NewUnstartedServer(mux)
@@ -141,6 +144,7 @@ func Start(o Options) (s *Server, stop func()) {
 		H2C:     h2c,
 		Ledger:  pointledgerv1connect.NewLedgerServiceClient(httpClient, srv.URL),
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
+		Budgets: pointledgerv1connect.NewBudgetServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: hist,
 		srv:     srv,

@@ -304,6 +304,9 @@ type Entry struct {
 	// Captures and releases: the request_id of the hold they resolve; "" on
 	// other entries.
 	HoldRequestId string `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
+	// Grants: the budget they drew on (GrantRequest.budget_id); "" on other
+	// entries and on grants from no budget.
+	BudgetId      string `protobuf:"bytes,40,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -467,6 +470,13 @@ func (x *Entry) GetHeldAfter() string {
 func (x *Entry) GetHoldRequestId() string {
 	if x != nil {
 		return x.HoldRequestId
+	}
+	return ""
+}
+
+func (x *Entry) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
 	}
 	return ""
 }
@@ -693,8 +703,13 @@ type GrantRequest struct {
 	// live (JSON "3600s"); not both. Neither: the program's default, if one is
 	// set, else never. Past, or beyond the program's maximum: INVALID_ARGUMENT
 	// (INVALID_EXPIRY).
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The budget the points come from (BudgetService), if any: the grant
+	// draws its amount from it in the same write, and is refused
+	// FAILED_PRECONDITION (BUDGET_EXHAUSTED, BUDGET_CLOSED) or NOT_FOUND
+	// (BUDGET_NOT_FOUND), for good, like every business refusal.
+	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -776,6 +791,13 @@ func (x *GrantRequest) GetTtl() *durationpb.Duration {
 		return x.Ttl
 	}
 	return nil
+}
+
+func (x *GrantRequest) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
 }
 
 type GrantResponse struct {
@@ -2382,7 +2404,7 @@ var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa3\x06\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc0\x06\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2408,7 +2430,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"heldChange\x12\x1d\n" +
 	"\n" +
 	"held_after\x18\x12 \x01(\tR\theldAfter\x12&\n" +
-	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
+	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x12\x1b\n" +
+	"\tbudget_id\x18( \x01(\tR\bbudgetId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x02\n" +
@@ -2431,7 +2454,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x06Bucket\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xe8\x02\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\x85\x03\n" +
 	"\fGrantRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -2441,7 +2464,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2*.pointledger.v1.GrantRequest.MetadataEntryR\bmetadata\x12;\n" +
 	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
-	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1b\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"r\n" +
