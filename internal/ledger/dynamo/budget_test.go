@@ -2,8 +2,17 @@ package dynamo
 
 import (
 	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -44,4 +53,195 @@ func auditUsers(t *testing.T, l *Ledger) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// budgetFaults stands between the ledger and DynamoDB Local to produce
+// what the emulator never does: every every-th transaction is cancelled
+// with TransactionConflict (not applied), and the one after it is applied
+// and its answer lost, as a reset connection loses it. It also counts the
+// borrows: transactions that update budget shards alone.
+type budgetFaults struct {
+	API
+	every   int64 // 0: no faults
+	n       atomic.Int64
+	borrows atomic.Int64
+}
+
+func (f *budgetFaults) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if isBorrow(in.TransactItems) {
+		f.borrows.Add(1)
+	}
+	n := f.n.Add(1)
+	if f.every > 0 && n%f.every == 0 {
+		reasons := make([]types.CancellationReason, len(in.TransactItems))
+		for i := range reasons {
+			reasons[i].Code = aws.String("None")
+		}
+		reasons[len(reasons)-1].Code = aws.String("TransactionConflict")
+		return nil, &types.TransactionCanceledException{Message: aws.String("injected conflict"), CancellationReasons: reasons}
+	}
+	out, err := f.API.TransactWriteItems(ctx, in, opts...)
+	if err == nil && f.every > 0 && n%f.every == 1 {
+		return nil, errors.New("injected: connection reset after the transaction applied")
+	}
+	return out, err
+}
+
+// isBorrow says whether items move remaining between a budget's shards:
+// updates of shard items only.
+func isBorrow(items []types.TransactWriteItem) bool {
+	for _, it := range items {
+		if it.Update == nil {
+			return false
+		}
+		sk, _ := it.Update.Key["SK"].(*types.AttributeValueMemberS)
+		if sk == nil || sk.Value != shardSK {
+			return false
+		}
+	}
+	return len(items) > 1
+}
+
+// grantUntilAnswered grants amount from budget to each of users at once,
+// each with request_id "grant-<user>", sending a request again with the
+// same request_id while its outcome is unknown (an error that is no final
+// refusal), as a client retries. It returns the final answers by user.
+func grantUntilAnswered(t *testing.T, l *Ledger, budget string, users []string, amount func(i int) string) map[string]error {
+	t.Helper()
+	var mu sync.Mutex
+	answers := map[string]error{}
+	var wg sync.WaitGroup
+	for i, u := range users {
+		wg.Go(func() {
+			m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "grant-" + u, Amount: amount(i), BudgetID: budget}, ledger.DefaultScale)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for attempt := 0; attempt < 50; attempt++ {
+				_, err = l.Apply(context.Background(), m)
+				if e, ok := ledger.AsError(err); err == nil || ok && e.Kind.Final() {
+					break
+				}
+			}
+			mu.Lock()
+			answers[u] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return answers
+}
+
+// Issue 26's must-show: 200 concurrent grants of 10, each to another user,
+// from a budget of 1,000 give exactly 100 grants and 100 BUDGET_EXHAUSTED,
+// on one budget item and on 8 shards, with and without conflicts and lost
+// answers (retried by request_id). Afterwards granted + remaining = total,
+// granted is the sum of the budget's grants, each grant is counted once,
+// and every request sent again gets its answer again: a refused one the
+// same refusal, even after a top-up would cover it.
+func TestTwoHundredGrantsFromABudgetOfAThousand(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		shards int
+		every  int64
+	}{
+		{"one item", 1, 0},
+		{"8 shards", 8, 0},
+		{"one item, conflicts and lost answers", 1, 7},
+		{"8 shards, conflicts and lost answers", 8, 7},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := dynamotest.New(t)
+			faults := &budgetFaults{API: env.Client}
+			l := New(faults, Options{Table: env.Ledger})
+			t.Cleanup(func() { auditUsers(t, l) })
+			ledgertest.CreateBudget(t, l, "launch", "1000", tt.shards)
+			faults.every = tt.every // before any grant starts
+			users := ledgertest.Users("fan-", 200)
+			answers := grantUntilAnswered(t, l, "launch", users, func(int) string { return "10" })
+			granted, exhausted := 0, 0
+			for u, err := range answers {
+				switch ledger.ReasonOf(err) {
+				case "":
+					granted++
+				case ledger.ReasonBudgetExhausted:
+					exhausted++
+				default:
+					t.Errorf("grant to %s: %v", u, err)
+				}
+			}
+			if granted != 100 || exhausted != 100 {
+				t.Errorf("%d granted, %d BUDGET_EXHAUSTED; want 100 and 100", granted, exhausted)
+			}
+			b := ledgertest.BudgetBalances(t, l, "launch", users)
+			if !b.Granted.Equal(decimal.NewFromInt(1000)) || !b.Remaining.IsZero() {
+				t.Errorf("budget %+v, want all 1000 granted", b)
+			}
+			faults.every = 0 // every grant has answered
+			topUp, _ := ledger.NewBudgetTopUp("launch", "more", "1000", ledger.DefaultScale)
+			if _, _, err := l.TopUpBudget(context.Background(), topUp); err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range users {
+				m, _ := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "grant-" + u, Amount: "10", BudgetID: "launch"}, ledger.DefaultScale)
+				res, err := l.Apply(context.Background(), m)
+				e, _ := ledger.AsError(err)
+				switch {
+				case answers[u] == nil && (err != nil || !res.Replayed):
+					t.Errorf("grant to %s again: %+v, %v; want its entry, replayed", u, res, err)
+				case answers[u] != nil && (e == nil || e.Reason != ledger.ReasonBudgetExhausted || !e.Replayed):
+					t.Errorf("refused grant to %s again: %+v, %v; want %s, replayed", u, res, err, ledger.ReasonBudgetExhausted)
+				}
+			}
+			if b := ledgertest.BudgetBalances(t, l, "launch", users); !b.Granted.Equal(decimal.NewFromInt(1000)) {
+				t.Errorf("after the replays the budget granted %s, want 1000", b.Granted)
+			}
+		})
+	}
+}
+
+// Escrow shards that run dry at different times: 200 concurrent grants of
+// 1 to 20 points from a budget of 1,000 in 8 shards, with conflicts and
+// lost answers. Shards borrow; nothing is overspent; and every grant
+// refused BUDGET_EXHAUSTED was more than what was left of the whole budget
+// at the end, so the budget was exhausted only when all of it but less
+// than one grant was granted.
+func TestShardsRunDryAtDifferentTimes(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	faults := &budgetFaults{API: env.Client}
+	l := New(faults, Options{Table: env.Ledger})
+	t.Cleanup(func() { auditUsers(t, l) })
+	ledgertest.CreateBudget(t, l, "spring", "1000", 8)
+	faults.every = 11 // before any grant starts
+	users := ledgertest.Users("fan-", 200)
+	amount := func(i int) string { return strconv.Itoa(1 + i*7%20) }
+	answers := grantUntilAnswered(t, l, "spring", users, amount)
+	b := ledgertest.BudgetBalances(t, l, "spring", users)
+	if b.Granted.GreaterThan(b.Total) || b.Remaining.IsNegative() {
+		t.Fatalf("overspent: %+v", b)
+	}
+	refused := 0
+	for i, u := range users {
+		switch err := answers[u]; ledger.ReasonOf(err) {
+		case "":
+		case ledger.ReasonBudgetExhausted:
+			refused++
+			if a := decimal.RequireFromString(amount(i)); !b.Remaining.LessThan(a) {
+				t.Errorf("grant of %s to %s refused BUDGET_EXHAUSTED, yet %s is left", a, u, b.Remaining)
+			}
+		default:
+			t.Errorf("grant to %s: %v", u, err)
+		}
+	}
+	if refused == 0 {
+		t.Error("no grant was refused: the test asks for more than the budget")
+	}
+	if faults.borrows.Load() == 0 {
+		t.Error("no shard borrowed: they did not run dry")
+	}
+	t.Logf("%d of 200 grants refused, %s left, %d borrows", refused, b.Remaining, faults.borrows.Load())
 }
