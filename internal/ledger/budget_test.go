@@ -180,3 +180,56 @@ func TestBudgetShard(t *testing.T) {
 		t.Errorf("the one shard of a budget of 1 is %d", got)
 	}
 }
+
+// A user's points are followed to the budgets they came from: spent oldest
+// first within a bucket, expired as breakage, left over as liability.
+func TestBudgetShares(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	soon := now.Add(24 * time.Hour)
+	var acct Account
+	var entries []Entry
+	apply := func(typ EntryType, r Request, budget *BudgetRef) {
+		t.Helper()
+		r.UserID = "alice"
+		dec, err := Decide(acct, mustMutation(t, typ, r), now, Facts{Budget: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, dec.Entries...)
+		acct = dec.After
+		now = now.Add(time.Minute)
+	}
+	open := &BudgetRef{Status: BudgetOpen, Remaining: d("1000")}
+	apply(EntryGrant, Request{RequestID: "a", Amount: "100", BudgetID: "A", Expire: soon}, open)
+	apply(EntryGrant, Request{RequestID: "n", Amount: "50"}, nil)
+	apply(EntryGrant, Request{RequestID: "b", Amount: "30", BudgetID: "B", Expire: soon}, open)
+	apply(EntryGrant, Request{RequestID: "c", Amount: "40", BudgetID: "C"}, open)
+	apply(EntryPurchase, Request{RequestID: "p", Amount: "120"}, nil) // A's 100, then 20 of B's 30
+	shares := BudgetShares(entries, now)
+	want := map[string]BudgetShare{
+		"A": {Granted: d("100"), Liability: d("0"), Breakage: d("0")},
+		"B": {Granted: d("30"), Liability: d("10"), Breakage: d("0")},
+		"C": {Granted: d("40"), Liability: d("40"), Breakage: d("0")},
+	}
+	check := func(when string) {
+		t.Helper()
+		for id, w := range want {
+			g := shares[id]
+			if !g.Granted.Equal(w.Granted) || !g.Liability.Equal(w.Liability) || !g.Breakage.Equal(w.Breakage) {
+				t.Errorf("%s: budget %s: %+v, want %+v", when, id, g, w)
+			}
+		}
+	}
+	check("before the expiry")
+	// Past it, B's 10 left expire: breakage once the ledger says so, and
+	// before it does too.
+	if shares = BudgetShares(entries, soon); !shares["B"].Breakage.Equal(d("10")) || !shares["B"].Liability.IsZero() {
+		t.Errorf("expired, not yet on the record: B %+v, want breakage 10", shares["B"])
+	}
+	now = soon.Add(time.Minute)
+	apply(EntryGrant, Request{RequestID: "n2", Amount: "1"}, nil) // writes the EXPIRATION first
+	shares = BudgetShares(entries, now)
+	want["B"] = BudgetShare{Granted: d("30"), Liability: d("0"), Breakage: d("10")}
+	check("after the expiration")
+}
