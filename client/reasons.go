@@ -98,13 +98,17 @@ const (
 	// request_id like the others above; from BudgetService they are
 	// answers to an admin's call, not recorded. INVALID_BUDGET
 	// (invalid_argument): a budget_id, description or shards out of
-	// bounds, or a budget_id on anything but a grant. BUDGET_EXISTS
+	// bounds, or a budget_id on anything but a grant or a debit
+	// adjustment. BUDGET_EXISTS
 	// (already_exists): CreateBudget of a budget_id taken.
 	ReasonBudgetExhausted Reason = "BUDGET_EXHAUSTED"
 	ReasonBudgetClosed    Reason = "BUDGET_CLOSED"
 	ReasonBudgetNotFound  Reason = "BUDGET_NOT_FOUND"
 	ReasonInvalidBudget   Reason = "INVALID_BUDGET"
 	ReasonBudgetExists    Reason = "BUDGET_EXISTS"
+	// failed_precondition from Adjust: a debit that gives back to a
+	// budget more than the user's grants from it gave (final, recorded).
+	ReasonGiveBackExceedsGrants Reason = "GIVE_BACK_EXCEEDS_GRANTS"
 )
 
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a

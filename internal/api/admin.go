@@ -121,6 +121,7 @@ func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.Adjus
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, Metadata: r.Metadata,
 		Debit: r.Debit, Reason: r.Reason, ExplainBalance: r.ExplainBalance, ExpectedBalance: r.ExpectedBalance,
 		Expire: expire, ExpireSpec: spec,
+		BudgetID: r.BudgetId,
 	}, s.scale)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)

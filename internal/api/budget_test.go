@@ -74,8 +74,21 @@ func TestBudgetCampaign(t *testing.T) {
 	if code, info := servetest.ErrorInfo(err); code != connect.CodeNotFound || info.GetReason() != ledger.ReasonBudgetNotFound {
 		t.Errorf("grant from no budget: %v", err)
 	}
+	// An admin's correction gives 5 of alice's 20 back, to the closed
+	// budget too.
+	adj, err := srv.Admin.Adjust(ctx, connect.NewRequest(&pb.AdjustRequest{UserId: "alice", RequestId: "fix-1", Amount: "5", Debit: true, Reason: "granted twice", BudgetId: "spring"}))
+	if err != nil || adj.Msg.Entry.BudgetId != "spring" || adj.Msg.Entry.Amount != "-5" {
+		t.Fatalf("Adjust giving back = %v, %v", adj, err)
+	}
+	if _, err := srv.Ledger.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", RequestId: "plain", Amount: "50"})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = srv.Admin.Adjust(ctx, connect.NewRequest(&pb.AdjustRequest{UserId: "alice", RequestId: "fix-2", Amount: "15.01", Debit: true, Reason: "more", BudgetId: "spring"}))
+	if code, info := servetest.ErrorInfo(err); code != connect.CodeFailedPrecondition || info.GetReason() != ledger.ReasonGiveBackExceedsGrants {
+		t.Errorf("giving back more than alice got: %v", err)
+	}
 	list, err := budgets.ListBudgets(ctx, connect.NewRequest(&pb.ListBudgetsRequest{}))
-	if err != nil || len(list.Msg.Budgets) != 1 || list.Msg.Budgets[0].BudgetId != "spring" || list.Msg.NextPageToken != "" {
+	if err != nil || len(list.Msg.Budgets) != 1 || list.Msg.Budgets[0].Granted != "16" || list.Msg.Budgets[0].Remaining != "9" || list.Msg.NextPageToken != "" {
 		t.Errorf("ListBudgets = %v, %v", list, err)
 	}
 }

@@ -54,20 +54,40 @@ const (
 	ReasonBudgetNotFound  = "BUDGET_NOT_FOUND"
 	ReasonBudgetExists    = "BUDGET_EXISTS"
 	ReasonInvalidBudget   = "INVALID_BUDGET"
+	// A debit adjustment gives back to a budget more than the user's
+	// grants from it, less what was given back before.
+	ReasonGiveBackExceedsGrants = "GIVE_BACK_EXCEEDS_GRANTS"
 )
 
-// BudgetRef is what a store read of the budget a grant names, for Decide
-// (Facts.Budget): its status, and what remains of it where the grant may
-// draw: the grant's shard, or all shards together once the store found
-// the shard dry and could not borrow enough for it.
+// BudgetRef is what a store read of the budget a mutation names, for
+// Decide (Facts.Budget). For a grant: its status, and what remains of it
+// where the grant may draw: the grant's shard, or all shards together once
+// the store found the shard dry and could not borrow enough for it. For a
+// debit adjustment that gives points back to the budget (an admin's
+// correction of a grant): UserNet, what the user's entries took from the
+// budget, net of earlier give-backs (BudgetNet).
 type BudgetRef struct {
 	Status    BudgetStatus
 	Remaining decimal.Decimal
+	UserNet   decimal.Decimal
+}
+
+// BudgetNet is what entries took from budget: the sum of the amounts of
+// the entries that name it, grants less give-backs.
+func BudgetNet(entries []Entry, budget string) decimal.Decimal {
+	net := decimal.Zero
+	for _, e := range entries {
+		if e.BudgetID == budget {
+			net = net.Add(e.Amount)
+		}
+	}
+	return net
 }
 
 // checkBudget refuses a grant from a budget that the facts say is missing,
-// closed, or does not cover it. Final refusals: recorded under the
-// request_id like every other.
+// closed, or does not cover it, and a give-back of more than the user took
+// from the budget. Final refusals: recorded under the request_id like
+// every other.
 func checkBudget(m Mutation, f Facts) error {
 	if m.BudgetID == "" {
 		return nil
@@ -75,6 +95,12 @@ func checkBudget(m Mutation, f Facts) error {
 	switch b := f.Budget; {
 	case b == nil:
 		return BudgetNotFound(m.BudgetID)
+	case m.Type == EntryAdjustment: // a give-back: to a closed budget too
+		if m.Amount.GreaterThan(b.UserNet) {
+			return Errorf(KindFailedPrecondition, ReasonGiveBackExceedsGrants,
+				"user %q has %s of budget %q to give back, less than %s", m.UserID, b.UserNet, m.BudgetID, m.Amount)
+		}
+		return nil
 	case b.Status != BudgetOpen:
 		return Errorf(KindFailedPrecondition, ReasonBudgetClosed, "budget %q is closed", m.BudgetID)
 	case b.Remaining.LessThan(m.Amount):

@@ -15,7 +15,8 @@ const (
 )
 
 // BudgetShare is what a user's ledger shows of one budget's points: what
-// its grants gave, what of that is still outstanding (Liability), and what
+// its grants gave, less what debit adjustments gave back to it (Granted,
+// as BudgetNet), what of that is still outstanding (Liability), and what
 // expired unused (Breakage).
 type BudgetShare struct {
 	Granted   decimal.Decimal
@@ -56,7 +57,7 @@ func BudgetShares(entries []Entry, at time.Time) map[string]BudgetShare {
 		before := bucketAmounts(acct.Buckets)
 		acct = acct.Apply(e)
 		after := bucketAmounts(acct.Buckets)
-		if e.Type == EntryGrant && e.BudgetID != "" {
+		if e.BudgetID != "" { // a grant, or a give-back (negative)
 			s := out[e.BudgetID]
 			s.Granted = s.Granted.Add(e.Amount)
 			out[e.BudgetID] = s

@@ -233,3 +233,22 @@ func TestBudgetShares(t *testing.T) {
 	want["B"] = BudgetShare{Granted: d("30"), Liability: d("0"), Breakage: d("10")}
 	check("after the expiration")
 }
+
+func TestGiveBack(t *testing.T) {
+	t.Parallel()
+	if _, err := NewMutation(EntryAdjustment, Request{UserID: "a", RequestID: "r", Amount: "1", BudgetID: "b", Reason: "credit"}, DefaultScale); ReasonOf(err) != ReasonInvalidBudget {
+		t.Errorf("a credit adjustment with a budget_id: %v, want %s", err, ReasonInvalidBudget)
+	}
+	m := mustMutation(t, EntryAdjustment, Request{UserID: "a", RequestID: "r", Amount: "10", BudgetID: "b", Debit: true, Reason: "correction"})
+	acct := Account{UserID: "a", Version: 1, Balance: d("50"), Status: StatusActive, Buckets: []Bucket{{Amount: d("50")}}}
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	if _, err := Decide(acct, m, now, Facts{Budget: &BudgetRef{Status: BudgetClosed, UserNet: d("10")}}); err != nil {
+		t.Errorf("giving back all the user took, to a closed budget: %v", err)
+	}
+	if _, err := Decide(acct, m, now, Facts{Budget: &BudgetRef{Status: BudgetOpen, UserNet: d("9.99")}}); ReasonOf(err) != ReasonGiveBackExceedsGrants {
+		t.Errorf("giving back more than the user took: %v, want %s", err, ReasonGiveBackExceedsGrants)
+	}
+	if got := BudgetNet([]Entry{{BudgetID: "b", Amount: d("30")}, {BudgetID: "c", Amount: d("5")}, {BudgetID: "b", Amount: d("-10")}}, "b"); !got.Equal(d("20")) {
+		t.Errorf("BudgetNet = %s, want 20", got)
+	}
+}

@@ -143,8 +143,8 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
 	}
 	if r.BudgetID != "" {
-		if t != EntryGrant {
-			return Mutation{}, Errorf(KindInvalid, ReasonInvalidBudget, "budget_id is only for grants")
+		if t != EntryGrant && (t != EntryAdjustment || !r.Debit || r.ExplainBalance) {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidBudget, "budget_id is only for grants, and for debit adjustments that give points back to their budget")
 		}
 		if err := ValidateBudgetID(r.BudgetID); err != nil {
 			return Mutation{}, err

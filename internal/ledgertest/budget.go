@@ -33,6 +33,7 @@ func BudgetContract(t *testing.T, newStore func(t *testing.T, now func() time.Ti
 		{"concurrent grants never overspend a sharded budget", budgetNotOverspent(4)},
 		{"a sharded budget is exhausted only when all of it is granted", shardsBorrow},
 		{"budgets are listed by id", budgetsListed},
+		{"a debit adjustment gives back to the budget", givenBack},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -288,5 +289,37 @@ func budgetsListed(t *testing.T, s BudgetStore) {
 	}
 	if _, _, err := s.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageToken: "v1.forged"}}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 		t.Errorf("a forged token: %v, want %s", err, ledger.ReasonInvalidPageToken)
+	}
+}
+
+// givenBack: an admin's debit adjustment that names the budget of a grant
+// takes the points back from the user and gives them back to the budget,
+// up to what the user's grants from it gave, to a closed budget too.
+func givenBack(t *testing.T, s BudgetStore) {
+	ctx := context.Background()
+	CreateBudget(t, s, "spring", "100", 2)
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "30", BudgetID: "spring"})
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g2", Amount: "50"})
+	back := ledger.Request{UserID: "a", RequestID: "back-1", Amount: "10", BudgetID: "spring", Debit: true, Reason: "granted twice"}
+	res := must(t, s, ledger.EntryAdjustment, back)
+	if res.Entry.BudgetID != "spring" || !res.Entry.Amount.Equal(amount("-10")) {
+		t.Errorf("give-back entry %+v", res.Entry)
+	}
+	b := BudgetBalances(t, s, "spring", []string{"a"})
+	if !b.Granted.Equal(amount("20")) || !b.Remaining.Equal(amount("80")) {
+		t.Errorf("after giving back 10: %+v, want 20 granted, 80 remaining", b)
+	}
+	over := ledger.Request{UserID: "a", RequestID: "back-2", Amount: "20.01", BudgetID: "spring", Debit: true, Reason: "too much"}
+	refused(t, s, ledger.EntryAdjustment, over, ledger.ReasonGiveBackExceedsGrants)
+	refused(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back-3", Amount: "1", BudgetID: "autumn", Debit: true, Reason: "none"}, ledger.ReasonBudgetNotFound)
+	if _, _, err := s.CloseBudget(ctx, "spring"); err != nil {
+		t.Fatal(err)
+	}
+	must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back-4", Amount: "20", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
+	if b := BudgetBalances(t, s, "spring", []string{"a"}); !b.Granted.IsZero() || !b.Remaining.Equal(amount("100")) {
+		t.Errorf("after giving all back: %+v", b)
+	}
+	if acct := Sound(t, s, "a"); !acct.Balance.Equal(amount("50")) {
+		t.Errorf("balance %s, want the 50 of no budget", acct.Balance)
 	}
 }

@@ -636,8 +636,14 @@ type AdjustRequest struct {
 	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Credits only: when the points expire, or how long they live; as on
 	// GrantRequest, without the program's default.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,10,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Debits only (not with explain_balance): the budget (BudgetService) the
+	// points go back to, as a correction of a grant from it: its granted
+	// goes down and its remaining up by amount, closed or not. At most what
+	// the user's grants from it gave, less earlier give-backs
+	// (FAILED_PRECONDITION, GIVE_BACK_EXCEEDS_GRANTS).
+	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -740,6 +746,13 @@ func (x *AdjustRequest) GetTtl() *durationpb.Duration {
 		return x.Ttl
 	}
 	return nil
+}
+
+func (x *AdjustRequest) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
 }
 
 type AdjustResponse struct {
@@ -1226,7 +1239,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd1\x03\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xee\x03\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1240,7 +1253,8 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\vexpire_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
 	"\x03ttl\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1b\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +

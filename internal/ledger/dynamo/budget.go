@@ -423,6 +423,9 @@ func (l *Ledger) budgetFacts(ctx context.Context, t *txn, m ledger.Mutation) (*l
 	if t.budgets.drawn[draw] {
 		return nil, nextGroup, nil
 	}
+	if m.Type == ledger.EntryAdjustment {
+		return l.giveBackFacts(ctx, t, m, draw)
+	}
 	for range maxBorrowAttempts {
 		item, err := l.get(ctx, shardKey(draw.budget, draw.shard))
 		if err != nil {
@@ -446,6 +449,28 @@ func (l *Ledger) budgetFacts(ctx context.Context, t *txn, m ledger.Mutation) (*l
 	}
 	return nil, answered, ledger.Errorf(ledger.KindAborted, ledger.ReasonTooManyConflicts,
 		"gave up after %d attempts to borrow for shard %d of budget %q: other grants kept taking it; retrying with the same request_id is safe", maxBorrowAttempts, draw.shard, draw.budget)
+}
+
+// giveBackFacts reads what a debit adjustment m may give back to its
+// budget: what the user's entries took from it (ledger.BudgetNet), summed
+// over the entries up to the account the group starts from, so such an
+// adjustment starts a group of its own (an admin's correction: rare).
+func (l *Ledger) giveBackFacts(ctx context.Context, t *txn, m ledger.Mutation, draw budgetDraw) (*ledger.BudgetRef, step, error) {
+	if len(t.members) > 0 {
+		return nil, nextGroup, nil
+	}
+	var entries []ledger.Entry
+	if t.running.Version > 0 {
+		var err error
+		if entries, err = l.EntriesAfter(ctx, m.UserID, 0, int(t.running.Version)); err != nil {
+			return nil, answered, fmt.Errorf("sum what %q took from budget %q: %w", m.UserID, m.BudgetID, err)
+		}
+	}
+	if t.budgets.chosen == nil {
+		t.budgets.chosen = map[string]budgetDraw{}
+	}
+	t.budgets.chosen[m.RequestID] = draw
+	return &ledger.BudgetRef{Status: ledger.BudgetOpen, UserNet: ledger.BudgetNet(entries, m.BudgetID)}, decide, nil
 }
 
 // borrow moves remaining from the other shards of draw's budget to its
@@ -502,10 +527,12 @@ func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount deci
 	return nil, nil // done, or lost to another borrow or grant: read again
 }
 
-// drawFromBudget adds c's draw on its budget's shard to the group, if c,
-// joined as dec, is a grant from a budget: SET remaining = remaining -
-// amount, granted = granted + amount, if remaining >= amount AND status =
-// OPEN.
+// drawFromBudget adds c's draw on its budget's shard to the group, if c
+// is a grant from a budget: SET remaining = remaining - amount, granted =
+// granted + amount, if remaining >= amount AND status = OPEN; or, if c is
+// a debit adjustment that gives back to its budget, the opposite, on any
+// status. (A shard's granted may so go below zero; the budget's, the sum
+// over its shards, does not.)
 func (t *txn) drawFromBudget(c *call) {
 	draw, ok := t.budgets.chosen[c.m.RequestID]
 	if c.m.BudgetID == "" || !ok {
@@ -516,6 +543,13 @@ func (t *txn) drawFromBudget(c *call) {
 	}
 	t.budgets.drawn[draw] = true
 	t.budgets.items = append(t.budgets.items, len(t.items))
+	if c.m.Type == ledger.EntryAdjustment { // a give-back, to a closed budget too
+		t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
+			UpdateExpression:          aws.String("SET remaining = remaining + :a, granted = granted - :a"),
+			ConditionExpression:       aws.String("attribute_exists(PK)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": num(c.m.Amount)}}})
+		return
+	}
 	t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
 		UpdateExpression:                    aws.String("SET remaining = remaining - :a, granted = granted + :a"),
 		ConditionExpression:                 aws.String("remaining >= :a AND #status = :open"),

@@ -19,17 +19,18 @@ type budget struct {
 	requests map[string]string // request_id -> hash
 }
 
-// budgetRef is the budget a grant names, for ledger.Facts; nil if there is
-// none. Called under s.mu.
-func (s *Store) budgetRef(id string) *ledger.BudgetRef {
-	b, ok := s.budgets[id]
+// budgetRef is the budget m names, for ledger.Facts; nil if there is none.
+// Called under s.mu.
+func (s *Store) budgetRef(u *user, m ledger.Mutation) *ledger.BudgetRef {
+	b, ok := s.budgets[m.BudgetID]
 	if !ok {
 		return nil
 	}
-	return &ledger.BudgetRef{Status: b.Status, Remaining: b.Remaining}
+	return &ledger.BudgetRef{Status: b.Status, Remaining: b.Remaining, UserNet: ledger.BudgetNet(u.entries, m.BudgetID)}
 }
 
-// draw takes a committed grant's amount from its budget. Called under s.mu.
+// draw takes a committed grant's amount from its budget, or gives a
+// give-back's (a negative amount) back. Called under s.mu.
 func (s *Store) draw(e ledger.Entry) {
 	if b, ok := s.budgets[e.BudgetID]; ok && e.BudgetID != "" {
 		b.Granted, b.Remaining = b.Granted.Add(e.Amount), b.Remaining.Sub(e.Amount)

@@ -104,7 +104,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 		}
 	}
 	if m.BudgetID != "" {
-		facts.Budget = s.budgetRef(m.BudgetID)
+		facts.Budget = s.budgetRef(u, m)
 	}
 	if m.ExplainBalance {
 		for _, e := range u.entries {
