@@ -58,8 +58,8 @@ func CreateBudget(tb testing.TB, s ledger.Budgets, id, amount string, shards int
 }
 
 // BudgetBalances checks the budget's books: granted + remaining = total,
-// and granted is the sum of the grants of users that name it. It returns
-// the budget.
+// and granted is the sum of the amounts of users' entries that name it
+// (grants, less give-backs). It returns the budget.
 func BudgetBalances(tb testing.TB, s BudgetStore, id string, users []string) ledger.Budget {
 	tb.Helper()
 	ctx := context.Background()
@@ -70,18 +70,22 @@ func BudgetBalances(tb testing.TB, s BudgetStore, id string, users []string) led
 	if !b.Granted.Add(b.Remaining).Equal(b.Total) {
 		tb.Errorf("budget %s: granted %s + remaining %s != total %s", id, b.Granted, b.Remaining, b.Total)
 	}
+	var mu sync.Mutex
 	granted := decimal.Zero
+	var wg sync.WaitGroup
 	for _, u := range users {
-		es, err := s.EntriesAfter(ctx, u, 0, 1000)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		for _, e := range es {
-			if e.BudgetID == id {
-				granted = granted.Add(e.Amount)
+		wg.Go(func() {
+			es, err := s.EntriesAfter(ctx, u, 0, 1000)
+			if err != nil {
+				tb.Error(err)
+				return
 			}
-		}
+			mu.Lock()
+			defer mu.Unlock()
+			granted = granted.Add(ledger.BudgetNet(es, id))
+		})
 	}
+	wg.Wait()
 	if !granted.Equal(b.Granted) {
 		tb.Errorf("budget %s: granted %s, its grants sum to %s", id, b.Granted, granted)
 	}
