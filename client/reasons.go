@@ -104,6 +104,24 @@ const (
 	ReasonRoleNotAllowed Reason = "ROLE_NOT_ALLOWED"
 	ReasonOtherUser      Reason = "OTHER_USER"
 	ReasonRateLimited    Reason = "RATE_LIMITED"
+
+	// Budgets (BudgetService, and Grant's budget_id). A grant's
+	// BUDGET_EXHAUSTED and BUDGET_CLOSED (failed_precondition) and
+	// BUDGET_NOT_FOUND (not_found) are final refusals, recorded under its
+	// request_id like the others above; from BudgetService they are
+	// answers to an admin's call, not recorded. INVALID_BUDGET
+	// (invalid_argument): a budget_id, description or shards out of
+	// bounds, or a budget_id on anything but a grant or a debit
+	// adjustment. BUDGET_EXISTS
+	// (already_exists): CreateBudget of a budget_id taken.
+	ReasonBudgetExhausted Reason = "BUDGET_EXHAUSTED"
+	ReasonBudgetClosed    Reason = "BUDGET_CLOSED"
+	ReasonBudgetNotFound  Reason = "BUDGET_NOT_FOUND"
+	ReasonInvalidBudget   Reason = "INVALID_BUDGET"
+	ReasonBudgetExists    Reason = "BUDGET_EXISTS"
+	// failed_precondition from Adjust: a debit that gives back to a
+	// budget more than the user's grants from it gave (final, recorded).
+	ReasonGiveBackExceedsGrants Reason = "GIVE_BACK_EXCEEDS_GRANTS"
 )
 
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a

@@ -95,7 +95,7 @@ func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, 
 	// their descriptors are public (proto/), but the list of what a process
 	// serves is for its operators.
 	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string {
-		return []string{pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.WebhookServiceName,
+		return []string{pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.WebhookServiceName, pointledgerv1connect.BudgetServiceName,
 			grpchealth.HealthV1ServiceName}
 	}), grpcreflect.WithDescriptorResolver(withHealth{}))
 	limit := connect.WithReadMaxBytes(api.MaxRequestBytes)

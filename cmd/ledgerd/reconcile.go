@@ -114,7 +114,10 @@ func printReport(w io.Writer, r reconcile.Report) {
 		fmt.Fprintln(tw, "  user\tkind\texpected\tfound\tversions\t")
 		for _, f := range r.Findings {
 			user := f.UserID
-			if user == "" {
+			switch {
+			case f.BudgetID != "":
+				user = "budget " + f.BudgetID
+			case user == "":
 				user = "(all)"
 			}
 			note := ""
@@ -139,6 +142,15 @@ func printReport(w io.Writer, r reconcile.Report) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		for _, m := range t.rows {
 			fmt.Fprintf(tw, "  %s\t%s\t\n", m.Month, m.Amount)
+		}
+		tw.Flush()
+	}
+	if len(r.Budgets) > 0 {
+		fmt.Fprintln(w, "\nBudgets (granted + remaining = total; grants: the sum of the grants that name it):")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  budget\tstatus\ttotal\tgranted\tremaining\tgrants\tliability\tbreakage\t")
+		for _, b := range r.Budgets {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", b.BudgetID, b.Status, b.Total, b.Granted, b.Remaining, b.GrantsSum, b.Liability, b.Breakage)
 		}
 		tw.Flush()
 	}

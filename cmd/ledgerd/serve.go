@@ -58,7 +58,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	// Every procedure's series start at 0, before its first call.
 	c.metrics = metrics.New(slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()),
-		api.Procedures(api.WebhookServiceDescriptor()))...)
+		api.Procedures(api.WebhookServiceDescriptor()), api.Procedures(api.BudgetServiceDescriptor()))...)
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
@@ -298,6 +298,8 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 		api.WebhookOptions{URLPolicy: c.delivery.policy, EndpointRefresh: api.DefaultEndpointRefresh, PageTokens: parts.tokens}, log)
 	path, handler = pointledgerv1connect.NewWebhookServiceHandler(webhooks, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...)))
+	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(parts.store, int32(c.AmountScale), log), options...)
+	mux.Handle(path, allowCORS(api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
 	// Nothing else on this port: whoever reaches it learns nothing about
 	// the host or the process (404 even for another method on /healthz),

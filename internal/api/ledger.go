@@ -68,6 +68,7 @@ func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.Grant
 		return nil, s.toConnect(ctx, err)
 	}
 	lr.UserID, lr.RequestID, lr.Amount, lr.OrderID, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.OrderId, r.Metadata
+	lr.BudgetID = r.BudgetId
 	res, err := s.apply(ctx, ledger.EntryGrant, lr)
 	if err != nil {
 		return nil, err
@@ -291,6 +292,7 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
 		HoldRequestId:     e.HoldRequestID,
+		BudgetId:          e.BudgetID,
 	}
 	if e.MovesHeld() {
 		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()

@@ -673,6 +673,11 @@ func TestPolicyCoversEveryProcedure(t *testing.T) {
 	if len(procedures) != len(calls)+len(webhookCalls) {
 		t.Errorf("the services have %d procedures, TestRolesPerProcedure calls %d: add the new ones to calls", len(procedures), len(calls)+len(webhookCalls))
 	}
+	if budgets := api.Procedures(api.BudgetServiceDescriptor()); len(budgets) != len(budgetCalls) {
+		t.Errorf("BudgetService has %d procedures, TestBudgetRoles calls %d: add the new ones to budgetCalls", len(budgets), len(budgetCalls))
+	} else {
+		procedures = append(procedures, budgets...)
+	}
 	ruled := map[string]bool{}
 	for _, p := range auth.PolicyProcedures() {
 		ruled[p] = true

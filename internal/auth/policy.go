@@ -52,6 +52,13 @@ var policy = map[string]rule{
 	pointledgerv1connect.WebhookServiceRotateWebhookSecretProcedure:    {admin: true},
 	pointledgerv1connect.WebhookServiceListWebhookDeliveriesProcedure:  {admin: true},
 	pointledgerv1connect.WebhookServiceRedeliverWebhookEventsProcedure: {admin: true},
+	// Budgets: an admin's to change; the service that grants from them may
+	// read them (what is left of a campaign), never change them.
+	pointledgerv1connect.BudgetServiceCreateBudgetProcedure: {admin: true},
+	pointledgerv1connect.BudgetServiceTopUpBudgetProcedure:  {admin: true},
+	pointledgerv1connect.BudgetServiceCloseBudgetProcedure:  {admin: true},
+	pointledgerv1connect.BudgetServiceGetBudgetProcedure:    {service: true, admin: true},
+	pointledgerv1connect.BudgetServiceListBudgetsProcedure:  {service: true, admin: true},
 }
 
 // allowProcedure decides by role alone, before the request is read.

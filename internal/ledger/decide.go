@@ -115,6 +115,9 @@ type Facts struct {
 	// MaxPending bounds the account's pending grants; 0:
 	// DefaultMaxPending.
 	MaxPending int
+	// Budget is the budget a grant names (Mutation.BudgetID), as the store
+	// read it; nil if there is no such budget (see checkBudget).
+	Budget *BudgetRef
 }
 
 // PurchaseRef is a purchase as a refund sees it.
@@ -257,6 +260,9 @@ func checkMutation(acct, running Account, m Mutation, f Facts, expired bool) (Ho
 	if !m.ExplainBalance && running.Balance.Add(running.Pending).Add(m.Delta()).GreaterThan(MaxBalance) {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonBalanceLimit, "the balance would exceed %s", MaxBalance)
 	}
+	if err := checkBudget(m, f); err != nil {
+		return Hold{}, err
+	}
 	if m.Type == EntryHold && len(running.Holds) >= cmp.Or(f.MaxHolds, DefaultMaxHolds) {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonTooManyHolds,
 			"user %q has %d open holds, as many as allowed: capture or void one first", m.UserID, len(running.Holds))
@@ -321,6 +327,7 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 		Reason:            m.Reason,
 		ExplainsBalance:   m.ExplainBalance,
 		HoldRequestID:     m.HoldRequestID,
+		BudgetID:          m.BudgetID,
 	}
 	switch {
 	case purchase != nil:

@@ -39,4 +39,8 @@
 //   - A refused request_id stays refused: a final refusal (Kind.Final) is
 //     recorded under it, and the same request again gets that refusal.
 //   - The refunds of a purchase never sum to more than the purchase.
+//
+// And for each budget (budget.go): granted + remaining = total, granted is
+// the sum of the grants that name it, and a grant commits only under a
+// condition that the budget (its shard) covers it and is open.
 package ledger

@@ -108,6 +108,8 @@ type Entry struct {
 	// Grants: the sum of their reversals so far (it changes, as a
 	// purchase's RefundedAmount does).
 	ReversedAmount decimal.Decimal
+	// Grants: the budget they drew on, if any (see budget.go).
+	BudgetID string
 }
 
 // System says whether the ledger wrote e itself, not asked by a request,

@@ -40,6 +40,7 @@ const (
 // Finding is one way a user's ledger breaks an invariant of package ledger.
 type Finding struct {
 	UserID   string  `json:"user_id"`
+	BudgetID string  `json:"budget_id,omitempty"` // findings about a budget (budget_audit.go), which name no user
 	Kind     string  `json:"kind"`
 	Expected string  `json:"expected"`
 	Found    string  `json:"found"`
@@ -48,5 +49,8 @@ type Finding struct {
 }
 
 func (f Finding) String() string {
+	if f.BudgetID != "" {
+		return fmt.Sprintf("budget %s %s: expected %s, found %s", f.BudgetID, f.Kind, f.Expected, f.Found)
+	}
 	return fmt.Sprintf("%s %s: expected %s, found %s (versions %v)", f.UserID, f.Kind, f.Expected, f.Found, f.Versions)
 }

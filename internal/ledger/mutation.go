@@ -63,6 +63,8 @@ type Request struct {
 	// Amount may be "": all that is left of the grant. Its Reason (may be
 	// empty) says why.
 	GrantRequestID string
+	// Grants only: the budget the points come from (see budget.go).
+	BudgetID string
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -98,6 +100,8 @@ type Mutation struct {
 	EffectiveSpec string
 	// Reversals: the grant they take back.
 	GrantRequestID string
+	// BudgetID: a grant from a budget (see budget.go).
+	BudgetID string
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -161,6 +165,15 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	}
 	if t != EntryReversal && r.GrantRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "grant_request_id is only for reversals")
+	}
+	if r.BudgetID != "" {
+		if t != EntryGrant && (t != EntryAdjustment || !r.Debit || r.ExplainBalance) {
+			return Mutation{}, Errorf(KindInvalid, ReasonInvalidBudget, "budget_id is only for grants, and for debit adjustments that give points back to their budget")
+		}
+		if err := ValidateBudgetID(r.BudgetID); err != nil {
+			return Mutation{}, err
+		}
+		m.BudgetID = r.BudgetID
 	}
 	if info, _ := t.Info(); !info.ResolvesHold && r.HoldRequestID != "" {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidHold, "hold_request_id is only for captures and voids")
@@ -324,6 +337,10 @@ func (m Mutation) Hash() string {
 		field("grant")
 		field(m.GrantRequestID)
 		field(m.Reason)
+	}
+	if m.BudgetID != "" { // only then, as with the expiry above
+		field("budget")
+		field(m.BudgetID)
 	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))

@@ -36,6 +36,9 @@ type Store interface {
 	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
 	Users(ctx context.Context, segments int, scanned func(int), fn func(user string) error) error
 	CountAccounts(ctx context.Context, scanned func(int)) (int64, error)
+	// ListBudgets pages through the budgets, Budget reads one (budget.go).
+	ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledger.Budget, string, error)
+	Budget(ctx context.Context, id string) (ledger.Budget, error)
 }
 
 // History is what reconciliation reads and repairs of the projection.
@@ -114,6 +117,10 @@ type Report struct {
 	// not yet on the record, counts in Liability (or Breakage) instead.
 	SumOfPending string        `json:"sum_of_pending"`
 	Pending      []MonthAmount `json:"pending"`
+
+	// Budgets is every budget, with what the users' entries show of it
+	// (budget.go); empty when one user is reconciled.
+	Budgets []BudgetReport `json:"budgets"`
 }
 
 // MonthAmount is a sum of points in one month.
@@ -234,11 +241,18 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 		rcancel()
 	}()
 
-	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}, pending: months{}, sumPending: decimal.Zero}
+	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}, pending: months{}, sumPending: decimal.Zero,
+		shares: map[string]ledger.BudgetShare{}}
 	// Every scan reads under the rate: the count for progress, and the users.
 	scanned := func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }
 	if o.User == "" {
 		if run.total, err = r.store.CountAccounts(ctx, scanned); err != nil {
+			return Report{}, err
+		}
+	}
+	var budgetsBefore map[string]ledger.Budget
+	if o.User == "" {
+		if budgetsBefore, err = run.readBudgets(ctx); err != nil {
 			return Report{}, err
 		}
 	}
@@ -256,6 +270,11 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 			err = cause
 		}
 		return Report{}, err
+	}
+	if o.User == "" {
+		if err := run.checkBudgets(ctx, budgetsBefore); err != nil {
+			return Report{}, err
+		}
 	}
 	return run.report(), nil
 }
@@ -279,6 +298,8 @@ type pass struct {
 	pending     months
 	sumPending  decimal.Decimal
 	breakage    months
+	shares      map[string]ledger.BudgetShare // by budget, summed over users
+	budgets     []BudgetReport
 }
 
 func (p *pass) user(ctx context.Context, user string) error {
@@ -344,6 +365,9 @@ func (p *pass) user(ctx context.Context, user string) error {
 		if e.Type == ledger.EntryExpiration {
 			p.breakage.add(e.CreateTime, e.Amount.Neg())
 		}
+	}
+	for id, s := range ledger.BudgetShares(a.Entries, p.start) {
+		p.shares[id] = p.shares[id].Add(s)
 	}
 	if diff := a.Account.Balance.Sub(fold); !diff.IsZero() {
 		p.proposed = append(p.proposed, Adjustment{
@@ -484,12 +508,13 @@ func (p *pass) report() Report {
 		Breakage:      p.breakage.list(),
 		SumOfPending:  p.sumPending.String(),
 		Pending:       p.pending.list(),
+		Budgets:       append([]BudgetReport{}, p.budgets...),
 	}
 	if !p.sumEntries.Equal(p.sumBalances) {
 		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})
 	}
 	slices.SortFunc(rep.Findings, func(a, b ledger.Finding) int {
-		return strings.Compare(a.UserID+"\x00"+a.Kind, b.UserID+"\x00"+b.Kind)
+		return strings.Compare(a.UserID+"\x00"+a.BudgetID+"\x00"+a.Kind, b.UserID+"\x00"+b.BudgetID+"\x00"+b.Kind)
 	})
 	slices.SortFunc(rep.Proposed, func(a, b Adjustment) int { return strings.Compare(a.UserID, b.UserID) })
 	rep.Clean = rep.Unrepaired() == 0

@@ -86,6 +86,7 @@ type Server struct {
 	Ledger  pointledgerv1connect.LedgerServiceClient
 	Admin   pointledgerv1connect.AdminServiceClient
 	Webhook pointledgerv1connect.WebhookServiceClient
+	Budgets pointledgerv1connect.BudgetServiceClient
 
 	Store   *memory.Store
 	History *memory.History // follows Store (History.Pause: as a projector that lags)
@@ -147,6 +148,8 @@ func Start(o Options) (s *Server, stop func()) {
 	webhooks := api.NewWebhookService(o.Webhooks, o.Deliveries, o.Webhook, log)
 	path, handler = pointledgerv1connect.NewWebhookServiceHandler(webhooks, options...)
 	mux.Handle(path, api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...))
+	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(store, ledger.DefaultScale, log), options...)
+	mux.Handle(path, api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...))
 	mux.Handle("/", api.NoService(options...))
 
 	srv := httptest.NewUnstartedServer(mux)
@@ -170,6 +173,7 @@ func Start(o Options) (s *Server, stop func()) {
 		Ledger:  pointledgerv1connect.NewLedgerServiceClient(httpClient, srv.URL),
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		Webhook: pointledgerv1connect.NewWebhookServiceClient(httpClient, srv.URL),
+		Budgets: pointledgerv1connect.NewBudgetServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: hist,
 		srv:     srv,

@@ -660,8 +660,14 @@ type AdjustRequest struct {
 	// on GrantRequest.
 	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
 	EffectiveDelay *durationpb.Duration   `protobuf:"bytes,12,opt,name=effective_delay,json=effectiveDelay,proto3" json:"effective_delay,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Debits only (not with explain_balance): the budget (BudgetService) the
+	// points go back to, as a correction of a grant from it: its granted
+	// goes down and its remaining up by amount, closed or not. At most what
+	// the user's grants from it gave, less earlier give-backs
+	// (FAILED_PRECONDITION, GIVE_BACK_EXCEEDS_GRANTS).
+	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AdjustRequest) Reset() {
@@ -776,6 +782,13 @@ func (x *AdjustRequest) GetEffectiveDelay() *durationpb.Duration {
 		return x.EffectiveDelay
 	}
 	return nil
+}
+
+func (x *AdjustRequest) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
 }
 
 type AdjustResponse struct {
@@ -1273,7 +1286,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\apending\x18\x0e \x03(\v2\x1b.pointledger.v1.MonthAmountR\apending\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd8\x04\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xf5\x04\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1289,7 +1302,8 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x03ttl\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
 	"\x0eeffective_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
-	"\x0feffective_delay\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x1a;\n" +
+	"\x0feffective_delay\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x12\x1b\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +

@@ -327,8 +327,11 @@ type Entry struct {
 	EffectiveTime *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
 	// Grants: the sum of their reversals so far; "" on other entries.
 	ReversedAmount string `protobuf:"bytes,24,opt,name=reversed_amount,json=reversedAmount,proto3" json:"reversed_amount,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Grants: the budget they drew on (GrantRequest.budget_id); "" on other
+	// entries and on grants from no budget.
+	BudgetId      string `protobuf:"bytes,40,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -525,6 +528,13 @@ func (x *Entry) GetEffectiveTime() *timestamppb.Timestamp {
 func (x *Entry) GetReversedAmount() string {
 	if x != nil {
 		return x.ReversedAmount
+	}
+	return ""
+}
+
+func (x *Entry) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
 	}
 	return ""
 }
@@ -761,8 +771,13 @@ type GrantRequest struct {
 	// from it.
 	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
 	EffectiveDelay *durationpb.Duration   `protobuf:"bytes,9,opt,name=effective_delay,json=effectiveDelay,proto3" json:"effective_delay,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The budget the points come from (BudgetService), if any: the grant
+	// draws its amount from it in the same write, and is refused
+	// FAILED_PRECONDITION (BUDGET_EXHAUSTED, BUDGET_CLOSED) or NOT_FOUND
+	// (BUDGET_NOT_FOUND), for good, like every business refusal.
+	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GrantRequest) Reset() {
@@ -856,6 +871,13 @@ func (x *GrantRequest) GetEffectiveDelay() *durationpb.Duration {
 		return x.EffectiveDelay
 	}
 	return nil
+}
+
+func (x *GrantRequest) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
 }
 
 type GrantResponse struct {
@@ -2754,7 +2776,7 @@ var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x85\b\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\b\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2785,7 +2807,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\rpending_after\x18\x15 \x01(\tR\fpendingAfter\x12(\n" +
 	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
 	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12'\n" +
-	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x1a;\n" +
+	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x12\x1b\n" +
+	"\tbudget_id\x18( \x01(\tR\bbudgetId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x02\n" +
@@ -2808,7 +2831,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x06Bucket\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xef\x03\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\x8c\x04\n" +
 	"\fGrantRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -2820,7 +2843,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"expireTime\x12+\n" +
 	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
 	"\x0eeffective_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
-	"\x0feffective_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x1a;\n" +
+	"\x0feffective_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x12\x1b\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +

@@ -94,6 +94,9 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i)), nil
 		}
 	}
+	if err := budgetRaced(g, code); err != nil {
+		return 0, err, nil
+	}
 	if code(0) == "ConditionalCheckFailed" {
 		old, ok, err := decodeAccount(reasons[0].Item)
 		if err != nil {

@@ -46,6 +46,9 @@ func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTy
 	if info.ResolvesHold && next == decide && err == nil {
 		facts.Hold, next, err = l.holdFacts(ctx, t, c.m, seen)
 	}
+	if c.m.BudgetID != "" && next == decide && err == nil {
+		facts.Budget, next, err = l.budgetFacts(ctx, t, c.m)
+	}
 	if c.m.ExplainBalance && t.running.Version > 0 && next == decide && err == nil {
 		// It explains the balance the group starts from: the entries it
 		// must add up with are those the account counts.

@@ -142,6 +142,9 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	if e.HoldRequestID != "" {
 		item["hold_request_id"] = str(e.HoldRequestID)
 	}
+	if e.BudgetID != "" {
+		item["budget_id"] = str(e.BudgetID)
+	}
 	if e.Refundable() {
 		item["refunded_amount"] = num(e.RefundedAmount)
 	}
@@ -490,6 +493,7 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 	e.HeldChange = d.optNum("held_change")
 	e.HeldAfter = d.optNum("held_after")
 	e.HoldRequestID = d.optStr("hold_request_id")
+	e.BudgetID = d.optStr("budget_id")
 	if e.Refundable() {
 		e.RefundedAmount = d.num("refunded_amount")
 	}

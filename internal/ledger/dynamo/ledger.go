@@ -29,6 +29,8 @@ type API interface {
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 	Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	// TransactGetItems reads a budget's shards at one moment (budget.go).
+	TransactGetItems(ctx context.Context, in *dynamodb.TransactGetItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactGetItemsOutput, error)
 }
 
 var _ API = (*dynamodb.Client)(nil)
@@ -129,6 +131,8 @@ type Ledger struct {
 
 	idMu    sync.Mutex
 	entropy *ulid.MonotonicEntropy
+
+	budgetShardCounts sync.Map // budget id -> its shards, fixed at creation (budget.go)
 }
 
 // New returns a Ledger on db.

@@ -63,6 +63,8 @@ type group struct {
 	// another writer's purchase, and the refund's entry would take the
 	// purchase's own key. Nothing is sent: the account is read again.
 	behind bool
+	// budgets: the grants' draws on budget shards (budget.go).
+	budgets groupBudgets
 }
 
 // groupHolds are the holds a group's entries made or resolved: a
@@ -158,6 +160,9 @@ func (t *txn) fits(ctx context.Context, c *call, n int) bool {
 func decisionItems(info ledger.EntryTypeInfo, dec ledger.Decision) int {
 	n := entryItems(dec.Entries) + 1
 	if info.RefersToPurchase || info.RefersToGrant {
+		n++
+	}
+	if dec.Entry().BudgetID != "" { // its draw on the budget's shard
 		n++
 	}
 	return n

@@ -388,6 +388,7 @@ loop:
 			break
 		}
 		t.join(c, info, dec, purchase)
+		t.drawFromBudget(c)
 	}
 	return t.close()
 }

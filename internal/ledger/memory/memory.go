@@ -32,6 +32,7 @@ type Store struct {
 	maxPending int
 	tokens     *pagetoken.Codec
 	followers  []func(ledger.Entry)
+	budgets    map[string]*budget // budget.go
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -113,6 +114,9 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 			facts.Grant = &ledger.GrantRef{Version: g.Version, Type: g.Type, Amount: g.Amount.Add(g.PendingChange), Reversed: g.ReversedAmount}
 		}
 	}
+	if m.BudgetID != "" {
+		facts.Budget = s.budgetRef(u, m)
+	}
 	if m.ExplainBalance {
 		for _, e := range u.entries {
 			facts.EntriesSum = facts.EntriesSum.Add(e.Amount)
@@ -127,6 +131,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	}
 	s.commit(u, dec)
 	main := dec.Entry()
+	s.draw(main)
 	rec := newRecord(m, main.Version, nil)
 	rec.Last = dec.After.Version // an expiration may follow its own entry
 	u.requests[m.RequestID] = rec

@@ -23,6 +23,11 @@ func TestContract(t *testing.T) {
 	ledgertest.Contract(t, func(_ *testing.T, now func() time.Time) ledger.Store { return New(now) })
 }
 
+func TestBudgetContract(t *testing.T) {
+	t.Parallel()
+	ledgertest.BudgetContract(t, func(_ *testing.T, now func() time.Time) ledgertest.BudgetStore { return New(now) })
+}
+
 func apply(tb testing.TB, s *Store, typ ledger.EntryType, user, id, amount, purchase string) error {
 	tb.Helper()
 	m, err := ledger.NewMutation(typ, ledger.Request{UserID: user, RequestID: id, Amount: amount, PurchaseRequestID: purchase}, ledger.DefaultScale)

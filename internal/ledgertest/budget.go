@@ -1,0 +1,329 @@
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+// BudgetStore is a store that keeps budgets beside the ledgers.
+type BudgetStore interface {
+	ledger.Store
+	ledger.Budgets
+}
+
+// BudgetContract runs the budgets' suite every store with budgets must
+// pass. newStore returns an empty store whose clock is now.
+func BudgetContract(t *testing.T, newStore func(t *testing.T, now func() time.Time) BudgetStore) {
+	for _, c := range []struct {
+		name string
+		test func(t *testing.T, s BudgetStore)
+	}{
+		{"a budget is created once", budgetCreatedOnce},
+		{"grants draw on their budget until it is exhausted", grantsDrawOnBudget},
+		{"a closed budget gives nothing", closedBudgetGivesNothing},
+		{"a grant from no budget is refused", grantFromNoBudget},
+		{"concurrent grants never overspend", budgetNotOverspent(1)},
+		{"concurrent grants never overspend a sharded budget", budgetNotOverspent(4)},
+		{"a sharded budget is exhausted only when all of it is granted", shardsBorrow},
+		{"budgets are listed by id", budgetsListed},
+		{"a debit adjustment gives back to the budget", givenBack},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+			c.test(t, newStore(t, clk.Now))
+		})
+	}
+}
+
+// CreateBudget creates budget id of amount in shards shards.
+func CreateBudget(tb testing.TB, s ledger.Budgets, id, amount string, shards int) ledger.Budget {
+	tb.Helper()
+	c, err := ledger.NewBudgetCreation(id, "create-"+id, amount, "campaign "+id, shards, ledger.DefaultScale)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, _, err := s.CreateBudget(context.Background(), c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// BudgetBalances checks the budget's books: granted + remaining = total,
+// and granted is the sum of the amounts of users' entries that name it
+// (grants, less give-backs). It returns the budget.
+func BudgetBalances(tb testing.TB, s BudgetStore, id string, users []string) ledger.Budget {
+	tb.Helper()
+	ctx := context.Background()
+	b, err := s.Budget(ctx, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if !b.Granted.Add(b.Remaining).Equal(b.Total) {
+		tb.Errorf("budget %s: granted %s + remaining %s != total %s", id, b.Granted, b.Remaining, b.Total)
+	}
+	var mu sync.Mutex
+	granted := decimal.Zero
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Go(func() {
+			es, err := s.EntriesAfter(ctx, u, 0, 1000)
+			if err != nil {
+				tb.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			granted = granted.Add(ledger.BudgetNet(es, id))
+		})
+	}
+	wg.Wait()
+	if !granted.Equal(b.Granted) {
+		tb.Errorf("budget %s: granted %s, its grants sum to %s", id, b.Granted, granted)
+	}
+	return b
+}
+
+func budgetCreatedOnce(t *testing.T, s BudgetStore) {
+	ctx := context.Background()
+	c, err := ledger.NewBudgetCreation("spring", "r1", "1000", "spring campaign", 0, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, replayed, err := s.CreateBudget(ctx, c)
+	if err != nil || replayed {
+		t.Fatalf("CreateBudget = %+v, %v, %v", b, replayed, err)
+	}
+	if b.ID != "spring" || !b.Total.Equal(amount("1000")) || !b.Remaining.Equal(amount("1000")) || !b.Granted.IsZero() ||
+		b.Status != ledger.BudgetOpen || b.Description != "spring campaign" || b.Shards != 1 || b.CreateTime.IsZero() {
+		t.Errorf("created %+v", b)
+	}
+	if again, replayed, err := s.CreateBudget(ctx, c); err != nil || !replayed || !again.Total.Equal(b.Total) {
+		t.Errorf("the same creation again: %+v, replayed %v, %v; want the budget, replayed", again, replayed, err)
+	}
+	other := c
+	other.Amount = amount("5")
+	if _, _, err := s.CreateBudget(ctx, other); ledger.ReasonOf(err) != ledger.ReasonRequestIDReused {
+		t.Errorf("another creation under r1: %v, want %s", err, ledger.ReasonRequestIDReused)
+	}
+	other.RequestID = "r2"
+	if _, _, err := s.CreateBudget(ctx, other); ledger.ReasonOf(err) != ledger.ReasonBudgetExists {
+		t.Errorf("a second budget spring: %v, want %s", err, ledger.ReasonBudgetExists)
+	}
+	if got, err := s.Budget(ctx, "spring"); err != nil || !got.Total.Equal(amount("1000")) {
+		t.Errorf("Budget = %+v, %v; want the first creation's", got, err)
+	}
+	if _, err := s.Budget(ctx, "autumn"); ledger.ReasonOf(err) != ledger.ReasonBudgetNotFound {
+		t.Errorf("Budget of none: %v, want %s", err, ledger.ReasonBudgetNotFound)
+	}
+}
+
+func grantsDrawOnBudget(t *testing.T, s BudgetStore) {
+	ctx := context.Background()
+	CreateBudget(t, s, "spring", "1000", 1)
+	res := must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "600", BudgetID: "spring"})
+	if res.Entry.BudgetID != "spring" {
+		t.Errorf("the grant's entry names budget %q, want spring", res.Entry.BudgetID)
+	}
+	over := ledger.Request{UserID: "b", RequestID: "g2", Amount: "400.01", BudgetID: "spring"}
+	e := refused(t, s, ledger.EntryGrant, over, ledger.ReasonBudgetExhausted)
+	if e.Kind != ledger.KindFailedPrecondition {
+		t.Errorf("exhausted is %v, want failed_precondition", e.Kind)
+	}
+	// Final: the same request again is refused again, though a top-up
+	// would now cover it.
+	u, err := ledger.NewBudgetTopUp("spring", "t1", "100", ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, replayed, err := s.TopUpBudget(ctx, u); err != nil || replayed || !b.Total.Equal(amount("1100")) || !b.Remaining.Equal(amount("500")) {
+		t.Fatalf("TopUpBudget = %+v, %v, %v; want total 1100, remaining 500", b, replayed, err)
+	}
+	if _, replayed, err := s.TopUpBudget(ctx, u); err != nil || !replayed {
+		t.Errorf("the same top-up again: replayed %v, %v", replayed, err)
+	}
+	if again := refused(t, s, ledger.EntryGrant, over, ledger.ReasonBudgetExhausted); !again.Replayed {
+		t.Error("the refused grant again was tried anew, not replayed")
+	}
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g3", Amount: "500", BudgetID: "spring"})
+	refused(t, s, ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: "g4", Amount: "0.01", BudgetID: "spring"}, ledger.ReasonBudgetExhausted)
+	// A grant from no budget is as it was.
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: "g5", Amount: "7"})
+	b := BudgetBalances(t, s, "spring", []string{"a", "b", "c"})
+	if !b.Granted.Equal(amount("1100")) || !b.Remaining.IsZero() {
+		t.Errorf("budget %+v, want all 1100 granted", b)
+	}
+	for _, u := range []string{"a", "b", "c"} {
+		Sound(t, s, u)
+	}
+}
+
+func closedBudgetGivesNothing(t *testing.T, s BudgetStore) {
+	ctx := context.Background()
+	CreateBudget(t, s, "spring", "1000", 2)
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "10", BudgetID: "spring"})
+	b, replayed, err := s.CloseBudget(ctx, "spring")
+	if err != nil || replayed || b.Status != ledger.BudgetClosed {
+		t.Fatalf("CloseBudget = %+v, %v, %v", b, replayed, err)
+	}
+	if _, replayed, err := s.CloseBudget(ctx, "spring"); err != nil || !replayed {
+		t.Errorf("closing again: replayed %v, %v", replayed, err)
+	}
+	for i := range 4 { // whichever shard they hash to
+		refused(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: fmt.Sprint("after-", i), Amount: "10", BudgetID: "spring"}, ledger.ReasonBudgetClosed)
+	}
+	u, _ := ledger.NewBudgetTopUp("spring", "t1", "5", ledger.DefaultScale)
+	if _, _, err := s.TopUpBudget(ctx, u); ledger.ReasonOf(err) != ledger.ReasonBudgetClosed {
+		t.Errorf("a top-up of a closed budget: %v, want %s", err, ledger.ReasonBudgetClosed)
+	}
+	if _, _, err := s.CloseBudget(ctx, "autumn"); ledger.ReasonOf(err) != ledger.ReasonBudgetNotFound {
+		t.Errorf("closing none: %v, want %s", err, ledger.ReasonBudgetNotFound)
+	}
+	BudgetBalances(t, s, "spring", []string{"a"})
+	Sound(t, s, "a")
+}
+
+func grantFromNoBudget(t *testing.T, s BudgetStore) {
+	r := ledger.Request{UserID: "a", RequestID: "g1", Amount: "10", BudgetID: "autumn"}
+	e := refused(t, s, ledger.EntryGrant, r, ledger.ReasonBudgetNotFound)
+	if e.Kind != ledger.KindNotFound {
+		t.Errorf("kind %v, want not found", e.Kind)
+	}
+	// Final too: creating the budget afterwards does not change the answer.
+	CreateBudget(t, s, "autumn", "100", 1)
+	if again := refused(t, s, ledger.EntryGrant, r, ledger.ReasonBudgetNotFound); !again.Replayed {
+		t.Error("the refused grant again was tried anew")
+	}
+	u, _ := ledger.NewBudgetTopUp("winter", "t1", "5", ledger.DefaultScale)
+	if _, _, err := s.TopUpBudget(context.Background(), u); ledger.ReasonOf(err) != ledger.ReasonBudgetNotFound {
+		t.Errorf("a top-up of none: %v, want %s", err, ledger.ReasonBudgetNotFound)
+	}
+}
+
+// budgetNotOverspent: 60 concurrent grants of 10, each for another user,
+// from a budget of 300 in shards shards: exactly 30 are granted.
+func budgetNotOverspent(shards int) func(t *testing.T, s BudgetStore) {
+	return func(t *testing.T, s BudgetStore) {
+		CreateBudget(t, s, "launch", "300", shards)
+		users := Users("fan-", 60)
+		outcomes := GrantConcurrently(t, s, "launch", users, "10")
+		if outcomes[""] != 30 || outcomes[ledger.ReasonBudgetExhausted] != 30 {
+			t.Errorf("outcomes %v, want 30 granted and 30 %s", outcomes, ledger.ReasonBudgetExhausted)
+		}
+		b := BudgetBalances(t, s, "launch", users)
+		if !b.Remaining.IsZero() {
+			t.Errorf("remaining %s, want 0", b.Remaining)
+		}
+	}
+}
+
+// GrantConcurrently grants amount from budget to each of users at once,
+// each with request_id "grant-<user>", and counts the outcomes by reason
+// ("" for granted). Any other error fails the test.
+func GrantConcurrently(tb testing.TB, s ledger.Store, budget string, users []string, amount string) map[string]int {
+	tb.Helper()
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Go(func() {
+			m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "grant-" + u, Amount: amount, BudgetID: budget}, ledger.DefaultScale)
+			if err == nil {
+				_, err = s.Apply(context.Background(), m)
+			}
+			reason := ledger.ReasonOf(err)
+			if err != nil && reason != ledger.ReasonBudgetExhausted {
+				tb.Errorf("grant to %s: %v", u, err)
+			}
+			mu.Lock()
+			outcomes[reason]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return outcomes
+}
+
+// shardsBorrow: grants of 10 from a budget of 100 in 4 shards, one after
+// the other, so that shards run dry at different times: all 10 are
+// granted (a dry shard borrows), and the 11th is refused.
+func shardsBorrow(t *testing.T, s BudgetStore) {
+	CreateBudget(t, s, "spring", "100", 4)
+	users := Users("u-", 11)
+	for i, u := range users[:10] {
+		if _, err := apply(t, s, ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "g-" + u, Amount: "10", BudgetID: "spring"}); err != nil {
+			t.Fatalf("grant %d of 10: %v", i+1, err)
+		}
+	}
+	refused(t, s, ledger.EntryGrant, ledger.Request{UserID: users[10], RequestID: "g-last", Amount: "10", BudgetID: "spring"}, ledger.ReasonBudgetExhausted)
+	if b := BudgetBalances(t, s, "spring", users); !b.Granted.Equal(amount("100")) {
+		t.Errorf("granted %s, want 100", b.Granted)
+	}
+}
+
+func budgetsListed(t *testing.T, s BudgetStore) {
+	ctx := context.Background()
+	for _, id := range []string{"c", "a", "e", "b", "d"} {
+		CreateBudget(t, s, id, "10", 1)
+	}
+	var got []string
+	token := ""
+	for pages := 0; pages < 10; pages++ {
+		bs, next, err := s.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageSize: 2, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bs {
+			got = append(got, b.ID)
+		}
+		if token = next; token == "" {
+			break
+		}
+	}
+	if fmt.Sprint(got) != "[a b c d e]" {
+		t.Errorf("listed %v, want [a b c d e]", got)
+	}
+	if _, _, err := s.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageToken: "v1.forged"}}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
+		t.Errorf("a forged token: %v, want %s", err, ledger.ReasonInvalidPageToken)
+	}
+}
+
+// givenBack: an admin's debit adjustment that names the budget of a grant
+// takes the points back from the user and gives them back to the budget,
+// up to what the user's grants from it gave, to a closed budget too.
+func givenBack(t *testing.T, s BudgetStore) {
+	ctx := context.Background()
+	CreateBudget(t, s, "spring", "100", 2)
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "30", BudgetID: "spring"})
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g2", Amount: "50"})
+	back := ledger.Request{UserID: "a", RequestID: "back-1", Amount: "10", BudgetID: "spring", Debit: true, Reason: "granted twice"}
+	res := must(t, s, ledger.EntryAdjustment, back)
+	if res.Entry.BudgetID != "spring" || !res.Entry.Amount.Equal(amount("-10")) {
+		t.Errorf("give-back entry %+v", res.Entry)
+	}
+	b := BudgetBalances(t, s, "spring", []string{"a"})
+	if !b.Granted.Equal(amount("20")) || !b.Remaining.Equal(amount("80")) {
+		t.Errorf("after giving back 10: %+v, want 20 granted, 80 remaining", b)
+	}
+	over := ledger.Request{UserID: "a", RequestID: "back-2", Amount: "20.01", BudgetID: "spring", Debit: true, Reason: "too much"}
+	refused(t, s, ledger.EntryAdjustment, over, ledger.ReasonGiveBackExceedsGrants)
+	refused(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back-3", Amount: "1", BudgetID: "autumn", Debit: true, Reason: "none"}, ledger.ReasonBudgetNotFound)
+	if _, _, err := s.CloseBudget(ctx, "spring"); err != nil {
+		t.Fatal(err)
+	}
+	must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back-4", Amount: "20", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
+	if b := BudgetBalances(t, s, "spring", []string{"a"}); !b.Granted.IsZero() || !b.Remaining.Equal(amount("100")) {
+		t.Errorf("after giving all back: %+v", b)
+	}
+	if acct := Sound(t, s, "a"); !acct.Balance.Equal(amount("50")) {
+		t.Errorf("balance %s, want the 50 of no budget", acct.Balance)
+	}
+}
