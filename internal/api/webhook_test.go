@@ -576,7 +576,14 @@ func TestEntryJSONIsWhatListEntriesAnswers(t *testing.T) {
 	must(s.client.Capture(ctx, connect.NewRequest(&pb.CaptureRequest{UserId: "alice", HoldRequestId: "h1", Amount: "3", RequestId: "c1"})))
 	must(s.client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: "alice", Amount: "2", RequestId: "h2"})))
 	must(s.client.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: "alice", HoldRequestId: "h2", RequestId: "v1"})))
-	clk.Add(2 * time.Hour) // the grant's points expire: an EXPIRATION before the next grant
+	// Pending points, partly taken back while pending: a REVERSAL.
+	must(s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "4", RequestId: "g3",
+		EffectiveDelay: durationpb.New(30 * time.Minute)})))
+	must(s.client.ReverseGrant(ctx, connect.NewRequest(&pb.ReverseGrantRequest{UserId: "alice", GrantRequestId: "g3", Amount: "1",
+		RequestId: "rv1", Reason: "returned"})))
+	// The first grant's points expire and the pending ones mature: an
+	// EXPIRATION and a MATURATION before the next grant.
+	clk.Add(2 * time.Hour)
 	must(s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: "g2"})))
 
 	var listed struct{ Entries []json.RawMessage }
