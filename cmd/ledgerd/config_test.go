@@ -155,3 +155,35 @@ func TestWebhookRetryDelaysSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimOutlastsAnAttempt: a dispatcher's claim on a queue holds
+// -webhook-attempt-timeout and 30 s, so that no other dispatcher sends an
+// event again while an attempt of it is under way, however long attempts
+// may take (dispatch's own default, 45 s, was shorter than an attempt of
+// more than 45 s); a killed dispatcher's queues wait that long.
+func TestClaimOutlastsAnAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		timeout string // LEDGER_WEBHOOK_ATTEMPT_TIMEOUT
+		want    time.Duration
+	}{
+		{timeout: "", want: 45 * time.Second},
+		{timeout: "0s", want: 45 * time.Second}, // the Sender's default attempt
+		{timeout: "1s", want: 31 * time.Second},
+		{timeout: "2m", want: 150 * time.Second},
+	} {
+		getenv := func(name string) string {
+			if name == "LEDGER_WEBHOOK_ATTEMPT_TIMEOUT" {
+				return tt.timeout
+			}
+			return ""
+		}
+		c, err := serveFlags(nil, getenv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.delivery.claimTTL(); got != tt.want {
+			t.Errorf("attempt timeout %q: claims hold %v, want %v", tt.timeout, got, tt.want)
+		}
+	}
+}

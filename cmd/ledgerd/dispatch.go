@@ -44,6 +44,13 @@ type deliveryConfig struct {
 // writes them (TestWebhookRetryDelaysSetting keeps the two equal).
 const defaultRetryDelays = "5s,5m,30m,2h,5h,10h,10h,24h,24h"
 
+// claimMargin is how much longer than an attempt a dispatcher's claim on a
+// queue holds without renewal: the claim must outlast the attempt
+// (dispatch.Options.ClaimTTL), or another dispatcher sends the head again
+// while it is under way. It is also how long a killed dispatcher's queues
+// wait, beyond the attempt timeout, before another goes on with them.
+const claimMargin = 30 * time.Second
+
 func (d *deliveryConfig) flags(s *settings) {
 	s.Bool(&d.policy.AllowHTTP, "webhook-allow-http", "LEDGER_WEBHOOK_ALLOW_HTTP",
 		"accept webhook endpoints with plain http URLs (make run does); off: https only")
@@ -97,6 +104,16 @@ func parseRetryDelays(text string) (webhook.Schedule, error) {
 	return s, nil
 }
 
+// claimTTL is how long a dispatcher's claim on a queue holds unrenewed:
+// an attempt and claimMargin.
+func (d *deliveryConfig) claimTTL() time.Duration {
+	attempt := d.attemptTimeout
+	if attempt <= 0 {
+		attempt = webhook.DefaultAttemptTimeout // the Sender's, for 0
+	}
+	return attempt + claimMargin
+}
+
 // delivery is the dispatcher of one process: its stream reader (nil when
 // the projector's reader feeds it), the dispatcher and the notice finder.
 type delivery struct {
@@ -113,6 +130,7 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout})
 	o.EncodeEntry = api.EntryJSON
 	o.Schedule = d.schedule
+	o.ClaimTTL = d.claimTTL()
 	o.PerEndpoint = d.perEndpoint
 	// The API waits this long before it answers a disable or a delete.
 	o.EndpointRefresh = api.DefaultEndpointRefresh
