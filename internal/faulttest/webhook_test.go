@@ -46,8 +46,9 @@ const (
 var attemptsPerEvent = strings.Count(retryDelays, ",") + 2
 
 // webhookRun is the load of the webhook test: fewer clients than the
-// small run, on as many users, none of whose entries is written by the
-// sweeper (off here: no entry may come once the load has stopped).
+// small run, on its 5 users and one quiet one, none of whose entries is
+// written by the sweeper (off here: no entry may come once the load has
+// stopped).
 func webhookRun() shape {
 	return shape{ledgerds: 1, workers: 6, users: names("u", 5), quietUsers: names("q", 1)}
 }
@@ -107,8 +108,11 @@ func TestWebhooksThroughFaults(t *testing.T) {
 
 	l := startLoad(s.clients, sh)
 	f := injectWebhookFaults(t, admin, dispatchers, hooks[2], l)
-	waitFor(t, fmt.Sprintf("%d acknowledged requests, %d entries of %s", minWebhookAcked, g.after+g.size, g.user), func() bool {
-		return l.acked.Load() >= minWebhookAcked && entriesOf(s.clients[0], g.user) >= int64(g.after+g.size)
+	// The gap's events come after u0's first g.after acknowledged: a few
+	// more entries than that cover events given up before it.
+	gapEntries := int64(g.after + g.size + 5)
+	waitFor(t, fmt.Sprintf("%d acknowledged requests, %d entries of %s", minWebhookAcked, gapEntries, g.user), func() bool {
+		return l.acked.Load() >= minWebhookAcked && entriesOf(s.clients[0], g.user) >= gapEntries
 	})
 	l.stop()
 	t.Logf("load stopped: %d requests, %d acknowledged, in %s", len(l.book), l.acked.Load(), l.took.Round(time.Second))
@@ -122,8 +126,12 @@ func TestWebhooksThroughFaults(t *testing.T) {
 	}
 	g.checkFailed(flaky, failed[flaky], v)
 	f.checkCoverage(hooks, dispatchers, v)
+	repeats := map[*hook]int{}
+	for _, h := range hooks {
+		repeats[h] = h.repeats()
+	}
 	redelivered := redeliverGap(t, admin, flaky, g, entries[g.user], v)
-	t.Logf("%s", f.summary(hooks, dispatchers, entries, failed, g, redelivered, l, v))
+	t.Logf("%s", f.summary(hooks, dispatchers, entries, failed, repeats, g, redelivered, l, v))
 	if t.Failed() {
 		t.Logf("ledgerd's logs (the last %d KiB):\n%s", logTail>>10, tail(s.logs.String(), logTail))
 	}
@@ -562,7 +570,7 @@ func (f *webhookFaults) checkCoverage(hooks []*hook, dispatchers []*dispatcher, 
 // summary is the webhook test's report: the load, what each receiver got,
 // the dispatchers' own counts, the faults and the checks' results.
 func (f *webhookFaults) summary(hooks []*hook, dispatchers []*dispatcher, entries map[string][]ledger.Entry, failed map[*hook]map[string]map[int64]*pb.WebhookDelivery,
-	g *gap, redelivered int64, l *load, v *verdict) string {
+	repeats map[*hook]int, g *gap, redelivered int64, l *load, v *verdict) string {
 	var b strings.Builder
 	n := 0
 	for _, es := range entries {
@@ -576,15 +584,8 @@ func (f *webhookFaults) summary(hooks []*hook, dispatchers []*dispatcher, entrie
 			rows += len(byVersion)
 		}
 		h.mu.Lock()
-		repeats := 0
-		for _, a := range h.log {
-			if a.acked() {
-				repeats++
-			}
-		}
-		repeats -= len(h.acked)
-		fmt.Fprintf(&b, "  %-14s %v: %d requests, %d events acknowledged, %d acknowledged again (the same webhook-id), %d answered 500, %d timed out, %d with another refunded_amount than the event's first; %d FAILED rows before the redelivery\n",
-			h.name, h.types, len(h.log), len(h.acked), repeats, h.answered500, h.timedOut, h.refunded, rows)
+		fmt.Fprintf(&b, "  %-14s %v: %d requests, %d events acknowledged, %d acknowledged again before the redelivery (the same webhook-id), %d answered 500, %d timed out, %d with another refunded_amount than the event's first; %d FAILED rows before the redelivery\n",
+			h.name, h.types, len(h.log), len(h.acked), repeats[h], h.answered500, h.timedOut, h.refunded, rows)
 		h.mu.Unlock()
 	}
 	fmt.Fprintf(&b, "dispatcher %s SIGKILLed with %d queues in flight, after %d attempts; the refused attempt at the receiver while down: %s v%d (%s)\n",
@@ -608,4 +609,18 @@ func entriesOf(client pointledgerv1connect.LedgerServiceClient, user string) int
 		return 0
 	}
 	return res.Msg.Version
+}
+
+// repeats counts the requests answered 2xx of an event already answered
+// 2xx: at least once, the same webhook-id again.
+func (h *hook) repeats() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, a := range h.log {
+		if a.acked() {
+			n++
+		}
+	}
+	return n - len(h.acked)
 }
