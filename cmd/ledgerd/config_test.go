@@ -2,11 +2,13 @@ package main
 
 import (
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/dispatch"
 )
 
 func TestPageTokenKey(t *testing.T) {
@@ -101,5 +103,87 @@ func TestHistoryWaitSetting(t *testing.T) {
 				t.Errorf("history wait = %v, want %v", c.historyWait, tt.want)
 			}
 		})
+	}
+}
+
+// TestWebhookRetryDelaysSetting: -webhook-retry-delays (serve and
+// dispatch read it alike) is the dispatcher's schedule, its default
+// dispatch.DefaultSchedule; a list the dispatcher could not follow stops
+// the command.
+func TestWebhookRetryDelaysSetting(t *testing.T) {
+	t.Parallel()
+	ms := time.Millisecond
+	tests := []struct {
+		name    string
+		args    []string
+		env     string // LEDGER_WEBHOOK_RETRY_DELAYS
+		want    []time.Duration
+		wantErr bool
+	}{
+		{name: "default", want: dispatch.DefaultSchedule.Delays},
+		{name: "variable", env: "100ms,200ms,400ms", want: []time.Duration{100 * ms, 200 * ms, 400 * ms}},
+		{name: "flag over variable", args: []string{"-webhook-retry-delays", "1s, 1m"}, env: "100ms", want: []time.Duration{time.Second, time.Minute}},
+		{name: "one delay", env: "30s", want: []time.Duration{30 * time.Second}},
+		{name: "zero", env: "1s,0s", wantErr: true},
+		{name: "negative", args: []string{"-webhook-retry-delays", "-1s"}, wantErr: true},
+		{name: "an empty part", env: "1s,,2s", wantErr: true},
+		{name: "days are not a Go duration", env: "1d", wantErr: true},
+		{name: "not a duration", env: "soon", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			getenv := func(name string) string {
+				if name == "LEDGER_WEBHOOK_RETRY_DELAYS" {
+					return tt.env
+				}
+				return ""
+			}
+			c, err := serveFlags(tt.args, getenv, io.Discard)
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "LEDGER_WEBHOOK_RETRY_DELAYS") {
+					t.Fatalf("delays %v: error %v, want one naming the setting", c.delivery.schedule.Delays, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.delivery.schedule; !slices.Equal(got.Delays, tt.want) || got.Jitter != dispatch.DefaultSchedule.Jitter {
+				t.Errorf("schedule = %v ±%v, want %v ±%v", got.Delays, got.Jitter, tt.want, dispatch.DefaultSchedule.Jitter)
+			}
+		})
+	}
+}
+
+// TestClaimOutlastsAnAttempt: a dispatcher's claim on a queue holds
+// -webhook-attempt-timeout and 30 s, so that no other dispatcher sends an
+// event again while an attempt of it is under way, however long attempts
+// may take (dispatch's own default, 45 s, was shorter than an attempt of
+// more than 45 s); a killed dispatcher's queues wait that long.
+func TestClaimOutlastsAnAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		timeout string // LEDGER_WEBHOOK_ATTEMPT_TIMEOUT
+		want    time.Duration
+	}{
+		{timeout: "", want: 45 * time.Second},
+		{timeout: "0s", want: 45 * time.Second}, // the Sender's default attempt
+		{timeout: "1s", want: 31 * time.Second},
+		{timeout: "2m", want: 150 * time.Second},
+	} {
+		getenv := func(name string) string {
+			if name == "LEDGER_WEBHOOK_ATTEMPT_TIMEOUT" {
+				return tt.timeout
+			}
+			return ""
+		}
+		c, err := serveFlags(nil, getenv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.delivery.claimTTL(); got != tt.want {
+			t.Errorf("attempt timeout %q: claims hold %v, want %v", tt.timeout, got, tt.want)
+		}
 	}
 }

@@ -28,14 +28,28 @@ const dispatchName = "dispatch"
 // deliveryConfig is how events are delivered, the same for serve and
 // dispatch: which URLs an endpoint may have (the API checks them at
 // creation, the dispatcher at every attempt), an attempt's timeout, the
-// users delivered at once per endpoint, and the notices' leads.
+// retry schedule, the users delivered at once per endpoint, and the
+// notices' leads.
 type deliveryConfig struct {
 	policy         webhook.URLPolicy
 	attemptTimeout time.Duration
+	retryDelays    string           // -webhook-retry-delays as given
+	schedule       webhook.Schedule // what check read in retryDelays
 	perEndpoint    int
 	leads          string          // -notice-leads as given
 	noticeLeads    []time.Duration // what check read in leads; none: no notices
 }
+
+// defaultRetryDelays is dispatch.DefaultSchedule's delays, as an operator
+// writes them (TestWebhookRetryDelaysSetting keeps the two equal).
+const defaultRetryDelays = "5s,5m,30m,2h,5h,10h,10h,24h,24h"
+
+// claimMargin is how much longer than an attempt a dispatcher's claim on a
+// queue holds without renewal: the claim must outlast the attempt
+// (dispatch.Options.ClaimTTL), or another dispatcher sends the head again
+// while it is under way. It is also how long a killed dispatcher's queues
+// wait, beyond the attempt timeout, before another goes on with them.
+const claimMargin = 30 * time.Second
 
 func (d *deliveryConfig) flags(s *settings) {
 	s.Bool(&d.policy.AllowHTTP, "webhook-allow-http", "LEDGER_WEBHOOK_ALLOW_HTTP",
@@ -46,6 +60,8 @@ func (d *deliveryConfig) flags(s *settings) {
 		"accept webhook endpoints on private addresses (10/8, 172.16/12, 192.168/16, fc00::/7, 100.64/10), receivers inside your network; off: refused")
 	s.Duration(&d.attemptTimeout, "webhook-attempt-timeout", "LEDGER_WEBHOOK_ATTEMPT_TIMEOUT", webhook.DefaultAttemptTimeout,
 		"how long one delivery attempt may take before it counts as failed")
+	s.String(&d.retryDelays, "webhook-retry-delays", "LEDGER_WEBHOOK_RETRY_DELAYS", defaultRetryDelays,
+		"the waits after a failed delivery attempt before the next, comma-separated durations, each moved by up to ±20% at random; after the last attempt the event is FAILED")
 	s.Int(&d.perEndpoint, "webhook-per-endpoint", "LEDGER_WEBHOOK_PER_ENDPOINT", dispatch.DefaultPerEndpoint,
 		"users whose events are delivered at once to one endpoint (each user's in order)")
 	s.String(&d.leads, "notice-leads", "LEDGER_NOTICE_LEADS", "7d",
@@ -57,15 +73,45 @@ func (d *deliveryConfig) check() error {
 	if d.perEndpoint < 1 {
 		return fmt.Errorf("-webhook-per-endpoint (LEDGER_WEBHOOK_PER_ENDPOINT) must be at least 1, not %d", d.perEndpoint)
 	}
+	var err error
+	if d.schedule, err = parseRetryDelays(d.retryDelays); err != nil {
+		return fmt.Errorf("-webhook-retry-delays (LEDGER_WEBHOOK_RETRY_DELAYS): %w", err)
+	}
 	if strings.TrimSpace(d.leads) == "off" {
 		d.noticeLeads = nil
 		return nil
 	}
-	var err error
 	if d.noticeLeads, err = notice.ParseLeads(d.leads); err != nil {
 		return fmt.Errorf("-notice-leads (LEDGER_NOTICE_LEADS): %w", err)
 	}
 	return nil
+}
+
+// parseRetryDelays reads a retry schedule, "5s,5m,30m": Go durations,
+// each more than 0, jittered as dispatch.DefaultSchedule is.
+func parseRetryDelays(text string) (webhook.Schedule, error) {
+	s := webhook.Schedule{Jitter: dispatch.DefaultSchedule.Jitter}
+	for part := range strings.SplitSeq(text, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(part))
+		if err != nil {
+			return webhook.Schedule{}, fmt.Errorf("%q is not a duration (30s, 5m, 2h)", strings.TrimSpace(part))
+		}
+		s.Delays = append(s.Delays, d)
+	}
+	if err := s.Check(); err != nil {
+		return webhook.Schedule{}, err
+	}
+	return s, nil
+}
+
+// claimTTL is how long a dispatcher's claim on a queue holds unrenewed:
+// an attempt and claimMargin.
+func (d *deliveryConfig) claimTTL() time.Duration {
+	attempt := d.attemptTimeout
+	if attempt <= 0 {
+		attempt = webhook.DefaultAttemptTimeout // the Sender's, for 0
+	}
+	return attempt + claimMargin
 }
 
 // delivery is the dispatcher of one process: its stream reader (nil when
@@ -83,6 +129,8 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 	var o dispatch.Options
 	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout})
 	o.EncodeEntry = api.EntryJSON
+	o.Schedule = d.schedule
+	o.ClaimTTL = d.claimTTL()
 	o.PerEndpoint = d.perEndpoint
 	// The API waits this long before it answers a disable or a delete.
 	o.EndpointRefresh = api.DefaultEndpointRefresh

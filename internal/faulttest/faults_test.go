@@ -89,11 +89,12 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of faults")
 	}
+	t.Parallel() // with the webhook test: both mostly wait for their faults
 	sh := smallRun()
 	if *soakOps > 0 {
 		sh = soakRun(*soakOps)
 	}
-	s := startServices(t, sh.ledgerds)
+	s := startServices(t, setup{ledgerds: sh.ledgerds, projector: true})
 	l := startLoad(s.clients, sh)
 	caused := s.injectFaults(t, sh, l)
 	l.stop()
@@ -120,24 +121,31 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 type services struct {
 	bin, dbPath string
 	base        []string // the environment of every ledgerd command
+	proxied     []string // base, with DynamoDB behind the proxy
+	creds       auth.DevCredentials
 	emu         *dynamolocal.Emulator
 	proxy       *ddbproxy.Proxy
 	ledgerds    []*process
-	projector   *process
+	projector   *process // nil without setup.projector
 	logs        *dynamolocal.Output
+	apis        []string                                   // each ledgerd's base URL
 	clients     []pointledgerv1connect.LedgerServiceClient // one for each ledgerd
 }
 
-func startServices(t *testing.T, ledgerds int) *services {
+// setup is what startServices starts.
+type setup struct {
+	ledgerds  int
+	projector bool     // `ledgerd project`, a process of its own
+	serveEnv  []string // added to ledgerd serve's environment (NAME=value)
+}
+
+func startServices(t *testing.T, set setup) *services {
 	ctx := context.Background()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &services{bin: filepath.Join(t.TempDir(), "ledgerd"), dbPath: t.TempDir(), logs: &dynamolocal.Output{}}
-	if out, err := exec.Command("go", "build", "-o", s.bin, filepath.Join(root, "cmd", "ledgerd")).CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	s := &services{bin: buildLedgerd(t, root), dbPath: t.TempDir(), logs: &dynamolocal.Output{}}
 	if s.emu, err = dynamolocal.Start(ctx, dynamolocal.Options{DBPath: s.dbPath, JVMFlags: dynamolocal.TestJVMFlags}); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +159,7 @@ func startServices(t *testing.T, ledgerds int) *services {
 	}
 	t.Cleanup(func() { _ = s.proxy.Close() })
 	creds := auth.GenerateDev()
+	s.creds = creds
 	// Operations listeners on any free port: the defaults may be held by
 	// another ledgerd on this machine. The sweeper passes every 2 s, so that
 	// it puts the quiet users' expiries on the record during the run.
@@ -162,25 +171,64 @@ func startServices(t *testing.T, ledgerds int) *services {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	env := append(s.base, "LEDGER_DYNAMODB_ENDPOINT="+s.proxy.URL)
+	s.proxied = env
 	// ledgerd serves without its projector; the projector runs as its own
 	// process (`ledgerd project`), so that each can be killed on its own.
-	for range ledgerds {
+	for range set.ledgerds {
 		port, err := dynamolocal.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &process{bin: s.bin, env: append(env, "LEDGER_PROJECTOR=false"), out: s.logs,
+		p := &process{bin: s.bin, env: append(append(slices.Clone(env), "LEDGER_PROJECTOR=false"), set.serveEnv...), out: s.logs,
 			args: []string{"serve", "-listen", fmt.Sprintf("127.0.0.1:%d", port)}}
 		p.start(t)
 		t.Cleanup(p.kill)
 		s.ledgerds = append(s.ledgerds, p)
-		s.clients = append(s.clients, pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d", port),
+		s.apis = append(s.apis, fmt.Sprintf("http://127.0.0.1:%d", port))
+		s.clients = append(s.clients, pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, s.apis[len(s.apis)-1],
 			connect.WithInterceptors(auth.Bearer(creds.ServiceToken))))
+	}
+	if !set.projector {
+		return s
 	}
 	s.projector = &process{bin: s.bin, env: env, out: s.logs, args: []string{"project"}}
 	s.projector.start(t)
 	t.Cleanup(s.projector.kill)
 	return s
+}
+
+// built is the ledgerd that the suite's tests run, built once (they run
+// at once) into dir, which TestMain removes.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildLedgerd builds ./cmd/ledgerd of the module at root, once.
+func buildLedgerd(t *testing.T, root string) string {
+	t.Helper()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "faulttest"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "ledgerd")
+		if out, err := exec.Command("go", "build", "-o", built.bin, filepath.Join(root, "cmd", "ledgerd")).CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
 }
 
 // caused counts the faults the suite causes itself, in rounds.
