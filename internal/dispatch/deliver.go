@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -258,7 +259,13 @@ func (d *Dispatcher) noteDepth(q queue) {
 
 // entryEvent is an entry's event: its id is the entry's, its data
 // {event_id, user_id, version, entry}.
+//
+// The entry is as it was written: a purchase's refunded_amount and a
+// grant's reversed_amount grow with later entries (which are events of
+// their own), and read as they are now they would give one webhook-id
+// another body at a later attempt or redelivery.
 func (d *Dispatcher) entryEvent(e ledger.Entry) (webhook.Event, error) {
+	e.RefundedAmount, e.ReversedAmount = decimal.Zero, decimal.Zero
 	entry, err := d.o.EncodeEntry(e)
 	if err != nil {
 		return webhook.Event{}, fmt.Errorf("encode entry %s v%d: %w", e.UserID, e.Version, err)

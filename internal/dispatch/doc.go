@@ -57,7 +57,9 @@
 //     nothing that a later record or a redelivery does not recover.
 //   - At least once, duplicates only as the same webhook-id: an attempt
 //     may be repeated after a crash before done moved, never another
-//     event under its id.
+//     event under its id, nor another body: an event's entry is as it was
+//     written (a purchase's refunded_amount and a grant's reversed_amount,
+//     which later entries move, read as 0).
 //   - An endpoint receives the entries written at or after its
 //     create_time (to the microsecond, the ledger's precision); a deleted
 //     or disabled endpoint gets no attempt that starts after its call
