@@ -1580,8 +1580,15 @@ type HistoryItem struct {
 	HeldChange        string                 `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
 	HeldAfter         string                 `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
 	HoldRequestId     string                 `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	PendingChange     string                 `protobuf:"bytes,20,opt,name=pending_change,json=pendingChange,proto3" json:"pending_change,omitempty"`
+	PendingAfter      string                 `protobuf:"bytes,21,opt,name=pending_after,json=pendingAfter,proto3" json:"pending_after,omitempty"`
+	GrantRequestId    string                 `protobuf:"bytes,22,opt,name=grant_request_id,json=grantRequestId,proto3" json:"grant_request_id,omitempty"`
+	EffectiveTime     *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	// Grants: the sum of the reversals history has applied so far ("0"
+	// before any); "" on other entries.
+	ReversedAmount string `protobuf:"bytes,24,opt,name=reversed_amount,json=reversedAmount,proto3" json:"reversed_amount,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
@@ -1743,6 +1750,41 @@ func (x *HistoryItem) GetHeldAfter() string {
 func (x *HistoryItem) GetHoldRequestId() string {
 	if x != nil {
 		return x.HoldRequestId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetPendingChange() string {
+	if x != nil {
+		return x.PendingChange
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetPendingAfter() string {
+	if x != nil {
+		return x.PendingAfter
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetGrantRequestId() string {
+	if x != nil {
+		return x.GrantRequestId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetEffectiveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveTime
+	}
+	return nil
+}
+
+func (x *HistoryItem) GetReversedAmount() string {
+	if x != nil {
+		return x.ReversedAmount
 	}
 	return ""
 }
@@ -2845,7 +2887,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x06\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa9\b\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2871,7 +2913,12 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"heldChange\x12\x1d\n" +
 	"\n" +
 	"held_after\x18\x12 \x01(\tR\theldAfter\x12&\n" +
-	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x1a;\n" +
+	"\x0fhold_request_id\x18\x13 \x01(\tR\rholdRequestId\x12%\n" +
+	"\x0epending_change\x18\x14 \x01(\tR\rpendingChange\x12#\n" +
+	"\rpending_after\x18\x15 \x01(\tR\fpendingAfter\x12(\n" +
+	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
+	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12'\n" +
+	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
@@ -3103,51 +3150,52 @@ var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	3,  // 29: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
 	41, // 30: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
 	6,  // 31: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
-	0,  // 32: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	41, // 33: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	41, // 34: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	19, // 35: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	37, // 36: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
-	41, // 37: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 38: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
-	5,  // 39: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
-	38, // 40: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
-	4,  // 41: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 42: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
-	39, // 43: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
-	4,  // 44: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 45: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
-	1,  // 46: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
-	5,  // 47: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
-	40, // 48: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
-	4,  // 49: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
-	8,  // 50: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	10, // 51: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	12, // 52: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	14, // 53: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	17, // 54: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	20, // 55: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	22, // 56: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
-	24, // 57: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
-	26, // 58: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
-	28, // 59: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
-	30, // 60: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
-	9,  // 61: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	11, // 62: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	13, // 63: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	15, // 64: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	18, // 65: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	21, // 66: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	23, // 67: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
-	25, // 68: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
-	27, // 69: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
-	29, // 70: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
-	31, // 71: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
-	61, // [61:72] is the sub-list for method output_type
-	50, // [50:61] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	41, // 32: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
+	0,  // 33: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	41, // 34: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	41, // 35: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	19, // 36: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	37, // 37: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
+	41, // 38: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
+	42, // 39: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
+	5,  // 40: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
+	38, // 41: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
+	4,  // 42: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 43: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
+	39, // 44: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
+	4,  // 45: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 46: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
+	1,  // 47: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
+	5,  // 48: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
+	40, // 49: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
+	4,  // 50: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
+	8,  // 51: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	10, // 52: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	12, // 53: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	14, // 54: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	17, // 55: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	20, // 56: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	22, // 57: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
+	24, // 58: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
+	26, // 59: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
+	28, // 60: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
+	30, // 61: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
+	9,  // 62: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	11, // 63: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	13, // 64: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	15, // 65: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	18, // 66: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	21, // 67: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	23, // 68: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
+	25, // 69: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
+	27, // 70: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
+	29, // 71: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
+	31, // 72: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
+	62, // [62:73] is the sub-list for method output_type
+	51, // [51:62] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
