@@ -92,6 +92,9 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 		SumOfEntries:   rep.SumOfEntries,
 		SumOfBalances:  rep.SumOfBalances,
 		Clean:          rep.Clean,
+
+		SumOfPendingChanges: rep.SumOfPendingChanges,
+		SumOfPending:        rep.SumOfPending,
 	}
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})
@@ -101,6 +104,9 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 	}
 	for _, m := range rep.Breakage {
 		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+	}
+	for _, m := range rep.Pending {
+		out.Pending = append(out.Pending, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
 	}
 	for _, a := range rep.Proposed {
 		out.ProposedAdjustments = append(out.ProposedAdjustments, &pb.ProposedAdjustment{

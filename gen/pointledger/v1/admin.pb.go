@@ -448,7 +448,14 @@ type ReconcileReport struct {
 	// Points outstanding by the UTC month they expire in ("never" last).
 	Liability []*MonthAmount `protobuf:"bytes,11,rep,name=liability,proto3" json:"liability,omitempty"`
 	// Points expired unused, by the UTC month they expired in.
-	Breakage      []*MonthAmount `protobuf:"bytes,12,rep,name=breakage,proto3" json:"breakage,omitempty"`
+	Breakage []*MonthAmount `protobuf:"bytes,12,rep,name=breakage,proto3" json:"breakage,omitempty"`
+	// Points granted and not yet spendable: the entries' pending changes
+	// folded, and what the accounts have pending (equal, or a finding).
+	SumOfPendingChanges string `protobuf:"bytes,13,opt,name=sum_of_pending_changes,json=sumOfPendingChanges,proto3" json:"sum_of_pending_changes,omitempty"`
+	SumOfPending        string `protobuf:"bytes,14,opt,name=sum_of_pending,json=sumOfPending,proto3" json:"sum_of_pending,omitempty"`
+	// Points still pending at the start, by the UTC month they mature in.
+	// Liability and breakage count only matured points.
+	Pending       []*MonthAmount `protobuf:"bytes,15,rep,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +570,27 @@ func (x *ReconcileReport) GetLiability() []*MonthAmount {
 func (x *ReconcileReport) GetBreakage() []*MonthAmount {
 	if x != nil {
 		return x.Breakage
+	}
+	return nil
+}
+
+func (x *ReconcileReport) GetSumOfPendingChanges() string {
+	if x != nil {
+		return x.SumOfPendingChanges
+	}
+	return ""
+}
+
+func (x *ReconcileReport) GetSumOfPending() string {
+	if x != nil {
+		return x.SumOfPending
+	}
+	return ""
+}
+
+func (x *ReconcileReport) GetPending() []*MonthAmount {
+	if x != nil {
+		return x.Pending
 	}
 	return nil
 }
@@ -1234,7 +1262,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x10expected_balance\x18\x05 \x01(\tR\x0fexpectedBalance\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\xd4\x04\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xe6\x05\n" +
 	"\x0fReconcileReport\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1250,7 +1278,10 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x05clean\x18\n" +
 	" \x01(\bR\x05clean\x129\n" +
 	"\tliability\x18\v \x03(\v2\x1b.pointledger.v1.MonthAmountR\tliability\x127\n" +
-	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\";\n" +
+	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\x123\n" +
+	"\x16sum_of_pending_changes\x18\r \x01(\tR\x13sumOfPendingChanges\x12$\n" +
+	"\x0esum_of_pending\x18\x0e \x01(\tR\fsumOfPending\x125\n" +
+	"\apending\x18\x0f \x03(\v2\x1b.pointledger.v1.MonthAmountR\apending\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xd8\x04\n" +
@@ -1353,31 +1384,32 @@ var file_pointledger_v1_admin_proto_depIdxs = []int32{
 	4,  // 5: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
 	6,  // 6: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
 	6,  // 7: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
-	15, // 8: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
-	16, // 9: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
-	17, // 10: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 11: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
-	17, // 12: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
-	18, // 13: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	19, // 14: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	19, // 15: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	16, // 16: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	17, // 17: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 18: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	7,  // 19: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	9,  // 20: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	11, // 21: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	13, // 22: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 23: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	8,  // 24: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	10, // 25: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	12, // 26: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	14, // 27: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	23, // [23:28] is the sub-list for method output_type
-	18, // [18:23] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	6,  // 8: pointledger.v1.ReconcileReport.pending:type_name -> pointledger.v1.MonthAmount
+	15, // 9: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
+	16, // 10: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
+	17, // 11: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
+	16, // 12: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
+	17, // 13: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
+	18, // 14: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	19, // 15: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	19, // 16: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	16, // 17: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	17, // 18: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 19: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	7,  // 20: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	9,  // 21: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	11, // 22: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	13, // 23: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 24: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	8,  // 25: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	10, // 26: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	12, // 27: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	14, // 28: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }
