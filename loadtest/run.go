@@ -227,10 +227,11 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 		}
 		defer stop()
 		o := stack.FleetOptions{Bin: r.f.ledgerd, Instances: c.instances, Affinity: c.affinity, Health: r.f.healthInterval}
-		if r.f.scenario == "checkout" {
+		if r.f.scenario == "checkout" || r.f.scenario == "returns" {
 			// The check waits for the sweeper to release the holds the run
-			// left open: at its 15 s default it would wait longer than the
-			// holds lasted.
+			// left open, and to write the maturations of its last grants:
+			// at its 15 s default it would wait longer than the holds
+			// lasted, or the grants were pending.
 			o.Args = []string{"-sweep-interval", checkoutSweepInterval.String()}
 		}
 		fl, err := stack.StartFleet(ctx, o, e)
@@ -292,9 +293,11 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	chk := &check.Checker{Ledger: store, Reconciler: reconcile.New(store,
 		projection.NewHistory(db, prefix+migrations.HistoryTable, store, nil),
 		projection.NewLeaseTable(db, prefix+migrations.LeaseTable, nil))}
-	if r.f.scenario == "checkout" {
-		chk.API = x.Client()
-		fmt.Printf("%s: waiting for the holds left open to expire (ttl %s) and be released...\n", name, drive.HoldTTL)
+	if r.f.scenario == "checkout" || r.f.scenario == "returns" {
+		if r.f.scenario == "checkout" {
+			chk.API = x.Client()
+		}
+		fmt.Printf("%s: waiting for the holds left open to expire (ttl %s) and be released, the grants pending to mature...\n", name, drive.HoldTTL)
 		note, err := check.ExpiryNote(ctx, store.Balance, b.Users())
 		if err != nil {
 			return report.Run{}, err

@@ -69,6 +69,9 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 		if o.TTL > 0 {
 			req.Ttl = durationpb.New(o.TTL)
 		}
+		if o.Effective > 0 {
+			req.EffectiveDelay = durationpb.New(o.Effective)
+		}
 		if res, err = x.c.Grant(ctx, connect.NewRequest(req)); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
@@ -103,6 +106,12 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 	case "void":
 		var res *connect.Response[pb.VoidResponse]
 		if res, err = x.c.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: o.User, HoldRequestId: o.Hold, RequestId: o.RequestID})); err == nil {
+			e, replayed = res.Msg.Entry, res.Msg.Replayed
+		}
+	case "reverse":
+		var res *connect.Response[pb.ReverseGrantResponse]
+		req := &pb.ReverseGrantRequest{UserId: o.User, GrantRequestId: o.Grant, Amount: o.Amount.String(), RequestId: o.RequestID, Reason: "returned"}
+		if res, err = x.c.ReverseGrant(ctx, connect.NewRequest(req)); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "balance":

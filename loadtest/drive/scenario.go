@@ -23,13 +23,15 @@ import (
 
 // An Op is one request of the load.
 type Op struct {
-	Kind      string // grant, purchase, refund, authorize, capture, void, balance, history
+	Kind      string // grant, purchase, refund, authorize, capture, void, reverse, balance, history
 	User      string
 	RequestID string
 	Amount    decimal.Decimal // capture: what it spends; void: what the hold holds
 	Purchase  string          // refund: the purchase's request id
 	Hold      string          // capture, void: the request id of the hold's Authorize
 	TTL       time.Duration   // grant, authorize: how long the points or the hold last; 0: not said
+	Effective time.Duration   // grant: pending for this long (effective_delay); 0: spendable at once
+	Grant     string          // reverse: the grant's request id
 	Whole     bool            // capture: send no amount, which captures all of the hold (Amount)
 	Expect    string          // a code the scenario expects instead of "ok" (a probe)
 }
@@ -51,6 +53,7 @@ func (o Op) EntryType() (t ledger.EntryType, ok bool) {
 var entryTypeOf = map[string]ledger.EntryType{
 	"grant": ledger.EntryGrant, "purchase": ledger.EntryPurchase, "refund": ledger.EntryRefund,
 	"authorize": ledger.EntryHold, "capture": ledger.EntryCapture, "void": ledger.EntryRelease,
+	"reverse": ledger.EntryReversal,
 }
 
 // An Outcome is what the system answered.
@@ -365,10 +368,10 @@ func pickZipf(n int) func(*rand.Rand) int {
 }
 
 // NewScenario builds the scenario name; baseline: the variant a baseline
-// runs, which only grants and purchases (mixed, retry-storm and checkout
-// become uniform purchases).
+// runs, which only grants and purchases (mixed, retry-storm, checkout and
+// returns become uniform purchases).
 func NewScenario(name string, p *Params, baseline bool) Scenario {
-	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout") {
+	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout" || name == "returns") {
 		name = "uniform"
 	}
 	switch name {
@@ -384,12 +387,14 @@ func NewScenario(name string, p *Params, baseline bool) Scenario {
 		return newMixed(p)
 	case "checkout":
 		return &checkout{p: p}
+	case "returns":
+		return &returns{p: p, grants: map[string][]Op{}}
 	}
 	return &spread{p, pickUniform(p.Users)}
 }
 
 // Scenarios are the names NewScenario knows.
-var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout"}
+var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout", "returns"}
 
 // parallelDo runs f(0..n-1) on k goroutines.
 func parallelDo(ctx context.Context, k, n int, f func(int)) {

@@ -217,6 +217,7 @@ type Invariants struct {
 	Refunded   string   `json:"refunded"`
 	Expired    string   `json:"expired"`
 	Balances   string   `json:"sum_of_balances"`
+	Pending    string   `json:"sum_of_pending,omitempty"` // points granted, not yet spendable: in no balance
 	// Holds: how many holds ended in each state (checkout).
 	Holds map[ledger.HoldState]int64 `json:"holds,omitempty"`
 }
@@ -257,6 +258,7 @@ func (i *Invariants) Add(run string, o Invariants) {
 		return x.Add(y).String()
 	}
 	i.Granted, i.Spent, i.Refunded, i.Expired, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Expired, o.Expired), sum(i.Balances, o.Balances)
+	i.Pending = sum(i.Pending, o.Pending)
 }
 
 // AddFailover checks what followed a kill: once the health-check window
