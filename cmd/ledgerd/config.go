@@ -46,6 +46,7 @@ type Config struct {
 	BatchLinger     time.Duration
 	MaxBuckets      int // distinct expiry times one account may hold
 	MaxHolds        int // open holds one account may have
+	MaxPending      int // pending grants one account may have
 
 	metrics *metrics.Metrics // nil: not measured
 	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
@@ -66,6 +67,8 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 		"distinct expiry times one account may hold; a grant that would pass it is refused (TOO_MANY_BUCKETS)")
 	s.Int(&c.MaxHolds, "max-holds", "LEDGER_MAX_HOLDS", ledger.DefaultMaxHolds,
 		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS)")
+	s.Int(&c.MaxPending, "max-pending", "LEDGER_MAX_PENDING", ledger.DefaultMaxPending,
+		"pending grants (with an effective time not yet reached) one account may have; a grant that would pass it is refused (TOO_MANY_PENDING)")
 	return s.err()
 }
 
@@ -152,8 +155,11 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if c.MaxHolds < 1 || c.MaxHolds > 1000 {
 		return nil, fmt.Errorf("-max-holds (LEDGER_MAX_HOLDS) must be 1 to 1000, not %d", c.MaxHolds)
 	}
+	if c.MaxPending < 1 || c.MaxPending > 1000 {
+		return nil, fmt.Errorf("-max-pending (LEDGER_MAX_PENDING) must be 1 to 1000, not %d", c.MaxPending)
+	}
 	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens,
-		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds}
+		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds, MaxPending: c.MaxPending}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}

@@ -256,7 +256,7 @@ func normalize(t *testing.T, s string) any {
 			for k, x := range v {
 				// A page token is signed with a key derived from the
 				// table names, which differ here.
-				if k == "entry_id" || k == "create_time" || k == "next_page_token" || k == "expire_time" {
+				if k == "entry_id" || k == "create_time" || k == "next_page_token" || k == "expire_time" || k == "effective_time" {
 					v[k] = "<" + k + ">"
 				}
 				walk(x)

@@ -90,7 +90,7 @@ func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, 
 	case ledger.EntryRefund:
 		res, err := client.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, PurchaseRequestId: s.of.id}))
 		return entryOf(res, err)
-	case ledger.EntryAdjustment, ledger.EntryExpiration:
+	case ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryMaturation, ledger.EntryReversal: // not sent yet
 	}
 	return nil, fmt.Errorf("the load sends no %s", s.typ)
 }
@@ -213,7 +213,7 @@ func settle(d *desk, s *sent) {
 		if s.of.left = s.of.left.Sub(s.amount); !s.of.left.IsPositive() {
 			d.refundable = slices.DeleteFunc(d.refundable, func(r *sent) bool { return r == s.of })
 		}
-	case ledger.EntryGrant, ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryRelease:
+	case ledger.EntryGrant, ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryRelease, ledger.EntryMaturation, ledger.EntryReversal:
 	}
 }
 

@@ -55,6 +55,11 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 		{"holds are listed by state", holdsListed},
 		{"a capture is refunded like a purchase", captureRefunded},
 		{"a hold resolves once under concurrency", holdResolvesOnceConcurrently},
+		{"a pending grant matures before the next mutation", pendingMaturesBeforeMutation},
+		{"the sweeper matures pending grants", sweeperMatures},
+		{"a reversal takes pending points first, then spendable ones", reversalPendingThenSpendable},
+		{"a reversal is applied once, and its refusals are final", reversalOnceAndFinal},
+		{"concurrent reversals never exceed their grant", reversalsConcurrently},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

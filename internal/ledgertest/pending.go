@@ -11,27 +11,7 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
-// ContractPending is the suite of pending grants and reversals every
-// ledger.Store must pass, as Contract is; newStore returns an empty store
-// whose clock is now.
-func ContractPending(t *testing.T, newStore func(t *testing.T, now func() time.Time) ledger.Store) {
-	for _, c := range []struct {
-		name string
-		test func(t *testing.T, s ledger.Store, clk *Clock)
-	}{
-		{"a pending grant matures before the next mutation", pendingMaturesBeforeMutation},
-		{"the sweeper matures pending grants", sweeperMatures},
-		{"a reversal takes pending points first, then spendable ones", reversalPendingThenSpendable},
-		{"a reversal is applied once, and its refusals are final", reversalOnceAndFinal},
-		{"concurrent reversals never exceed their grant", reversalsConcurrently},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			clk := NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-			c.test(t, newStore(t, clk.Now), clk)
-		})
-	}
-}
+// The contract's cases of pending grants and reversals (see Contract).
 
 // pending checks the user's account: its balance and what it has pending,
 // as the store keeps them.

@@ -1,12 +1,15 @@
-// Package sweep puts expired points and holds on the record for users who
-// are idle.
+// Package sweep puts expired points and holds, and pending grants that
+// matured, on the record for users who are idle.
 //
 // Expiry is decided by time: a bucket past its expire_time is not spendable,
 // and a hold past its own is released, whether or not an entry says so, and
-// a user's next mutation writes the RELEASEs and the EXPIRATION first. For
-// users who make no mutation, a Sweeper writes them: it asks the store's
-// index of next expiries which users have points or holds due (never a
-// table scan), and has the store decide each on a consistent read.
+// a user's next mutation writes the RELEASEs and the EXPIRATION first;
+// pending points are spendable from their effective time, and the
+// MATURATION is written the same way. For users who make no mutation, a
+// Sweeper writes them: it asks the store's index of next expiries (whose
+// time is ledger.Account.NextDue, maturities included) which users have
+// something due (never a table scan), and has the store decide each on a
+// consistent read.
 // The index is split in shards; each pass takes a lease on a shard before
 // it sweeps it, so several sweepers (one in each ledgerd serve, say) share
 // the work without doing it twice at once. Doing it twice would be harmless
@@ -52,7 +55,7 @@ type Progress struct {
 	Passes   int64           `json:"passes"`
 	Shards   int64           `json:"shards_swept"`
 	Users    int64           `json:"users_checked"` // nominated by the index
-	Expired  int64           `json:"users_expired"` // who had points or holds due
+	Expired  int64           `json:"users_expired"` // who had points or holds due, or grants maturing
 	Points   decimal.Decimal `json:"points_expired"`
 	Duration time.Duration   `json:"duration"` // spent sweeping
 }

@@ -181,6 +181,41 @@ func TestTheSweeperReleasesAnIdleUsersExpiredHold(t *testing.T) {
 	}
 }
 
+// An idle user's pending grant is due at its effective time: the index
+// names the user from then, and a pass writes its MATURATION.
+func TestTheSweeperMaturesAnIdleUsersPendingGrant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	eff := f.clk.Now().Add(time.Hour)
+	m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: "idle", RequestID: "g", Amount: "7", Effective: eff}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Apply(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Add(time.Hour - time.Microsecond)
+	if p, err := f.sweeper("a").Pass(ctx); err != nil || p.Expired != 0 {
+		t.Fatalf("a pass before the effective time: %+v, %v; want nothing written", p, err)
+	}
+	f.clk.Add(time.Microsecond)
+	p, err := f.sweeper("a").Pass(ctx)
+	if err != nil || p.Expired != 1 || !p.Points.IsZero() {
+		t.Fatalf("a pass at the effective time: %+v, %v; want one user's grant matured, no points expired", p, err)
+	}
+	es := f.entries(t, "idle")
+	if last := es[len(es)-1]; len(es) != 2 || last.Type != ledger.EntryMaturation || !last.Amount.Equal(decimal.NewFromInt(7)) || last.GrantRequestID != "g" {
+		t.Errorf("idle's entries = %+v, want the grant and its MATURATION", es)
+	}
+	if a, err := f.store.Audit(ctx, "idle"); err != nil || len(a.Findings) > 0 || !a.Account.Balance.Equal(decimal.NewFromInt(7)) || !a.Account.Pending.IsZero() {
+		t.Errorf("audit: %+v, %v", a, err)
+	}
+	if p, err := f.sweeper("a").Pass(ctx); err != nil || p.Users != 0 {
+		t.Errorf("a pass after: %+v, %v; want no user due", p, err)
+	}
+}
+
 // Two sweepers share the shards: a shard one holds, the other skips.
 func TestSweepersShareShardsByLease(t *testing.T) {
 	t.Parallel()

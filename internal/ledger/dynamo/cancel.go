@@ -53,6 +53,16 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 		case code(p.request) == "ConditionalCheckFailed":
 			taken(p.c, p.request)
 			settled++
+		case code(p.cap) == "ConditionalCheckFailed" && m.Type == ledger.EntryReversal:
+			// As a refund's: another reversal of the grant committed since.
+			reversed, err := l.reversedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
+			switch {
+			case err != nil:
+				p.c.finish(ledger.Result{}, err)
+			case !reversed.GreaterThan(p.purchase.Reversed):
+				p.c.finish(ledger.Result{}, fmt.Errorf("reversal condition of grant %q failed at %s reversed, which allows the reversal", m.GrantRequestID, reversed))
+			}
+			settled++
 		case code(p.cap) == "ConditionalCheckFailed":
 			// Planned on the refunded amount it read, it failed only if
 			// another refund committed since: planned again on the purchase
@@ -130,6 +140,21 @@ func (l *Ledger) refundedOf(ctx context.Context, user string, version int64, old
 	return e.RefundedAmount, nil
 }
 
+// reversedOf is what the grant at version has had reversed: from old, the
+// grant as a failed condition returned it, or else read.
+func (l *Ledger) reversedOf(ctx context.Context, user string, version int64, old map[string]types.AttributeValue) (decimal.Decimal, error) {
+	e, ok, err := decodeEntry(old)
+	if err != nil || !ok {
+		if e, ok, err = l.entry(ctx, user, version); err != nil {
+			return decimal.Decimal{}, err
+		}
+	}
+	if !ok || e.Type != ledger.EntryGrant {
+		return decimal.Decimal{}, fmt.Errorf("reversal condition of entry %d of %q failed: it is no grant", version, user)
+	}
+	return e.ReversedAmount, nil
+}
+
 // errRetry marks an attempt that lost a race and may simply be tried again;
 // errThrottled one that DynamoDB refused for capacity;
 // errConflict one that DynamoDB cancelled for a concurrent transaction.
@@ -177,7 +202,7 @@ func retryReason(retry error) string {
 
 // sameAccount says whether two reads of an aggregate show the same state.
 func sameAccount(a, b ledger.Account) bool {
-	return a.Version == b.Version && a.Status == b.Status && a.Balance.Equal(b.Balance)
+	return a.Version == b.Version && a.Status == b.Status && a.Balance.Equal(b.Balance) && a.Pending.Equal(b.Pending)
 }
 
 func codes(reasons []types.CancellationReason) []string {

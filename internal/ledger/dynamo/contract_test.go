@@ -23,12 +23,13 @@ func TestContract(t *testing.T) {
 	for _, maxBatch := range []int{0, 1} {
 		t.Run(fmt.Sprint("max batch ", maxBatch), func(t *testing.T) {
 			t.Parallel()
-			ledgertest.Contract(t, func(t *testing.T, now func() time.Time) ledger.Store {
+			newStore := func(t *testing.T, now func() time.Time) ledger.Store {
 				env := dynamotest.New(t)
 				l := New(env.Client, Options{Table: env.Ledger, Now: now, MaxBatch: maxBatch})
 				t.Cleanup(func() { auditEveryone(t, l) })
 				return l
-			})
+			}
+			ledgertest.Contract(t, newStore)
 		})
 	}
 }

@@ -15,12 +15,14 @@ import (
 )
 
 // The index of next expiries lives in the ledger table itself, beside the
-// accounts it indexes: for each account with points that expire, one item
+// accounts it indexes: for each account with something due by time
+// (points or holds that expire, grants pending until their effective
+// time), one item
 //
-//	PK=EXPIRY#X#<shard, 00..15>  SK=<next expiry>#<user>
+//	PK=EXPIRY#X#<shard, 00..15>  SK=<next due time (ledger.Account.NextDue)>#<user>
 //
-// written in the same transaction as the account whenever its soonest
-// expiry changes (the old item deleted, the new one put), so it is never
+// written in the same transaction as the account whenever that time
+// changes (the old item deleted, the new one put), so it is never
 // stale and an account whose points never expire never touches it. The
 // sweeper queries a shard for the items up to now (DueUsers). It only
 // nominates: Expire decides on the account read consistently. (A global

@@ -25,19 +25,23 @@ const (
 )
 
 // facts reads what the domain decides c's mutation (of type info) on,
-// beyond the account t planned so far: a refund's purchase, the record of
+// beyond the account t planned so far: a refund's purchase, a reversal's
+// grant, the record of
 // a hold a capture or void names that the account does not hold open, the
 // sum of the entries an explaining adjustment explains. For a refund it
 // returns too the purchase's request record, which the purchase's update
 // is conditioned on. It says whether c is decided now or must wait; a read
 // that fails answers c with its error.
 func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTypeInfo, seen seen) (ledger.Facts, requestRecord, step) {
-	facts := ledger.Facts{MaxBuckets: l.maxBuckets, MaxHolds: l.maxHolds}
+	facts := ledger.Facts{MaxBuckets: l.maxBuckets, MaxHolds: l.maxHolds, MaxPending: l.maxPending}
 	var purchase requestRecord
 	next := decide
 	var err error
 	if info.RefersToPurchase {
 		facts.Purchase, purchase, next, err = l.purchaseFacts(ctx, t, c.m, seen)
+	}
+	if info.RefersToGrant {
+		facts.Grant, purchase, next, err = l.grantFacts(ctx, t, c.m, seen)
 	}
 	if info.ResolvesHold && next == decide && err == nil {
 		facts.Hold, next, err = l.holdFacts(ctx, t, c.m, seen)
@@ -105,6 +109,45 @@ func (l *Ledger) purchaseFacts(ctx context.Context, t *txn, m ledger.Mutation, s
 	return &ledger.PurchaseRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Draws: pe.Draws, Refunded: pe.RefundedAmount}, rec, decide, nil
 }
 
+// grantFacts reads the grant a reversal m names, as ledger.Facts has it,
+// and its request record with the reversed amount read, which the grant's
+// update is conditioned on; as purchaseFacts does a refund's purchase.
+func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen seen) (*ledger.GrantRef, requestRecord, step, error) {
+	rec, ok := seen.grants[m.GrantRequestID]
+	if !ok {
+		found := false
+		var err error
+		if rec, found, err = l.request(ctx, m.UserID, m.GrantRequestID); err != nil {
+			return nil, requestRecord{}, answered, err
+		}
+		if ok = found && rec.Refusal == nil; ok {
+			seen.grants[m.GrantRequestID] = rec
+		}
+	}
+	if g, inGroup := t.byRequest[m.GrantRequestID]; !ok && inGroup && g.entry.Type == ledger.EntryGrant {
+		return nil, requestRecord{}, nextGroup, nil // its grant commits in this group: reverse it in the next
+	}
+	switch {
+	case !ok:
+		return nil, requestRecord{}, decide, nil // no grant: the domain refuses it
+	case rec.Type != ledger.EntryGrant:
+		return &ledger.GrantRef{Version: rec.Version, Type: rec.Type}, requestRecord{}, decide, nil // the domain refuses it
+	case t.touched[rec.Version]:
+		return nil, requestRecord{}, nextGroup, nil // one update of the grant per transaction
+	case rec.Version > t.before.Version:
+		return nil, requestRecord{}, readAgain, nil
+	}
+	ge, found, err := l.entry(ctx, m.UserID, rec.Version)
+	if err == nil && !found {
+		err = fmt.Errorf("grant %q of %q: entry version %d not found", m.GrantRequestID, m.UserID, rec.Version)
+	}
+	if err != nil {
+		return nil, requestRecord{}, answered, err
+	}
+	rec.Amount, rec.Reversed = ge.Amount.Add(ge.PendingChange), ge.ReversedAmount
+	return &ledger.GrantRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Reversed: rec.Reversed}, rec, decide, nil
+}
+
 // holdFacts reads the state of the hold a capture or void m names, as
 // ledger.Facts has it: nil while the account holds it open, or if the
 // user made no hold of it. It waits for the next group if its hold is made
@@ -143,6 +186,7 @@ func (l *Ledger) holdFacts(ctx context.Context, t *txn, m ledger.Mutation, seen 
 // the states of resolved holds (a hold resolves once).
 type seen struct {
 	purchases map[string]requestRecord
+	grants    map[string]requestRecord // reversals' grants
 	resolved  map[string]ledger.HoldState
 }
 

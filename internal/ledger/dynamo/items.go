@@ -19,7 +19,8 @@ import (
 // item, so one user's account, entries and request records live together:
 //
 //	PK=ACCT#<user> SK=A                    account: balance, buckets, held and the open
-//	                                       holds, version, status, times
+//	                                       holds, pending and the pending lots, version,
+//	                                       status, times
 //	PK=ACCT#<user> SK=E#<version, 20 digits> entry
 //	PK=ACCT#<user> SK=H#<version, 20 digits> hold record, by the version of its HOLD entry:
 //	                                       what it was made with (request_id, amount,
@@ -77,6 +78,7 @@ type requestRecord struct {
 	Hash string
 
 	Refunded decimal.Decimal // purchases, as a refund plans: the refunded amount it read (not stored)
+	Reversed decimal.Decimal // grants, as a reversal plans: the reversed amount it read (not stored)
 }
 
 // refusalKinds are the kinds of a final refusal (ledger.Kind.Final) by the
@@ -143,8 +145,30 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	if e.Refundable() {
 		item["refunded_amount"] = num(e.RefundedAmount)
 	}
+	// Pending points: only on the entries that move them or follow one
+	// that did, as with what is held.
+	if !e.PendingChange.IsZero() {
+		item["pending_change"] = num(e.PendingChange)
+	}
+	if !e.PendingAfter.IsZero() {
+		item["pending_after"] = num(e.PendingAfter)
+	}
+	if !e.EffectiveTime.IsZero() {
+		item["effective_time"] = str(formatTime(e.EffectiveTime))
+	}
+	if e.GrantRequestID != "" {
+		item["grant_request_id"] = str(e.GrantRequestID)
+		item["grant_version"] = numInt(e.GrantVersion)
+	}
+	if !e.ReversedAmount.IsZero() { // a grant's reversals add it (grantReversalUpdate)
+		item["reversed_amount"] = num(e.ReversedAmount)
+	}
 	switch e.Type {
-	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture:
+	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture, ledger.EntryMaturation:
+	case ledger.EntryReversal: // why, if the request said
+		if e.Reason != "" {
+			item["reason"] = str(e.Reason)
+		}
 	case ledger.EntryRefund:
 		item["purchase_request_id"] = str(e.PurchaseRequestID)
 		item["purchase_version"] = numInt(e.PurchaseVersion)
@@ -300,6 +324,53 @@ func (d *decoder) holds(name, user string) []ledger.Hold {
 	return out
 }
 
+// lotsItem is the account's pending lots as a map by the request_id of
+// the grant that made each: one attribute, bounded by the store's
+// MaxPending keys.
+func lotsItem(ls []ledger.PendingLot) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(ls))
+	for _, l := range ls {
+		lot := map[string]types.AttributeValue{
+			"amount":         num(l.Amount),
+			"effective_time": str(formatTime(l.EffectiveTime)),
+			"version":        numInt(l.Version),
+		}
+		if !l.ExpireTime.IsZero() {
+			lot["expire_time"] = str(formatTime(l.ExpireTime))
+		}
+		m[l.GrantRequestID] = &types.AttributeValueMemberM{Value: lot}
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// lots reads the account's pending lots, in version order.
+func (d *decoder) lots(name string) []ledger.PendingLot {
+	m, ok := d.mapAttr(name)
+	if !ok {
+		return nil
+	}
+	out := make([]ledger.PendingLot, 0, len(m))
+	for id, v := range m {
+		lm, ok := v.(*types.AttributeValueMemberM)
+		if !ok {
+			d.fail(name+"."+id, "not a map")
+			return nil
+		}
+		inner := decoder{item: lm.Value}
+		l := ledger.PendingLot{GrantRequestID: id, Amount: inner.num("amount"), EffectiveTime: inner.time("effective_time"), Version: inner.int("version")}
+		if _, ok := lm.Value["expire_time"]; ok {
+			l.ExpireTime = inner.time("expire_time")
+		}
+		if inner.first != nil {
+			d.fail(name+"."+id, inner.first.Error())
+			return nil
+		}
+		out = append(out, l)
+	}
+	slices.SortFunc(out, func(a, b ledger.PendingLot) int { return cmp.Compare(a.Version, b.Version) })
+	return out
+}
+
 func requestItem(m ledger.Mutation, e ledger.Entry, last int64) map[string]types.AttributeValue {
 	item := requestAttributes(m, e.CreateTime)
 	item["version"] = numInt(e.Version)
@@ -355,6 +426,11 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 	}
 	if _, ok := item["holds"]; ok {
 		a.Holds = d.holds("holds", a.UserID)
+	}
+	// An account that never had points pending has neither.
+	a.Pending = d.optNum("pending")
+	if _, ok := item["pending_lots"]; ok {
+		a.PendingLots = d.lots("pending_lots")
 	}
 	// The never-expiring bucket is what the expiring ones and the holds
 	// leave of the balance (all of it for an account with neither, or from
@@ -417,8 +493,19 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 	if e.Refundable() {
 		e.RefundedAmount = d.num("refunded_amount")
 	}
+	e.PendingChange = d.optNum("pending_change")
+	e.PendingAfter = d.optNum("pending_after")
+	if _, ok := item["effective_time"]; ok {
+		e.EffectiveTime = d.time("effective_time")
+	}
+	if e.GrantRequestID = d.optStr("grant_request_id"); e.GrantRequestID != "" {
+		e.GrantVersion = d.int("grant_version")
+	}
+	e.ReversedAmount = d.optNum("reversed_amount")
 	switch e.Type {
-	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture:
+	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture, ledger.EntryMaturation:
+	case ledger.EntryReversal:
+		e.Reason = d.optStr("reason")
 	case ledger.EntryRefund:
 		e.PurchaseRequestID = d.str("purchase_request_id")
 		e.PurchaseVersion = d.int("purchase_version")

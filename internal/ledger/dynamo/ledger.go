@@ -63,6 +63,9 @@ type Options struct {
 	// live in the account item, which every mutation of the user rewrites:
 	// each costs it some 150 bytes, and more with draws on many buckets.
 	MaxHolds int
+	// MaxPending bounds a user's pending grants; 0:
+	// ledger.DefaultMaxPending. They live in the account item, as holds do.
+	MaxPending int
 }
 
 // Observer watches the write path. Its methods are called on the write
@@ -115,6 +118,7 @@ type Ledger struct {
 	maxBatch   int
 	maxBuckets int
 	maxHolds   int
+	maxPending int
 	linger     time.Duration
 	queues     queues
 	observe    Observer
@@ -162,6 +166,7 @@ func New(db API, o Options) *Ledger {
 		maxBatch:   min(o.MaxBatch, DefaultMaxBatch), // no group holds more
 		maxBuckets: o.MaxBuckets,
 		maxHolds:   cmp.Or(o.MaxHolds, ledger.DefaultMaxHolds),
+		maxPending: cmp.Or(o.MaxPending, ledger.DefaultMaxPending),
 		linger:     o.Linger,
 		queues:     queues{m: map[string]*userQueue{}},
 		observe:    o.Observer,

@@ -24,9 +24,9 @@ type planned struct {
 	c        *call
 	entry    ledger.Entry   // the mutation's own entry
 	puts     []int          // indexes of its entries' puts in the transaction (expirations too)
-	purchase requestRecord  // refunds: the purchase
+	purchase requestRecord  // refunds: the purchase; reversals: the grant
 	request  int            // index of its request record in the transaction
-	cap      int            // refunds: index of the purchase update; else -1
+	cap      int            // refunds and reversals: index of the purchase's or the grant's update; else -1
 	holds    []int          // indexes of its hold records' puts and updates
 	hold     ledger.Hold    // the hold it made or resolved (ledger.Decision.Hold)
 	after    ledger.Account // the account after its entries: its answer
@@ -154,23 +154,29 @@ func (t *txn) fits(ctx context.Context, c *call, n int) bool {
 
 // decisionItems is how many items the decision dec on a mutation of type
 // info takes: its entries, with their hold records, its request record,
-// and for a refund its purchase's update.
+// and for a refund its purchase's update, for a reversal its grant's.
 func decisionItems(info ledger.EntryTypeInfo, dec ledger.Decision) int {
 	n := entryItems(dec.Entries) + 1
-	if info.RefersToPurchase {
+	if info.RefersToPurchase || info.RefersToGrant {
 		n++
 	}
 	return n
 }
 
 // join adds c, which the domain allowed as dec, to the group: its entries,
-// its request record and for a refund its purchase's update.
+// its request record and for a refund its purchase's update, for a
+// reversal its grant's (purchase is then the grant's record).
 func (t *txn) join(c *call, info ledger.EntryTypeInfo, dec ledger.Decision, purchase requestRecord) {
 	p := &planned{c: c, purchase: purchase, cap: -1}
 	t.add(p, dec)
-	if info.RefersToPurchase {
+	switch {
+	case info.RefersToPurchase:
 		p.cap = len(t.items)
 		t.items = append(t.items, types.TransactWriteItem{Update: purchaseRefundUpdate(*t.table, c.m, purchase)})
+		t.touched[purchase.Version] = true
+	case info.RefersToGrant:
+		p.cap = len(t.items)
+		t.items = append(t.items, types.TransactWriteItem{Update: grantReversalUpdate(*t.table, dec.Entry(), purchase)})
 		t.touched[purchase.Version] = true
 	}
 	t.byRequest[c.m.RequestID] = p
@@ -319,6 +325,10 @@ func accountCondition(before ledger.Account, withStatus bool, need decimal.Decim
 		c.expr += " AND held = :held"
 		c.values[":held"] = num(before.Held)
 	}
+	if len(before.PendingLots) > 0 || !before.Pending.IsZero() {
+		c.expr += " AND pending = :pending"
+		c.values[":pending"] = num(before.Pending)
+	}
 	if withStatus {
 		c.expr += " AND #status = :status"
 		c.names = map[string]string{"#status": "status"} // a reserved word
@@ -362,6 +372,14 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	case len(after.Holds) == 0 && len(before.Holds) > 0:
 		remove = append(remove, "held", "holds")
 	}
+	switch {
+	case len(after.PendingLots) > 0 && !sameLots(before, after):
+		set = append(set, "pending = :pendingAfter", "pending_lots = :lots")
+		values[":pendingAfter"] = num(after.Pending)
+		values[":lots"] = lotsItem(after.PendingLots)
+	case len(after.PendingLots) == 0 && len(before.PendingLots) > 0:
+		remove = append(remove, "pending", "pending_lots")
+	}
 
 	if before.Version == 0 {
 		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
@@ -393,6 +411,14 @@ func expires(bs []ledger.Bucket) bool {
 // changes while open).
 func sameHolds(a, b ledger.Account) bool {
 	return a.Held.Equal(b.Held) && slices.EqualFunc(a.Holds, b.Holds, func(x, y ledger.Hold) bool { return x.RequestID == y.RequestID })
+}
+
+// sameLots says whether a and b have the same pending lots, of the same
+// amounts (a reversal takes from a lot in part).
+func sameLots(a, b ledger.Account) bool {
+	return a.Pending.Equal(b.Pending) && slices.EqualFunc(a.PendingLots, b.PendingLots, func(x, y ledger.PendingLot) bool {
+		return x.GrantRequestID == y.GrantRequestID && x.Amount.Equal(y.Amount)
+	})
 }
 
 // accountCheck holds a group of refusals alone to the account they were
@@ -427,6 +453,31 @@ func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecor
 			":purchase": str(string(purchase.Type)), // a purchase or a capture
 			":read":     num(purchase.Refunded),
 			":cap":      num(purchase.Amount.Sub(m.Amount)),
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// grantReversalUpdate adds reversal e to its grant's reversed amount,
+// guarded so that the grant's reversed amount is the one the reversal was
+// planned on (grant.Reversed), which decided that it stays within the
+// grant: so concurrent reversals never take back more than it.
+func grantReversalUpdate(table string, e ledger.Entry, grant requestRecord) *types.Update {
+	cond := "#type = :grant AND reversed_amount = :read"
+	if grant.Reversed.IsZero() { // a grant's item has none until its first reversal
+		cond = "#type = :grant AND (attribute_not_exists(reversed_amount) OR reversed_amount = :read)"
+	}
+	return &types.Update{
+		TableName:                &table,
+		Key:                      entryKey(e.UserID, grant.Version),
+		UpdateExpression:         aws.String("SET reversed_amount = if_not_exists(reversed_amount, :zero) + :taken"),
+		ConditionExpression:      &cond,
+		ExpressionAttributeNames: map[string]string{"#type": "type"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":taken": num(e.Amount.Neg().Sub(e.PendingChange)),
+			":zero":  num(decimal.Zero),
+			":grant": str(string(ledger.EntryGrant)),
+			":read":  num(grant.Reversed),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}

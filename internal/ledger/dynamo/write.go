@@ -40,10 +40,12 @@ import (
 // goroutine per busy user commits them in groups of up to Options.MaxBatch
 // (1 turns grouping off). A group is one TransactWriteItems:
 //
-//	0        Update account A         (balance, buckets, held and the open holds, version;
+//	0        Update account A         (balance, buckets, held and the open holds, pending and
+//	                                   the pending lots, version;
 //	                                   the next expiry, for the sweeper)
 //	                                  if version = expected AND balance = the balance read
 //	                                  AND held = the held read      (if it holds anything)
+//	                                  AND pending = the pending read (if it has any)
 //	                                  AND status = the status read  (if the group has a type a frozen
 //	                                                                 account refuses, or a refusal)
 //	                                  AND balance >= :need        (the least starting balance that
@@ -51,7 +53,8 @@ import (
 //	                                                               less held, covering every step)
 //	         (a group of refusals alone: ConditionCheck account A, the same condition)
 //	then, per mutation, in order, for its entries:
-//	         Put entry E#<version>     if it does not exist        (RELEASEs of holds that expired and
+//	         Put entry E#<version>     if it does not exist        (MATURATIONs of pending grants due,
+//	                                                               RELEASEs of holds that expired and
 //	                                                               an EXPIRATION of what is due first,
 //	                                                               then its own entry, then for a refund
 //	                                                               or a capture or void the EXPIRATION
@@ -66,6 +69,8 @@ import (
 //	         Update purchase E#<v>     if refunded_amount = the amount read  (refunds of a purchase or a
 //	                                  AND refunded_amount <= amount - refund  capture: it decided
 //	                                                                         where the points go back)
+//	         Update grant E#<v>        if reversed_amount = the amount read  (reversals: it decided
+//	                                                                         that they stay within it)
 //	or for a final refusal (ledger.Kind.Final):
 //	         Put request R#<id>        if it does not exist        (the refusal, no entry version)
 //	last     Delete and Put index items (when the next expiry moves: see expiry.go)
@@ -107,8 +112,8 @@ import (
 // planned, holds the hold open is no race: the ledger was changed behind
 // its back, and the calls are answered internal (reconcile finds it).
 //
-// The sweeper's Expire is a call with no mutation: the releases of holds
-// and the EXPIRATION of what is due, planned like those before a mutation,
+// The sweeper's Expire is a call with no mutation: the maturations of
+// pending grants, the releases of holds and the EXPIRATION of what is due, planned like those before a mutation,
 // with no request.
 //
 // An adjustment that explains the balance (see ledger.Mutation) starts a
@@ -196,7 +201,7 @@ func (l *Ledger) commit(user string, calls []*call) (later []*call) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conflicts, throttles := 0, 0
-	seen := seen{purchases: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}
+	seen := seen{purchases: map[string]requestRecord{}, grants: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}
 	var fresh *ledger.Account // just read: the next try plans on it
 	for len(calls) > 0 {
 		var acct ledger.Account
@@ -300,7 +305,7 @@ func (l *Ledger) committed(ctx context.Context, user string, g group) {
 	l.cache(user, g.after)
 	l.observe.GroupCommitted(len(g.members) + g.recorded)
 	for _, p := range g.members {
-		p.c.finish(ledger.Result{Entry: p.entry, Balance: p.after.Balance, Held: p.after.Held, Hold: p.hold}, nil)
+		p.c.finish(ledger.Result{Entry: p.entry, Balance: p.after.Balance, Held: p.after.Held, Pending: p.after.Pending, Hold: p.hold}, nil)
 	}
 	for _, r := range g.repeats {
 		r.c.finish(l.replay(ctx, r.c.m, r.rec))
@@ -339,7 +344,7 @@ loop:
 		if c.sweep {
 			dec := ledger.DecideExpiry(t.running, t.now)
 			if len(dec.Entries) == 0 {
-				c.finish(ledger.Result{Balance: t.running.Balance, Held: t.running.Held}, nil) // nothing due
+				c.finish(ledger.Result{Balance: t.running.Balance, Held: t.running.Held, Pending: t.running.Pending}, nil) // nothing due
 				continue
 			}
 			if !t.fits(ctx, c, entryItems(dec.Entries)) {
@@ -460,7 +465,7 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 	if !ok {
 		return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Version)
 	}
-	res := ledger.Result{Entry: e, Balance: e.BalanceAfter, Held: e.HeldAfter, Replayed: true}
+	res := ledger.Result{Entry: e, Balance: e.BalanceAfter, Held: e.HeldAfter, Pending: e.PendingAfter, Replayed: true}
 	if rec.Last > rec.Version { // the call wrote an expiration after its entry
 		last, ok, err := l.entry(ctx, m.UserID, rec.Last)
 		if err != nil {
@@ -469,7 +474,7 @@ func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecor
 		if !ok {
 			return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Last)
 		}
-		res.Balance, res.Held = last.BalanceAfter, last.HeldAfter
+		res.Balance, res.Held, res.Pending = last.BalanceAfter, last.HeldAfter, last.PendingAfter
 	}
 	// A hold, a capture or a void answers with its hold as it is now.
 	switch {

@@ -21,7 +21,6 @@ import (
 func TestContract(t *testing.T) {
 	t.Parallel()
 	ledgertest.Contract(t, func(_ *testing.T, now func() time.Time) ledger.Store { return New(now) })
-	ledgertest.ContractPending(t, func(_ *testing.T, now func() time.Time) ledger.Store { return New(now) })
 }
 
 func apply(tb testing.TB, s *Store, typ ledger.EntryType, user, id, amount, purchase string) error {
