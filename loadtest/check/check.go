@@ -102,7 +102,7 @@ func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (re
 		if !folded.Balance.Equal(acct.Balance) {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: balance %s, its entries fold to %s", user, acct.Balance, folded.Balance))
 		}
-		inv.Violations = append(inv.Violations, checkPending(user, acct, folded, entries)...)
+		inv.Violations = append(inv.Violations, checkPending(user, acct, folded, entries, &inv.Returns)...)
 		pending = pending.Add(acct.Pending)
 		totals = totals.Plus(t)
 		purchases := matchBook(&inv, user, byUser[user], entries)

@@ -7,6 +7,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/loadtest/report"
 )
 
 // pendingChecked is what checkPending checks, in words.
@@ -18,8 +19,9 @@ const pendingChecked = "pending points (returns): each user's pending is what it
 // that spent points before they matured would leave it so, or be one
 // more than the matured points paid for); a MATURATION is never written
 // before its grant's effective time; a grant's reversals, pending and
-// spendable parts together, stay within it.
-func checkPending(user string, acct, folded ledger.Account, entries []ledger.Entry) []string {
+// spendable parts together, stay within it. It counts what it saw into
+// counts.
+func checkPending(user string, acct, folded ledger.Account, entries []ledger.Entry, counts *report.Returns) []string {
 	var out []string
 	if !folded.Pending.Equal(acct.Pending) {
 		out = append(out, fmt.Sprintf("%s: pending %s, its entries fold to %s", user, acct.Pending, folded.Pending))
@@ -33,12 +35,22 @@ func checkPending(user string, acct, folded ledger.Account, entries []ledger.Ent
 		switch e.Type {
 		case ledger.EntryGrant:
 			gave[e.Version] = e.Amount.Add(e.PendingChange)
+			if e.PendingChange.IsPositive() {
+				counts.PendingGrants++
+			}
 		case ledger.EntryMaturation:
+			counts.Maturations++
 			if e.CreateTime.Before(e.EffectiveTime) {
 				out = append(out, fmt.Sprintf("%s: grant %s matured at %s, before its effective time %s", user, e.GrantRequestID,
 					e.CreateTime.Format(time.RFC3339Nano), e.EffectiveTime.Format(time.RFC3339Nano)))
 			}
 		case ledger.EntryReversal:
+			if !e.PendingChange.IsZero() {
+				counts.OfPending++
+			}
+			if !e.Amount.IsZero() {
+				counts.OfMatured++
+			}
 			reversed[e.GrantVersion] = reversed[e.GrantVersion].Sub(e.Amount).Sub(e.PendingChange)
 			if reversed[e.GrantVersion].GreaterThan(gave[e.GrantVersion]) {
 				out = append(out, fmt.Sprintf("%s: reversals of grant %s took back %s, it gave %s", user, e.GrantRequestID, reversed[e.GrantVersion], gave[e.GrantVersion]))

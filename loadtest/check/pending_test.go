@@ -8,6 +8,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/loadtest/report"
 )
 
 // checkPending on entries as the ledger writes them (made by the domain's
@@ -27,10 +28,14 @@ func TestCheckPending(t *testing.T) {
 			{Version: 5, Type: ledger.EntryReversal, Amount: d("-4"), BalanceAfter: d("5"), RequestID: "rv2", GrantRequestID: "g", GrantVersion: 2, CreateTime: eff},
 		}
 	}
+	var counts report.Returns
 	if folded, _, err := ledger.Fold("u", honest()); err != nil {
 		t.Fatal(err)
-	} else if v := checkPending("u", folded, folded, honest()); len(v) != 0 {
+	} else if v := checkPending("u", folded, folded, honest(), &counts); len(v) != 0 {
 		t.Fatalf("violations on honest entries: %v", v)
+	}
+	if want := (report.Returns{PendingGrants: 1, Maturations: 1, OfPending: 1, OfMatured: 1}); counts != want {
+		t.Errorf("counts %+v, want %+v", counts, want)
 	}
 	for _, tc := range []struct {
 		name string
@@ -63,7 +68,7 @@ func TestCheckPending(t *testing.T) {
 		if tc.acct != nil {
 			tc.acct(&a)
 		}
-		if v := checkPending("u", a, folded, es); !slices.Contains(v, tc.want) {
+		if v := checkPending("u", a, folded, es, &report.Returns{}); !slices.Contains(v, tc.want) {
 			t.Errorf("%s: violations %q, want %q", tc.name, v, tc.want)
 		}
 	}

@@ -11,16 +11,17 @@ import (
 
 // returns: orders that can be returned. Each step, on a user picked
 // uniformly, is one of: a grant of points earned on an order, pending for
-// ReturnWindow; a return, which reverses part or all of an earlier grant
-// of that user, while it is still pending or after it matured (whichever
-// the step finds it); or a purchase, which only matured points can pay.
+// ReturnWindow, a quarter of them returned at once (reversed before they
+// mature); a return of an earlier grant of that user, most often after it
+// matured (a user's steps are seconds apart); or a purchase, which only
+// matured points can pay. A return takes back part or all of its grant.
 //
-// Users are seeded with a few purchases' worth of spendable points
+// Users are seeded with two purchases' worth of spendable points
 // (returnsSeedUnits times -amount), so that purchases soon live on matured
 // points and some are refused while the user's points are still pending;
 // a return after maturity may be refused too, when the user has spent
-// them. A tenth of the returns are probes: a second reversal of a grant
-// already reversed in full, which must be refused.
+// them. A tenth of the full returns are followed by a probe: a second
+// reversal of the grant, which must be refused.
 type returns struct {
 	p  *Params
 	mu sync.Mutex
@@ -34,7 +35,7 @@ const (
 	// (which wait for their maturations) find them matured.
 	ReturnWindow = 3 * time.Second
 	// returnsSeedUnits times -amount: what every user can spend at once.
-	returnsSeedUnits = 5
+	returnsSeedUnits = 2
 	// earnedUnits: an order earns 1 to earnedUnits times -amount.
 	earnedUnits = 6
 )
@@ -56,29 +57,36 @@ func (r *returns) Step(ctx context.Context, rng *rand.Rand, send Sender) {
 	case x < returnsShares[0]:
 		o := Op{Kind: "grant", User: user, RequestID: r.p.newID("g"), Effective: ReturnWindow,
 			Amount: r.p.Amount.Mul(decimal.NewFromInt(int64(1 + rng.IntN(earnedUnits))))}
-		if send(ctx, o).Code == "ok" {
-			r.mu.Lock()
-			r.grants[user] = append(r.grants[user], o)
-			r.mu.Unlock()
-		}
-	case x < returnsShares[0]+returnsShares[1]:
-		g, ok := r.takeGrant(rng, user)
-		if !ok {
+		if send(ctx, o).Code != "ok" {
 			break
 		}
-		// Part of the order returned, or all of it.
-		amount := g.Amount
-		if rng.IntN(2) == 0 {
-			amount = r.p.Amount.Mul(decimal.NewFromInt(int64(1 + rng.IntN(int(g.Amount.Div(r.p.Amount).IntPart())))))
+		if rng.IntN(4) == 0 { // returned at once: reversed while pending
+			r.reverse(context.WithValue(ctx, sentAfterKey{}, true), rng, send, o)
+			break
 		}
-		out := send(ctx, Op{Kind: "reverse", User: user, RequestID: r.p.newID("rv"), Grant: g.RequestID, Amount: amount})
-		if out.Code == "ok" && amount.Equal(g.Amount) && rng.IntN(10) == 0 {
-			// The ledger must refuse to take back more than the grant gave.
-			send(context.WithValue(ctx, sentAfterKey{}, true), Op{Kind: "reverse", User: user, RequestID: r.p.newID("rv"),
-				Grant: g.RequestID, Amount: r.p.Amount, Expect: "failed_precondition"})
+		r.mu.Lock()
+		r.grants[user] = append(r.grants[user], o)
+		r.mu.Unlock()
+	case x < returnsShares[0]+returnsShares[1]:
+		if g, ok := r.takeGrant(rng, user); ok {
+			r.reverse(ctx, rng, send, g)
 		}
 	default:
 		send(ctx, Op{Kind: "purchase", User: user, RequestID: r.p.newID("p"), Amount: r.p.Amount})
+	}
+}
+
+// reverse returns part or all of grant g.
+func (r *returns) reverse(ctx context.Context, rng *rand.Rand, send Sender, g Op) {
+	amount := g.Amount
+	if rng.IntN(2) == 0 {
+		amount = r.p.Amount.Mul(decimal.NewFromInt(int64(1 + rng.IntN(int(g.Amount.Div(r.p.Amount).IntPart())))))
+	}
+	out := send(ctx, Op{Kind: "reverse", User: g.User, RequestID: r.p.newID("rv"), Grant: g.RequestID, Amount: amount})
+	if out.Code == "ok" && amount.Equal(g.Amount) && rng.IntN(10) == 0 {
+		// The ledger must refuse to take back more than the grant gave.
+		send(context.WithValue(ctx, sentAfterKey{}, true), Op{Kind: "reverse", User: g.User, RequestID: r.p.newID("rv"),
+			Grant: g.RequestID, Amount: r.p.Amount, Expect: "failed_precondition"})
 	}
 }
 
