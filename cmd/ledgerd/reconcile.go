@@ -106,7 +106,7 @@ func printReport(w io.Writer, r reconcile.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  users checked\t%d\n  entries checked\t%d\n  items read\t%d\n", r.Users, r.Entries, r.ItemsRead)
 	fmt.Fprintf(tw, "  sum of entries\t%s\n  sum of balances\t%s\n", r.SumOfEntries, r.SumOfBalances)
-	fmt.Fprintf(tw, "  pending of entries\t%s\n  pending of accounts\t%s\n", r.SumOfPendingChanges, r.SumOfPending)
+	fmt.Fprintf(tw, "  sum of pending changes\t%s\n  sum of pending\t%s\n", r.SumOfPendingChanges, r.SumOfPending)
 	fmt.Fprintf(tw, "  findings\t%d (%d repaired)\n", len(r.Findings), len(r.Findings)-r.Unrepaired())
 	tw.Flush()
 	if len(r.Findings) > 0 {
