@@ -576,6 +576,10 @@ func TestEntryJSONIsWhatListEntriesAnswers(t *testing.T) {
 	must(s.client.Capture(ctx, connect.NewRequest(&pb.CaptureRequest{UserId: "alice", HoldRequestId: "h1", Amount: "3", RequestId: "c1"})))
 	must(s.client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: "alice", Amount: "2", RequestId: "h2"})))
 	must(s.client.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: "alice", HoldRequestId: "h2", RequestId: "v1"})))
+	// A pending grant, part of it reversed while pending; it matures (a
+	// MATURATION) before the next grant, with g1's EXPIRATION.
+	must(s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "4", RequestId: "g3", EffectiveDelay: durationpb.New(time.Minute)})))
+	must(s.client.ReverseGrant(ctx, connect.NewRequest(&pb.ReverseGrantRequest{UserId: "alice", GrantRequestId: "g3", Amount: "1", RequestId: "rv1", Reason: "returned"})))
 	clk.Add(2 * time.Hour) // the grant's points expire: an EXPIRATION before the next grant
 	must(s.client.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "1", RequestId: "g2"})))
 
