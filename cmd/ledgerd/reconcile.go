@@ -105,7 +105,8 @@ func printReport(w io.Writer, r reconcile.Report) {
 	fmt.Fprintf(w, "\nReconciliation of %s, started %s, took %s\n", orAll(r.User), r.StartTime.Format(time.RFC3339), time.Duration(r.DurationMS)*time.Millisecond)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  users checked\t%d\n  entries checked\t%d\n  items read\t%d\n", r.Users, r.Entries, r.ItemsRead)
-	fmt.Fprintf(tw, "  sum of entries\t%s\n  sum of balances\t%s\n  pending\t%s\n", r.SumOfEntries, r.SumOfBalances, r.SumOfPending)
+	fmt.Fprintf(tw, "  sum of entries\t%s\n  sum of balances\t%s\n", r.SumOfEntries, r.SumOfBalances)
+	fmt.Fprintf(tw, "  sum of pending changes\t%s\n  sum of pending\t%s\n", r.SumOfPendingChanges, r.SumOfPending)
 	fmt.Fprintf(tw, "  findings\t%d (%d repaired)\n", len(r.Findings), len(r.Findings)-r.Unrepaired())
 	tw.Flush()
 	if len(r.Findings) > 0 {
@@ -134,6 +135,7 @@ func printReport(w io.Writer, r reconcile.Report) {
 	}{
 		{"Liability (points outstanding, by the month they expire in):", r.Liability},
 		{"Breakage (points expired unused, by the month they expired in):", r.Breakage},
+		{"Pending (points not yet spendable, by the month they mature in):", r.Pending},
 	} {
 		if len(t.rows) == 0 {
 			continue

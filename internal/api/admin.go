@@ -92,7 +92,9 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 		SumOfEntries:   rep.SumOfEntries,
 		SumOfBalances:  rep.SumOfBalances,
 		Clean:          rep.Clean,
-		SumOfPending:   rep.SumOfPending,
+
+		SumOfPending:        rep.SumOfPending,
+		SumOfPendingChanges: rep.SumOfPendingChanges,
 	}
 	for _, f := range rep.Findings {
 		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})

@@ -244,6 +244,14 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 			out.RefundStatus = pb.RefundStatus_REFUND_STATUS_REFUNDED
 		}
 	}
+	if e.MovesPending() {
+		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.GrantRequestId = e.GrantRequestID
+		out.EffectiveTime = timeToProto(e.EffectiveTime)
+	}
+	if e.Type == ledger.EntryGrant {
+		out.ReversedAmount = e.ReversedAmount.String()
+	}
 	return out
 }
 

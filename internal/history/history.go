@@ -25,6 +25,7 @@ type State struct {
 	UserID  string
 	Version int64           // the last applied entry's version
 	Balance decimal.Decimal // the fold of the applied entries' amounts
+	Pending decimal.Decimal // the fold of their pending changes: granted, not yet spendable
 	ledger.Totals
 	LastEntry time.Time // create_time of the last applied entry
 }
@@ -33,19 +34,62 @@ type State struct {
 // (ledger.Account.Apply, ledger.Totals.Add), so that history and ledger
 // cannot count differently.
 func (st State) Add(e ledger.Entry) State {
-	acct := ledger.Account{UserID: st.UserID, Balance: st.Balance, Version: st.Version}.Apply(e)
-	st.Version, st.Balance, st.LastEntry = acct.Version, acct.Balance, e.CreateTime
+	acct := ledger.Account{UserID: st.UserID, Balance: st.Balance, Pending: st.Pending, Version: st.Version}.Apply(e)
+	st.Version, st.Balance, st.Pending, st.LastEntry = acct.Version, acct.Balance, acct.Pending, e.CreateTime
 	st.Totals = st.Totals.Add(e)
 	return st
 }
 
-// SameTotals says whether a and b have the same balance and totals.
+// SameTotals says whether a and b have the same balance, pending and
+// totals.
 func (st State) SameTotals(b State) bool {
-	return st.Balance.Equal(b.Balance) && st.Equal(b.Totals)
+	return st.Balance.Equal(b.Balance) && st.Pending.Equal(b.Pending) && st.Equal(b.Totals)
 }
 
 func (st State) String() string {
-	return fmt.Sprintf("version %d balance %s %s", st.Version, st.Balance, st.Totals)
+	return fmt.Sprintf("version %d balance %s pending %s %s", st.Version, st.Balance, st.Pending, st.Totals)
+}
+
+// Some entries keep a running amount that later entries add to after they
+// are written: a purchase's (or capture's) refunded amount, which its
+// refunds add to, and a grant's reversed amount, which its reversals add
+// to. History keeps each as the sum of the later entries it has applied,
+// so it starts at zero and moves only when one of them is applied.
+
+// AddsTo says which earlier entry's running amount e adds to (its
+// version), and how much; ok is false for an entry that adds to none.
+func AddsTo(e ledger.Entry) (version int64, amount decimal.Decimal, ok bool) {
+	switch e.Type {
+	case ledger.EntryRefund:
+		return e.PurchaseVersion, e.Amount, true
+	case ledger.EntryReversal: // what it took back, pending and spendable points together
+		return e.GrantVersion, e.Amount.Neg().Sub(e.PendingChange), true
+	default:
+		return 0, decimal.Zero, false
+	}
+}
+
+// Running is e's running amount, and whether it keeps one.
+func Running(e ledger.Entry) (decimal.Decimal, bool) {
+	switch {
+	case e.Refundable():
+		return e.RefundedAmount, true
+	case e.Type == ledger.EntryGrant:
+		return e.ReversedAmount, true
+	}
+	return decimal.Zero, false
+}
+
+// WithRunning is e with its running amount set to amount (e itself if it
+// keeps none).
+func WithRunning(e ledger.Entry, amount decimal.Decimal) ledger.Entry {
+	switch {
+	case e.Refundable():
+		e.RefundedAmount = amount
+	case e.Type == ledger.EntryGrant:
+		e.ReversedAmount = amount
+	}
+	return e
 }
 
 // ProjectorStatus is what a projector reports about itself.
@@ -62,8 +106,9 @@ type ProjectorStatus struct {
 
 // Compare compares a user's history (state st, items) with the ledger's
 // entries, in version order, and returns what differs. History has what a
-// projector writes: entries up to st.Version, a purchase's refunded amount
-// being the sum of its refunds up to st.Version. A history behind the
+// projector writes: entries up to st.Version, a running amount (a
+// purchase's refunded amount, a grant's reversed amount) being the sum of
+// the entries up to st.Version that add to it. A history behind the
 // entries is a finding (projection_missing, projection_state); one
 // ahead of them too, unless entries reach as far.
 func Compare(user string, entries []ledger.Entry, st State, items []ledger.Entry) []ledger.Finding {
@@ -75,14 +120,14 @@ func Compare(user string, entries []ledger.Entry, st State, items []ledger.Entry
 	if len(entries) > 0 {
 		latest = entries[len(entries)-1].Version
 	}
-	refunded := map[int64]decimal.Decimal{} // by purchase version, as of st.Version
+	running := map[int64]decimal.Decimal{} // by the version they add to, as of st.Version
 	fold := State{UserID: user}
 	for _, e := range entries {
 		if e.Version > st.Version {
 			break
 		}
-		if e.Type == ledger.EntryRefund {
-			refunded[e.PurchaseVersion] = refunded[e.PurchaseVersion].Add(e.Amount)
+		if v, amount, ok := AddsTo(e); ok {
+			running[v] = running[v].Add(amount)
 		}
 		fold = fold.Add(e)
 	}
@@ -98,18 +143,13 @@ func Compare(user string, entries []ledger.Entry, st State, items []ledger.Entry
 			continue
 		}
 		delete(byVersion, e.Version)
-		if e.Refundable() {
-			if want := refunded[e.Version]; want.Equal(h.RefundedAmount) {
-				h.RefundedAmount = e.RefundedAmount // equal, whatever the decimal's form
-			} else {
-				e.RefundedAmount = want
+		if got, ok := Running(h); ok {
+			want := running[e.Version]
+			e = WithRunning(e, want) // the ledger's may count entries past st.Version
+			if want.Equal(got) {
+				h = WithRunning(h, want) // equal, whatever the decimal's form
 			}
 		}
-		// A grant's reversed amount changes with its reversals, and the
-		// projection does not follow it (it keeps what the GRANT entry was
-		// written with); the REVERSAL items themselves say what was taken
-		// back. So it is not compared.
-		h.ReversedAmount = e.ReversedAmount
 		if !reflect.DeepEqual(h, e) {
 			add(ledger.FindingProjectionMismatch, describe(e), describe(h), e.Version)
 		}
@@ -141,6 +181,12 @@ func describe(e ledger.Entry) string {
 	fmt.Fprintf(&b, "%s %s balance_after %s request %s", e.Type, e.Amount, e.BalanceAfter, e.RequestID)
 	if e.Refundable() {
 		fmt.Fprintf(&b, " refunded %s", e.RefundedAmount)
+	}
+	if e.MovesPending() {
+		fmt.Fprintf(&b, " pending_change %s pending_after %s", e.PendingChange, e.PendingAfter)
+	}
+	if e.Type == ledger.EntryGrant {
+		fmt.Fprintf(&b, " reversed %s", e.ReversedAmount)
 	}
 	return b.String()
 }

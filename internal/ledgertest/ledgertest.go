@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -37,13 +38,43 @@ func Users(prefix string, n int) []string {
 // to, and the numbers acknowledged and refused.
 func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64) Books {
 	tb.Helper()
+	return storm(tb, store, users, workers, ops, seed, false)
+}
+
+// StormWithReturns is Storm with orders that can be returned: half of its
+// grants are pending for a return window of up to ReturnWindow from now
+// (so most mature while it runs, by the next mutation of their user), and
+// a tenth of its requests reverse part of an earlier grant of their user,
+// pending or matured. Reversals over what is left of a grant, or over what
+// is available once it matured, are expected refusals as well. Its books
+// hold what the acknowledged requests add up to: a user's balance plus
+// what is still pending.
+func StormWithReturns(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64) Books {
+	tb.Helper()
+	return storm(tb, store, users, workers, ops, seed, true)
+}
+
+// ReturnWindow bounds the effective delay of StormWithReturns' pending
+// grants: short, so that their maturations are written during the storm.
+const ReturnWindow = 300 * time.Millisecond
+
+func storm(tb testing.TB, store Applier, users []string, workers, ops int, seed uint64, returns bool) Books {
+	tb.Helper()
 	ctx := context.Background()
-	var purchasesMu sync.Mutex
-	purchases := map[string][]string{}
+	var mu sync.Mutex
+	purchases, grants := map[string][]string{}, map[string][]string{}
 	books := Books{Balances: map[string]decimal.Decimal{}}
 	var booksMu sync.Mutex
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	earlier := func(of map[string][]string, u string, rng *rand.Rand) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(of[u]) == 0 {
+			return "", false
+		}
+		return of[u][rng.IntN(len(of[u]))], true
+	}
 	for w := range workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(w)))
@@ -58,16 +89,23 @@ func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed 
 				typ := ledger.EntryGrant
 				switch k := rng.IntN(10); {
 				case k < 4:
+					if returns && rng.IntN(2) == 0 {
+						r.Effective = time.Now().Add(time.Duration(rng.Int64N(int64(ReturnWindow))))
+					}
 				case k < 8:
 					typ = ledger.EntryPurchase
-				default:
-					purchasesMu.Lock()
-					ps := purchases[u]
-					purchasesMu.Unlock()
-					if len(ps) == 0 {
+				case k == 8 || !returns:
+					p, ok := earlier(purchases, u, rng)
+					if !ok {
 						continue
 					}
-					typ, r.PurchaseRequestID, r.Amount = ledger.EntryRefund, ps[rng.IntN(len(ps))], "1"
+					typ, r.PurchaseRequestID, r.Amount = ledger.EntryRefund, p, "1"
+				default:
+					g, ok := earlier(grants, u, rng)
+					if !ok {
+						continue
+					}
+					typ, r.GrantRequestID, r.Amount, r.Reason = ledger.EntryReversal, g, fmt.Sprint(1+rng.IntN(5)), "returned"
 				}
 				m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
 				if err != nil {
@@ -81,16 +119,20 @@ func Storm(tb testing.TB, store Applier, users []string, workers, ops int, seed 
 						tb.Errorf("%s %s: no answer after retries: %v", typ, id, err)
 						return
 					}
-					if typ == ledger.EntryPurchase {
-						purchasesMu.Lock()
+					mu.Lock()
+					switch typ {
+					case ledger.EntryPurchase:
 						purchases[u] = append(purchases[u], id)
-						purchasesMu.Unlock()
+					case ledger.EntryGrant:
+						grants[u] = append(grants[u], id)
+					default: // nothing later names it
 					}
+					mu.Unlock()
 					booksMu.Lock()
 					books.Balances[u] = books.Balances[u].Add(m.Delta())
 					books.Acknowledged++
 					booksMu.Unlock()
-				case ledger.ReasonInsufficientBalance, ledger.ReasonRefundExceedsPurchase:
+				case ledger.ReasonInsufficientBalance, ledger.ReasonRefundExceedsPurchase, ledger.ReasonReversalExceedsGrant:
 					booksMu.Lock()
 					books.Refused++
 					booksMu.Unlock()

@@ -82,50 +82,70 @@ func (h *History) applyUser(ctx context.Context, user string, entries []ledger.E
 
 var errStateMoved = errors.New("history state moved")
 
+// runningAttribute is the attribute of the history item that entries of
+// type t add to (history.AddsTo): a refund to its purchase's
+// refunded_amount, a reversal to its grant's reversed_amount, as the
+// ledger's items name them.
+func runningAttribute(t ledger.EntryType) string {
+	if t == ledger.EntryReversal {
+		return "reversed_amount"
+	}
+	return "refunded_amount"
+}
+
 // commit writes a run of consecutive entries following st and the new state,
 // in one transaction guarded by the state's version.
 func (h *History) commit(ctx context.Context, st history.State, batch []ledger.Entry) (history.State, error) {
 	next := st
 	items := make([]types.TransactWriteItem, 0, len(batch)+1)
-	// A purchase's refunded amount in history is the sum of the refunds
-	// applied after it: a purchase starts at zero, and each refund adds to
-	// it here, in the transaction that applies the refund (so once).
-	inBatch := map[int64]int{}              // purchase version -> index of its Put
-	refunds := map[int64]*decimal.Decimal{} // purchase version -> refunds to add by one Update
-	var refunded []int64                    // those versions, in order
+	// A running amount in history (a purchase's refunded amount, a grant's
+	// reversed amount; history.Running) is the sum of the entries applied
+	// after its own that add to it: it starts at zero, and each such entry
+	// adds to it here, in the transaction that applies that entry (so once).
+	inBatch := map[int64]int{}                // version -> index of its Put
+	additions := map[int64]*decimal.Decimal{} // version -> what one Update adds to it
+	attrs := map[int64]string{}               // and the attribute it adds to
+	var added []int64                         // those versions, in order
 	for _, e := range batch {
 		next = next.Add(e)
-		if e.Refundable() {
-			e.RefundedAmount = decimal.Zero
+		if _, ok := history.Running(e); ok {
+			e = history.WithRunning(e, decimal.Zero)
 			inBatch[e.Version] = len(items)
 		}
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &h.table, Item: h.historyItem(e)}})
-		if e.Type != ledger.EntryRefund {
+		v, amount, ok := history.AddsTo(e)
+		if !ok {
 			continue
 		}
-		if i, ok := inBatch[e.PurchaseVersion]; ok {
-			// The purchase is written by this transaction too: add to its item.
+		attr := runningAttribute(e.Type)
+		if i, ok := inBatch[v]; ok {
+			// Its entry is written by this transaction too: add to its item
+			// (which has no attribute while it is zero, as a grant's
+			// reversed amount).
 			item := items[i].Put.Item
-			had, _ := decimal.NewFromString(item["refunded_amount"].(*types.AttributeValueMemberN).Value)
-			item["refunded_amount"] = &types.AttributeValueMemberN{Value: had.Add(e.Amount).String()}
+			had := decimal.Zero
+			if n, ok := item[attr].(*types.AttributeValueMemberN); ok {
+				had, _ = decimal.NewFromString(n.Value)
+			}
+			item[attr] = &types.AttributeValueMemberN{Value: had.Add(amount).String()}
 			continue
 		}
-		// A transaction may touch an item once: refunds of one purchase add up.
-		if sum, ok := refunds[e.PurchaseVersion]; ok {
-			*sum = sum.Add(e.Amount)
+		// A transaction may touch an item once: what adds to one item adds up.
+		if sum, ok := additions[v]; ok {
+			*sum = sum.Add(amount)
 			continue
 		}
-		amount := e.Amount
-		refunds[e.PurchaseVersion] = &amount
-		refunded = append(refunded, e.PurchaseVersion)
+		additions[v], attrs[v] = &amount, attr
+		added = append(added, v)
 	}
-	for _, v := range refunded {
+	for _, v := range added {
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
 			TableName:                 &h.table,
 			Key:                       h.key(st.UserID, historySK(v)),
-			UpdateExpression:          aws.String("SET refunded_amount = refunded_amount + :r"),
+			UpdateExpression:          aws.String("SET #a = if_not_exists(#a, :zero) + :r"),
 			ConditionExpression:       aws.String("attribute_exists(PK)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: refunds[v].String()}},
+			ExpressionAttributeNames:  map[string]string{"#a": attrs[v]},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: additions[v].String()}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
 		}})
 	}
 	cond := "version = :expected"
@@ -146,7 +166,7 @@ func (h *History) commit(ctx context.Context, st history.State, batch []ledger.E
 		if n := len(reasons); n == len(items) && aws.ToString(reasons[n-1].Code) == "None" {
 			for i, r := range reasons {
 				if aws.ToString(r.Code) == "ConditionalCheckFailed" && items[i].Update != nil {
-					return st, fmt.Errorf("history of %q has no item for a purchase a refund updates (%v): rebuild it", st.UserID, items[i].Update.Key["SK"])
+					return st, fmt.Errorf("history of %q has no item for the purchase or grant a refund or reversal updates (%v): rebuild it", st.UserID, items[i].Update.Key["SK"])
 				}
 			}
 		}

@@ -21,7 +21,7 @@ import (
 
 // History table layout (the user is the partition key, as in the ledger):
 //
-//	PK=ACCT#<user> SK=S                        state: last applied version, totals
+//	PK=ACCT#<user> SK=S                        state: last applied version, balance, pending, totals
 //	PK=ACCT#<user> SK=H#<version, 20 digits>   history item: the entry's attributes
 const (
 	stateSK       = "S"
@@ -102,6 +102,9 @@ func (h *History) State(ctx context.Context, user string) (history.State, error)
 	if _, ok := out.Item["expired"]; ok { // states written before points expired have none
 		st.Expired = num("expired")
 	}
+	if _, ok := out.Item["pending"]; ok { // nor pending, before points could be
+		st.Pending = num("pending")
+	}
 	if v, ok := out.Item["last_entry_time"].(*types.AttributeValueMemberS); ok {
 		st.LastEntry, err = time.Parse(timeLayout, v.Value)
 		errs = append(errs, err)
@@ -122,7 +125,7 @@ func (h *History) stateItem(st history.State) map[string]types.AttributeValue {
 	item := h.key(st.UserID, stateSK)
 	item["user_id"] = s(st.UserID)
 	item["version"] = n(st.Version)
-	for name, v := range map[string]decimal.Decimal{"balance": st.Balance, "granted": st.Granted, "spent": st.Spent, "refunded": st.Refunded, "adjusted": st.Adjusted, "expired": st.Expired} {
+	for name, v := range map[string]decimal.Decimal{"balance": st.Balance, "pending": st.Pending, "granted": st.Granted, "spent": st.Spent, "refunded": st.Refunded, "adjusted": st.Adjusted, "expired": st.Expired} {
 		item[name] = &types.AttributeValueMemberN{Value: v.String()}
 	}
 	item["last_entry_time"] = s(st.LastEntry.UTC().Format(timeLayout))

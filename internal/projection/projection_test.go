@@ -129,7 +129,8 @@ func (f *fixture) waitCaughtUp(t *testing.T, users []string) {
 
 // assertHistoryEqualsLedger checks, for each user, that the history has the
 // ledger's entries (every attribute, same order, none twice) and that the
-// state's totals add up to the ledger's balance.
+// state's totals add up to the ledger's balance, its pending to the
+// ledger's pending.
 func (f *fixture) assertHistoryEqualsLedger(t *testing.T, users []string) {
 	t.Helper()
 	ctx := context.Background()
@@ -157,9 +158,9 @@ func (f *fixture) assertHistoryEqualsLedger(t *testing.T, users []string) {
 			t.Fatal(err)
 		}
 		sum := st.Granted.Sub(st.Spent).Add(st.Refunded).Add(st.Adjusted)
-		if st.Version != acct.Version || !st.Balance.Equal(acct.Balance) || !sum.Equal(acct.Balance) {
-			t.Errorf("%s: state version %d balance %s (granted %s - spent %s + refunded %s = %s); ledger version %d balance %s",
-				u, st.Version, st.Balance, st.Granted, st.Spent, st.Refunded, sum, acct.Version, acct.Balance)
+		if st.Version != acct.Version || !st.Balance.Equal(acct.Balance) || !sum.Equal(acct.Balance) || !st.Pending.Equal(acct.Pending) {
+			t.Errorf("%s: state version %d balance %s (granted %s - spent %s + refunded %s = %s) pending %s; ledger version %d balance %s pending %s",
+				u, st.Version, st.Balance, st.Granted, st.Spent, st.Refunded, sum, st.Pending, acct.Version, acct.Balance, acct.Pending)
 		}
 	}
 }
@@ -191,6 +192,47 @@ func TestHistoryEqualsLedgerAfterAStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.assertHistoryEqualsLedger(t, users)
+}
+
+// A storm with pending grants, their maturations and reversals (some of
+// pending points, some of matured ones) projects to the ledger's entries,
+// and a rebuild writes the same history.
+func TestHistoryEqualsLedgerAfterAStormWithReturns(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	stop := run(f.projector("p1", Options{}))
+	users := ledgertest.Users("u", 10)
+	ledgertest.StormWithReturns(t, f.store, users, 8, 400, 1)
+	time.Sleep(ledgertest.ReturnWindow) // every pending grant is due: the sweeper's maturations go to history too
+	for _, u := range users {
+		if _, err := f.store.Expire(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitCaughtUp(t, users)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, users)
+	fromStream := f.snapshot(t)
+	types := map[string]int{}
+	for _, item := range fromStream {
+		if typ, ok := item["type"].(*ddbtypes.AttributeValueMemberS); ok {
+			types[typ.Value]++
+		}
+	}
+	if types[string(ledger.EntryMaturation)] == 0 || types[string(ledger.EntryReversal)] == 0 {
+		t.Errorf("history items by type %v: want maturations and reversals", types)
+	}
+	if _, err := f.history.RebuildAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fromLedger := f.snapshot(t)
+	for k, want := range fromStream {
+		if got := fromLedger[k]; !reflect.DeepEqual(got, want) {
+			t.Errorf("item %s: rebuilt %v, from the stream %v", k, got, want)
+		}
+	}
 }
 
 func TestTwoProjectorsShareTheStreamAndTakeOver(t *testing.T) {
@@ -711,6 +753,77 @@ func TestRefundsOfOnePurchaseAppliedTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := f.history.Apply(ctx, entries); err != nil { // all again: nothing changes
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+}
+
+// A grant's reversed amount in history is the sum of its reversals applied
+// so far, as a purchase's refunded amount is: a pending grant enters history
+// at reversed 0 whether it comes from the stream or from the ledger (which
+// has counted later reversals on it), each reversal adds to it once, in the
+// batch of its grant or after it, of pending points or of matured ones; the
+// maturation between them and the state's pending are the ledger's.
+func TestReversalsOfAPendingGrantAddToItsReversedAmount(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clk := t0
+	store := dynamo.New(f.env.Client, dynamo.Options{Table: f.env.Ledger, Logger: quiet, Now: func() time.Time { return clk }})
+	apply := func(typ ledger.EntryType, r ledger.Request) {
+		t.Helper()
+		r.UserID = "u1"
+		m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: t0.Add(time.Hour)}) // 1: pending
+	apply(ledger.EntryReversal, ledger.Request{RequestID: "rv1", Amount: "3", GrantRequestID: "g"})      // 2: of pending points
+	clk = t0.Add(2 * time.Hour)
+	apply(ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})                        // 3: MATURATION of 7, 4: the purchase
+	apply(ledger.EntryReversal, ledger.Request{RequestID: "rv2", Amount: "4", GrantRequestID: "g"}) // 5: of matured points
+	entries, err := store.EntriesAfter(ctx, "u1", 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 5 || entries[2].Type != ledger.EntryMaturation || !entries[0].ReversedAmount.Equal(decimal.NewFromInt(7)) {
+		t.Fatalf("ledger entries %+v: want the grant (reversed 7), a reversal, its maturation, the purchase and a reversal", entries)
+	}
+	if err := f.history.Apply(ctx, entries[:2]); err != nil { // the grant and a reversal in one batch
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries[2:]); err != nil { // the other reversal updates the grant's item
+		t.Fatal(err)
+	}
+	if err := f.history.Apply(ctx, entries); err != nil { // all again: nothing changes
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+	matured, _, err := f.history.List(ctx, "u1", ledger.HistoryQuery{Page: ledger.Page{PageSize: 10}, Types: []ledger.EntryType{ledger.EntryMaturation, ledger.EntryReversal}, OldestFirst: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(matured) != 3 || matured[1].GrantRequestID != "g" || !matured[1].PendingChange.Equal(decimal.NewFromInt(-7)) {
+		t.Errorf("history of maturations and reversals %+v: want the reversal, the maturation of 7 and the reversal", matured)
+	}
+
+	// From the ledger in one go (a gap filled, a rebuild): the grant as the
+	// ledger has it now, reversed 7, counts each reversal once.
+	other := NewHistory(f.env.Client, f.env.History, store, nil)
+	if _, err := f.env.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &f.env.History,
+		Key: map[string]ddbtypes.AttributeValue{"PK": &ddbtypes.AttributeValueMemberS{Value: dynamo.PartitionKey("u1")}, "SK": &ddbtypes.AttributeValueMemberS{Value: stateSK}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Apply(ctx, entries[1:]); err != nil { // starts with a gap: the grant is read from the ledger
+		t.Fatal(err)
+	}
+	f.assertHistoryEqualsLedger(t, []string{"u1"})
+	if err := other.Rebuild(ctx, "u1"); err != nil {
 		t.Fatal(err)
 	}
 	f.assertHistoryEqualsLedger(t, []string{"u1"})

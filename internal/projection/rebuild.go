@@ -27,7 +27,8 @@ import (
 // transaction guarded by the state's version, as the projector's are, so the
 // two take turns on the state item. History up to the state's version is
 // rewritten from the ledger, a purchase's refunded amount counting the
-// refunds up to that version (the projector adds later ones); if the
+// refunds up to that version, a grant's reversed amount the reversals
+// (the projector adds later ones); if the
 // projector moves the state meanwhile, the rebuild reads it again and goes
 // on from where it was. Versions past the state are then applied as the
 // stream applies them. A state past the ledger (a corrupted projection)
@@ -75,18 +76,18 @@ func (h *History) rebuild(ctx context.Context, user string, done *int64) error {
 	}
 	last := int64(len(entries))
 	target := min(version, last)
-	refunded := map[int64]decimal.Decimal{} // as the stream path has them at target
+	running := map[int64]decimal.Decimal{} // running amounts as the stream path has them at target
 	st := history.State{UserID: user}
 	for _, e := range entries[:target] {
-		if e.Type == ledger.EntryRefund {
-			refunded[e.PurchaseVersion] = refunded[e.PurchaseVersion].Add(e.Amount)
+		if v, amount, ok := history.AddsTo(e); ok {
+			running[v] = running[v].Add(amount)
 		}
 		st = st.Add(e)
 	}
 	var ops []types.TransactWriteItem
 	for _, e := range entries[min(*done, target):target] {
-		if e.Refundable() {
-			e.RefundedAmount = refunded[e.Version]
+		if _, ok := history.Running(e); ok {
+			e = history.WithRunning(e, running[e.Version])
 		}
 		ops = append(ops, types.TransactWriteItem{Put: &types.Put{TableName: &h.table, Item: h.historyItem(e)}})
 	}

@@ -2,7 +2,8 @@
 // account is the fold of its entries and the ledger's other invariants hold
 // (ledger.Audit of the partition the store reads), and the history
 // projection has exactly the ledger's entries (history.Compare); across all users, the sum of the entries equals the sum of the
-// balances.
+// balances, and the sum of their pending changes the sum of what the
+// accounts have pending.
 //
 // Reconciliation only reads, except for two repairs that never touch the
 // ledger: with RepairProjection it rebuilds the history of users whose
@@ -64,7 +65,7 @@ type Options struct {
 	Rate             int           // at most this many items read per second; 0 = no limit
 	RepairProjection bool          // rebuild the history of users whose projection disagrees
 	ProjectionGrace  time.Duration // how long a projection behind the ledger may take to catch up; default 5s
-	SweepGrace       time.Duration // how long an expired bucket or hold may stay off the record; default DefaultSweepGrace
+	SweepGrace       time.Duration // how long an expired bucket or hold, or a matured grant, may stay off the record; default DefaultSweepGrace
 	Owner            string        // name in the lease table; default "reconcile-<time>"
 	LeaseTTL         time.Duration // default 30s
 	Progress         func(Progress)
@@ -93,30 +94,33 @@ type Adjustment struct {
 
 // Report is the result. Its JSON form is stable: fields are only added.
 type Report struct {
-	StartTime     time.Time        `json:"start_time"`
-	DurationMS    int64            `json:"duration_ms"`
-	User          string           `json:"user,omitempty"`
-	Users         int64            `json:"users_checked"`
-	Entries       int64            `json:"entries_checked"`
-	ItemsRead     int64            `json:"items_read"`
-	SumOfEntries  string           `json:"sum_of_entries"`
-	SumOfBalances string           `json:"sum_of_balances"`
-	Findings      []ledger.Finding `json:"findings"`
-	Proposed      []Adjustment     `json:"proposed_adjustments"`
-	Clean         bool             `json:"clean"` // no finding is left unrepaired
+	StartTime     time.Time `json:"start_time"`
+	DurationMS    int64     `json:"duration_ms"`
+	User          string    `json:"user,omitempty"`
+	Users         int64     `json:"users_checked"`
+	Entries       int64     `json:"entries_checked"`
+	ItemsRead     int64     `json:"items_read"`
+	SumOfEntries  string    `json:"sum_of_entries"`
+	SumOfBalances string    `json:"sum_of_balances"`
+	// Points granted and not yet spendable: the entries' pending changes
+	// folded, and what the accounts say they have pending.
+	SumOfPendingChanges string           `json:"sum_of_pending_changes"`
+	SumOfPending        string           `json:"sum_of_pending"`
+	Findings            []ledger.Finding `json:"findings"`
+	Proposed            []Adjustment     `json:"proposed_adjustments"`
+	Clean               bool             `json:"clean"` // no finding is left unrepaired
 
 	// Liability is the points outstanding by the month they expire in
 	// ("never" last), as of the start; Breakage the points that expired
 	// unused, by the month they expired in (EXPIRATION entries, and points
-	// past their expiry not yet on the record). Months are UTC, YYYY-MM.
+	// past their expiry not yet on the record). Only matured points count
+	// in either: a pending grant's points whose effective time had come by
+	// the start count, matured by time as a balance read counts them; the
+	// others are in Pending, by the month they mature in. Months are UTC,
+	// YYYY-MM.
 	Liability []MonthAmount `json:"liability"`
 	Breakage  []MonthAmount `json:"breakage"`
-	// SumOfPending is the points granted that were not spendable yet at
-	// the start (pending grants); Pending the same by the month they
-	// become spendable in. A grant past its effective time, its MATURATION
-	// not yet on the record, counts in Liability (or Breakage) instead.
-	SumOfPending string        `json:"sum_of_pending"`
-	Pending      []MonthAmount `json:"pending"`
+	Pending   []MonthAmount `json:"pending"`
 
 	// Budgets is every budget, with what the users' entries show of it
 	// (budget.go); empty when one user is reconciled.
@@ -188,10 +192,12 @@ func New(store Store, history History, leases Leases) *Reconciler {
 }
 
 // DefaultSweepGrace is how long after its expiry a bucket or a hold may
-// wait for its EXPIRATION or RELEASE before reconciliation reports it: time
-// decides that it expired (a balance read does not count it, a capture is
-// refused), but the sweeper should put it on the record within a minute,
-// and one that has not for this long says the sweeper is not running.
+// wait for its EXPIRATION or RELEASE, and a pending grant after its
+// effective time for its MATURATION, before reconciliation reports it:
+// time decides (a balance read does not count an expired bucket, and
+// counts a matured grant), but the sweeper should put it on the record
+// within a minute, and one that has not for this long says the sweeper is
+// not running.
 const DefaultSweepGrace = 10 * time.Minute
 
 // LeaseKey is the lease-table key of the reconciliation lease.
@@ -241,7 +247,7 @@ func (r *Reconciler) Run(ctx context.Context, o Options) (Report, error) {
 		rcancel()
 	}()
 
-	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}, pending: months{}, sumPending: decimal.Zero,
+	run := &pass{r: r, o: o, start: r.now(), limiter: newLimiter(o.Rate), liability: months{}, breakage: months{}, pending: months{},
 		shares: map[string]ledger.BudgetShare{}}
 	// Every scan reads under the rate: the count for progress, and the users.
 	scanned := func(n int) { _ = run.limiter.wait(ctx, n); run.items.Add(int64(n)) }
@@ -289,17 +295,18 @@ type pass struct {
 
 	users, entries, items, findingCount atomic.Int64
 
-	mu          sync.Mutex
-	findings    []ledger.Finding
-	proposed    []Adjustment
-	sumEntries  decimal.Decimal
-	sumBalances decimal.Decimal
-	liability   months
-	pending     months
-	sumPending  decimal.Decimal
-	breakage    months
-	shares      map[string]ledger.BudgetShare // by budget, summed over users
-	budgets     []BudgetReport
+	mu                sync.Mutex
+	findings          []ledger.Finding
+	proposed          []Adjustment
+	sumEntries        decimal.Decimal
+	sumBalances       decimal.Decimal
+	sumPendingChanges decimal.Decimal
+	sumPending        decimal.Decimal
+	liability         months
+	breakage          months
+	pending           months
+	shares            map[string]ledger.BudgetShare // by budget, summed over users
+	budgets           []BudgetReport
 }
 
 func (p *pass) user(ctx context.Context, user string) error {
@@ -343,22 +350,30 @@ func (p *pass) user(ctx context.Context, user string) error {
 	p.findings = append(p.findings, findings...)
 	p.sumEntries = p.sumEntries.Add(fold)
 	p.sumBalances = p.sumBalances.Add(a.Account.Balance)
-	for _, b := range a.Account.Buckets {
-		if b.Expire.IsZero() || p.start.Before(b.Expire) {
-			p.liability.add(b.Expire, b.Amount)
-		} else {
-			p.breakage.add(b.Expire, b.Amount) // expired, not yet on the record
-		}
+	p.sumPendingChanges = p.sumPendingChanges.Add(folded.Pending)
+	p.sumPending = p.sumPending.Add(a.Account.Pending)
+	p.outstanding(a)
+	p.propose(user, a, fold)
+	return nil
+}
+
+// outstanding counts a user's points (with p.mu held) in the liability,
+// breakage and pending as of the start: the account as time has decided
+// it by then (what the sweeper would write: grants matured, holds
+// released, buckets expired), so a grant whose effective time has come
+// counts as matured points, and one still pending in neither liability
+// nor breakage.
+func (p *pass) outstanding(a ledger.Partition) {
+	due := ledger.DecideExpiry(a.Account, p.start)
+	after := due.After
+	for _, b := range after.Buckets {
+		p.liability.add(b.Expire, b.Amount)
 	}
-	for _, l := range a.Account.PendingLots {
-		switch {
-		case p.start.Before(l.EffectiveTime):
-			p.pending.add(l.EffectiveTime, l.Amount)
-			p.sumPending = p.sumPending.Add(l.Amount)
-		case l.ExpireTime.IsZero() || p.start.Before(l.ExpireTime): // matured, not yet on the record
-			p.liability.add(l.ExpireTime, l.Amount)
-		default: // matured and expired, neither on the record
-			p.breakage.add(l.ExpireTime, l.Amount)
+	for _, e := range due.Entries {
+		if e.Type == ledger.EntryExpiration { // expired, not yet on the record
+			for _, d := range e.Draws {
+				p.breakage.add(d.Expire, d.Amount)
+			}
 		}
 	}
 	for _, e := range a.Entries {
@@ -366,9 +381,17 @@ func (p *pass) user(ctx context.Context, user string) error {
 			p.breakage.add(e.CreateTime, e.Amount.Neg())
 		}
 	}
+	for _, l := range after.PendingLots {
+		p.pending.add(l.EffectiveTime, l.Amount)
+	}
 	for id, s := range ledger.BudgetShares(a.Entries, p.start) {
 		p.shares[id] = p.shares[id].Add(s)
 	}
+}
+
+// propose proposes (with p.mu held) the adjustment that explains a
+// balance its entries do not fold to.
+func (p *pass) propose(user string, a ledger.Partition, fold decimal.Decimal) {
 	if diff := a.Account.Balance.Sub(fold); !diff.IsZero() {
 		p.proposed = append(p.proposed, Adjustment{
 			UserID:          user,
@@ -387,7 +410,6 @@ func (p *pass) user(ctx context.Context, user string) error {
 			RequestID: fmt.Sprintf("reconcile-v%d-b%s", a.Account.Version, a.Account.Balance),
 		})
 	}
-	return nil
 }
 
 // projection compares the user's history with the ledger entries the audit
@@ -506,12 +528,17 @@ func (p *pass) report() Report {
 		Proposed:      append([]Adjustment{}, p.proposed...),
 		Liability:     p.liability.list(),
 		Breakage:      p.breakage.list(),
-		SumOfPending:  p.sumPending.String(),
 		Pending:       p.pending.list(),
 		Budgets:       append([]BudgetReport{}, p.budgets...),
+
+		SumOfPendingChanges: p.sumPendingChanges.String(),
+		SumOfPending:        p.sumPending.String(),
 	}
 	if !p.sumEntries.Equal(p.sumBalances) {
 		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})
+	}
+	if !p.sumPendingChanges.Equal(p.sumPending) {
+		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: "pending " + rep.SumOfPendingChanges, Found: "pending " + rep.SumOfPending})
 	}
 	slices.SortFunc(rep.Findings, func(a, b ledger.Finding) int {
 		return strings.Compare(a.UserID+"\x00"+a.BudgetID+"\x00"+a.Kind, b.UserID+"\x00"+b.BudgetID+"\x00"+b.Kind)

@@ -632,19 +632,21 @@ func TestLiabilityAndBreakage(t *testing.T) {
 	}
 }
 
-// The report tells the points pending (granted, not spendable yet) by the
-// month they become spendable in; a grant past its effective time whose
-// MATURATION is not on the record after the sweep grace is a finding, and
-// its points count as matured (here expired: breakage).
-func TestPendingInTheReport(t *testing.T) {
+// Pending points in the report: their sums, by the entries and by the
+// accounts; what is still pending by the month it matures in, apart from
+// the liability and the breakage, which count only matured points (a
+// grant matured by time and not yet on the record among them); and a
+// maturation not on the record after the sweep grace is a finding.
+func TestPendingPointsInTheReport(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	clk := t0
 	store := dynamo.New(f.env.Client, dynamo.Options{Table: f.env.Ledger, Now: func() time.Time { return clk }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	grant := func(id, amount string, effective, expire time.Time) {
-		m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: id, Amount: amount, Effective: effective, Expire: expire}, ledger.DefaultScale)
+	apply := func(typ ledger.EntryType, r ledger.Request) {
+		t.Helper()
+		m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -652,36 +654,96 @@ func TestPendingInTheReport(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grant("later", "6", time.Date(2026, 12, 24, 0, 0, 0, 0, time.UTC), time.Time{})
-	grant("soon", "3", t0.Add(time.Hour), t0.Add(48*time.Hour))
-	clk = t0.Add(72 * time.Hour)
+	// a: 10 maturing in an hour, expiring in December; 5 maturing in
+	// January, 2 of them reversed while pending.
+	apply(ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "10", Effective: t0.Add(time.Hour), Expire: t0.Add(30 * 24 * time.Hour)})
+	apply(ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g2", Amount: "5", Effective: time.Date(2027, 1, 5, 0, 0, 0, 0, time.UTC)})
+	apply(ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r", Amount: "2", GrantRequestID: "g2"})
+	// b: 8 maturing in an hour and expiring two hours later, unspent.
+	apply(ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g", Amount: "8", Effective: t0.Add(time.Hour), Expire: t0.Add(3 * time.Hour)})
+	if _, err := f.history.RebuildAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk = t0.Add(5 * time.Hour) // no sweeper ran: both maturities are off the record
 	rec := New(store, f.history, f.leases)
 	rec.now = func() time.Time { return clk }
+	report := func(grace time.Duration) Report {
+		t.Helper()
+		rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: grace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	wantLiability := []MonthAmount{{"2026-12", "10"}}
+	wantBreakage := []MonthAmount{{"2026-11", "8"}}
+	wantPending := []MonthAmount{{"2027-01", "3"}}
+	check := func(name string, rep Report) {
+		t.Helper()
+		if !slices.Equal(rep.Liability, wantLiability) || !slices.Equal(rep.Breakage, wantBreakage) || !slices.Equal(rep.Pending, wantPending) {
+			t.Errorf("%s: liability %v, breakage %v, pending %v; want %v, %v and %v", name, rep.Liability, rep.Breakage, rep.Pending, wantLiability, wantBreakage, wantPending)
+		}
+	}
+
+	// Within the grace, time has decided and nothing is a finding yet.
+	rep := report(6 * time.Hour)
+	if !rep.Clean {
+		t.Errorf("within the sweep grace, findings: %v", rep.Findings)
+	}
+	if rep.SumOfPendingChanges != "21" || rep.SumOfPending != "21" {
+		t.Errorf("pending of entries %s, of accounts %s; want 21 (10 + 3 + 8, none matured on the record)", rep.SumOfPendingChanges, rep.SumOfPending)
+	}
+	check("within the grace", rep)
+	rep = report(2 * time.Hour)
+	var kinds []string
+	for _, f := range rep.Findings {
+		kinds = append(kinds, f.UserID+" "+f.Kind+": "+f.Found)
+	}
+	want := []string{
+		`a maturity_not_recorded: grant "g1" of 10 matured at 2026-11-22T11:00:00Z, still pending on the account`,
+		`b maturity_not_recorded: grant "g" of 8 matured at 2026-11-22T11:00:00Z, still pending on the account`,
+	}
+	if !slices.Equal(kinds, want) {
+		t.Errorf("after the grace, findings %q, want %q", kinds, want)
+	}
+
+	for _, u := range []string{"a", "b"} { // what the sweeper would do
+		if _, err := store.Expire(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := f.history.RebuildAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 2 * time.Hour})
-	if err != nil {
+	rep = report(2 * time.Hour)
+	if !rep.Clean {
+		t.Errorf("after the sweep, findings: %v", rep.Findings)
+	}
+	check("after the sweep", rep)
+	if rep.SumOfPendingChanges != "3" || rep.SumOfPending != "3" {
+		t.Errorf("after the sweep, pending of entries %s, of accounts %s; want 3 (a's January grant)", rep.SumOfPendingChanges, rep.SumOfPending)
+	}
+}
+
+// An account whose pending is not what its entries fold to is a finding
+// of its own (the audit's), and the global sums of pending disagree.
+func TestAPendingSumThatDisagreesIsFound(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "u", RequestID: "g", Amount: "10", Effective: time.Now().Add(time.Hour)})
+	if _, err := f.history.RebuildAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Findings) != 1 || rep.Findings[0].Kind != ledger.FindingMaturityNotRecorded {
-		t.Errorf("findings %v, want grant soon's maturity not recorded", rep.Findings)
+	f.set(t, f.env.Ledger, "u", "A", "pending", num("13"))
+	rep := f.run(t, Options{})
+	var kinds []string
+	for _, fd := range rep.Findings {
+		kinds = append(kinds, fd.UserID+" "+fd.Kind+" "+fd.Expected+" / "+fd.Found)
 	}
-	wantPending := []MonthAmount{{"2026-12", "6"}}
-	if rep.SumOfPending != "6" || !slices.Equal(rep.Pending, wantPending) || !slices.Equal(rep.Breakage, []MonthAmount{{"2026-11", "3"}}) {
-		t.Errorf("pending %s %v, breakage %v; want 6 in 2026-12, 3 broken in 2026-11", rep.SumOfPending, rep.Pending, rep.Breakage)
+	if rep.Clean || !slices.Contains(kinds, " "+ledger.FindingSumMismatch+" pending 10 / pending 13") {
+		t.Errorf("findings %q: want the sums of pending, 10 by the entries, 13 by the accounts", kinds)
 	}
-	if _, err := store.Expire(ctx, "c"); err != nil { // what the sweeper would do: its MATURATION, then its EXPIRATION
-		t.Fatal(err)
-	}
-	if _, err := f.history.RebuildAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rep, err = rec.Run(ctx, Options{ProjectionGrace: time.Millisecond, SweepGrace: 2 * time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Clean || rep.SumOfPending != "6" || !slices.Equal(rep.Pending, wantPending) || !slices.Equal(rep.Breakage, []MonthAmount{{"2026-11", "3"}}) || len(rep.Liability) != 0 {
-		t.Errorf("after the sweep: findings %v, pending %s %v, breakage %v, liability %v", rep.Findings, rep.SumOfPending, rep.Pending, rep.Breakage, rep.Liability)
+	if rep.SumOfPendingChanges != "10" || rep.SumOfPending != "13" || rep.SumOfEntries != rep.SumOfBalances {
+		t.Errorf("sums: entries %s balances %s, pending %s / %s", rep.SumOfEntries, rep.SumOfBalances, rep.SumOfPendingChanges, rep.SumOfPending)
 	}
 }

@@ -45,8 +45,8 @@ type Checker struct {
 // Check runs every invariant over the users the book knows: reconciliation
 // (fold = aggregate, versions, request records, refund caps, no negative
 // balance, history = ledger, sum of entries = sum of balances), then the
-// book against the entries (exactly once), conservation, and the
-// double-spend rounds' limits.
+// book against the entries (exactly once), conservation, pending points,
+// and the double-spend rounds' limits.
 func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (report.Invariants, error) {
 	inv := report.Invariants{Checked: []string{
 		"reconciliation of every user: aggregate = fold of entries, versions 1..N, one request record per entry, refunds within their purchases, no negative balance",
@@ -54,6 +54,7 @@ func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (re
 		"sum of all entries = sum of all balances",
 		"every acknowledged request is exactly one entry (same type, amount and entry id as acknowledged); every unacknowledged one at most one; no entry the load test did not ask for",
 		"conservation over the load test's users: granted - spent + refunded - expired = sum of balances",
+		pendingChecked,
 	}}
 	if len(covers) > 0 {
 		inv.Checked = append(inv.Checked, "double-spend rounds: acknowledged purchases <= what the grant covers")
@@ -77,7 +78,7 @@ func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (re
 		byUser[s.op.User] = append(byUser[s.op.User], s)
 	}
 	var totals ledger.Totals // the ledger's own fold of every entry
-	var balances decimal.Decimal
+	var balances, pending decimal.Decimal
 	users := slices.Sorted(maps.Keys(byUser))
 	for _, user := range users {
 		entries, err := c.Ledger.EntriesAfter(ctx, user, 0, math.MaxInt) // all of them
@@ -101,8 +102,9 @@ func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (re
 		if !folded.Balance.Equal(acct.Balance) {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: balance %s, its entries fold to %s", user, acct.Balance, folded.Balance))
 		}
+		inv.Violations = append(inv.Violations, checkPending(user, acct, folded, entries, &inv.Returns)...)
+		pending = pending.Add(acct.Pending)
 		totals = totals.Plus(t)
-		countReversals(&inv, entries)
 		purchases := matchBook(&inv, user, byUser[user], entries)
 		if k, ok := covers[user]; ok && purchases > k {
 			inv.Violations = append(inv.Violations, fmt.Sprintf("%s: double spend: %d purchases committed, the grant covered %d", user, purchases, k))
@@ -118,6 +120,7 @@ func (c *Checker) Check(ctx context.Context, b *Book, covers map[string]int) (re
 	}
 	granted, spent, refunded, expired := totals.Granted, totals.Spent, totals.Refunded, totals.Expired
 	inv.Granted, inv.Spent, inv.Refunded, inv.Expired, inv.Balances = granted.String(), spent.String(), refunded.String(), expired.String(), balances.String()
+	inv.Pending = pending.String()
 	if !granted.Sub(spent).Add(refunded).Add(totals.Adjusted).Sub(expired).Equal(balances) {
 		inv.Violations = append(inv.Violations, fmt.Sprintf("conservation: granted %s - spent %s + refunded %s - expired %s != sum of balances %s", granted, spent, refunded, expired, balances))
 	}
@@ -172,31 +175,10 @@ func matchBook(inv *report.Invariants, user string, sent []*sentRequest, entries
 	return purchases
 }
 
-// countReversals counts entries' REVERSALs by what they took: pending
-// points, spendable ones, or both.
-func countReversals(inv *report.Invariants, entries []ledger.Entry) {
-	for _, e := range entries {
-		if e.Type != ledger.EntryReversal {
-			continue
-		}
-		what := "both"
-		switch {
-		case e.Amount.IsZero():
-			what = "pending"
-		case e.PendingChange.IsZero():
-			what = "spendable"
-		}
-		if inv.Reversals == nil {
-			inv.Reversals = map[string]int64{}
-		}
-		inv.Reversals[what]++
-	}
-}
-
 // moved is what an entry moved, as its request named it: the points held
 // or released for a hold or a release (their amount is 0), else the
-// change to the balance and to what is pending (a pending grant's amount
-// is 0; a reversal takes from both).
+// change to the balance and to what is pending (a pending grant moves only
+// the latter, a reversal either or both).
 func moved(e ledger.Entry) decimal.Decimal {
 	if info, _ := e.Type.Info(); info.NoAmount {
 		return e.HeldChange.Abs()

@@ -110,7 +110,8 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 		}
 	case "reverse":
 		var res *connect.Response[pb.ReverseGrantResponse]
-		if res, err = x.c.ReverseGrant(ctx, connect.NewRequest(&pb.ReverseGrantRequest{UserId: o.User, GrantRequestId: o.Grant, Amount: o.Amount.String(), RequestId: o.RequestID, Reason: "returned"})); err == nil {
+		req := &pb.ReverseGrantRequest{UserId: o.User, GrantRequestId: o.Grant, Amount: o.Amount.String(), RequestId: o.RequestID, Reason: "returned"}
+		if res, err = x.c.ReverseGrant(ctx, connect.NewRequest(req)); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "balance":

@@ -30,9 +30,9 @@ type Op struct {
 	Purchase  string          // refund: the purchase's request id
 	Hold      string          // capture, void: the request id of the hold's Authorize
 	TTL       time.Duration   // grant, authorize: how long the points or the hold last; 0: not said
-	Whole     bool            // capture: send no amount, which captures all of the hold (Amount)
-	Grant     string          // reverse: the request id of the grant it takes back
 	Effective time.Duration   // grant: pending for this long (effective_delay); 0: spendable at once
+	Grant     string          // reverse: the grant's request id
+	Whole     bool            // capture: send no amount, which captures all of the hold (Amount)
 	Expect    string          // a code the scenario expects instead of "ok" (a probe)
 }
 
@@ -388,7 +388,7 @@ func NewScenario(name string, p *Params, baseline bool) Scenario {
 	case "checkout":
 		return &checkout{p: p}
 	case "returns":
-		return &returns{p: p}
+		return &returns{p: p, grants: map[string][]Op{}}
 	}
 	return &spread{p, pickUniform(p.Users)}
 }

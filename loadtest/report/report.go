@@ -217,11 +217,21 @@ type Invariants struct {
 	Refunded   string   `json:"refunded"`
 	Expired    string   `json:"expired"`
 	Balances   string   `json:"sum_of_balances"`
+	Pending    string   `json:"sum_of_pending,omitempty"` // points granted, not yet spendable: in no balance
 	// Holds: how many holds ended in each state (checkout).
 	Holds map[ledger.HoldState]int64 `json:"holds,omitempty"`
-	// Reversals: how many REVERSAL entries took pending points only,
-	// spendable points only, or both (returns).
-	Reversals map[string]int64 `json:"reversals,omitempty"`
+	// Returns: what the entries hold of pending grants and their
+	// reversals (returns).
+	Returns Returns `json:"returns"`
+}
+
+// Returns counts pending grants, their maturations, and reversals by what
+// they took back: pending points, matured ones (a reversal may take both).
+type Returns struct {
+	PendingGrants int64 `json:"pending_grants"`
+	Maturations   int64 `json:"maturations"`
+	OfPending     int64 `json:"reversals_of_pending"`
+	OfMatured     int64 `json:"reversals_of_matured"`
 }
 
 // CountHolds counts holds by their state.
@@ -250,12 +260,6 @@ func (i *Invariants) Add(run string, o Invariants) {
 	for state, n := range o.Holds {
 		i.Holds[state] += n
 	}
-	if i.Reversals == nil && len(o.Reversals) > 0 {
-		i.Reversals = map[string]int64{}
-	}
-	for what, n := range o.Reversals {
-		i.Reversals[what] += n
-	}
 	i.Users += o.Users
 	i.Entries += o.Entries
 	i.Acked += o.Acked
@@ -266,6 +270,11 @@ func (i *Invariants) Add(run string, o Invariants) {
 		return x.Add(y).String()
 	}
 	i.Granted, i.Spent, i.Refunded, i.Expired, i.Balances = sum(i.Granted, o.Granted), sum(i.Spent, o.Spent), sum(i.Refunded, o.Refunded), sum(i.Expired, o.Expired), sum(i.Balances, o.Balances)
+	i.Pending = sum(i.Pending, o.Pending)
+	i.Returns.PendingGrants += o.Returns.PendingGrants
+	i.Returns.Maturations += o.Returns.Maturations
+	i.Returns.OfPending += o.Returns.OfPending
+	i.Returns.OfMatured += o.Returns.OfMatured
 }
 
 // AddFailover checks what followed a kill: once the health-check window
@@ -389,6 +398,10 @@ func (r *Report) PrintSummary(w io.Writer) {
 	fmt.Fprintf(w, "\ninvariants: %d users, %d entries, %d acknowledged and %d unacknowledged requests\n",
 		inv.Users, inv.Entries, inv.Acked, inv.Unacked)
 	fmt.Fprintf(w, "  granted %s - spent %s + refunded %s - expired %s = sum of balances %s\n", inv.Granted, inv.Spent, inv.Refunded, inv.Expired, inv.Balances)
+	if ret := inv.Returns; ret.PendingGrants > 0 {
+		fmt.Fprintf(w, "  returns: %d pending grants, %d maturations, reversals of pending points %d, of matured points %d; pending now %s\n",
+			ret.PendingGrants, ret.Maturations, ret.OfPending, ret.OfMatured, inv.Pending)
+	}
 	if len(inv.Holds) > 0 {
 		fmt.Fprintf(w, "  holds: %d captured, %d voided, %d expired, %d held\n",
 			inv.Holds[ledger.HoldCaptured], inv.Holds[ledger.HoldVoided], inv.Holds[ledger.HoldExpired], inv.Holds[ledger.HoldHeld])

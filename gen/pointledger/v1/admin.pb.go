@@ -449,12 +449,18 @@ type ReconcileReport struct {
 	Liability []*MonthAmount `protobuf:"bytes,11,rep,name=liability,proto3" json:"liability,omitempty"`
 	// Points expired unused, by the UTC month they expired in.
 	Breakage []*MonthAmount `protobuf:"bytes,12,rep,name=breakage,proto3" json:"breakage,omitempty"`
-	// Points granted but not spendable yet (pending grants), in all and by
-	// the UTC month they become spendable in.
-	SumOfPending  string         `protobuf:"bytes,13,opt,name=sum_of_pending,json=sumOfPending,proto3" json:"sum_of_pending,omitempty"`
-	Pending       []*MonthAmount `protobuf:"bytes,14,rep,name=pending,proto3" json:"pending,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Points granted and not yet spendable. sum_of_pending is what the
+	// accounts have pending; sum_of_pending_changes the entries' pending
+	// changes folded (equal, or a sum_mismatch finding). pending is the
+	// points still pending at the start, by the UTC month they become
+	// spendable in: a grant past its effective time, its MATURATION not yet
+	// on the record, counts in liability (or breakage) instead. Liability
+	// and breakage count only matured points.
+	SumOfPending        string         `protobuf:"bytes,13,opt,name=sum_of_pending,json=sumOfPending,proto3" json:"sum_of_pending,omitempty"`
+	Pending             []*MonthAmount `protobuf:"bytes,14,rep,name=pending,proto3" json:"pending,omitempty"`
+	SumOfPendingChanges string         `protobuf:"bytes,15,opt,name=sum_of_pending_changes,json=sumOfPendingChanges,proto3" json:"sum_of_pending_changes,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ReconcileReport) Reset() {
@@ -583,6 +589,13 @@ func (x *ReconcileReport) GetPending() []*MonthAmount {
 		return x.Pending
 	}
 	return nil
+}
+
+func (x *ReconcileReport) GetSumOfPendingChanges() string {
+	if x != nil {
+		return x.SumOfPendingChanges
+	}
+	return ""
 }
 
 // MonthAmount is a sum of points in one month.
@@ -1265,7 +1278,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x10expected_balance\x18\x05 \x01(\tR\x0fexpectedBalance\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\xb1\x05\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\xe6\x05\n" +
 	"\x0fReconcileReport\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1283,7 +1296,8 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\tliability\x18\v \x03(\v2\x1b.pointledger.v1.MonthAmountR\tliability\x127\n" +
 	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\x12$\n" +
 	"\x0esum_of_pending\x18\r \x01(\tR\fsumOfPending\x125\n" +
-	"\apending\x18\x0e \x03(\v2\x1b.pointledger.v1.MonthAmountR\apending\";\n" +
+	"\apending\x18\x0e \x03(\v2\x1b.pointledger.v1.MonthAmountR\apending\x123\n" +
+	"\x16sum_of_pending_changes\x18\x0f \x01(\tR\x13sumOfPendingChanges\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xf5\x04\n" +

@@ -1602,13 +1602,14 @@ type HistoryItem struct {
 	HeldChange        string                 `protobuf:"bytes,17,opt,name=held_change,json=heldChange,proto3" json:"held_change,omitempty"`
 	HeldAfter         string                 `protobuf:"bytes,18,opt,name=held_after,json=heldAfter,proto3" json:"held_after,omitempty"`
 	HoldRequestId     string                 `protobuf:"bytes,19,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
-	// As on Entry: pending grants, maturations and reversals. (A grant's
-	// reversed_amount is not in history: its REVERSAL items say what was
-	// taken back.)
+	// As on Entry: pending grants, maturations and reversals.
 	PendingChange  string                 `protobuf:"bytes,20,opt,name=pending_change,json=pendingChange,proto3" json:"pending_change,omitempty"`
 	PendingAfter   string                 `protobuf:"bytes,21,opt,name=pending_after,json=pendingAfter,proto3" json:"pending_after,omitempty"`
 	GrantRequestId string                 `protobuf:"bytes,22,opt,name=grant_request_id,json=grantRequestId,proto3" json:"grant_request_id,omitempty"`
 	EffectiveTime  *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
+	// Grants: the sum of the reversals history has applied so far ("0"
+	// before any); "" on other entries.
+	ReversedAmount string `protobuf:"bytes,24,opt,name=reversed_amount,json=reversedAmount,proto3" json:"reversed_amount,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1802,6 +1803,13 @@ func (x *HistoryItem) GetEffectiveTime() *timestamppb.Timestamp {
 		return x.EffectiveTime
 	}
 	return nil
+}
+
+func (x *HistoryItem) GetReversedAmount() string {
+	if x != nil {
+		return x.ReversedAmount
+	}
+	return ""
 }
 
 type ListHistoryRequest struct {
@@ -2904,7 +2912,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x80\b\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa9\b\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2934,7 +2942,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0epending_change\x18\x14 \x01(\tR\rpendingChange\x12#\n" +
 	"\rpending_after\x18\x15 \x01(\tR\fpendingAfter\x12(\n" +
 	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
-	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x1a;\n" +
+	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12'\n" +
+	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +

@@ -18,12 +18,12 @@ import (
 // History is a history projection in memory, kept as package projection
 // keeps it in DynamoDB: for each user, a copy of the entries in version
 // order (a purchase's refunded amount being the sum of the refunds applied
-// after it) and a state folded with history.State.Add. It follows a
-// Store: the store tells it of each entry as it commits, so it does not
-// trail the ledger as the projector does, unless paused (Pause) to stand
-// for a projector that lags. A user whose entries it missed (committed
-// before it followed) stays behind until Rebuild, as versions are applied
-// in order only.
+// after it, a grant's reversed amount the sum of its reversals) and a
+// state folded with history.State.Add. It follows a Store: the store tells
+// it of each entry as it commits, so it does not trail the ledger as the
+// projector does, unless paused (Pause) to stand for a projector that
+// lags. A user whose entries it missed (committed before it followed)
+// stays behind until Rebuild, as versions are applied in order only.
 type History struct {
 	store  *Store
 	tokens *pagetoken.Codec
@@ -91,15 +91,17 @@ func (h *History) applyFollowed(e ledger.Entry) {
 	}
 }
 
-// apply appends the next entry as the projector applies it: a purchase or
-// a capture starts with nothing refunded, and a refund adds to it.
+// apply appends the next entry as the projector applies it: an entry that
+// keeps a running amount (a purchase's or capture's refunded amount, a
+// grant's reversed amount) starts with nothing, and the entries that add
+// to it (refunds, reversals) add to it as they are applied
+// (history.AddsTo), so that history.Compare finds it in step.
 func (u *userHistory) apply(e ledger.Entry) {
-	if e.Refundable() {
-		e.RefundedAmount = decimal.Zero
-	}
-	if e.Type == ledger.EntryRefund && e.PurchaseVersion >= 1 && e.PurchaseVersion <= int64(len(u.items)) {
-		p := &u.items[e.PurchaseVersion-1]
-		p.RefundedAmount = p.RefundedAmount.Add(e.Amount)
+	e = history.WithRunning(e, decimal.Zero)
+	if v, amount, ok := history.AddsTo(e); ok && v >= 1 && v <= int64(len(u.items)) {
+		earlier := &u.items[v-1]
+		running, _ := history.Running(*earlier)
+		*earlier = history.WithRunning(*earlier, running.Add(amount))
 	}
 	u.items = append(u.items, e)
 	u.state = u.state.Add(e)

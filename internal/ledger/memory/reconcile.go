@@ -16,13 +16,15 @@ import (
 // Reconciler reconciles a Store with its History. For each user, in order,
 // it audits the user's partition (ledger.Audit, as every reconciliation
 // does) and compares the history with its entries (history.Compare); across
-// users, the sum of the entries must be the sum of the balances. With
+// users, the sum of the entries must be the sum of the balances, and the
+// sum of their pending changes the sum of what the accounts have pending,
+// as in package reconcile. With
 // RepairProjection it rebuilds a history that disagrees. It reports
 // progress after each user.
 //
 // The DynamoDB reconciliation (package reconcile: the lease, the rate, the
-// grace of a projection behind, liability and breakage, proposed
-// adjustments) is tested in package reconcile against the emulator; this
+// grace of a projection behind, liability, breakage and pending by month,
+// proposed adjustments) is tested in package reconcile against the emulator; this
 // one serves the API's tests of the Reconcile stream, over the memory store.
 type Reconciler struct {
 	store   *Store
@@ -50,7 +52,8 @@ func (r *Reconciler) Run(ctx context.Context, o reconcile.Options) (reconcile.Re
 	if o.User == "" {
 		total = int64(len(users))
 	}
-	sumEntries, sumBalances, sumPending := decimal.Zero, decimal.Zero, decimal.Zero
+	sumEntries, sumBalances := decimal.Zero, decimal.Zero
+	sumPendingChanges, sumPending := decimal.Zero, decimal.Zero
 	for _, user := range users {
 		if err := ctx.Err(); err != nil {
 			return reconcile.Report{}, err
@@ -69,18 +72,18 @@ func (r *Reconciler) Run(ctx context.Context, o reconcile.Options) (reconcile.Re
 		rep.Entries += int64(len(p.Entries))
 		rep.ItemsRead += int64(p.Items)
 		sumEntries, sumBalances = sumEntries.Add(folded.Balance), sumBalances.Add(p.Account.Balance)
-		for _, l := range p.Account.PendingLots {
-			if start.Before(l.EffectiveTime) {
-				sumPending = sumPending.Add(l.Amount)
-			}
-		}
+		sumPendingChanges, sumPending = sumPendingChanges.Add(folded.Pending), sumPending.Add(p.Account.Pending)
 		if o.Progress != nil {
 			o.Progress(reconcile.Progress{Users: rep.Users, TotalUsers: total, Entries: rep.Entries, Findings: int64(len(rep.Findings)), Elapsed: r.store.now().Sub(start)})
 		}
 	}
-	rep.SumOfEntries, rep.SumOfBalances, rep.SumOfPending = sumEntries.String(), sumBalances.String(), sumPending.String()
+	rep.SumOfEntries, rep.SumOfBalances = sumEntries.String(), sumBalances.String()
+	rep.SumOfPendingChanges, rep.SumOfPending = sumPendingChanges.String(), sumPending.String()
 	if !sumEntries.Equal(sumBalances) {
 		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: rep.SumOfEntries, Found: rep.SumOfBalances})
+	}
+	if !sumPendingChanges.Equal(sumPending) {
+		rep.Findings = append(rep.Findings, ledger.Finding{Kind: ledger.FindingSumMismatch, Expected: "pending " + rep.SumOfPendingChanges, Found: "pending " + rep.SumOfPending})
 	}
 	slices.SortStableFunc(rep.Findings, func(a, b ledger.Finding) int {
 		return strings.Compare(a.UserID+"\x00"+a.Kind, b.UserID+"\x00"+b.Kind)
