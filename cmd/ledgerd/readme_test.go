@@ -175,9 +175,12 @@ func (p *ledgerdProcess) start(t *testing.T, args ...string) {
 		res, err := http.Get("http://" + p.addr + "/healthz")
 		if err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				// The operations listener is bound before the API's port serves.
-				p.opsAddr = opsAddr(t, p.out.String())
+			// The operations listener is bound, and logged, before the
+			// API's port serves; but its log line reaches p.out through a
+			// pipe copied by another goroutine, which a busy machine may
+			// run after the health check answered: wait for both.
+			if m := opsListenLog.FindStringSubmatch(p.out.String()); res.StatusCode == http.StatusOK && m != nil {
+				p.opsAddr = m[1]
 				return
 			}
 		}
