@@ -113,7 +113,9 @@ func startWebhooks(ctx context.Context, c *http.Client, url, admin, name string)
 }
 
 // measure has the receiver's rate and lag span rec's measurement.
-func (w *webhookEndpoint) measure(rec *drive.Recorder) { rec.OnMeasure(w.receiver.Begin, w.receiver.End) }
+func (w *webhookEndpoint) measure(rec *drive.Recorder) {
+	rec.OnMeasure(w.receiver.Begin, w.receiver.End)
+}
 
 // drain waits, at most max, for the receiver to have an event of each of
 // the entries, and returns what it received. Notices are not entries.
