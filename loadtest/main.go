@@ -28,6 +28,14 @@
 // measures one instance, N, and N with affinity, in turn; -kill-one
 // SIGKILLs one mid-measurement (stack.FleetRun).
 //
+// -webhooks (on by default, as ledgerd serve runs its dispatcher by
+// default) has each run of ledgerd deliver every event to a receiver of
+// the load test's (loadtest/receive) on 127.0.0.1, through an endpoint it
+// creates with WebhookService, and report the events a second, the
+// delivery lag and whether order held; -compare-webhooks measures, in
+// turn, delivery off, on, and on with one reading of the stream for
+// history and deliveries (-shared-stream-reader).
+//
 // Then it checks the invariants over everything sent to ledgerd, prints a
 // summary table, and writes the report as JSON and HTML into -out. A
 // violation, or a run of ledgerd with no mutation acknowledged, exits 1.
@@ -95,6 +103,10 @@ type flags struct {
 	affinity, compare bool          // -affinity; -compare: 1, then -instances, then with affinity
 	killOne           time.Duration // SIGKILL an instance this long into the measurement; 0: none
 	healthInterval    time.Duration // the load balancer's health checks
+
+	webhooks        bool          // deliver every event to the load test's receiver
+	compareWebhooks bool          // -compare-webhooks: delivery off, on, on with a shared reader
+	webhookDrain    time.Duration // how long to wait after a run for its events
 }
 
 // run makes the runs args ask for, then prints and writes the report; ok
@@ -195,6 +207,9 @@ func parseFlags(args []string) (flags, error) {
 	fs.BoolVar(&f.compare, "compare", false, "with -instances N: measure one instance, then N round robin, then N with -affinity, in turn, and compare their purchases/s")
 	fs.DurationVar(&f.killOne, "kill-one", 0, "SIGKILL one instance (the one that committed the most so far) this long into each measurement of several instances; the load balancer takes it out after failures, and the checks require the others to serve every user within the health-check window")
 	fs.DurationVar(&f.healthInterval, "health-interval", time.Second, "the load balancer's health checks: GET /healthz on each instance this often")
+	fs.BoolVar(&f.webhooks, "webhooks", true, "each run of ledgerd delivers every event to a receiver of the load test's on 127.0.0.1 (an endpoint subscribed to * created through WebhookService), and the report has the events a second, the delivery lag and the order's violations; false: ledgerd runs no dispatcher (-dispatcher=false). Not with -target")
+	fs.BoolVar(&f.compareWebhooks, "compare-webhooks", false, "measure ledgerd with delivery off, then on (the dispatcher reading the stream apart from the projector), then on with -shared-stream-reader (one reading for both), in turn, and compare their purchases/s")
+	fs.DurationVar(&f.webhookDrain, "webhook-drain", 2*time.Minute, "with webhooks: how long to wait after a run's checks for the receiver to have the event of every entry")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	err := fs.Parse(args)
 	return f, err
@@ -260,6 +275,12 @@ func (f flags) checkFleet() error {
 		return errors.New("-kill-one must come before the end of -duration")
 	case f.healthInterval <= 0:
 		return errors.New("-health-interval must be positive")
+	case f.compareWebhooks && (f.target != "" || f.compare):
+		return errors.New("-compare-webhooks starts instances of its own, one configuration at a time: not with -target or -compare")
+	case f.compareWebhooks && os.Getenv("LEDGER_PROJECTOR") == "false":
+		return errors.New("-compare-webhooks compares one reading of the stream for history and deliveries with one each: not with LEDGER_PROJECTOR=false")
+	case f.webhookDrain <= 0:
+		return errors.New("-webhook-drain must be positive")
 	}
 	return nil
 }
@@ -268,11 +289,14 @@ func (f flags) checkFleet() error {
 // serve every user (stack.FailoverWindow).
 func (f flags) failoverWindow() time.Duration { return stack.FailoverWindow(f.healthInterval) }
 
-// fleetConfig is the shape of one ledgerd run: how many instances, and
-// whether they know their peers.
+// fleetConfig is the shape of one ledgerd run: how many instances,
+// whether they know their peers, and how they deliver webhooks
+// (namedDelivery: the run's name says how, under -compare-webhooks).
 type fleetConfig struct {
-	instances int
-	affinity  bool
+	instances     int
+	affinity      bool
+	delivery      delivery
+	namedDelivery bool
 }
 
 // runName names a run of c: "ledgerd" for one instance, "ledgerd-x3" for
@@ -285,17 +309,33 @@ func (c fleetConfig) runName() string {
 	if c.affinity {
 		name += "-affinity"
 	}
+	if c.namedDelivery {
+		name += c.delivery.suffix()
+	}
 	return name
 }
 
 // fleetConfigs are the configurations the invocation measures, in order:
 // with -compare one instance, then -instances round robin, then the same
-// with affinity; else the one the flags ask for.
+// with affinity; with -compare-webhooks delivery off (the reference the
+// others are compared with), on, then on with a shared reader; else the
+// one the flags ask for.
 func (f flags) fleetConfigs() []fleetConfig {
-	if f.compare {
-		return []fleetConfig{{instances: 1}, {instances: f.instances}, {instances: f.instances, affinity: true}}
+	d := deliveryOn
+	if !f.webhooks {
+		d = deliveryOff
 	}
-	return []fleetConfig{{instances: f.instances, affinity: f.affinity}}
+	switch {
+	case f.compare:
+		return []fleetConfig{{instances: 1, delivery: d}, {instances: f.instances, delivery: d}, {instances: f.instances, affinity: true, delivery: d}}
+	case f.compareWebhooks:
+		var out []fleetConfig
+		for _, d := range []delivery{deliveryOff, deliveryOn, deliverySharedReader} {
+			out = append(out, fleetConfig{instances: f.instances, affinity: f.affinity, delivery: d, namedDelivery: true})
+		}
+		return out
+	}
+	return []fleetConfig{{instances: f.instances, affinity: f.affinity, delivery: d}}
 }
 
 // newReport starts the report with what the runs will not change: when,
@@ -308,7 +348,8 @@ func newReport(f flags, p *drive.Params, args []string, cpus string) *report.Rep
 		Options: report.Options{Scenario: f.scenario, Concurrency: f.concurrency, DurationS: f.duration.Seconds(), WarmupS: f.warmup.Seconds(),
 			Users: p.Users, LatencyMS: float64(f.latency) / float64(time.Millisecond), PartitionScale: f.partitionScale, MaxBatch: os.Getenv("LEDGER_MAX_BATCH"),
 			SharedEmulator: f.sharedEmulator, PinEmulator: f.pinEmulator,
-			Instances: f.instances, Affinity: f.affinity, Compare: f.compare, KillOneS: f.killOne.Seconds()},
+			Instances: f.instances, Affinity: f.affinity, Compare: f.compare, KillOneS: f.killOne.Seconds(),
+			Webhooks: f.webhooks && f.target == "", CompareWebhooks: f.compareWebhooks},
 	}
 	if f.scenario == "mixed" {
 		rep.Options.Mix = f.mix

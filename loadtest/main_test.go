@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/loadtest/report"
@@ -197,5 +199,142 @@ func TestPartitionScaleFlag(t *testing.T) {
 	}
 	if p := f.proxyOptions(); p.PartitionScale != 0.1 || p.Latency != 0 || p.On {
 		t.Errorf("proxy options %+v, want the scale alone (which puts the proxy in)", p)
+	}
+}
+
+// -compare-webhooks: delivery off, on, and on with one reading of the
+// stream, each on tables of its own. The runs with delivery have the
+// receiver's figures and pass its checks (every event verified, in order
+// from version 1, one for each entry); the one without has none; and the
+// report compares both with it.
+func TestCompareWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it three times for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-compare-webhooks",
+		"-scenario", "uniform", "-users", "10", "-concurrency", "4", "-warmup", "1s", "-duration", "2s", "-baselines=false", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if !rep.Options.Webhooks || !rep.Options.CompareWebhooks {
+		t.Errorf("options %+v, want webhooks and compare_webhooks", rep.Options)
+	}
+	var names []string
+	for _, r := range rep.Runs {
+		names = append(names, r.Name)
+		w := r.Webhooks
+		if r.Name == "ledgerd-no-webhooks" {
+			if w != nil {
+				t.Errorf("%s: webhooks %+v, want none", r.Name, w)
+			}
+			continue
+		}
+		if w == nil {
+			t.Errorf("%s: no webhooks in the report", r.Name)
+			continue
+		}
+		if w.Events-w.Notices < r.Mutations || w.Users != 10 || w.Lag.Count == 0 || len(w.Violations()) != 0 {
+			t.Errorf("%s: webhooks %+v, want an event for each of its %d mutations at least, 10 users, a lag, no violation", r.Name, w, r.Mutations)
+		}
+	}
+	if got := strings.Join(names, " "); got != "ledgerd-no-webhooks ledgerd ledgerd-shared-reader" {
+		t.Errorf("runs = %s", got)
+	}
+	if !slices.Contains(rep.Invariants.Checked, webhookChecked) {
+		t.Errorf("checked %q, want the webhooks' check", rep.Invariants.Checked)
+	}
+	var compared []string
+	for _, c := range rep.Comparisons() {
+		compared = append(compared, c.Run+"/"+c.Baseline)
+	}
+	if got := strings.Join(compared, " "); got != "ledgerd/ledgerd-no-webhooks ledgerd-shared-reader/ledgerd-no-webhooks" {
+		t.Errorf("comparisons = %s", got)
+	}
+}
+
+func TestWebhookFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string // LEDGER_PROJECTOR
+		want string // "" for valid, else a part of the error
+	}{
+		{[]string{"-compare-webhooks"}, "", ""},
+		{[]string{"-compare-webhooks", "-instances", "2", "-affinity"}, "", ""},
+		{[]string{"-compare-webhooks", "-target", "http://127.0.0.1:1"}, "", "not with -target or -compare"},
+		{[]string{"-compare-webhooks", "-instances", "2", "-compare"}, "", "not with -target or -compare"},
+		{[]string{"-compare-webhooks"}, "false", "not with LEDGER_PROJECTOR=false"},
+		{[]string{"-webhooks=false"}, "false", ""},
+		{[]string{"-webhook-drain", "0s"}, "", "-webhook-drain must be positive"},
+	} {
+		t.Setenv("LEDGER_PROJECTOR", c.env)
+		f, err := parseFlags(c.args)
+		if err == nil {
+			_, _, err = f.params()
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v (LEDGER_PROJECTOR=%q): %v, want %q", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+// What each configuration asks of ledgerd serve, and what its runs are
+// called.
+func TestWebhookConfigs(t *testing.T) {
+	t.Parallel()
+	type config struct{ name, args string }
+	configs := func(args ...string) []config {
+		t.Helper()
+		f, err := parseFlags(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []config
+		for _, c := range f.fleetConfigs() {
+			out = append(out, config{c.runName(), strings.Join(c.delivery.args(), " ")})
+		}
+		return out
+	}
+	on, off := "-webhook-allow-http -webhook-allow-loopback", "-dispatcher=false"
+	for _, c := range []struct {
+		args []string
+		want []config
+	}{
+		{nil, []config{{"ledgerd", on}}},
+		{[]string{"-webhooks=false"}, []config{{"ledgerd", off}}},
+		{[]string{"-compare-webhooks"}, []config{{"ledgerd-no-webhooks", off}, {"ledgerd", on}, {"ledgerd-shared-reader", on + " -shared-stream-reader"}}},
+		{[]string{"-compare-webhooks", "-instances", "2"}, []config{{"ledgerd-x2-no-webhooks", off}, {"ledgerd-x2", on}, {"ledgerd-x2-shared-reader", on + " -shared-stream-reader"}}},
+		{[]string{"-instances", "2", "-compare", "-webhooks=false"}, []config{{"ledgerd", off}, {"ledgerd-x2", off}, {"ledgerd-x2-affinity", off}}},
+	} {
+		if got := configs(c.args...); !slices.Equal(got, c.want) {
+			t.Errorf("%v:\n got %q\nwant %q", c.args, got, c.want)
+		}
+	}
+}
+
+// The receiver's violations are the run's, and so is an event count other
+// than the entries'.
+func TestCheckWebhooks(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		entries int64
+		got     report.Webhooks
+		want    int // violations
+	}{
+		{"one event an entry, retries and a notice beside", 10, report.Webhooks{Events: 11, Notices: 1, Duplicates: 3}, 0},
+		{"events missing", 10, report.Webhooks{Events: 9}, 1},
+		{"more events than entries", 10, report.Webhooks{Events: 11}, 1},
+		{"a gap, and its version never came", 10, report.Webhooks{Events: 9, Gaps: 1, Missing: 1}, 3},
+	} {
+		inv := report.Invariants{Entries: c.entries}
+		checkWebhooks(&inv, c.got, time.Minute)
+		if len(inv.Violations) != c.want || !slices.Contains(inv.Checked, webhookChecked) {
+			t.Errorf("%s: violations %q, checked %q; want %d violations and the check", c.name, inv.Violations, inv.Checked, c.want)
+		}
 	}
 }

@@ -50,7 +50,8 @@ func newRunner(ctx context.Context, f flags, p *drive.Params, rep *report.Report
 		}
 		return r, nil
 	}
-	r.f.baselines = false
+	// Its dispatcher, URL policy and admin token are not the load test's.
+	r.f.baselines, r.f.webhooks = false, false
 	rep.Target = f.target
 	if f.dynamoEndpoint != "" && f.dynamoEndpoint != stack.AWSDynamoDB {
 		r.checkDB = dynamolocal.NewClient(f.dynamoEndpoint)
@@ -218,6 +219,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	instances := []*stack.Instance{{Name: "target", URL: r.f.target, OpsURL: r.f.targetOps}}
 	db, prefix, token := r.checkDB, r.f.tablePrefix, r.f.token
 	var e *stack.Env
+	var hooks *webhookEndpoint // the run's endpoint at the receiver; nil: none
 	killAfter := time.Duration(0)
 	if r.f.target == "" {
 		var stop func()
@@ -233,12 +235,23 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 			// 15 s default it would wait longer than they lasted.
 			o.Args = []string{"-sweep-interval", checkoutSweepInterval.String()}
 		}
+		o.Args = append(o.Args, c.delivery.args()...)
 		fl, err := stack.StartFleet(ctx, o, e)
 		if err != nil {
 			return report.Run{}, err
 		}
 		defer fl.Stop()
 		instances, db, prefix, token = fl.Instances, e.DB, e.Prefix, fl.Token
+		if c.delivery != deliveryOff {
+			if hooks, err = startWebhooks(ctx, r.http, fl.Instances[0].URL, fl.AdminToken, name); err != nil {
+				return report.Run{}, err
+			}
+			defer func() {
+				if hooks != nil { // not stopped after its drain: an error came first
+					_ = hooks.receiver.Close(context.WithoutCancel(ctx))
+				}
+			}()
+		}
 		if c.instances > 1 {
 			killAfter = r.f.killOne
 		}
@@ -252,6 +265,9 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	}
 	cpu := report.NewCPUWatch(emulatorPid)
 	rec.OnMeasure(cpu.Begin, cpu.End)
+	if hooks != nil {
+		hooks.measure(rec)
+	}
 	x := fr.Balancer
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -275,6 +291,9 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 		if c.affinity {
 			run.Description += " with affinity"
 		}
+	}
+	if r.f.target == "" {
+		run.Description += ", " + c.delivery.describe()
 	}
 	if run.Fleet, err = fr.Figures(c.affinity, run.DurationS); err != nil {
 		return report.Run{}, err
@@ -304,6 +323,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 		run.Notes = append(run.Notes, note)
 	}
 	r.rep.Runs = append(r.rep.Runs, run)
+	reported := &r.rep.Runs[len(r.rep.Runs)-1]
 
 	fmt.Printf("%s: checking the invariants...\n", name)
 	if err := catchUp(ctx, r.http, x.OpsURL(), db, prefix); err != nil {
@@ -315,6 +335,17 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	}
 	if run.Fleet != nil && run.Fleet.Kill != nil {
 		inv.AddFailover(*run.Fleet.Kill)
+	}
+	if hooks != nil {
+		fmt.Printf("%s: waiting for the webhooks of its %d entries (at most %s)...\n", name, inv.Entries, r.f.webhookDrain)
+		got := hooks.drain(ctx, inv.Entries, r.f.webhookDrain)
+		checkWebhooks(&inv, got, r.f.webhookDrain)
+		run.Webhooks, reported.Webhooks = &got, &got
+		err := hooks.stop(ctx, x.URL())
+		hooks = nil
+		if err != nil {
+			return report.Run{}, err
+		}
 	}
 	r.rep.Invariants.Add(name, inv)
 	return run, nil

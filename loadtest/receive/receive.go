@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +36,8 @@ const maxBody = 1 << 20
 // Options configure a Receiver.
 type Options struct {
 	// Secrets: the endpoint's secret, or its new and old ones during a
-	// rotation; a delivery verifies if it is signed by any.
+	// rotation; a delivery verifies if it is signed by any. Trust adds
+	// one later (the endpoint's secret comes after the receiver's URL).
 	Secrets []webhook.Secret
 	// Now is the clock: time.Now when nil.
 	Now func() time.Time
@@ -71,6 +73,14 @@ func New(opts Options) *Receiver {
 	}
 	return &Receiver{opts: opts, counts: report.Webhooks{ByType: map[string]int64{}},
 		seen: map[string]bool{}, users: map[string]*versions{}, lag: report.NewLatencyHistogram()}
+}
+
+// Trust has the receiver verify deliveries with secret too: an endpoint's
+// secret is known only once the endpoint is created, at the receiver's URL.
+func (r *Receiver) Trust(secret webhook.Secret) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.opts.Secrets = append(slices.Clone(r.opts.Secrets), secret)
 }
 
 // Begin starts the measurement of the rate and the lag; End ends it. They
@@ -129,7 +139,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // receive counts one delivery and returns the status to answer it with.
 func (r *Receiver) receive(req *http.Request, body []byte, readErr error, at time.Time) int {
-	verifyErr := webhook.Verify(r.opts.Secrets, req.Header, body, at, webhook.DefaultTolerance)
+	r.mu.Lock()
+	secrets := r.opts.Secrets // Trust replaces the slice, never changes it
+	r.mu.Unlock()
+	verifyErr := webhook.Verify(secrets, req.Header, body, at, webhook.DefaultTolerance)
 	var ev event
 	parseErr := json.Unmarshal(body, &ev)
 	r.mu.Lock()

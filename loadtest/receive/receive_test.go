@@ -243,3 +243,23 @@ func TestServer(t *testing.T) {
 		t.Errorf("Result %+v, want %d events for %d users, lag of each, no violation", res, users*versionsEach, users)
 	}
 }
+
+// A delivery signed by a secret the receiver was told of after it started
+// verifies; before, it was refused.
+func TestTrust(t *testing.T) {
+	t.Parallel()
+	secret := webhook.NewSecret()
+	r := New(Options{})
+	now := time.Now()
+	d := delivery{"t1", "erin", 1, ledger.EventPointsGranted, now}
+	if got := serve(t, r, d.request(t, []webhook.Secret{secret}, now)); got != http.StatusUnauthorized {
+		t.Fatalf("before Trust: answered %d, want 401", got)
+	}
+	r.Trust(secret)
+	if got := serve(t, r, d.request(t, []webhook.Secret{secret}, now)); got != http.StatusNoContent {
+		t.Fatalf("after Trust: answered %d, want 204", got)
+	}
+	if res := r.Result(); res.Events != 1 || res.Refused != 1 {
+		t.Errorf("%d events, %d refused; want 1 and 1", res.Events, res.Refused)
+	}
+}

@@ -269,6 +269,7 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{with .Throttles}}<li>throttled by the partition limits (requests, by table and key kind): {{throttles .}}</li>{{end}}
 {{range .Notes}}<li>{{.}}</li>
 {{end}}</ul>{{end}}
+{{with .Webhooks}}<p>webhooks: {{.Events}} events ({{.Notices}} notices) for {{.Users}} users, {{printf "%.0f" .EventsPerS}}/s; delivery lag p50 {{printf "%.1f" .Lag.P50}} ms, p99 {{printf "%.1f" .Lag.P99}} ms, max {{printf "%.1f" .Lag.Max}} ms; {{.Duplicates}} duplicates, {{.Gaps}} gaps ({{.Missing}} versions missing), {{.OutOfOrder}} out of order, {{.Refused}} refused, {{.Malformed}} malformed</p>{{end}}
 {{with .Fleet}}<p>{{.Instances}} instances{{if .Affinity}} with affinity{{end}}, balanced by {{.Balancer}}; the write path from each one's <code>/metrics</code>:</p>
 <table>
 <tr><th>instance</th><th>calls</th><th>ok</th><th>purchases/s</th><th>committed</th><th>groups</th><th>mean group</th><th>conflicts</th><th>CPUs</th><th>retries</th><th>group sizes</th><th>outcomes</th></tr>

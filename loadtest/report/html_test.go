@@ -41,6 +41,8 @@ func TestWriteHTML(t *testing.T) {
 				},
 				Histogram: []Bucket{{UpperMS: 1, Count: 100}, {UpperMS: 2, Count: 2000}, {UpperMS: 4.5, Count: 880}, {UpperMS: math.Inf(1), Count: 23}},
 				Notes:     []string{"the batcher merged 12 purchases per transaction"},
+				Webhooks: &Webhooks{Events: 3000, Users: 40, EventsPerS: 998.6, Lag: Percentiles{P50: 12.34, P99: 456.7, Max: 900},
+					Duplicates: 2, Gaps: 1, Missing: 1},
 			},
 			{Name: "baseline-<b>naive</b>", Mode: "open", Rate: 500},
 		},
@@ -67,6 +69,7 @@ func TestWriteHTML(t *testing.T) {
 		"ok=1997 unavailable=3", // its outcomes
 		"holds by how they ended: 7 CAPTURED 2 EXPIRED",
 		"the batcher merged 12 purchases per transaction",
+		"webhooks: 3000 events (0 notices) for 40 users, 999/s; delivery lag p50 12.3 ms, p99 456.7 ms, max 900.0 ms; 2 duplicates, 1 gaps (1 versions missing)",
 		"ledgerd / baseline-direct: 1.25 × purchases/s", // whichever ran first
 	} {
 		if !strings.Contains(page, want) {

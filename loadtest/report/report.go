@@ -67,6 +67,12 @@ type Options struct {
 	Affinity  bool    `json:"affinity,omitempty"`
 	Compare   bool    `json:"compare,omitempty"`
 	KillOneS  float64 `json:"kill_one_s,omitempty"`
+	// Webhooks: each run of ledgerd delivered every event to the load
+	// test's receiver (-webhooks); CompareWebhooks: measured with delivery
+	// off, on, and on with one reading of the stream for history and
+	// deliveries (-compare-webhooks).
+	Webhooks        bool `json:"webhooks"`
+	CompareWebhooks bool `json:"compare_webhooks,omitempty"`
 }
 
 // Run is one measured load: the service, or a baseline.
@@ -114,6 +120,10 @@ type Run struct {
 	// Fleet: the ledgerd instances the load test started, per instance and
 	// in total (ledgerd's runs without -target).
 	Fleet *Fleet `json:"fleet,omitempty"`
+
+	// Webhooks: what the load test's receiver got from the run's webhook
+	// endpoint (ledgerd's runs with -webhooks).
+	Webhooks *Webhooks `json:"webhooks,omitempty"`
 }
 
 // Fleet is how the instances of a run shared its load.
@@ -387,6 +397,9 @@ func (r *Report) PrintSummary(w io.Writer) {
 		for _, n := range run.Notes {
 			fmt.Fprintf(w, "%s: %s\n", run.Name, n)
 		}
+		if run.Webhooks != nil {
+			fmt.Fprintf(w, "%s: %s\n", run.Name, run.Webhooks.Summary())
+		}
 		if run.Fleet != nil && (run.Fleet.Instances > 1 || r.Options.Compare) {
 			printFleet(w, run.Name, run.Fleet)
 		}
@@ -511,7 +524,8 @@ type Comparison struct {
 }
 
 // Comparisons compares ledgerd's first closed loop with each baseline, and
-// each later closed loop of ledgerd (other instances) with the first.
+// each later closed loop of ledgerd (other instances, or other deliveries)
+// with the first.
 func (r Report) Comparisons() []Comparison {
 	i := slices.IndexFunc(r.Runs, func(run Run) bool { return strings.HasPrefix(run.Name, "ledgerd") && run.Mode == "closed" })
 	if i < 0 || r.Runs[i].Purchases <= 0 {

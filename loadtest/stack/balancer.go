@@ -317,6 +317,15 @@ func (b *Balancer) LastSpent() *pb.Entry {
 	return last
 }
 
+// URL is the API of an instance in service, for calls after the run
+// (deleting its webhook endpoint); "" when none is.
+func (b *Balancer) URL() string {
+	if t := b.pick(); t != nil {
+		return t.inst.URL
+	}
+	return ""
+}
+
 // OpsURL is the operations listener of an instance in service, for the
 // projection's status.
 func (b *Balancer) OpsURL() string {
