@@ -95,6 +95,10 @@ type flags struct {
 	affinity, compare bool          // -affinity; -compare: 1, then -instances, then with affinity
 	killOne           time.Duration // SIGKILL an instance this long into the measurement; 0: none
 	healthInterval    time.Duration // the load balancer's health checks
+
+	campaignShardList string // -campaign-shards, as given
+	campaignShards    []int  // the campaign's runs: one budget of each of these shard counts
+	campaignGrants    int    // the campaign's budget, in grants
 }
 
 // run makes the runs args ask for, then prints and writes the report; ok
@@ -196,7 +200,13 @@ func parseFlags(args []string) (flags, error) {
 	fs.DurationVar(&f.killOne, "kill-one", 0, "SIGKILL one instance (the one that committed the most so far) this long into each measurement of several instances; the load balancer takes it out after failures, and the checks require the others to serve every user within the health-check window")
 	fs.DurationVar(&f.healthInterval, "health-interval", time.Second, "the load balancer's health checks: GET /healthz on each instance this often")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
+	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
+	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement and stop at the first BUDGET_EXHAUSTED")
 	err := fs.Parse(args)
+	if err == nil && f.scenario == "campaign" {
+		f.baselines = false // a baseline sends no grants from a budget
+		f.campaignShards, err = parseShards(f.campaignShardList)
+	}
 	return f, err
 }
 
@@ -231,6 +241,17 @@ func (f flags) params() (p *drive.Params, rate float64, err error) {
 	}
 	if p.Grant, err = decimal.NewFromString(f.grant); err != nil || !p.Grant.IsPositive() {
 		return nil, 0, fmt.Errorf("-grant %q: want a positive decimal", f.grant)
+	}
+	if f.scenario == "campaign" {
+		if f.target != "" {
+			return nil, 0, errors.New("-scenario campaign creates its budgets with the admin token of the ledgerd it starts: not with -target")
+		}
+		if f.campaignGrants < 1 {
+			return nil, 0, errors.New("-campaign-grants must be positive")
+		}
+		if f.rate != "" {
+			return nil, 0, errors.New("-scenario campaign runs a closed loop until its budget is exhausted: not with -rate")
+		}
 	}
 	if f.scenario == "mixed" {
 		if p.Mix, err = drive.ParseMix(f.mix); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,5 +198,37 @@ func TestPartitionScaleFlag(t *testing.T) {
 	}
 	if p := f.proxyOptions(); p.PartitionScale != 0.1 || p.Latency != 0 || p.On {
 		t.Errorf("proxy options %+v, want the scale alone (which puts the proxy in)", p)
+	}
+}
+
+func TestCampaignFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string // "" for valid, else a part of the error
+	}{
+		{[]string{"-scenario", "campaign"}, ""},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "1,32,64", "-campaign-grants", "500"}, ""},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "0"}, "from 1 to 64"},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "1,65"}, "from 1 to 64"},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "1,x"}, "from 1 to 64"},
+		{[]string{"-scenario", "campaign", "-campaign-grants", "0"}, "-campaign-grants"},
+		{[]string{"-scenario", "campaign", "-rate", "100"}, "not with -rate"},
+		{[]string{"-scenario", "campaign", "-target", "http://127.0.0.1:1"}, "not with -target"},
+	} {
+		f, err := parseFlags(c.args)
+		if err == nil {
+			_, _, err = f.params()
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	f, err := parseFlags([]string{"-scenario", "campaign", "-campaign-shards", "1, 32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.campaignShards, []int{1, 32}) || f.baselines {
+		t.Errorf("shards %v, baselines %t: want [1 32] and no baselines (they send no grants from a budget)", f.campaignShards, f.baselines)
 	}
 }

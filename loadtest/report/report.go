@@ -114,6 +114,8 @@ type Run struct {
 	// Fleet: the ledgerd instances the load test started, per instance and
 	// in total (ledgerd's runs without -target).
 	Fleet *Fleet `json:"fleet,omitempty"`
+	// Campaign: the campaign scenario's budget and grants.
+	Campaign *Campaign `json:"campaign,omitempty"`
 }
 
 // Fleet is how the instances of a run shared its load.
@@ -381,7 +383,11 @@ func (r *Report) PrintSummary(w io.Writer) {
 		if run.Fleet != nil && (run.Fleet.Instances > 1 || r.Options.Compare) {
 			printFleet(w, run.Name, run.Fleet)
 		}
+		if run.Campaign != nil {
+			printCampaign(w, run.Name, run.Campaign)
+		}
 	}
+	printCampaignRatios(w, r.Runs)
 	for _, c := range r.Comparisons() {
 		fmt.Fprintf(w, "%s / %s: %.2f x purchases/s\n", c.Run, c.Baseline, c.Ratio)
 	}

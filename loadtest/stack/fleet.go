@@ -21,8 +21,9 @@ import (
 // serve` on one DynamoDB, each on API and operations ports of its own, as
 // production runs several behind a load balancer.
 type fleet struct {
-	Instances []*Instance
-	Token     string // a service token every instance accepts
+	Instances  []*Instance
+	Token      string // a service token every instance accepts
+	AdminToken string // and an admin token (the campaign's budget)
 }
 
 // An Instance is one `ledgerd serve` of a fleet.
@@ -69,7 +70,7 @@ func StartFleet(ctx context.Context, o FleetOptions, e *Env) (*fleet, error) {
 		}
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", port)
 	}
-	f := &fleet{Token: creds.ServiceToken}
+	f := &fleet{Token: creds.ServiceToken, AdminToken: creds.AdminToken}
 	for i := range o.Instances {
 		f.Instances = append(f.Instances, &Instance{Name: fmt.Sprintf("ledgerd-%d", i+1),
 			URL: "http://" + addrs[2*i], OpsURL: "http://" + addrs[2*i+1], exited: make(chan struct{})})
