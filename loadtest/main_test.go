@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -230,5 +231,38 @@ func TestCampaignFlags(t *testing.T) {
 	}
 	if !slices.Equal(f.campaignShards, []int{1, 32}) || f.baselines {
 		t.Errorf("shards %v, baselines %t: want [1 32] and no baselines (they send no grants from a budget)", f.campaignShards, f.baselines)
+	}
+}
+
+// The campaign in one invocation: a budget on one item, then on 4 shards,
+// each drawn on until it is exhausted, checked after each run.
+func TestCampaignRunsOneItemThenShardsUntilExhausted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it twice for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-partition-scale", "0.1",
+		"-scenario", "campaign", "-campaign-shards", "1,4", "-campaign-grants", "20", "-users", "20", "-concurrency", "8",
+		"-warmup", "1s", "-duration", "20s", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want one for each shard count", len(rep.Runs))
+	}
+	for i, shards := range []int{1, 4} {
+		r := rep.Runs[i]
+		c := r.Campaign
+		if c == nil || r.Name != fmt.Sprintf("ledgerd-shards-%d", shards) || c.Shards != shards {
+			t.Fatalf("run %d: %s with campaign %+v, want ledgerd-shards-%d", i, r.Name, c, shards)
+		}
+		// 20 grants in 20 s: exhausted, however slow a busy machine is.
+		if !c.Exhausted || c.GrantsAcked != 20 || c.Granted != "200" || c.Remaining != "0" || c.Total != "200" || c.GrantsPerS <= 0 {
+			t.Errorf("%s: %+v, want every grant of the budget acknowledged, then BUDGET_EXHAUSTED", r.Name, c)
+		}
 	}
 }
