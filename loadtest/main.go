@@ -22,6 +22,12 @@
 //
 // -pin-emulator gives DynamoDB Local a CPU of its own (see stack.PinEmulator).
 //
+// -scenario campaign measures instead one closed loop of ledgerd for each of
+// -campaign-shards (ledgerd-shards-1, ledgerd-shards-32, ...): grants from
+// a budget on that many escrow shards until it is exhausted, purchases
+// beside them, and the grants a second of each against the first's
+// (campaign.go).
+//
 // -instances N starts N ledgerd on the one DynamoDB, behind the load tool
 // as their round-robin load balancer (stack.Balancer), and reports each one's
 // part from its /metrics; -affinity gives them their peers; -compare
