@@ -22,6 +22,12 @@
 //
 // -pin-emulator gives DynamoDB Local a CPU of its own (see stack.PinEmulator).
 //
+// -scenario campaign measures instead one closed loop of ledgerd for each of
+// -campaign-shards (ledgerd-shards-1, ledgerd-shards-32, ...): grants from
+// a budget on that many escrow shards until it is exhausted, purchases
+// beside them, and the grants a second of each against the first's
+// (campaign.go).
+//
 // -instances N starts N ledgerd on the one DynamoDB, behind the load tool
 // as their round-robin load balancer (stack.Balancer), and reports each one's
 // part from its /metrics; -affinity gives them their peers; -compare
@@ -104,9 +110,12 @@ type flags struct {
 	killOne           time.Duration // SIGKILL an instance this long into the measurement; 0: none
 	healthInterval    time.Duration // the load balancer's health checks
 
-	webhooks        bool          // deliver every event to the load test's receiver
-	compareWebhooks bool          // -compare-webhooks: delivery off, on, on with a shared reader
-	webhookDrain    time.Duration // how long to wait after a run for its events
+	webhooks          bool          // deliver every event to the load test's receiver
+	compareWebhooks   bool          // -compare-webhooks: delivery off, on, on with a shared reader
+	webhookDrain      time.Duration // how long to wait after a run for its events
+	campaignShardList string        // -campaign-shards, as given
+	campaignShards    []int         // the campaign's runs: one budget of each of these shard counts
+	campaignGrants    int           // the campaign's budget, in grants
 }
 
 // run makes the runs args ask for, then prints and writes the report; ok
@@ -211,7 +220,13 @@ func parseFlags(args []string) (flags, error) {
 	fs.BoolVar(&f.compareWebhooks, "compare-webhooks", false, "measure ledgerd with delivery off, then on (the dispatcher reading the stream apart from the projector), then on with -shared-stream-reader (one reading for both), in turn, and compare their purchases/s")
 	fs.DurationVar(&f.webhookDrain, "webhook-drain", 2*time.Minute, "with webhooks: how long to wait after a run's checks for the receiver to have the event of every entry")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
+	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
+	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement and stop at the first BUDGET_EXHAUSTED")
 	err := fs.Parse(args)
+	if err == nil && f.scenario == "campaign" {
+		f.baselines = false // a baseline sends no grants from a budget
+		f.campaignShards, err = parseShards(f.campaignShardList)
+	}
 	return f, err
 }
 
@@ -246,6 +261,17 @@ func (f flags) params() (p *drive.Params, rate float64, err error) {
 	}
 	if p.Grant, err = decimal.NewFromString(f.grant); err != nil || !p.Grant.IsPositive() {
 		return nil, 0, fmt.Errorf("-grant %q: want a positive decimal", f.grant)
+	}
+	if f.scenario == "campaign" {
+		if f.target != "" {
+			return nil, 0, errors.New("-scenario campaign creates its budgets with the admin token of the ledgerd it starts: not with -target")
+		}
+		if f.campaignGrants < 1 {
+			return nil, 0, errors.New("-campaign-grants must be positive")
+		}
+		if f.rate != "" {
+			return nil, 0, errors.New("-scenario campaign runs a closed loop until its budget is exhausted: not with -rate")
+		}
 	}
 	if f.scenario == "mixed" {
 		if p.Mix, err = drive.ParseMix(f.mix); err != nil {

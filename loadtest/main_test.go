@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -335,6 +336,71 @@ func TestCheckWebhooks(t *testing.T) {
 		checkWebhooks(&inv, c.got, time.Minute)
 		if len(inv.Violations) != c.want || !slices.Contains(inv.Checked, webhookChecked) {
 			t.Errorf("%s: violations %q, checked %q; want %d violations and the check", c.name, inv.Violations, inv.Checked, c.want)
+		}
+	}
+}
+
+func TestCampaignFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string // "" for valid, else a part of the error
+	}{
+		{[]string{"-scenario", "campaign"}, ""},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "1,32,64", "-campaign-grants", "500"}, ""},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "0"}, "from 1 to 64"},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "1,65"}, "from 1 to 64"},
+		{[]string{"-scenario", "campaign", "-campaign-shards", "1,x"}, "from 1 to 64"},
+		{[]string{"-scenario", "campaign", "-campaign-grants", "0"}, "-campaign-grants"},
+		{[]string{"-scenario", "campaign", "-rate", "100"}, "not with -rate"},
+		{[]string{"-scenario", "campaign", "-target", "http://127.0.0.1:1"}, "not with -target"},
+	} {
+		f, err := parseFlags(c.args)
+		if err == nil {
+			_, _, err = f.params()
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	f, err := parseFlags([]string{"-scenario", "campaign", "-campaign-shards", "1, 32"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.campaignShards, []int{1, 32}) || f.baselines {
+		t.Errorf("shards %v, baselines %t: want [1 32] and no baselines (they send no grants from a budget)", f.campaignShards, f.baselines)
+	}
+}
+
+// The campaign in one invocation: a budget on one item, then on 4 shards,
+// each drawn on until it is exhausted, checked after each run.
+func TestCampaignRunsOneItemThenShardsUntilExhausted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it twice for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-partition-scale", "0.1",
+		"-scenario", "campaign", "-campaign-shards", "1,4", "-campaign-grants", "20", "-users", "20", "-concurrency", "8",
+		"-warmup", "1s", "-duration", "20s", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if len(rep.Runs) != 2 {
+		t.Fatalf("%d runs, want one for each shard count", len(rep.Runs))
+	}
+	for i, shards := range []int{1, 4} {
+		r := rep.Runs[i]
+		c := r.Campaign
+		if c == nil || r.Name != fmt.Sprintf("ledgerd-shards-%d", shards) || c.Shards != shards {
+			t.Fatalf("run %d: %s with campaign %+v, want ledgerd-shards-%d", i, r.Name, c, shards)
+		}
+		// 20 grants in 20 s: exhausted, however slow a busy machine is.
+		if !c.Exhausted || c.GrantsAcked != 20 || c.Granted != "200" || c.Remaining != "0" || c.Total != "200" || c.GrantsPerS <= 0 {
+			t.Errorf("%s: %+v, want every grant of the budget acknowledged, then BUDGET_EXHAUSTED", r.Name, c)
 		}
 	}
 }

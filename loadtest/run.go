@@ -75,6 +75,8 @@ type runner struct {
 	checkDB *dynamodb.Client // -target: its DynamoDB
 	envs    int              // -dynamodb-endpoint: the runs' tables made so far
 
+	campaign *campaignRun // the campaign scenario's run under way (campaign.go)
+
 	emulatorCPUs string // -pin-emulator: the CPU DynamoDB Local gets alone
 }
 
@@ -92,6 +94,12 @@ func (r *runner) runAll(ctx context.Context, rate float64) error {
 		}
 	}
 	for _, c := range r.f.fleetConfigs() {
+		if r.f.scenario == "campaign" {
+			if err := r.campaignRuns(ctx, c); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := r.ledgerdRuns(ctx, c, rate); err != nil {
 			return err
 		}
@@ -218,6 +226,7 @@ func (r *runner) baseline(ctx context.Context, name, description string, mk func
 func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate float64) (report.Run, error) {
 	instances := []*stack.Instance{{Name: "target", URL: r.f.target, OpsURL: r.f.targetOps}}
 	db, prefix, token := r.checkDB, r.f.tablePrefix, r.f.token
+	adminToken := "" // of the ledgerd started here: the campaign creates its budget with it
 	var e *stack.Env
 	var hooks *webhookEndpoint // the run's endpoint at the receiver; nil: none
 	killAfter := time.Duration(0)
@@ -241,7 +250,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 			return report.Run{}, err
 		}
 		defer fl.Stop()
-		instances, db, prefix, token = fl.Instances, e.DB, e.Prefix, fl.Token
+		instances, db, prefix, token, adminToken = fl.Instances, e.DB, e.Prefix, fl.Token, fl.AdminToken
 		if c.delivery != deliveryOff {
 			if hooks, err = startWebhooks(ctx, r.http, fl.Instances[0].URL, fl.AdminToken, name); err != nil {
 				return report.Run{}, err
@@ -274,6 +283,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	go x.Watch(watchCtx, r.http)
 	p := *r.p
 	p.UserTag = name
+	r.campaign.prepare(&p, rec, r.http, instances[0].URL, adminToken)
 	s := drive.NewScenario(r.f.scenario, &p, false)
 	lagCtx, stopLag := context.WithCancel(ctx)
 	lags := stack.SampleLag(lagCtx, r.http, x.OpsURL)
@@ -322,6 +332,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 		}
 		run.Notes = append(run.Notes, note)
 	}
+	r.campaign.figures(&run)
 	r.rep.Runs = append(r.rep.Runs, run)
 	reported := &r.rep.Runs[len(r.rep.Runs)-1]
 
@@ -346,6 +357,9 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 		if err != nil {
 			return report.Run{}, err
 		}
+	}
+	if err := r.campaign.check(ctx, chk, store, b, run, &inv); err != nil {
+		return report.Run{}, err
 	}
 	r.rep.Invariants.Add(name, inv)
 	return run, nil

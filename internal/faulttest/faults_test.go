@@ -84,7 +84,10 @@ func names(prefix string, n int) []string {
 // no entry is unaccounted for; what is held is the sum of the open holds;
 // every hold made has its record, and every capture or void applied
 // resolved its hold, by its own entry, for what it says; every refund within
-// what is left was applied and every one over it refused.
+// what is left was applied and every one over it refused; the campaign's
+// budget, drawn on by grants until it ran dry on its shards, has granted +
+// remaining = total, granted = the sum of its grants, each acknowledged
+// grant once, and no BUDGET_EXHAUSTED while it still covered the grant.
 func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of faults")
@@ -95,8 +98,10 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 		sh = soakRun(*soakOps)
 	}
 	s := startServices(t, setup{ledgerds: sh.ledgerds, projector: true})
+	s.createBudget(t)
 	l := startLoad(s.clients, sh)
 	caused := s.injectFaults(t, sh, l)
+	l.waitDry()
 	l.stop()
 
 	rec := s.reconcile(t)
@@ -108,8 +113,9 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	v := &verdict{t: t}
 	view := s.readLedger(t, append(slices.Clone(sh.users), sh.quietUsers...), v)
 	got := checkBook(l.book, view, v)
+	budget := s.checkBudget(t, l.book, view, v)
 	checkCoverage(sh, l, s.proxy.Stats(), caused, view, got, v)
-	t.Logf("%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v))
+	t.Logf("%s\n%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v), budget)
 	if t.Failed() {
 		t.Logf("ledgerd's logs (the last %d KiB):\n%s", logTail>>10, tail(s.logs.String(), logTail))
 	}
@@ -130,6 +136,7 @@ type services struct {
 	logs        *dynamolocal.Output
 	apis        []string                                   // each ledgerd's base URL
 	clients     []pointledgerv1connect.LedgerServiceClient // one for each ledgerd
+	adminToken  string                                     // for BudgetService
 }
 
 // setup is what startServices starts.
@@ -160,6 +167,7 @@ func startServices(t *testing.T, set setup) *services {
 	t.Cleanup(func() { _ = s.proxy.Close() })
 	creds := auth.GenerateDev()
 	s.creds = creds
+	s.adminToken = creds.AdminToken
 	// Operations listeners on any free port: the defaults may be held by
 	// another ledgerd on this machine. The sweeper passes every 2 s, so that
 	// it puts the quiet users' expiries on the record during the run.

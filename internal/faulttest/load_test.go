@@ -24,6 +24,7 @@ type sent struct {
 	user, id string
 	typ      ledger.EntryType // GRANT, PURCHASE, REFUND, HOLD (Authorize), CAPTURE or RELEASE (Void)
 	kind     string           // what the load meant by it, for the report and the checks (the kind… constants)
+	budget   string           // grants: the budget they draw on ("": none)
 	amount   decimal.Decimal  // zero for a void, and a capture of all of its hold
 	ttl      time.Duration    // grants: expiring after this (0: never); holds: their ttl
 	hold     *sent            // captures and voids: the authorization of the hold
@@ -65,7 +66,7 @@ func (s *sent) spent() decimal.Decimal {
 func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, s *sent) (*pb.Entry, error) {
 	switch s.typ {
 	case ledger.EntryGrant:
-		r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id}
+		r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, BudgetId: s.budget}
 		if s.ttl > 0 {
 			r.Ttl = durationpb.New(s.ttl) // the same ttl on every retry: the same request
 		}
@@ -119,8 +120,9 @@ type desk struct {
 // them expiring, some within the run), authorizations (whose ttls end
 // within the run, so that some holds expire), captures (of all of the hold
 // or part of it) and voids of the worker's holds, and refunds (partial,
-// repeated, and over what is left) of its purchases and captures. Now and
-// then it is a quiet user's turn.
+// repeated, and over what is left) of its purchases and captures, and
+// grants from the campaign's budget (budget_test.go), which runs dry
+// during the run. Now and then it is a quiet user's turn.
 func next(rng *rand.Rand, sh shape, d *desk, id string) *sent {
 	s := &sent{user: sh.users[rng.IntN(len(sh.users))], typ: ledger.EntryPurchase, kind: kindPurchase, id: id, amount: decimal.NewFromInt(int64(1 + rng.IntN(3)))}
 	switch k := rng.IntN(40); {
@@ -139,6 +141,8 @@ func next(rng *rand.Rand, sh shape, d *desk, id string) *sent {
 		d.holds = slices.Delete(d.holds, i, i+1)
 	case k < 27 && len(d.refundable) > 0:
 		nextRefund(rng, s, d.refundable[rng.IntN(len(d.refundable))])
+	case k >= 27 && k < 31:
+		nextBudgetGrant(rng, s)
 	}
 	return s
 }
@@ -227,6 +231,7 @@ type load struct {
 	retries  atomic.Int64
 	acked    atomic.Int64
 	answered atomic.Int64 // acknowledged or refused
+	dry      atomic.Int64 // grants refused BUDGET_EXHAUSTED
 	began    time.Time
 	took     time.Duration // from the first request to the last answer
 	stopping context.CancelFunc
@@ -290,6 +295,9 @@ func (l *load) do(s *sent, w int) {
 		}
 		if definite(s.last) {
 			l.answered.Add(1)
+			if s.reason == string(client.ReasonBudgetExhausted) {
+				l.dry.Add(1)
+			}
 			return // refused, nothing written
 		}
 		// No definite answer (ledgerd down, DynamoDB down, deadline):

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/pointledger/pointledger/client"
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 )
@@ -65,7 +66,7 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 	switch o.Kind {
 	case "grant":
 		var res *connect.Response[pb.GrantResponse]
-		req := &pb.GrantRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID}
+		req := &pb.GrantRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID, BudgetId: o.Budget}
 		if o.TTL > 0 {
 			req.Ttl = durationpb.New(o.TTL)
 		}
@@ -122,7 +123,7 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 		err = connect.NewError(connect.CodeUnimplemented, fmt.Errorf("op %q", o.Kind))
 	}
 	if err != nil {
-		return Outcome{Code: CodeOf(err), Unreachable: unreachable(err), Err: err.Error()}
+		return Outcome{Code: CodeOf(err), Unreachable: unreachable(err), Err: err.Error(), Reason: string(client.ReasonOf(err))}
 	}
 	out := Outcome{Code: "ok", Replayed: replayed}
 	if e != nil {

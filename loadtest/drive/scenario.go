@@ -34,6 +34,7 @@ type Op struct {
 	Grant     string          // reverse: the grant's request id
 	Whole     bool            // capture: send no amount, which captures all of the hold (Amount)
 	Expect    string          // a code the scenario expects instead of "ok" (a probe)
+	Budget    string          // grant: the budget it draws on (campaign)
 }
 
 // Mutates says whether the op writes to the ledger.
@@ -68,6 +69,7 @@ type Outcome struct {
 	// passive health check counts.
 	Unreachable bool
 	Err         string // a failed call's error, for the report of a failover
+	Reason      string // a refusal's reason (its ErrorInfo): BUDGET_EXHAUSTED, ...
 }
 
 // An Executor sends ops: ledgerd over Connect, or a baseline straight to
@@ -99,6 +101,8 @@ type Params struct {
 	RunFor  time.Duration // from the end of the setup: warm-up and measurement
 	IDs     *atomic.Int64 // request ids of this process, shared by copies
 	UserTag string        // distinguishes the users of one run (service, baselines)
+	// Campaign: the campaign scenario's budget, set for each of its runs.
+	Campaign *Campaign
 }
 
 func (p *Params) newID(prefix string) string {
@@ -369,9 +373,9 @@ func pickZipf(n int) func(*rand.Rand) int {
 
 // NewScenario builds the scenario name; baseline: the variant a baseline
 // runs, which only grants and purchases (mixed, retry-storm, checkout and
-// returns become uniform purchases).
+// returns and campaign become uniform purchases).
 func NewScenario(name string, p *Params, baseline bool) Scenario {
-	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout" || name == "returns") {
+	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout" || name == "returns" || name == "campaign") {
 		name = "uniform"
 	}
 	switch name {
@@ -389,12 +393,14 @@ func NewScenario(name string, p *Params, baseline bool) Scenario {
 		return &checkout{p: p}
 	case "returns":
 		return &returns{p: p, grants: map[string][]Op{}}
+	case "campaign":
+		return &campaign{p: p}
 	}
 	return &spread{p, pickUniform(p.Users)}
 }
 
 // Scenarios are the names NewScenario knows.
-var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout", "returns"}
+var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout", "returns", "campaign"}
 
 // parallelDo runs f(0..n-1) on k goroutines.
 func parallelDo(ctx context.Context, k, n int, f func(int)) {

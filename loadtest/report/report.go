@@ -124,6 +124,9 @@ type Run struct {
 	// Webhooks: what the load test's receiver got from the run's webhook
 	// endpoint (ledgerd's runs with -webhooks).
 	Webhooks *Webhooks `json:"webhooks,omitempty"`
+
+	// Campaign: the campaign scenario's budget and grants.
+	Campaign *Campaign `json:"campaign,omitempty"`
 }
 
 // Fleet is how the instances of a run shared its load.
@@ -403,7 +406,11 @@ func (r *Report) PrintSummary(w io.Writer) {
 		if run.Fleet != nil && (run.Fleet.Instances > 1 || r.Options.Compare) {
 			printFleet(w, run.Name, run.Fleet)
 		}
+		if run.Campaign != nil {
+			printCampaign(w, run.Name, run.Campaign)
+		}
 	}
+	printCampaignRatios(w, r.Runs)
 	for _, c := range r.Comparisons() {
 		fmt.Fprintf(w, "%s / %s: %.2f x purchases/s\n", c.Run, c.Baseline, c.Ratio)
 	}

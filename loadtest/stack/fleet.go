@@ -23,7 +23,7 @@ import (
 type fleet struct {
 	Instances  []*Instance
 	Token      string // a service token every instance accepts
-	AdminToken string // an admin token every instance accepts (WebhookService)
+	AdminToken string // an admin token every instance accepts (WebhookService, the campaign's budget)
 }
 
 // An Instance is one `ledgerd serve` of a fleet.
