@@ -160,26 +160,8 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 	if m.ExpireSpec == "" && !m.Expire.IsZero() {
 		m.ExpireSpec = "at " + m.Expire.Format(time.RFC3339Nano)
 	}
-	if t != EntryRefund && r.PurchaseRequestID != "" {
-		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
-	}
-	if t != EntryReversal && r.GrantRequestID != "" {
-		return Mutation{}, Errorf(KindInvalid, ReasonInvalidRequestID, "grant_request_id is only for reversals")
-	}
-	if r.BudgetID != "" {
-		if t != EntryGrant && (t != EntryAdjustment || !r.Debit || r.ExplainBalance) {
-			return Mutation{}, Errorf(KindInvalid, ReasonInvalidBudget, "budget_id is only for grants, and for debit adjustments that give points back to their budget")
-		}
-		if err := ValidateBudgetID(r.BudgetID); err != nil {
-			return Mutation{}, err
-		}
-		m.BudgetID = r.BudgetID
-	}
-	if info, _ := t.Info(); !info.ResolvesHold && r.HoldRequestID != "" {
-		return Mutation{}, Errorf(KindInvalid, ReasonInvalidHold, "hold_request_id is only for captures and voids")
-	}
-	if t != EntryAdjustment && (r.Debit || (r.Reason != "" && t != EntryReversal) || r.ExplainBalance || r.ExpectedBalance != "") {
-		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAdjustment, "debit, reason and explain_balance are only for adjustments")
+	if err := m.setReferences(t, r); err != nil {
+		return Mutation{}, err
 	}
 	switch t {
 	case EntryGrant, EntryPurchase, EntryHold:
@@ -219,6 +201,34 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidAmount, "unknown entry type %q", t)
 	}
 	return m, nil
+}
+
+// setReferences checks that r names a purchase, a grant, a hold or a
+// budget, and uses an adjustment's fields, only where its type t does,
+// and takes the budget it names.
+func (m *Mutation) setReferences(t EntryType, r Request) error {
+	if t != EntryRefund && r.PurchaseRequestID != "" {
+		return Errorf(KindInvalid, ReasonInvalidRequestID, "purchase_request_id is only for refunds")
+	}
+	if t != EntryReversal && r.GrantRequestID != "" {
+		return Errorf(KindInvalid, ReasonInvalidRequestID, "grant_request_id is only for reversals")
+	}
+	if r.BudgetID != "" {
+		if t != EntryGrant && (t != EntryAdjustment || !r.Debit || r.ExplainBalance) {
+			return Errorf(KindInvalid, ReasonInvalidBudget, "budget_id is only for grants, and for debit adjustments that give points back to their budget")
+		}
+		if err := ValidateBudgetID(r.BudgetID); err != nil {
+			return err
+		}
+		m.BudgetID = r.BudgetID
+	}
+	if info, _ := t.Info(); !info.ResolvesHold && r.HoldRequestID != "" {
+		return Errorf(KindInvalid, ReasonInvalidHold, "hold_request_id is only for captures and voids")
+	}
+	if t != EntryAdjustment && (r.Debit || (r.Reason != "" && t != EntryReversal) || r.ExplainBalance || r.ExpectedBalance != "") {
+		return Errorf(KindInvalid, ReasonInvalidAdjustment, "debit, reason and explain_balance are only for adjustments")
+	}
+	return nil
 }
 
 // setEffective validates r's effective time: only a credit a grant or a
