@@ -120,7 +120,9 @@ const (
 	ReasonInvalidBudget   Reason = "INVALID_BUDGET"
 	ReasonBudgetExists    Reason = "BUDGET_EXISTS"
 	// failed_precondition from Adjust: a debit that gives back to a
-	// budget more than the user's grants from it gave (final, recorded).
+	// budget more than the user's grants from it gave, less earlier
+	// give-backs; from ReverseGrant: a reversal of a grant from a budget
+	// whose points an Adjust gave back already (final, recorded).
 	ReasonGiveBackExceedsGrants Reason = "GIVE_BACK_EXCEEDS_GRANTS"
 )
 

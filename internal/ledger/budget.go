@@ -54,8 +54,9 @@ const (
 	ReasonBudgetNotFound  = "BUDGET_NOT_FOUND"
 	ReasonBudgetExists    = "BUDGET_EXISTS"
 	ReasonInvalidBudget   = "INVALID_BUDGET"
-	// A debit adjustment gives back to a budget more than the user's
-	// grants from it, less what was given back before.
+	// A debit adjustment (or a reversal of a grant from a budget) gives
+	// back to a budget more than the user's grants from it, less what was
+	// given back before.
 	ReasonGiveBackExceedsGrants = "GIVE_BACK_EXCEEDS_GRANTS"
 )
 
@@ -64,24 +65,54 @@ const (
 // where the grant may draw: the grant's shard, or all shards together once
 // the store found the shard dry and could not borrow enough for it. For a
 // debit adjustment that gives points back to the budget (an admin's
-// correction of a grant): UserNet, what the user's entries took from the
-// budget, net of earlier give-backs (BudgetNet).
+// correction of a grant), or a reversal of a grant from it: UserNet, what
+// the user's entries took from the budget, net of earlier give-backs
+// (BudgetNet).
 type BudgetRef struct {
 	Status    BudgetStatus
 	Remaining decimal.Decimal
 	UserNet   decimal.Decimal
 }
 
-// BudgetNet is what entries took from budget: the sum of the amounts of
-// the entries that name it, grants less give-backs.
+// BudgetNet is what entries took from budget: the sum of what the
+// entries that name it take from it (Entry.BudgetAmount), grants less
+// give-backs.
 func BudgetNet(entries []Entry, budget string) decimal.Decimal {
 	net := decimal.Zero
 	for _, e := range entries {
 		if e.BudgetID == budget {
-			net = net.Add(e.Amount)
+			net = net.Add(e.BudgetAmount())
 		}
 	}
 	return net
+}
+
+// BudgetAmount is what e takes from the budget it names (negative: gives
+// back): its amount and its pending change. A pending grant draws on its
+// budget when it is made, though its amount is 0 until it matures (its
+// MATURATION names no budget); a reversal gives back what it takes of the
+// grant, pending and spendable.
+func (e Entry) BudgetAmount() decimal.Decimal {
+	if e.BudgetID == "" {
+		return decimal.Zero
+	}
+	return e.Amount.Add(e.PendingChange)
+}
+
+// checkGiveBack refuses a give-back of amount to budget b (nil: no such
+// budget) by user's entries that took less than that from it, net of
+// earlier give-backs (BudgetRef.UserNet): a debit adjustment naming the
+// budget, or a reversal of a grant from it after an adjustment gave its
+// points back already. So a budget never gets back more than was drawn.
+func checkGiveBack(user, budget string, amount decimal.Decimal, b *BudgetRef) error {
+	if b == nil {
+		return BudgetNotFound(budget)
+	}
+	if amount.GreaterThan(b.UserNet) {
+		return Errorf(KindFailedPrecondition, ReasonGiveBackExceedsGrants,
+			"user %q has %s of budget %q to give back, less than %s", user, b.UserNet, budget, amount)
+	}
+	return nil
 }
 
 // checkBudget refuses a grant from a budget that the facts say is missing,
@@ -96,11 +127,7 @@ func checkBudget(m Mutation, f Facts) error {
 	case b == nil:
 		return BudgetNotFound(m.BudgetID)
 	case m.Type == EntryAdjustment: // a give-back: to a closed budget too
-		if m.Amount.GreaterThan(b.UserNet) {
-			return Errorf(KindFailedPrecondition, ReasonGiveBackExceedsGrants,
-				"user %q has %s of budget %q to give back, less than %s", m.UserID, b.UserNet, m.BudgetID, m.Amount)
-		}
-		return nil
+		return checkGiveBack(m.UserID, m.BudgetID, m.Amount, b)
 	case b.Status != BudgetOpen:
 		return Errorf(KindFailedPrecondition, ReasonBudgetClosed, "budget %q is closed", m.BudgetID)
 	case b.Remaining.LessThan(m.Amount):

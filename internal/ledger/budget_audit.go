@@ -40,15 +40,22 @@ type lot struct {
 // by budget id, as of time at. It folds entries (in version order, from
 // the first) with Account.Apply and follows each bucket as lots in the
 // order they were credited: a debit or a hold takes the oldest lots of
-// the buckets it draws first, an EXPIRATION's lots are breakage, and what
+// the buckets it draws first (an entry that gives back to a budget, the
+// lots of that budget first), an EXPIRATION's lots are breakage, and what
 // is left in a bucket at the end is liability (breakage if the bucket
 // expired by at and is not on the record yet). A grant that names a
-// budget credits a lot of that budget; every other credit, points given
-// back by a refund or a released hold included, is of no budget, so a
-// budget's liability is what is left of its own grants in the buckets.
+// budget credits a lot of that budget, and so does the MATURATION of a
+// pending one; every other credit, points given back by a refund or a
+// released hold included, is of no budget, so a budget's liability is
+// what is left of its own grants in the buckets (pending points are in
+// no bucket, so in no liability until they mature). Granted counts what
+// each entry takes from the budget it names (Entry.BudgetAmount): a
+// pending grant's points from when it is made, as the budget counts
+// them.
 func BudgetShares(entries []Entry, at time.Time) map[string]BudgetShare {
 	out := map[string]BudgetShare{}
-	lots := map[string][]lot{} // by bucket (bucketKey)
+	lots := map[string][]lot{}         // by bucket (bucketKey)
+	pendingFrom := map[string]string{} // the budget of each pending grant, by request_id
 	var acct Account
 	for i, e := range entries {
 		if i == 0 {
@@ -59,21 +66,24 @@ func BudgetShares(entries []Entry, at time.Time) map[string]BudgetShare {
 		after := bucketAmounts(acct.Buckets)
 		if e.BudgetID != "" { // a grant, or a give-back (negative)
 			s := out[e.BudgetID]
-			s.Granted = s.Granted.Add(e.Amount)
+			s.Granted = s.Granted.Add(e.BudgetAmount())
 			out[e.BudgetID] = s
+		}
+		if e.Type == EntryGrant && e.BudgetID != "" && e.PendingChange.IsPositive() {
+			pendingFrom[e.RequestID] = e.BudgetID
 		}
 		for _, k := range slices.Sorted(maps.Keys(union(before, after))) {
 			d := after[k].Sub(before[k])
 			switch {
 			case d.IsPositive():
-				src := ""
-				if e.Type == EntryGrant {
-					src = e.BudgetID
+				src := e.BudgetID // a grant's; no other credit names a budget
+				if e.Type == EntryMaturation {
+					src = pendingFrom[e.GrantRequestID] // a pending grant's points, of its budget
 				}
 				lots[k] = append(lots[k], lot{budget: src, amount: d})
 			case d.IsNegative():
 				var taken []lot
-				lots[k], taken = take(lots[k], d.Neg())
+				lots[k], taken = take(lots[k], d.Neg(), e.BudgetID)
 				if e.Type == EntryExpiration {
 					for _, l := range taken {
 						addBreakage(out, l)
@@ -109,20 +119,33 @@ func addBreakage(out map[string]BudgetShare, l lot) {
 	out[l.budget] = s
 }
 
-// take takes amount from the oldest of lots, and returns what is left and
-// what it took.
-func take(lots []lot, amount decimal.Decimal) (left, taken []lot) {
-	for len(lots) > 0 && amount.IsPositive() {
-		n := decimal.Min(lots[0].amount, amount)
-		taken = append(taken, lot{budget: lots[0].budget, amount: n})
-		amount = amount.Sub(n)
-		if n.Equal(lots[0].amount) {
-			lots = lots[1:]
-		} else {
-			lots = append([]lot{{budget: lots[0].budget, amount: lots[0].amount.Sub(n)}}, lots[1:]...)
+// take takes amount from lots, those of budget first (none: ""), then the
+// oldest, and returns what is left, in the order it was, and what it
+// took.
+func take(lots []lot, amount decimal.Decimal, budget string) (left, taken []lot) {
+	lots = slices.Clone(lots)
+	for _, mine := range []bool{true, false} {
+		if mine && budget == "" {
+			continue
+		}
+		for i := range lots {
+			if !amount.IsPositive() {
+				break
+			}
+			if mine && lots[i].budget != budget || !lots[i].amount.IsPositive() {
+				continue
+			}
+			n := decimal.Min(lots[i].amount, amount)
+			taken = append(taken, lot{budget: lots[i].budget, amount: n})
+			lots[i].amount, amount = lots[i].amount.Sub(n), amount.Sub(n)
 		}
 	}
-	return lots, taken
+	for _, l := range lots {
+		if l.amount.IsPositive() {
+			left = append(left, l)
+		}
+	}
+	return left, taken
 }
 
 func bucketKey(expire time.Time) string {

@@ -252,3 +252,31 @@ func TestGiveBack(t *testing.T) {
 		t.Errorf("BudgetNet = %s, want 20", got)
 	}
 }
+
+func TestReversalGivesBack(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	acct := Account{UserID: "a", Version: 1, Status: StatusActive, Pending: d("30"),
+		PendingLots: []PendingLot{{GrantRequestID: "g", Amount: d("30"), EffectiveTime: now.Add(time.Hour), Version: 1}}}
+	m := mustMutation(t, EntryReversal, Request{UserID: "a", RequestID: "r", GrantRequestID: "g", Amount: "10"})
+	grant := &GrantRef{Version: 1, Type: EntryGrant, Amount: d("30"), BudgetID: "b"}
+	dec, err := Decide(acct, m, now, Facts{Grant: grant, Budget: &BudgetRef{Status: BudgetClosed, UserNet: d("30")}})
+	if e := dec.Entry(); err != nil || e.BudgetID != "b" || !e.BudgetAmount().Equal(d("-10")) {
+		t.Errorf("reversal of a pending grant from budget b: %+v, %v; want it to name b and give back 10", e, err)
+	}
+	if _, err := Decide(acct, m, now, Facts{Grant: grant, Budget: &BudgetRef{Status: BudgetOpen, UserNet: d("9.99")}}); ReasonOf(err) != ReasonGiveBackExceedsGrants {
+		t.Errorf("giving back more than the user has of the budget: %v, want %s", err, ReasonGiveBackExceedsGrants)
+	}
+	noBudget := *grant
+	noBudget.BudgetID = ""
+	if dec, err := Decide(acct, m, now, Facts{Grant: &noBudget}); err != nil || dec.Entry().BudgetID != "" || !dec.Entry().BudgetAmount().IsZero() {
+		t.Errorf("reversal of a grant from no budget: %+v, %v", dec.Entry(), err)
+	}
+	pendingGrant := Entry{Type: EntryGrant, BudgetID: "b", PendingChange: d("30")}
+	if got := BudgetNet([]Entry{pendingGrant}, "b"); !got.Equal(d("30")) {
+		t.Errorf("BudgetNet of a pending grant of 30 = %s, want 30", got)
+	}
+	if got := BudgetNet([]Entry{pendingGrant, dec.Entry()}, "b"); !got.Equal(d("20")) {
+		t.Errorf("BudgetNet of a pending grant of 30 and its reversal of 10 = %s, want 20", got)
+	}
+}

@@ -115,8 +115,10 @@ type Facts struct {
 	// MaxPending bounds the account's pending grants; 0:
 	// DefaultMaxPending.
 	MaxPending int
-	// Budget is the budget a grant names (Mutation.BudgetID), as the store
-	// read it; nil if there is no such budget (see checkBudget).
+	// Budget is the budget a grant or a debit adjustment names
+	// (Mutation.BudgetID), or the budget of the grant a reversal names
+	// (GrantRef.BudgetID), as the store read it; nil if there is no such
+	// budget (see checkBudget, checkGiveBack).
 	Budget *BudgetRef
 }
 
@@ -188,7 +190,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	}
 	e, err := entryOf(m, running, at, purchase, hold)
 	if err == nil && info.RefersToGrant {
-		e, err = reversalOf(e, m, running, f.Grant)
+		e, err = reversalOf(e, m, running, f.Grant, f.Budget)
 	}
 	if err != nil {
 		return Decision{}, err
@@ -380,8 +382,11 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 // reversalOf is the reversal e of the grant m names, as running has it:
 // what is still pending of the grant first, then spendable points, drawn
 // soonest expiry first; or the refusal: no such grant, more than is left
-// of it, or less available than the spendable part.
-func reversalOf(e Entry, m Mutation, running Account, grant *GrantRef) (Entry, error) {
+// of it, less available than the spendable part, or, for a grant from a
+// budget, more than the user has left to give back to it (budget). A
+// reversal of a grant from a budget names the budget: it gives back all
+// it takes, pending or spendable, as a debit adjustment naming it does.
+func reversalOf(e Entry, m Mutation, running Account, grant *GrantRef, budget *BudgetRef) (Entry, error) {
 	if grant == nil || grant.Type != EntryGrant {
 		return Entry{}, Errorf(KindNotFound, ReasonGrantNotFound, "user %q has no grant with request_id %q", m.UserID, m.GrantRequestID)
 	}
@@ -403,9 +408,15 @@ func reversalOf(e Entry, m Mutation, running Account, grant *GrantRef) (Entry, e
 		return Entry{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
 			"available %s of user %q does not cover the %s of grant %q already spendable", running.Available(), m.UserID, spent, m.GrantRequestID)
 	}
+	if grant.BudgetID != "" {
+		if err := checkGiveBack(m.UserID, grant.BudgetID, amount, budget); err != nil {
+			return Entry{}, err
+		}
+	}
 	e.Amount, e.PendingChange = spent.Neg(), pending.Neg()
 	e.Draws = spend(running.Buckets, spent)
 	e.GrantRequestID, e.GrantVersion = m.GrantRequestID, grant.Version
+	e.BudgetID = grant.BudgetID
 	return e, nil
 }
 

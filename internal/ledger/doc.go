@@ -41,6 +41,8 @@
 //   - The refunds of a purchase never sum to more than the purchase.
 //
 // And for each budget (budget.go): granted + remaining = total, granted is
-// the sum of the grants that name it, and a grant commits only under a
-// condition that the budget (its shard) covers it and is open.
+// the sum of what the entries that name it take (Entry.BudgetAmount: its
+// grants, pending or not, less the reversals and debit adjustments that
+// give back to it), and a grant commits only under a condition that the
+// budget (its shard) covers it and is open.
 package ledger

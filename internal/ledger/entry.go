@@ -108,7 +108,9 @@ type Entry struct {
 	// Grants: the sum of their reversals so far (it changes, as a
 	// purchase's RefundedAmount does).
 	ReversedAmount decimal.Decimal
-	// Grants: the budget they drew on, if any (see budget.go).
+	// Grants: the budget they drew on, if any; debit adjustments and
+	// reversals of such grants: the budget they give back to (see
+	// budget.go, BudgetAmount).
 	BudgetID string
 }
 

@@ -37,6 +37,9 @@ type GrantRef struct {
 	// Reversed is what earlier reversals took back, as the store read the
 	// grant.
 	Reversed decimal.Decimal
+	// BudgetID is the budget the grant drew on ("" for none): a reversal
+	// gives back to it, and the store reads it for Facts.Budget.
+	BudgetID string
 }
 
 // matures says whether points of effective time e are spendable at t: at

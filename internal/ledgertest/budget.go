@@ -41,6 +41,19 @@ func BudgetContract(t *testing.T, newStore func(t *testing.T, now func() time.Ti
 			c.test(t, newStore(t, clk.Now))
 		})
 	}
+	// Cases on the store's clock.
+	for _, c := range []struct {
+		name string
+		test func(t *testing.T, s BudgetStore, clk *Clock)
+	}{
+		{"reversals give back to the budget, pending or matured", reversalsGiveBack},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			clk := NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+			c.test(t, newStore(t, clk.Now), clk)
+		})
+	}
 }
 
 // CreateBudget creates budget id of amount in shards shards.
@@ -325,5 +338,82 @@ func givenBack(t *testing.T, s BudgetStore) {
 	}
 	if acct := Sound(t, s, "a"); !acct.Balance.Equal(amount("50")) {
 		t.Errorf("balance %s, want the 50 of no budget", acct.Balance)
+	}
+}
+
+// reversalsGiveBack: a pending grant from a budget is charged to it when
+// it is made, and its reversals give back what they take, pending or
+// matured; the budget's books balance after every step, by the store's
+// budget and by the audit of the user's entries (ledger.BudgetShares).
+func reversalsGiveBack(t *testing.T, s BudgetStore, clk *Clock) {
+	ctx := context.Background()
+	CreateBudget(t, s, "spring", "100", 2)
+	books := func(step, granted, remaining, liability string) {
+		t.Helper()
+		b := BudgetBalances(t, s, "spring", []string{"a"})
+		if !b.Granted.Equal(amount(granted)) || !b.Remaining.Equal(amount(remaining)) {
+			t.Errorf("%s: budget granted %s, remaining %s; want %s, %s", step, b.Granted, b.Remaining, granted, remaining)
+		}
+		Sound(t, s, "a")
+		es, err := s.EntriesAfter(ctx, "a", 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		share := ledger.BudgetShares(es, clk.Now())["spring"]
+		if !share.Granted.Equal(b.Granted) || !share.Liability.Equal(amount(liability)) {
+			t.Errorf("%s: the audit finds %s granted from spring, %s outstanding; want %s, %s", step, share.Granted, share.Liability, b.Granted, liability)
+		}
+	}
+	// A grant from no budget is reversed as before: no budget named.
+	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "base", Amount: "20"})
+	if r := must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r0", GrantRequestID: "base", Amount: "5"}); r.Entry.BudgetID != "" {
+		t.Errorf("the reversal of a grant from no budget names budget %q", r.Entry.BudgetID)
+	}
+	books("after a reversal of a grant from no budget", "0", "100", "0")
+
+	g := must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g", Amount: "30", BudgetID: "spring", Effective: clk.Now().Add(time.Hour)})
+	if !g.Entry.Amount.IsZero() || !g.Entry.PendingChange.Equal(amount("30")) || g.Entry.BudgetID != "spring" {
+		t.Errorf("pending grant %+v", g.Entry)
+	}
+	books("after the pending grant", "30", "70", "0")
+
+	r1 := must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r1", GrantRequestID: "g", Amount: "10", Reason: "order returned"})
+	if e := r1.Entry; e.BudgetID != "spring" || !e.Amount.IsZero() || !e.PendingChange.Equal(amount("-10")) || !r1.Pending.Equal(amount("20")) {
+		t.Errorf("reversal while pending = %+v", r1)
+	}
+	books("after a reversal while pending", "20", "80", "0")
+
+	clk.Add(time.Hour) // the grant matures before the next mutation
+	r2 := must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r2", GrantRequestID: "g", Amount: "5", Reason: "item returned"})
+	if e := r2.Entry; e.BudgetID != "spring" || !e.Amount.Equal(amount("-5")) || !e.PendingChange.IsZero() || !r2.Balance.Equal(amount("30")) {
+		t.Errorf("reversal after maturity = %+v", r2)
+	}
+	books("after a reversal of matured points", "15", "85", "15")
+
+	refused(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r3", GrantRequestID: "g", Amount: "15.01"}, ledger.ReasonReversalExceedsGrant)
+	for _, r := range []struct {
+		req  ledger.Request
+		want ledger.Result
+	}{
+		{ledger.Request{UserID: "a", RequestID: "r1", GrantRequestID: "g", Amount: "10", Reason: "order returned"}, r1},
+		{ledger.Request{UserID: "a", RequestID: "r2", GrantRequestID: "g", Amount: "5", Reason: "item returned"}, r2},
+	} {
+		if again := must(t, s, ledger.EntryReversal, r.req); !again.Replayed || again.Entry.ID != r.want.Entry.ID || again.Entry.BudgetID != "spring" {
+			t.Errorf("%s again = %+v, want %+v replayed", r.req.RequestID, again, r.want)
+		}
+	}
+	if e := refused(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r3", GrantRequestID: "g", Amount: "15.01"}, ledger.ReasonReversalExceedsGrant); !e.Replayed {
+		t.Errorf("r3 again: %+v, want it replayed", e)
+	}
+	books("after the replays", "15", "85", "15")
+
+	// An admin gave the rest back by an adjustment: a reversal of the
+	// grant then has nothing left to give back to the budget, which would
+	// otherwise get more than it gave.
+	must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back", Amount: "15", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
+	refused(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r4", GrantRequestID: "g", Amount: "1"}, ledger.ReasonGiveBackExceedsGrants)
+	books("after the adjustment gave the rest back", "0", "100", "0")
+	if acct := Sound(t, s, "a"); !acct.Balance.Equal(amount("15")) || !acct.Pending.IsZero() {
+		t.Errorf("account %+v, want 15 of no budget, none pending", acct)
 	}
 }

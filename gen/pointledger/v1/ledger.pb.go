@@ -327,8 +327,10 @@ type Entry struct {
 	EffectiveTime *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=effective_time,json=effectiveTime,proto3" json:"effective_time,omitempty"`
 	// Grants: the sum of their reversals so far; "" on other entries.
 	ReversedAmount string `protobuf:"bytes,24,opt,name=reversed_amount,json=reversedAmount,proto3" json:"reversed_amount,omitempty"`
-	// Grants: the budget they drew on (GrantRequest.budget_id); "" on other
-	// entries and on grants from no budget.
+	// Grants: the budget they drew on (GrantRequest.budget_id); debit
+	// adjustments (AdjustRequest.budget_id) and reversals of grants from a
+	// budget: the budget they gave back to; "" on other entries and on
+	// grants from no budget.
 	BudgetId      string `protobuf:"bytes,40,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

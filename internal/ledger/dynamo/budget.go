@@ -409,21 +409,23 @@ type groupBudgets struct {
 	items  []int
 }
 
-// budgetFacts reads the budget a grant m draws on, for ledger.Facts: nil if
-// there is no such budget; its status if closed; the remaining of m's
-// shard if it covers m, after borrowing for it if it did not; else the
-// remaining of all shards together, which does not cover m. A grant whose
-// shard its group draws on already waits for the next group.
-func (l *Ledger) budgetFacts(ctx context.Context, t *txn, m ledger.Mutation) (*ledger.BudgetRef, step, error) {
-	k, ok, err := l.budgetShards(ctx, m.BudgetID)
+// budgetFacts reads budget id, which m draws on or gives back to, for
+// ledger.Facts: nil if there is no such budget. For a grant: its status if
+// closed; the remaining of m's shard if it covers m, after borrowing for
+// it if it did not; else the remaining of all shards together, which does
+// not cover m. For a give-back (a debit adjustment naming the budget, a
+// reversal of a grant from it): see giveBackFacts. A mutation whose shard
+// its group draws on already waits for the next group.
+func (l *Ledger) budgetFacts(ctx context.Context, t *txn, m ledger.Mutation, id string) (*ledger.BudgetRef, step, error) {
+	k, ok, err := l.budgetShards(ctx, id)
 	if err != nil || !ok {
 		return nil, decide, err
 	}
-	draw := budgetDraw{budget: m.BudgetID, shard: ledger.BudgetShard(m.RequestID, k)}
+	draw := budgetDraw{budget: id, shard: ledger.BudgetShard(m.RequestID, k)}
 	if t.budgets.drawn[draw] {
 		return nil, nextGroup, nil
 	}
-	if m.Type == ledger.EntryAdjustment {
+	if m.Type != ledger.EntryGrant {
 		return l.giveBackFacts(ctx, t, m, draw)
 	}
 	for range maxBorrowAttempts {
@@ -451,10 +453,12 @@ func (l *Ledger) budgetFacts(ctx context.Context, t *txn, m ledger.Mutation) (*l
 		"gave up after %d attempts to borrow for shard %d of budget %q: other grants kept taking it; retrying with the same request_id is safe", maxBorrowAttempts, draw.shard, draw.budget)
 }
 
-// giveBackFacts reads what a debit adjustment m may give back to its
-// budget: what the user's entries took from it (ledger.BudgetNet), summed
-// over the entries up to the account the group starts from, so such an
-// adjustment starts a group of its own (an admin's correction: rare).
+// giveBackFacts reads what m, a debit adjustment or a reversal, may give
+// back to draw's budget: what the user's entries took from it
+// (ledger.BudgetNet), summed over the entries up to the account the group
+// starts from, so such a mutation starts a group of its own (an admin's
+// correction, a return of an order paid from a campaign: rarer than the
+// grants).
 func (l *Ledger) giveBackFacts(ctx context.Context, t *txn, m ledger.Mutation, draw budgetDraw) (*ledger.BudgetRef, step, error) {
 	if len(t.members) > 0 {
 		return nil, nextGroup, nil
@@ -463,14 +467,14 @@ func (l *Ledger) giveBackFacts(ctx context.Context, t *txn, m ledger.Mutation, d
 	if t.running.Version > 0 {
 		var err error
 		if entries, err = l.EntriesAfter(ctx, m.UserID, 0, int(t.running.Version)); err != nil {
-			return nil, answered, fmt.Errorf("sum what %q took from budget %q: %w", m.UserID, m.BudgetID, err)
+			return nil, answered, fmt.Errorf("sum what %q took from budget %q: %w", m.UserID, draw.budget, err)
 		}
 	}
 	if t.budgets.chosen == nil {
 		t.budgets.chosen = map[string]budgetDraw{}
 	}
 	t.budgets.chosen[m.RequestID] = draw
-	return &ledger.BudgetRef{Status: ledger.BudgetOpen, UserNet: ledger.BudgetNet(entries, m.BudgetID)}, decide, nil
+	return &ledger.BudgetRef{Status: ledger.BudgetOpen, UserNet: ledger.BudgetNet(entries, draw.budget)}, decide, nil
 }
 
 // borrow moves remaining from the other shards of draw's budget to its
@@ -527,34 +531,39 @@ func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount deci
 	return nil, nil // done, or lost to another borrow or grant: read again
 }
 
-// drawFromBudget adds c's draw on its budget's shard to the group, if c
-// is a grant from a budget: SET remaining = remaining - amount, granted =
-// granted + amount, if remaining >= amount AND status = OPEN; or, if c is
-// a debit adjustment that gives back to its budget, the opposite, on any
-// status. (A shard's granted may so go below zero; the budget's, the sum
-// over its shards, does not.)
+// drawFromBudget adds c's draw on its budget's shard to the group, if c's
+// entry, just joined, names a budget: for a grant (pending or not), SET
+// remaining = remaining - amount, granted = granted + amount, if
+// remaining >= amount AND status = OPEN; for a give-back (a debit
+// adjustment naming the budget, a reversal of a grant from it), the
+// opposite, on any status. The amount is the entry's
+// (ledger.Entry.BudgetAmount): a reversal that names none takes all that
+// is left of its grant. (A shard's granted may so go below zero; the
+// budget's, the sum over its shards, does not.)
 func (t *txn) drawFromBudget(c *call) {
 	draw, ok := t.budgets.chosen[c.m.RequestID]
-	if c.m.BudgetID == "" || !ok {
+	p, joined := t.byRequest[c.m.RequestID]
+	if !ok || !joined || p.entry.BudgetID == "" {
 		return
 	}
+	amount := p.entry.BudgetAmount()
 	if t.budgets.drawn == nil {
 		t.budgets.drawn = map[budgetDraw]bool{}
 	}
 	t.budgets.drawn[draw] = true
 	t.budgets.items = append(t.budgets.items, len(t.items))
-	if c.m.Type == ledger.EntryAdjustment { // a give-back, to a closed budget too
+	if amount.IsNegative() { // a give-back, to a closed budget too
 		t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
 			UpdateExpression:          aws.String("SET remaining = remaining + :a, granted = granted - :a"),
 			ConditionExpression:       aws.String("attribute_exists(PK)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":a": num(c.m.Amount)}}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": num(amount.Neg())}}})
 		return
 	}
 	t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
 		UpdateExpression:                    aws.String("SET remaining = remaining - :a, granted = granted + :a"),
 		ConditionExpression:                 aws.String("remaining >= :a AND #status = :open"),
 		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":a": num(c.m.Amount), ":open": str(string(ledger.BudgetOpen))},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":a": num(amount), ":open": str(string(ledger.BudgetOpen))},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}})
 }
 

@@ -26,7 +26,7 @@ const (
 
 // facts reads what the domain decides c's mutation (of type info) on,
 // beyond the account t planned so far: a refund's purchase, a reversal's
-// grant, the record of
+// grant (and the budget it gives back to), a grant's budget, the record of
 // a hold a capture or void names that the account does not hold open, the
 // sum of the entries an explaining adjustment explains. For a refund it
 // returns too the purchase's request record, which the purchase's update
@@ -46,8 +46,12 @@ func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTy
 	if info.ResolvesHold && next == decide && err == nil {
 		facts.Hold, next, err = l.holdFacts(ctx, t, c.m, seen)
 	}
-	if c.m.BudgetID != "" && next == decide && err == nil {
-		facts.Budget, next, err = l.budgetFacts(ctx, t, c.m)
+	budget := c.m.BudgetID
+	if facts.Grant != nil && budget == "" { // a reversal gives back to its grant's budget
+		budget = facts.Grant.BudgetID
+	}
+	if budget != "" && next == decide && err == nil {
+		facts.Budget, next, err = l.budgetFacts(ctx, t, c.m, budget)
 	}
 	if c.m.ExplainBalance && t.running.Version > 0 && next == decide && err == nil {
 		// It explains the balance the group starts from: the entries it
@@ -148,7 +152,7 @@ func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen
 		return nil, requestRecord{}, answered, err
 	}
 	rec.Amount, rec.Reversed = ge.Amount.Add(ge.PendingChange), ge.ReversedAmount
-	return &ledger.GrantRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Reversed: rec.Reversed}, rec, decide, nil
+	return &ledger.GrantRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Reversed: rec.Reversed, BudgetID: ge.BudgetID}, rec, decide, nil
 }
 
 // holdFacts reads the state of the hold a capture or void m names, as

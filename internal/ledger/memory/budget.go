@@ -19,21 +19,23 @@ type budget struct {
 	requests map[string]string // request_id -> hash
 }
 
-// budgetRef is the budget m names, for ledger.Facts; nil if there is none.
-// Called under s.mu.
-func (s *Store) budgetRef(u *user, m ledger.Mutation) *ledger.BudgetRef {
-	b, ok := s.budgets[m.BudgetID]
+// budgetRef is budget id as a mutation of u is decided on, for
+// ledger.Facts; nil if there is none. Called under s.mu.
+func (s *Store) budgetRef(u *user, id string) *ledger.BudgetRef {
+	b, ok := s.budgets[id]
 	if !ok {
 		return nil
 	}
-	return &ledger.BudgetRef{Status: b.Status, Remaining: b.Remaining, UserNet: ledger.BudgetNet(u.entries, m.BudgetID)}
+	return &ledger.BudgetRef{Status: b.Status, Remaining: b.Remaining, UserNet: ledger.BudgetNet(u.entries, id)}
 }
 
-// draw takes a committed grant's amount from its budget, or gives a
-// give-back's (a negative amount) back. Called under s.mu.
+// draw takes a committed grant's amount from its budget (a pending
+// grant's too), or gives a give-back's back: a debit adjustment's or a
+// reversal's (ledger.Entry.BudgetAmount, negative). Called under s.mu.
 func (s *Store) draw(e ledger.Entry) {
 	if b, ok := s.budgets[e.BudgetID]; ok && e.BudgetID != "" {
-		b.Granted, b.Remaining = b.Granted.Add(e.Amount), b.Remaining.Sub(e.Amount)
+		a := e.BudgetAmount()
+		b.Granted, b.Remaining = b.Granted.Add(a), b.Remaining.Sub(a)
 	}
 }
 

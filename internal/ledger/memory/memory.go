@@ -111,11 +111,14 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	if m.GrantRequestID != "" {
 		if rec, ok := u.requests[m.GrantRequestID]; ok && rec.Refusal == nil {
 			g := u.entries[rec.Version-1]
-			facts.Grant = &ledger.GrantRef{Version: g.Version, Type: g.Type, Amount: g.Amount.Add(g.PendingChange), Reversed: g.ReversedAmount}
+			facts.Grant = &ledger.GrantRef{Version: g.Version, Type: g.Type, Amount: g.Amount.Add(g.PendingChange), Reversed: g.ReversedAmount, BudgetID: g.BudgetID}
 		}
 	}
-	if m.BudgetID != "" {
-		facts.Budget = s.budgetRef(u, m)
+	switch {
+	case m.BudgetID != "":
+		facts.Budget = s.budgetRef(u, m.BudgetID)
+	case facts.Grant != nil && facts.Grant.BudgetID != "": // a reversal gives back to it
+		facts.Budget = s.budgetRef(u, facts.Grant.BudgetID)
 	}
 	if m.ExplainBalance {
 		for _, e := range u.entries {

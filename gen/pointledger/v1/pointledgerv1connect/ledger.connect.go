@@ -117,11 +117,14 @@ type LedgerServiceClient interface {
 	// still pending of it first (pending_change -x, amount 0 for that part),
 	// then, once matured, spendable points drawn soonest expiry first (amount
 	// -y, draws), in one REVERSAL entry that names the grant. No amount: all
-	// that is left of the grant. A frozen account is still reversed. Refused
-	// with NOT_FOUND (GRANT_NOT_FOUND) or FAILED_PRECONDITION:
-	// REVERSAL_EXCEEDS_GRANT (the grant's reversals would sum to more than
-	// it), INSUFFICIENT_BALANCE (available does not cover the spendable
-	// part). Service role.
+	// that is left of the grant. A frozen account is still reversed. A
+	// reversal of a grant from a budget names the budget (budget_id) and
+	// gives all it takes back to it: its granted goes down and its remaining
+	// up, closed or not. Refused with NOT_FOUND (GRANT_NOT_FOUND) or
+	// FAILED_PRECONDITION: REVERSAL_EXCEEDS_GRANT (the grant's reversals
+	// would sum to more than it), INSUFFICIENT_BALANCE (available does not
+	// cover the spendable part), GIVE_BACK_EXCEEDS_GRANTS (an Adjust gave
+	// the user's points of the budget back already). Service role.
 	ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error)
 }
 
@@ -335,11 +338,14 @@ type LedgerServiceHandler interface {
 	// still pending of it first (pending_change -x, amount 0 for that part),
 	// then, once matured, spendable points drawn soonest expiry first (amount
 	// -y, draws), in one REVERSAL entry that names the grant. No amount: all
-	// that is left of the grant. A frozen account is still reversed. Refused
-	// with NOT_FOUND (GRANT_NOT_FOUND) or FAILED_PRECONDITION:
-	// REVERSAL_EXCEEDS_GRANT (the grant's reversals would sum to more than
-	// it), INSUFFICIENT_BALANCE (available does not cover the spendable
-	// part). Service role.
+	// that is left of the grant. A frozen account is still reversed. A
+	// reversal of a grant from a budget names the budget (budget_id) and
+	// gives all it takes back to it: its granted goes down and its remaining
+	// up, closed or not. Refused with NOT_FOUND (GRANT_NOT_FOUND) or
+	// FAILED_PRECONDITION: REVERSAL_EXCEEDS_GRANT (the grant's reversals
+	// would sum to more than it), INSUFFICIENT_BALANCE (available does not
+	// cover the spendable part), GIVE_BACK_EXCEEDS_GRANTS (an Adjust gave
+	// the user's points of the budget back already). Service role.
 	ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error)
 }
 
