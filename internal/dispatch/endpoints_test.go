@@ -63,6 +63,9 @@ func TestEndpointsRoundTrip(t *testing.T) {
 	if len(signers) != 1 || signers[0].Text() != secret.Text() {
 		t.Errorf("the stored secret is not the one shown")
 	}
+	// A second later: ids sort by their time, and two made in one
+	// millisecond fall in either order.
+	c.Add(time.Second)
 	second, _, err := s.Create(ctx, endpoint("https://mail.example/hook", "*"))
 	if err != nil {
 		t.Fatal(err)
