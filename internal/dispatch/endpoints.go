@@ -157,18 +157,22 @@ func (s *Endpoints) Update(ctx context.Context, id string, change func(*webhook.
 // Disable marks the endpoint disabled with reason (the dispatcher does on
 // a 410); an endpoint already disabled keeps its first reason.
 func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
-	for range 5 {
-		e, rvn, err := s.get(ctx, id)
-		if err != nil || e.Disabled {
-			return err
+	_, err := s.Update(ctx, id, func(e *webhook.Endpoint) error {
+		if e.Disabled {
+			return errUnchanged
 		}
 		e.Disabled, e.DisabledReason = true, reason
-		if err := s.replace(ctx, e, rvn); !errors.Is(err, ErrEndpointChanged) {
-			return err
-		}
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
 	}
-	return fmt.Errorf("disable endpoint %s: %w", id, ErrEndpointChanged)
+	return err
 }
+
+// errUnchanged is how a change given to Update says there is nothing to
+// write.
+var errUnchanged = errors.New("endpoint unchanged")
 
 // Rotate gives the endpoint a new secret and returns it (the only time it
 // is shown). The secret it replaces signs beside it for RotationOverlap; a
