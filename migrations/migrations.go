@@ -82,6 +82,12 @@ func Apply(ctx context.Context, db API, prefix string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	return Create(ctx, db, all, log)
+}
+
+// Create is Apply for the migrations given, as given: tests use it to make
+// tables without their streams (internal/dynamotest).
+func Create(ctx context.Context, db API, all []Migration, log *slog.Logger) error {
 	for _, m := range all {
 		table := *m.Input.TableName
 		in := m.Input

@@ -28,7 +28,7 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+func TestMain(m *testing.M) { dynamotest.MainWithoutStreams(m) }
 
 func start(t *testing.T, env *dynamotest.Env, latency time.Duration) *ddbproxy.Proxy {
 	t.Helper()

@@ -13,7 +13,7 @@ import (
 	"github.com/pointledger/pointledger/loadtest/drive"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+func TestMain(m *testing.M) { dynamotest.MainWithoutStreams(m) }
 
 // sendAll sends a grant of 10, a purchase of 3 and one of 8 (no longer
 // covered) to u, one after the other, and checks their answers.

@@ -26,7 +26,7 @@ import (
 	"github.com/pointledger/pointledger/internal/pagetoken"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+func TestMain(m *testing.M) { dynamotest.MainWithoutStreams(m) }
 
 // fastRetry keeps tests that exhaust the retries short.
 var fastRetry = Retry{Backoff: Backoff{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}, Throttled: Backoff{MaxAttempts: 5, BaseDelay: time.Millisecond, MaxDelay: 5 * time.Millisecond}}
