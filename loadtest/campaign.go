@@ -52,6 +52,7 @@ func (cr *campaignRun) prepare(p *drive.Params, rec *drive.Recorder, hc *http.Cl
 		BudgetID: "campaign-" + p.RunID + "-" + p.UserTag, Shards: cr.shards, Grants: cr.grants,
 		Amount: p.Amount.Mul(decimal.NewFromInt(campaignGrantUnits)),
 	}
+	cr.c.End = rec.EndNow // the rest of -duration would measure purchases alone
 	p.Campaign = cr.c
 	rec.OnMeasure(cr.c.Begin, nil)
 }

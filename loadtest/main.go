@@ -221,7 +221,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.DurationVar(&f.webhookDrain, "webhook-drain", 2*time.Minute, "with webhooks: how long to wait after a run's checks for the receiver to have the event of every entry")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
-	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement and stop at the first BUDGET_EXHAUSTED")
+	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement, which ends at the first BUDGET_EXHAUSTED (or after -duration)")
 	err := fs.Parse(args)
 	if err == nil && f.scenario == "campaign" {
 		f.baselines = false // a baseline sends no grants from a budget

@@ -25,6 +25,9 @@ type Campaign struct {
 	Shards   int
 	Grants   int             // the budget covers this many grants
 	Amount   decimal.Decimal // of each grant from the budget
+	// End, if set, is called once, at the first BUDGET_EXHAUSTED: the
+	// campaign has done what it measures (Recorder.EndNow).
+	End func()
 
 	mu        sync.Mutex
 	open      bool      // the measurement has begun: grants go out
@@ -119,6 +122,9 @@ func (s *campaign) Step(ctx context.Context, rng *rand.Rand, send Sender) {
 		c.refusals[out.Reason]++
 		if !c.exhausted {
 			c.exhausted, c.firstAt, c.ackedBefore, c.sentBefore, c.ackedAtFirst = true, now, ackedBefore, c.sent, c.acked
+			if c.End != nil {
+				go c.End() // not under c.mu
+			}
 		}
 	default:
 		c.refusals[out.Code+" "+out.Reason]++

@@ -134,7 +134,8 @@ var terminal = func() bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }()
 
-// pace waits out the warm-up, measures for d, and prints progress.
+// pace waits out the warm-up, measures for d (or until the scenario ends
+// the measurement, Recorder.EndNow), and prints progress.
 func pace(ctx context.Context, warmup, d time.Duration, rec *Recorder, progress io.Writer) {
 	select {
 	case <-ctx.Done():
@@ -150,10 +151,13 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *Recorder, progress 
 	defer tick.Stop()
 	var lastOK int64
 	for {
+		ended := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-rec.ended:
+			ended = true
 		}
 		elapsed := time.Since(start)
 		ok, errs, p99 := rec.snapshot()
@@ -164,12 +168,15 @@ func pace(ctx context.Context, warmup, d time.Duration, rec *Recorder, progress 
 		} else if s := int(elapsed.Round(time.Second) / time.Second); s%5 == 0 {
 			fmt.Fprintln(progress, line) // a log: a line every 5 s
 		}
-		if elapsed >= d {
+		if elapsed >= d || ended {
 			for _, f := range rec.onEnd {
 				f()
 			}
 			if terminal {
 				fmt.Fprintln(progress)
+			}
+			if ended {
+				fmt.Fprintf(progress, "  the scenario ended its measurement at %.1fs of %.0fs\n", elapsed.Seconds(), d.Seconds())
 			}
 			return
 		}

@@ -178,3 +178,32 @@ func TestRecorderMeasuresOnlyTheWindow(t *testing.T) {
 		t.Errorf("histogram holds %d requests, want 3: %+v", n, run.Histogram)
 	}
 }
+
+// A scenario that has done what it measures ends the measurement: a closed
+// loop asked for an hour returns once EndNow is called, and what is
+// answered after it is not measured.
+func TestEndNowEndsTheMeasurement(t *testing.T) {
+	x := &fakeExec{delay: func(Op) time.Duration { return time.Millisecond }}
+	rec := NewRecorder()
+	rec.EndNow() // before the measurement: nothing to end
+	rec.OnMeasure(func() { go func() { time.Sleep(500 * time.Millisecond); rec.EndNow() }() }, nil)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ClosedLoop(context.Background(), NewScenario("uniform", testParams(), false), NewSender(x, rec, nil), 2, 0, time.Hour, rec, io.Discard)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the closed loop went on after EndNow")
+	}
+	run := rec.Run()
+	if run.DurationS >= 3600 || run.OK == 0 {
+		t.Errorf("measured %.1f s, %d ok: want the measurement ended by EndNow, with requests in it", run.DurationS, run.OK)
+	}
+	late := rec.end.Add(time.Millisecond)
+	rec.record("purchase", Outcome{Code: "ok"}, time.Millisecond, late)
+	if after := rec.Run(); after.OK != run.OK {
+		t.Errorf("an answer after the end was measured: %d ok, was %d", after.OK, run.OK)
+	}
+}

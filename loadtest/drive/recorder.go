@@ -19,6 +19,8 @@ type Recorder struct {
 	begin, end time.Time
 	onBegin    []func() // called when measuring begins, and ends (OnMeasure)
 	onEnd      []func()
+	ended      chan struct{} // closed by EndNow
+	endOnce    sync.Once
 	all        *hdrhistogram.Histogram
 	byOp       map[string]*hdrhistogram.Histogram
 	seconds    []*second
@@ -36,7 +38,7 @@ type second struct {
 
 // NewRecorder is a recorder that has not begun measuring.
 func NewRecorder() *Recorder {
-	return &Recorder{all: report.NewLatencyHistogram(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}, codesByOp: map[string]map[string]int64{}}
+	return &Recorder{ended: make(chan struct{}), all: report.NewLatencyHistogram(), byOp: map[string]*hdrhistogram.Histogram{}, codes: map[string]int64{}, codesByOp: map[string]map[string]int64{}}
 }
 
 // OnMeasure has begin called when the measurement begins, and end when it
@@ -60,6 +62,22 @@ func (r *Recorder) Measure(d time.Duration) {
 	defer r.mu.Unlock()
 	r.begin = time.Now()
 	r.end = r.begin.Add(d)
+}
+
+// EndNow ends the measurement now, if it has begun: a scenario that has
+// done what it measures (the campaign, once its budget is exhausted) need
+// not wait out the rest of -duration, and what comes after is not
+// measured.
+func (r *Recorder) EndNow() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.begin.IsZero() {
+		return
+	}
+	if now := time.Now(); now.Before(r.end) {
+		r.end = now
+	}
+	r.endOnce.Do(func() { close(r.ended) })
 }
 
 // record counts one request. at places it in the measurement: when it was
