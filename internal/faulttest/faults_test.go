@@ -103,19 +103,32 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	caused := s.injectFaults(t, sh, l)
 	l.waitDry()
 	l.stop()
+	users := append(slices.Clone(sh.users), sh.quietUsers...)
+	stopped := time.Now()
+	swept := s.waitSwept(t, users, stopped)
+	t.Logf("what fell due by the end of the load on the record %s after it", time.Since(stopped).Round(100*time.Millisecond))
 
-	rec := s.reconcile(t)
+	// Anything that fell due more than reconcileMargin before the load
+	// stopped and is still off the record is a finding: the sweeper had it
+	// on the record by now (waitSwept), and the margin covers the
+	// reconciliation's own start.
+	rec := s.reconcile(t, time.Since(stopped)+reconcileMargin)
 	// Nothing writes while the book is read (ledgerd's sweeper would).
 	for _, p := range s.ledgerds {
 		p.kill()
 	}
 	s.projector.kill()
 	v := &verdict{t: t}
-	view := s.readLedger(t, append(slices.Clone(sh.users), sh.quietUsers...), v)
+	view := s.readLedger(t, users, v)
 	got := checkBook(l.book, view, v)
 	budget := s.checkBudget(t, l.book, view, v)
+	if !swept {
+		stopped = time.Time{} // what fell due is not all on the record: checkPending does not ask for it
+	}
+	pending := checkPending(l.book, view, stopped, v)
+	checkReconciledPending(l.book, rec, v)
 	checkCoverage(sh, l, s.proxy.Stats(), caused, view, got, v)
-	t.Logf("%s\n%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v), budget)
+	t.Logf("%s\n%s\n%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v), budget, pending)
 	if t.Failed() {
 		t.Logf("ledgerd's logs (the last %d KiB):\n%s", logTail>>10, tail(s.logs.String(), logTail))
 	}
@@ -290,15 +303,33 @@ const minAcked = 100
 
 // reconciled is what `ledgerd reconcile -json` reports.
 type reconciled struct {
-	Clean    bool              `json:"clean"`
-	Findings []json.RawMessage `json:"findings"`
-	Entries  int64             `json:"entries_checked"`
+	Clean     bool              `json:"clean"`
+	Findings  []json.RawMessage `json:"findings"`
+	Entries   int64             `json:"entries_checked"`
+	StartTime time.Time         `json:"start_time"`
+	// Points pending: the entries' pending changes folded, what the
+	// accounts say, and by the month they mature in as time decided at
+	// StartTime.
+	SumOfPendingChanges string `json:"sum_of_pending_changes"`
+	SumOfPending        string `json:"sum_of_pending"`
+	Pending             []struct {
+		Month  string `json:"month"`
+		Amount string `json:"amount"`
+	} `json:"pending"`
 }
 
-// reconcile runs `ledgerd reconcile` once the projection has caught up.
-func (s *services) reconcile(t *testing.T) reconciled {
+// reconcileMargin is how much longer than since the load stopped the
+// reconciliation lets what fell due stay off the record: more than it
+// takes to start.
+const reconcileMargin = 10 * time.Second
+
+// reconcile runs `ledgerd reconcile` once the projection has caught up;
+// an expiry or a maturity off the record for longer than sweepGrace is a
+// finding.
+func (s *services) reconcile(t *testing.T, sweepGrace time.Duration) reconciled {
 	reportFile := filepath.Join(t.TempDir(), "reconcile.json")
-	rec := exec.Command(s.bin, "reconcile", "-json", reportFile, "-projection-grace", "5m") // ends once caught up
+	rec := exec.Command(s.bin, "reconcile", "-json", reportFile, "-projection-grace", "5m", // ends once caught up
+		"-sweep-grace", sweepGrace.Round(time.Second).String())
 	rec.Env = append(s.base, "LEDGER_DYNAMODB_ENDPOINT="+s.emu.Endpoint)
 	recOut, err := rec.CombinedOutput()
 	out, _ := os.ReadFile(reportFile)
