@@ -65,9 +65,10 @@ func names(prefix string, n int) []string {
 	return s
 }
 
-// TestNoPointLostOrRepeatedThroughFaults: clients grant (expiring or not),
-// buy, refund (in parts, again, and over what is left), and authorize,
-// capture and void holds, through ledgerd, which talks to DynamoDB Local
+// TestNoPointLostOrRepeatedThroughFaults: clients grant (expiring or not,
+// pending for seconds or an hour), buy, refund (in parts, again, and over
+// what is left), reverse grants (in parts, again, and over what is left),
+// and authorize, capture and void holds, through ledgerd, which talks to DynamoDB Local
 // through a proxy that injects latency spikes, closed connections,
 // TransactionConflicts, and transactions carried out whose answers are lost
 // or late. Meanwhile ledgerd and the projector (its own process, `ledgerd
@@ -75,11 +76,14 @@ func names(prefix string, n int) []string {
 // with SIGKILL and restarted, and the emulator, persisting with -dbPath, is
 // stopped under load and restarted: three rounds, or as many as a soak
 // (-soak-ops) takes. Clients retry whatever has no definite answer with the
-// same request id, as a client of a ledger must. Points and holds expire
-// during the run, put on the record by the next mutation and by the sweeper.
-// After quiescence: reconciliation is clean (aggregate = fold, no negative
-// balance, holds and their records agree, refunds within what they refund,
-// history = ledger, sums), every request got a definite answer, every
+// same request id, as a client of a ledger must. Points and holds expire,
+// and pending grants mature, during the run, put on the record by the next
+// mutation and by the sweeper. Once the sweeper has put on the record what
+// fell due by the end of the load: reconciliation is clean (aggregate =
+// fold, no negative balance, holds and their records agree, refunds and
+// reversals within what they take back, pending the fold's, nothing due
+// off the record, history = ledger, sums; its pending what the book says),
+// every request got a definite answer, every
 // acknowledged request is exactly one entry, every other at most one, and
 // no entry is unaccounted for; what is held is the sum of the open holds;
 // every hold made has its record, and every capture or void applied
@@ -87,7 +91,8 @@ func names(prefix string, n int) []string {
 // what is left was applied and every one over it refused; the campaign's
 // budget, drawn on by grants until it ran dry on its shards, has granted +
 // remaining = total, granted = the sum of its grants, each acknowledged
-// grant once, and no BUDGET_EXHAUSTED while it still covered the grant.
+// grant once, and no BUDGET_EXHAUSTED while it still covered the grant;
+// pending grants and reversals did what they say (checkPending).
 func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of faults")
