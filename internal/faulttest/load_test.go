@@ -149,7 +149,12 @@ type desk struct {
 	holds      []*sent
 	refundable []*sent
 	reversible []*sent
-	began      bool // the worker has sent its first request
+	// maturing: its acknowledged grants pending for seconds, whose user's
+	// balance it reads once they are effective: before a mutation or the
+	// sweeper has put them on the record, the read counts them all the
+	// same.
+	maturing []*sent
+	began    bool // the worker has sent its first request
 }
 
 // next is a worker's next request: mostly purchases and grants (half of
@@ -268,6 +273,9 @@ func settle(d *desk, s *sent) {
 			d.refundable = slices.DeleteFunc(d.refundable, func(r *sent) bool { return r == s.of })
 		}
 	case ledger.EntryGrant:
+		if s.delay > 0 && s.delay < pendingLong {
+			d.maturing = append(d.maturing, s)
+		}
 		if !s.quiet && s.budget == "" { // a reversal would give back to the budget, whose checks count on it only shrinking
 			s.left = s.amount
 			d.reversible = append(d.reversible, s)
@@ -286,6 +294,7 @@ type load struct {
 	clients  []pointledgerv1connect.LedgerServiceClient // one for each ledgerd
 	mu       sync.Mutex
 	book     []*sent // every request sent, under mu
+	reads    []read  // every balance read answered, under mu
 	attempts atomic.Int64
 	retries  atomic.Int64
 	acked    atomic.Int64
@@ -299,6 +308,7 @@ type load struct {
 
 func startLoad(clients []pointledgerv1connect.LedgerServiceClient, sh shape) *load {
 	l := &load{clients: clients, began: time.Now()}
+	all := append(slices.Clone(sh.users), sh.quietUsers...) // whose balances the workers read now and then
 	ctx, stop := context.WithCancel(context.Background())
 	l.stopping = stop
 	for w := range sh.workers {
@@ -312,6 +322,13 @@ func startLoad(clients []pointledgerv1connect.LedgerServiceClient, sh shape) *lo
 				l.mu.Unlock()
 				l.do(s, w)
 				settle(&d, s)
+				if rng.IntN(8) == 0 {
+					l.readBalance(all[rng.IntN(len(all))], w)
+				}
+				if i := slices.IndexFunc(d.maturing, func(g *sent) bool { return !time.Now().Before(g.effective) }); i >= 0 {
+					l.readBalance(d.maturing[i].user, w)
+					d.maturing = slices.Delete(d.maturing, i, i+1)
+				}
 			}
 		})
 	}

@@ -2,18 +2,23 @@ package faulttest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/client"
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/stream"
 	"github.com/pointledger/pointledger/migrations"
 )
 
@@ -116,14 +121,29 @@ func lotText(lots []ledger.PendingLot) []string {
 	return out
 }
 
+// How long the suite waits for the sweeper once the load has stopped. It
+// usually takes a few seconds. A shard lease that a SIGKILLed ledgerd held,
+// or that the sweeper could not release while DynamoDB Local restarted,
+// keeps the sweeper from that shard for the lease's minute (ledgerd's
+// sweeper does not take LEDGER_LEASE_TTL): after sweepWait, with such a
+// lease left, the suite does not wait it out but checks up to what was on
+// the record. Without one, it waits up to sweepHang.
+const (
+	sweepWait = 15 * time.Second
+	sweepHang = 3 * time.Minute
+)
+
 // waitSwept waits until the sweeper has put on the record everything that
 // fell due by cutoff (the end of the load): every pending grant matured,
 // every bucket and hold expired by then, read from DynamoDB (not through
-// the proxy). It says whether it did within minutes: a bound on a hang,
-// not on speed.
-func (s *services) waitSwept(t *testing.T, users []string, cutoff time.Time) bool {
+// the proxy). It returns the time up to which everything due is on the
+// record: cutoff, or, when a sweeper's lease was left held or after
+// sweepHang (an error), just before the soonest thing due still off it.
+func (s *services) waitSwept(t *testing.T, users []string, cutoff time.Time) time.Time {
 	store := dynamo.New(dynamolocal.NewClient(s.emu.Endpoint), dynamo.Options{Table: migrations.LedgerTable})
-	for deadline := time.Now().Add(3 * time.Minute); ; {
+	began, leases := time.Now(), s.sweepLeases(t)
+	for {
+		var soonest time.Time
 		var late []string
 		for _, u := range users {
 			a, err := store.Balance(context.Background(), u)
@@ -132,17 +152,61 @@ func (s *services) waitSwept(t *testing.T, users []string, cutoff time.Time) boo
 			}
 			if due := a.NextDue(); !due.IsZero() && !due.After(cutoff) {
 				late = append(late, fmt.Sprintf("%s: due at %s", u, due.Format(time.RFC3339Nano)))
+				if soonest.IsZero() || due.Before(soonest) {
+					soonest = due
+				}
 			}
 		}
-		if len(late) == 0 {
-			return true
+		if soonest.IsZero() {
+			return cutoff
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("the sweeper left off the record for minutes what fell due before the load stopped at %s: %v", cutoff.Format(time.RFC3339Nano), late)
-			return false
+		swept := soonest.Add(-time.Microsecond)
+		if time.Since(began) > sweepWait {
+			if left := leftHeld(leases, s.sweepLeases(t), time.Now()); len(left) > 0 {
+				t.Logf("still off the record %s after the load stopped at %s: %v; the sweeper's leases on %v left held since: checked up to %s",
+					time.Since(cutoff).Round(100*time.Millisecond), cutoff.Format(time.RFC3339Nano), late, left, swept.Format(time.RFC3339Nano))
+				return swept
+			}
+		}
+		if time.Since(began) > sweepHang {
+			t.Errorf("the sweeper left off the record for %s what fell due before the load stopped at %s, with no lease of its left held: %v",
+				sweepHang, cutoff.Format(time.RFC3339Nano), late)
+			return swept
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// sweepLeases reads the sweeper's shard leases (sweep.Sweeper's keys),
+// from DynamoDB directly.
+func (s *services) sweepLeases(t *testing.T) map[string]stream.Lease {
+	table := stream.NewLeaseTable(dynamolocal.NewClient(s.emu.Endpoint), migrations.LeaseTable, nil)
+	out := map[string]stream.Lease{}
+	for shard := range dynamo.ExpiryShards {
+		key := fmt.Sprintf("SWEEP#%02d", shard)
+		l, ok, err := table.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			out[key] = l
+		}
+	}
+	return out
+}
+
+// leftHeld is the leases held at now, unchanged since before: no sweeper
+// has had them since, a live one takes and gives back its leases at every
+// pass.
+func leftHeld(before, after map[string]stream.Lease, now time.Time) []string {
+	var keys []string
+	for k, l := range after {
+		if b, ok := before[k]; ok && b.RVN == l.RVN && now.Before(l.Expires) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // pendingBook is what the book says of pending points and reversals.
@@ -182,9 +246,8 @@ func (p pendingBook) pendingAt(book []*sent, t time.Time) map[string]decimal.Dec
 // and to at most the grant, each from what was pending before the grant's
 // effective time and from spendable points after; each pending grant's
 // MATURATION, at most one, after its effective time, of what was still
-// pending, and there if anything was and it fell due by swept (when the
-// sweeper had put everything due by then on the record; zero: not
-// checked); every reversal within what was left applied (or refused
+// pending, and there if anything was and it fell due by swept (the
+// sweeper had put everything due by then on the record); every reversal within what was left applied (or refused
 // INSUFFICIENT_BALANCE once its grant had matured) and every one over it
 // refused REVERSAL_EXCEEDS_GRANT, a repeat answered as the first; and each
 // account's pending, as time decides it now, what the book says is
@@ -270,7 +333,7 @@ func checkPendingGrant(s *sent, g ledger.Entry, reversals, maturations []ledger.
 	switch {
 	case len(maturations) > 1:
 		v.violate("pending grant %s matured %d times", k, len(maturations))
-	case len(maturations) == 0 && left.IsPositive() && !swept.IsZero() && !g.EffectiveTime.After(swept):
+	case len(maturations) == 0 && left.IsPositive() && !g.EffectiveTime.After(swept):
 		v.violate("pending grant %s of %s effective at %s, %s of it left: no MATURATION on the record", k, s.amount, g.EffectiveTime.Format(time.RFC3339Nano), left)
 	case len(maturations) == 1:
 		m := maturations[0]
@@ -350,4 +413,104 @@ func checkReconciledPending(book []*sent, rec reconciled, v *verdict) {
 		v.violate("reconcile at %s: pending %q by the entries, %q by the accounts (%v, %v), %s by month; by the book %s",
 			rec.StartTime.Format(time.RFC3339Nano), rec.SumOfPendingChanges, rec.SumOfPending, errE, errA, byMonth, want)
 	}
+}
+
+// read is a balance read as the load saw it: when it was sent and when
+// its answer came (the server decided in between), and the answer.
+type read struct {
+	user                   string
+	sent, answered         time.Time
+	version                int64
+	balance, held, pending decimal.Decimal
+	maturing               []time.Time // the effective times it says are still to come
+	err                    error       // an answer that does not parse
+}
+
+// readBalance reads user's balance, as an app would show it, a few times
+// at most through the faults (a read writes nothing: one that fails is
+// only not checked), and keeps the answer for checkReads.
+func (l *load) readBalance(user string, w int) {
+	for attempt := range 5 {
+		if attempt > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r := read{user: user, sent: time.Now()}
+		res, err := l.clients[(w+attempt)%len(l.clients)].GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: user}))
+		r.answered = time.Now()
+		cancel()
+		if err != nil {
+			continue
+		}
+		m := res.Msg
+		var errs [3]error
+		r.version = m.Version
+		r.balance, errs[0] = decimal.NewFromString(m.Balance)
+		r.held, errs[1] = decimal.NewFromString(m.Held)
+		r.pending, errs[2] = decimal.NewFromString(m.Pending)
+		r.err = errors.Join(errs[:]...)
+		for _, x := range m.Maturing {
+			r.maturing = append(r.maturing, x.GetEffectiveTime().AsTime())
+		}
+		l.mu.Lock()
+		l.reads = append(l.reads, r)
+		l.mu.Unlock()
+		return
+	}
+}
+
+// checkReads checks each balance read against the fold of its user's
+// entries up to the version it read, as time decided then: a read counts
+// points matured by time at once, before any MATURATION is on the record,
+// and leaves out what expired. The server decided at some instant between
+// sending and answering; a read during which something fell due is not
+// compared (it could be either), but none may say that points whose
+// effective time had passed when it was sent are still to come.
+func checkReads(reads []read, view ledgerView, v *verdict) string {
+	var ambiguous, maturedByTime int
+	for _, r := range reads {
+		entries := view.entries[r.user]
+		if r.err != nil || r.version > int64(len(entries)) {
+			v.violate("balance read of %s: version %d of %d entries (%v)", r.user, r.version, len(entries), r.err)
+			continue
+		}
+		for _, e := range r.maturing {
+			if !e.After(r.sent) {
+				v.violate("balance read of %s sent at %s: points effective at %s still to come", r.user, r.sent.Format(time.RFC3339Nano), e.Format(time.RFC3339Nano))
+			}
+		}
+		acct, _, err := ledger.Fold(r.user, entries[:r.version])
+		if err != nil {
+			v.violate("%s: the entries do not fold: %v", r.user, err)
+			continue
+		}
+		for _, l := range acct.PendingLots {
+			if !l.EffectiveTime.After(r.sent) {
+				maturedByTime++ // matured by time, its MATURATION not yet on the record
+				break
+			}
+		}
+		due := dueText(acct, r.sent)
+		if due != dueText(acct, r.answered) {
+			ambiguous++
+			continue
+		}
+		at := acct.At(r.sent)
+		if !r.balance.Equal(at.Balance) || !r.held.Equal(at.Held) || !r.pending.Equal(at.Pending) {
+			v.violate("balance read of %s at version %d, between %s and %s: balance %s, held %s, pending %s; the fold of its entries then %s, %s, %s (due then: %s; buckets %v)",
+				r.user, r.version, r.sent.Format(time.RFC3339Nano), r.answered.Format(time.RFC3339Nano), r.balance, r.held, r.pending, at.Balance, at.Held, at.Pending, due, acct.Buckets)
+		}
+	}
+	return fmt.Sprintf("balance reads: %d, %d compared with the fold of the entries (the rest answered while something fell due), %d counted a pending grant matured by time before its MATURATION was on the record",
+		len(reads), len(reads)-ambiguous, maturedByTime)
+}
+
+// dueText is what time has decided of acct by t, as the entries the
+// ledger would write for it: two instants with the same are alike.
+func dueText(acct ledger.Account, t time.Time) string {
+	var b strings.Builder
+	for _, e := range ledger.DecideExpiry(acct, t).Entries {
+		fmt.Fprintf(&b, "%s %s %s %s %v; ", e.Type, e.Amount, e.HeldChange, e.PendingChange, e.Draws)
+	}
+	return b.String()
 }
