@@ -27,7 +27,8 @@ import (
 // at once, the user's next mutation or the sweeper puts them on the record;
 // grants pending for an hour are still pending at the end. Reversals take
 // back part of a grant, all that is left of it, or more than is left (to be
-// refused), of a grant pending or matured, or of an ordinary one.
+// refused), of a grant pending or matured, or of an ordinary one. Balance
+// reads show what time decided before the record does (checkReads).
 const (
 	kindGrantPending         = "grant pending for seconds"
 	kindGrantPendingExpiring = "grant pending for seconds, then expiring"
@@ -62,9 +63,9 @@ func pendingForLong(s *sent) {
 
 // nextReversal makes s a reversal of one of the worker's grants: an
 // ordinary one, a pending one or one matured (by the clock), each a third
-// of the time when the worker has all three: of 5 points, of all that is left (naming no amount),
-// or of one point more than is left (to be refused); one in three is sent
-// again by its request id once answered.
+// of the time when the worker has all three: of 5 points, of all that is
+// left (naming no amount), or of one point more than is left (to be
+// refused); one in three is sent again by its request id once answered.
 func nextReversal(rng *rand.Rand, s *sent, grants []*sent) {
 	var pools [3][]*sent // ordinary, pending, matured
 	now := time.Now()
