@@ -38,8 +38,12 @@ type ledgerView struct {
 	counts map[string]int          // user/request_id -> how many entries it has
 	holds  map[string]ledger.Hold  // every hold, by user/request_id
 	// own counts the entries the ledger writes itself (expirations,
-	// releases of expired holds) by who wrote them (ownBy...).
+	// maturations, releases of expired holds) by who wrote them (ownBy...).
 	own map[string]int
+	// entries are each user's entries, in version order, and accounts
+	// each user's account as stored.
+	entries  map[string][]ledger.Entry
+	accounts map[string]ledger.Account
 }
 
 // Who wrote an entry of the ledger's own.
@@ -51,7 +55,8 @@ const (
 // readLedger reads every entry and hold of users from DynamoDB (not through
 // the proxy) and checks each account against the fold of its entries.
 func (s *services) readLedger(t *testing.T, users []string, v *verdict) ledgerView {
-	view := ledgerView{byID: map[string]ledger.Entry{}, counts: map[string]int{}, holds: map[string]ledger.Hold{}, own: map[string]int{}}
+	view := ledgerView{byID: map[string]ledger.Entry{}, counts: map[string]int{}, holds: map[string]ledger.Hold{}, own: map[string]int{},
+		entries: map[string][]ledger.Entry{}, accounts: map[string]ledger.Account{}}
 	store := dynamo.New(dynamolocal.NewClient(s.emu.Endpoint), dynamo.Options{Table: migrations.LedgerTable})
 	for _, u := range users {
 		entries, err := store.EntriesAfter(context.Background(), u, 0, math.MaxInt) // all of them
@@ -84,6 +89,7 @@ func (s *services) readLedger(t *testing.T, users []string, v *verdict) ledgerVi
 			t.Fatal(err)
 		}
 		checkAccount(u, acct, entries, v)
+		view.entries[u], view.accounts[u] = entries, acct
 	}
 	return view
 }
@@ -97,9 +103,14 @@ func ownKind(e ledger.Entry) string {
 }
 
 // writtenBy says who wrote entries[i], an entry of the ledger's own: a
-// mutation writes its expirations in its own transaction, at its own time,
-// right before its entry; the sweeper writes them alone.
+// mutation writes its expirations and maturations in its own transaction,
+// at its own time, right before its entry (and a pending grant decided at
+// or after its effective time its maturation right after it); the sweeper
+// writes them alone.
 func writtenBy(entries []ledger.Entry, i int) string {
+	if e := entries[i]; e.Type == ledger.EntryMaturation && i > 0 && entries[i-1].RequestID == e.GrantRequestID && entries[i-1].CreateTime.Equal(e.CreateTime) {
+		return ownByMutation
+	}
 	for _, e := range entries[i+1:] {
 		if !e.System() {
 			if e.CreateTime.Equal(entries[i].CreateTime) {
@@ -130,6 +141,9 @@ func checkAccount(u string, acct ledger.Account, entries []ledger.Entry, v *verd
 	}
 	if !acct.Held.Equal(sum) || !acct.Held.Equal(folded.Held) || len(acct.Holds) != len(folded.Holds) || acct.Available().IsNegative() {
 		v.violate("%s: held %s, its %d open holds sum to %s, the fold holds %s in %d", u, acct.Held, len(acct.Holds), sum, folded.Held, len(folded.Holds))
+	}
+	if lots := ledger.PendingTotal(acct.PendingLots); !acct.Pending.Equal(lots) || !acct.Pending.Equal(folded.Pending) || !slices.Equal(lotText(acct.PendingLots), lotText(folded.PendingLots)) {
+		v.violate("%s: pending %s, its lots %v sum to %s, the fold has %s pending in %v", u, acct.Pending, lotText(acct.PendingLots), lots, folded.Pending, lotText(folded.PendingLots))
 	}
 	refunded := map[string]decimal.Decimal{}
 	for _, e := range entries {
@@ -239,6 +253,16 @@ func checkCoverage(sh shape, l *load, st ddbproxy.Stats, c caused, view ledgerVi
 	if o.acked < minAcked || o.byKind[kindAuthorize]["ok"] == 0 || o.byKind[kindCaptureAll]["ok"]+o.byKind[kindCapturePart]["ok"] == 0 {
 		v.violate("only %d requests acknowledged (%v): the test proves little", o.acked, o.byKind)
 	}
+	reversals := 0
+	for kind, outcomes := range o.byKind {
+		if strings.HasPrefix(kind, "reversal ") {
+			reversals += outcomes["ok"]
+		}
+	}
+	if o.byKind[kindGrantPending]["ok"]+o.byKind[kindGrantPendingExpiring]["ok"] == 0 || o.byKind[kindGrantPendingLong]["ok"] == 0 || reversals == 0 ||
+		view.own["MATURATION "+ownByMutation]+view.own["MATURATION "+ownBySweeper] == 0 {
+		v.violate("no pending grant that matured, or none pending at the end, or no reversal applied: %v; the ledger's own entries %v", o.byKind, view.own)
+	}
 	if sh.ops == 0 {
 		return
 	}
@@ -251,14 +275,17 @@ func checkCoverage(sh shape, l *load, st ddbproxy.Stats, c caused, view ledgerVi
 	}
 	for _, kind := range allKinds() {
 		want := "ok"
-		if strings.HasPrefix(kind, kindRefundOverCap) {
+		switch {
+		case strings.HasPrefix(kind, kindRefundOverCap):
 			want = "failed_precondition " + string(client.ReasonRefundExceedsPurchase)
+		case strings.HasPrefix(kind, kindReverseOver):
+			want = "failed_precondition " + string(client.ReasonReversalExceedsGrant)
 		}
 		if o.byKind[kind][want] == 0 {
 			v.violate("the soak never had a %q answered %q: %v", kind, want, o.byKind[kind])
 		}
 	}
-	for _, own := range []string{"EXPIRATION " + ownByMutation, "EXPIRATION " + ownBySweeper, "RELEASE of an expired hold " + ownBySweeper} {
+	for _, own := range []string{"EXPIRATION " + ownByMutation, "EXPIRATION " + ownBySweeper, "RELEASE of an expired hold " + ownBySweeper, "MATURATION " + ownByMutation, "MATURATION " + ownBySweeper} {
 		if view.own[own] == 0 {
 			v.violate("the soak wrote no %s: %v", own, view.own)
 		}
@@ -268,10 +295,16 @@ func checkCoverage(sh shape, l *load, st ddbproxy.Stats, c caused, view ledgerVi
 // allKinds are the kinds of request a soak must have sent, and seen
 // applied (or, over what is left, refused).
 func allKinds() []string {
-	kinds := []string{kindGrant, kindGrantExpiring, kindPurchase, kindAuthorize, kindCaptureAll, kindCapturePart, kindVoid}
+	kinds := []string{kindGrant, kindGrantExpiring, kindPurchase, kindAuthorize, kindCaptureAll, kindCapturePart, kindVoid,
+		kindGrantPending, kindGrantPendingExpiring, kindGrantPendingLong}
 	for _, refund := range []string{kindRefundPart, kindRefundRest, kindRefundOverCap} {
 		for _, of := range []string{"", refundOfCapture} {
 			kinds = append(kinds, refund+of, refund+of+refundRepeated)
+		}
+	}
+	for _, reversal := range []string{kindReversePart, kindReverseRest, kindReverseOver} {
+		for _, of := range []string{reversalOfGrant, reversalBefore, reversalAfter} {
+			kinds = append(kinds, reversal+of)
 		}
 	}
 	return kinds

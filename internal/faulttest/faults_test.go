@@ -65,9 +65,10 @@ func names(prefix string, n int) []string {
 	return s
 }
 
-// TestNoPointLostOrRepeatedThroughFaults: clients grant (expiring or not),
-// buy, refund (in parts, again, and over what is left), and authorize,
-// capture and void holds, through ledgerd, which talks to DynamoDB Local
+// TestNoPointLostOrRepeatedThroughFaults: clients grant (expiring or not,
+// pending for seconds or an hour), buy, refund (in parts, again, and over
+// what is left), reverse grants (in parts, again, and over what is left),
+// and authorize, capture and void holds, through ledgerd, which talks to DynamoDB Local
 // through a proxy that injects latency spikes, closed connections,
 // TransactionConflicts, and transactions carried out whose answers are lost
 // or late. Meanwhile ledgerd and the projector (its own process, `ledgerd
@@ -75,11 +76,14 @@ func names(prefix string, n int) []string {
 // with SIGKILL and restarted, and the emulator, persisting with -dbPath, is
 // stopped under load and restarted: three rounds, or as many as a soak
 // (-soak-ops) takes. Clients retry whatever has no definite answer with the
-// same request id, as a client of a ledger must. Points and holds expire
-// during the run, put on the record by the next mutation and by the sweeper.
-// After quiescence: reconciliation is clean (aggregate = fold, no negative
-// balance, holds and their records agree, refunds within what they refund,
-// history = ledger, sums), every request got a definite answer, every
+// same request id, as a client of a ledger must. Points and holds expire,
+// and pending grants mature, during the run, put on the record by the next
+// mutation and by the sweeper. Once the sweeper has put on the record what
+// fell due by the end of the load: reconciliation is clean (aggregate =
+// fold, no negative balance, holds and their records agree, refunds and
+// reversals within what they take back, pending the fold's, nothing due
+// off the record, history = ledger, sums; its pending what the book says),
+// every request got a definite answer, every
 // acknowledged request is exactly one entry, every other at most one, and
 // no entry is unaccounted for; what is held is the sum of the open holds;
 // every hold made has its record, and every capture or void applied
@@ -87,7 +91,8 @@ func names(prefix string, n int) []string {
 // what is left was applied and every one over it refused; the campaign's
 // budget, drawn on by grants until it ran dry on its shards, has granted +
 // remaining = total, granted = the sum of its grants, each acknowledged
-// grant once, and no BUDGET_EXHAUSTED while it still covered the grant.
+// grant once, and no BUDGET_EXHAUSTED while it still covered the grant;
+// pending grants and reversals did what they say (checkPending).
 func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute of faults")
@@ -103,19 +108,29 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	caused := s.injectFaults(t, sh, l)
 	l.waitDry()
 	l.stop()
+	users := append(slices.Clone(sh.users), sh.quietUsers...)
+	stopped := time.Now()
+	swept := s.waitSwept(t, users, stopped)
+	t.Logf("what fell due by %s on the record %s after the load stopped", swept.Format(time.RFC3339Nano), time.Since(stopped).Round(100*time.Millisecond))
 
-	rec := s.reconcile(t)
+	// Anything that fell due more than reconcileMargin before swept and is
+	// still off the record is a finding: the sweeper had it on the record
+	// by now (waitSwept), and the margin covers the reconciliation's own
+	// start.
+	rec := s.reconcile(t, time.Since(swept)+reconcileMargin)
 	// Nothing writes while the book is read (ledgerd's sweeper would).
 	for _, p := range s.ledgerds {
 		p.kill()
 	}
 	s.projector.kill()
 	v := &verdict{t: t}
-	view := s.readLedger(t, append(slices.Clone(sh.users), sh.quietUsers...), v)
+	view := s.readLedger(t, users, v)
 	got := checkBook(l.book, view, v)
 	budget := s.checkBudget(t, l.book, view, v)
+	pending := checkPending(l.book, view, swept, v) + "\n" + checkReads(l.reads, view, v)
+	checkReconciledPending(l.book, rec, v)
 	checkCoverage(sh, l, s.proxy.Stats(), caused, view, got, v)
-	t.Logf("%s\n%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v), budget)
+	t.Logf("%s\n%s\n%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v), budget, pending)
 	if t.Failed() {
 		t.Logf("ledgerd's logs (the last %d KiB):\n%s", logTail>>10, tail(s.logs.String(), logTail))
 	}
@@ -290,15 +305,33 @@ const minAcked = 100
 
 // reconciled is what `ledgerd reconcile -json` reports.
 type reconciled struct {
-	Clean    bool              `json:"clean"`
-	Findings []json.RawMessage `json:"findings"`
-	Entries  int64             `json:"entries_checked"`
+	Clean     bool              `json:"clean"`
+	Findings  []json.RawMessage `json:"findings"`
+	Entries   int64             `json:"entries_checked"`
+	StartTime time.Time         `json:"start_time"`
+	// Points pending: the entries' pending changes folded, what the
+	// accounts say, and by the month they mature in as time decided at
+	// StartTime.
+	SumOfPendingChanges string `json:"sum_of_pending_changes"`
+	SumOfPending        string `json:"sum_of_pending"`
+	Pending             []struct {
+		Month  string `json:"month"`
+		Amount string `json:"amount"`
+	} `json:"pending"`
 }
 
-// reconcile runs `ledgerd reconcile` once the projection has caught up.
-func (s *services) reconcile(t *testing.T) reconciled {
+// reconcileMargin is how much longer than since the load stopped the
+// reconciliation lets what fell due stay off the record: more than it
+// takes to start.
+const reconcileMargin = 10 * time.Second
+
+// reconcile runs `ledgerd reconcile` once the projection has caught up;
+// an expiry or a maturity off the record for longer than sweepGrace is a
+// finding.
+func (s *services) reconcile(t *testing.T, sweepGrace time.Duration) reconciled {
 	reportFile := filepath.Join(t.TempDir(), "reconcile.json")
-	rec := exec.Command(s.bin, "reconcile", "-json", reportFile, "-projection-grace", "5m") // ends once caught up
+	rec := exec.Command(s.bin, "reconcile", "-json", reportFile, "-projection-grace", "5m", // ends once caught up
+		"-sweep-grace", sweepGrace.Round(time.Second).String())
 	rec.Env = append(s.base, "LEDGER_DYNAMODB_ENDPOINT="+s.emu.Endpoint)
 	recOut, err := rec.CombinedOutput()
 	out, _ := os.ReadFile(reportFile)

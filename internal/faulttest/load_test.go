@@ -22,18 +22,37 @@ import (
 // sent is one request as its client saw it, after all its retries.
 type sent struct {
 	user, id string
-	typ      ledger.EntryType // GRANT, PURCHASE, REFUND, HOLD (Authorize), CAPTURE or RELEASE (Void)
+	typ      ledger.EntryType // GRANT, PURCHASE, REFUND, HOLD (Authorize), CAPTURE, RELEASE (Void) or REVERSAL (ReverseGrant)
 	kind     string           // what the load meant by it, for the report and the checks (the kind… constants)
 	budget   string           // grants: the budget they draw on ("": none)
-	amount   decimal.Decimal  // zero for a void, and a capture of all of its hold
-	ttl      time.Duration    // grants: expiring after this (0: never); holds: their ttl
+	quiet    bool             // a quiet user's (nextQuiet)
+	amount   decimal.Decimal  // zero for a void, a capture of all of its hold, and a reversal of all that is left
+	ttl      time.Duration    // grants: expiring after this (0: never; pending grants: counted from their effective time); holds: their ttl
+	delay    time.Duration    // grants: pending for this long from when they are made (effective_delay; 0: spendable at once)
 	hold     *sent            // captures and voids: the authorization of the hold
-	of       *sent            // refunds: the purchase or capture they give back
-	left     decimal.Decimal  // acknowledged purchases and captures: what is left to refund of them
-	acked    bool
-	entryID  string // "" for an authorization, whose answer is its hold
-	last     string // the last answer's code
-	reason   string // and its reason, if it was refused
+	of       *sent            // refunds: the purchase or capture they give back; reversals: the grant they take back
+	// left: acknowledged purchases and captures, what is left to refund of
+	// them; acknowledged grants, what is left to reverse.
+	left decimal.Decimal
+	// want: reversals, what they take back if applied (what was left of
+	// the grant, for one that names no amount).
+	want decimal.Decimal
+	// repeat: sent again by request id once answered; again is that
+	// second answer.
+	repeat    bool
+	again     answer
+	acked     bool
+	entryID   string    // "" for an authorization, whose answer is its hold
+	effective time.Time // acknowledged pending grants: when their points become spendable, as the answer's entry says
+	answered  time.Time // when the definite answer came
+	last      string    // the last answer's code
+	reason    string    // and its reason, if it was refused
+}
+
+// answer is a definite answer to a request sent again by its request id.
+type answer struct {
+	last, reason, entryID string
+	replayed              bool
 }
 
 // The kinds of request the load sends.
@@ -70,7 +89,21 @@ func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, 
 		if s.ttl > 0 {
 			r.Ttl = durationpb.New(s.ttl) // the same ttl on every retry: the same request
 		}
+		if s.delay > 0 {
+			// A delay, not an effective_time: the request's hash covers the
+			// delay as sent, so a retry is a replay that answers the first
+			// acceptance's entry and effective time; an effective_time would
+			// be refused INVALID_EFFECTIVE_TIME once past, before the replay.
+			r.EffectiveDelay = durationpb.New(s.delay)
+		}
 		res, err := client.Grant(ctx, connect.NewRequest(r))
+		return entryOf(res, err)
+	case ledger.EntryReversal:
+		r := &pb.ReverseGrantRequest{UserId: s.user, RequestId: s.id, GrantRequestId: s.of.id, Reason: "order returned"}
+		if !s.amount.IsZero() {
+			r.Amount = s.amount.String()
+		}
+		res, err := client.ReverseGrant(ctx, connect.NewRequest(r))
 		return entryOf(res, err)
 	case ledger.EntryHold:
 		_, err := client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, Ttl: durationpb.New(s.ttl)}))
@@ -91,7 +124,7 @@ func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, 
 	case ledger.EntryRefund:
 		res, err := client.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, PurchaseRequestId: s.of.id}))
 		return entryOf(res, err)
-	case ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryMaturation, ledger.EntryReversal: // not sent yet
+	case ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryMaturation: // not sent
 	}
 	return nil, fmt.Errorf("the load sends no %s", s.typ)
 }
@@ -108,24 +141,39 @@ func entryOf[M any, P interface {
 }
 
 // desk is what one worker may still act on: its acknowledged holds not yet
-// captured or voided, and its acknowledged purchases and captures with
-// something left to refund. A worker alone acts on them, so it knows what
-// is left of each.
+// captured or voided, its acknowledged purchases and captures with
+// something left to refund, and its acknowledged grants (of busy users,
+// from no budget) with something left to reverse. A worker alone acts on
+// them, so it knows what is left of each.
 type desk struct {
 	holds      []*sent
 	refundable []*sent
+	reversible []*sent
+	// maturing: its acknowledged grants pending for seconds, whose user's
+	// balance it reads once they are effective: before a mutation or the
+	// sweeper has put them on the record, the read counts them all the
+	// same.
+	maturing []*sent
+	began    bool // the worker has sent its first request
 }
 
 // next is a worker's next request: mostly purchases and grants (half of
 // them expiring, some within the run), authorizations (whose ttls end
 // within the run, so that some holds expire), captures (of all of the hold
 // or part of it) and voids of the worker's holds, and refunds (partial,
-// repeated, and over what is left) of its purchases and captures, and
-// grants from the campaign's budget (budget_test.go), which runs dry
-// during the run. Now and then it is a quiet user's turn.
+// repeated, and over what is left) of its purchases and captures, grants
+// from the campaign's budget (budget_test.go), which runs dry during the
+// run, pending grants and reversals of its grants (pending_test.go). Now
+// and then it is a quiet user's turn. A worker's first request is a grant
+// pending for an hour, so that every run has points pending at its end.
 func next(rng *rand.Rand, sh shape, d *desk, id string) *sent {
 	s := &sent{user: sh.users[rng.IntN(len(sh.users))], typ: ledger.EntryPurchase, kind: kindPurchase, id: id, amount: decimal.NewFromInt(int64(1 + rng.IntN(3)))}
-	switch k := rng.IntN(40); {
+	if !d.began {
+		d.began = true
+		pendingForLong(s)
+		return s
+	}
+	switch k := rng.IntN(50); {
 	case k < 1:
 		nextQuiet(rng, sh, s)
 	case k < 9:
@@ -143,22 +191,29 @@ func next(rng *rand.Rand, sh shape, d *desk, id string) *sent {
 		nextRefund(rng, s, d.refundable[rng.IntN(len(d.refundable))])
 	case k >= 27 && k < 31:
 		nextBudgetGrant(rng, s)
+	case k >= 40 && k < 45:
+		nextPendingGrant(rng, s)
+	case k >= 45 && len(d.reversible) > 0:
+		nextReversal(rng, s, d.reversible)
 	}
 	return s
 }
 
 // nextQuiet makes s a request for a quiet user: a grant, expiring within
-// seconds or never, or a short authorization. Quiet users see a request
-// every few seconds at most, so their points and holds mostly expire
-// before their next mutation: the sweeper puts those on the record.
+// seconds or never, or pending for seconds, or a short authorization.
+// Quiet users see a request every few seconds at most, so their points
+// and holds mostly expire, and their pending grants mature, before their
+// next mutation: the sweeper puts those on the record.
 func nextQuiet(rng *rand.Rand, sh shape, s *sent) {
-	s.user = sh.quietUsers[rng.IntN(len(sh.quietUsers))]
+	s.user, s.quiet = sh.quietUsers[rng.IntN(len(sh.quietUsers))], true
 	ttl := time.Duration(2+rng.IntN(4)) * time.Second
-	switch rng.IntN(4) {
+	switch rng.IntN(5) {
 	case 0:
 		s.typ, s.kind, s.amount = ledger.EntryGrant, kindGrant, decimal.NewFromInt(5)
 	case 1:
 		s.typ, s.kind, s.amount, s.ttl = ledger.EntryHold, kindAuthorize, decimal.NewFromInt(1), ttl
+	case 2: // pending for as long: the sweeper matures it
+		s.typ, s.kind, s.amount, s.delay = ledger.EntryGrant, kindGrantPending, decimal.NewFromInt(5), ttl
 	default:
 		s.typ, s.kind, s.amount, s.ttl = ledger.EntryGrant, kindGrantExpiring, decimal.NewFromInt(5), ttl
 	}
@@ -217,7 +272,19 @@ func settle(d *desk, s *sent) {
 		if s.of.left = s.of.left.Sub(s.amount); !s.of.left.IsPositive() {
 			d.refundable = slices.DeleteFunc(d.refundable, func(r *sent) bool { return r == s.of })
 		}
-	case ledger.EntryGrant, ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryRelease, ledger.EntryMaturation, ledger.EntryReversal:
+	case ledger.EntryGrant:
+		if s.delay > 0 && s.delay < pendingLong {
+			d.maturing = append(d.maturing, s)
+		}
+		if !s.quiet && s.budget == "" { // a reversal would give back to the budget, whose checks count on it only shrinking
+			s.left = s.amount
+			d.reversible = append(d.reversible, s)
+		}
+	case ledger.EntryReversal:
+		if s.of.left = s.of.left.Sub(s.want); !s.of.left.IsPositive() {
+			d.reversible = slices.DeleteFunc(d.reversible, func(g *sent) bool { return g == s.of })
+		}
+	case ledger.EntryAdjustment, ledger.EntryExpiration, ledger.EntryRelease, ledger.EntryMaturation:
 	}
 }
 
@@ -227,6 +294,7 @@ type load struct {
 	clients  []pointledgerv1connect.LedgerServiceClient // one for each ledgerd
 	mu       sync.Mutex
 	book     []*sent // every request sent, under mu
+	reads    []read  // every balance read answered, under mu
 	attempts atomic.Int64
 	retries  atomic.Int64
 	acked    atomic.Int64
@@ -240,6 +308,7 @@ type load struct {
 
 func startLoad(clients []pointledgerv1connect.LedgerServiceClient, sh shape) *load {
 	l := &load{clients: clients, began: time.Now()}
+	all := append(slices.Clone(sh.users), sh.quietUsers...) // whose balances the workers read now and then
 	ctx, stop := context.WithCancel(context.Background())
 	l.stopping = stop
 	for w := range sh.workers {
@@ -253,6 +322,13 @@ func startLoad(clients []pointledgerv1connect.LedgerServiceClient, sh shape) *lo
 				l.mu.Unlock()
 				l.do(s, w)
 				settle(&d, s)
+				if rng.IntN(8) == 0 {
+					l.readBalance(all[rng.IntN(len(all))], w)
+				}
+				if i := slices.IndexFunc(d.maturing, func(g *sent) bool { return !time.Now().Before(g.effective) }); i >= 0 {
+					l.readBalance(d.maturing[i].user, w)
+					d.maturing = slices.Delete(d.maturing, i, i+1)
+				}
 			}
 		})
 	}
@@ -270,11 +346,46 @@ func (l *load) stop() {
 // them, minutes of ledgerd or DynamoDB being away.
 const maxAttempts = 200
 
-// do sends s until it has a definite answer: acknowledged, or refused.
-// Worker w's attempts go to each ledgerd in turn, as through a load
-// balancer: a retry may reach another ledgerd than the first attempt.
+// do sends s until it has a definite answer: acknowledged, or refused;
+// then, if s is to be repeated, once more by its request id.
 func (l *load) do(s *sent, w int) {
-	for attempt := range maxAttempts {
+	e, err := l.send(s, w)
+	s.last, s.reason = connect.CodeOf(err).String(), string(client.ReasonOf(err))
+	switch {
+	case err == nil:
+		s.acked, s.last, s.answered = true, "ok", time.Now()
+		if e != nil {
+			s.entryID = e.EntryId
+			if e.EffectiveTime != nil {
+				s.effective = e.EffectiveTime.AsTime()
+			}
+		}
+		l.acked.Add(1)
+		l.answered.Add(1)
+	case definite(s.last):
+		s.answered = time.Now()
+		l.answered.Add(1)
+		if s.reason == string(client.ReasonBudgetExhausted) {
+			l.dry.Add(1)
+		}
+	default:
+		return // gave up without a definite answer
+	}
+	if s.repeat {
+		e, err := l.send(s, w)
+		s.again = answer{last: connect.CodeOf(err).String(), reason: string(client.ReasonOf(err)), entryID: e.GetEntryId(), replayed: client.IsReplayed(err)}
+		if err == nil {
+			s.again.last = "ok"
+		}
+	}
+}
+
+// send sends s until it has a definite answer, at most maxAttempts times,
+// and returns the last answer. Worker w's attempts go to each ledgerd in
+// turn, as through a load balancer: a retry may reach another ledgerd than
+// the first attempt.
+func (l *load) send(s *sent, w int) (*pb.Entry, error) {
+	for attempt := 0; ; attempt++ {
 		l.attempts.Add(1)
 		if attempt > 0 {
 			l.retries.Add(1)
@@ -283,25 +394,11 @@ func (l *load) do(s *sent, w int) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		e, err := call(ctx, l.clients[(w+attempt)%len(l.clients)], s)
 		cancel()
-		s.last, s.reason = connect.CodeOf(err).String(), string(client.ReasonOf(err))
-		if err == nil {
-			s.acked, s.last = true, "ok"
-			if e != nil {
-				s.entryID = e.EntryId
-			}
-			l.acked.Add(1)
-			l.answered.Add(1)
-			return
+		// Without a definite answer (ledgerd down, DynamoDB down,
+		// deadline): the same request again, as long as it takes.
+		if err == nil || definite(connect.CodeOf(err).String()) || attempt == maxAttempts-1 {
+			return e, err
 		}
-		if definite(s.last) {
-			l.answered.Add(1)
-			if s.reason == string(client.ReasonBudgetExhausted) {
-				l.dry.Add(1)
-			}
-			return // refused, nothing written
-		}
-		// No definite answer (ledgerd down, DynamoDB down, deadline):
-		// the same request again, as long as it takes.
 	}
 }
 

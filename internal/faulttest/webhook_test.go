@@ -57,9 +57,9 @@ func webhookRun() shape {
 // webhook test prove something.
 const minWebhookAcked = 120
 
-// TestWebhooksThroughFaults: the fault suite's load of grants, purchases,
-// refunds and holds (expirations and releases of expired holds come with
-// the next mutation) goes through ledgerd, on DynamoDB Local behind the
+// TestWebhooksThroughFaults: the fault suite's load of grants (pending ones
+// too), purchases, refunds, reversals and holds (expirations, maturations
+// and releases of expired holds come with the next mutation) goes through ledgerd, on DynamoDB Local behind the
 // fault proxy, while two `ledgerd dispatch` processes, started together,
 // race for the stream's shards and the endpoints' queues and deliver to
 // three receivers on 127.0.0.1 (startHooks): one answers 500 for a while,
