@@ -128,7 +128,7 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 // projectorFlags registers the options of the stream projector.
 func (c *Config) projectorFlags(fs *flag.FlagSet, getenv func(string) string) error {
 	s := newSettings(fs, getenv)
-	s.Duration(&c.LeaseTTL, "lease-ttl", "LEDGER_LEASE_TTL", 10*time.Second, "a projector's shard lease not renewed for this long is taken over by another")
+	s.Duration(&c.LeaseTTL, "lease-ttl", "LEDGER_LEASE_TTL", 10*time.Second, "a shard lease (projector, dispatcher, sweeper) not renewed for this long is taken over by another")
 	return s.err()
 }
 
@@ -217,7 +217,7 @@ func (c *Config) leaseTable(p *ledgerParts) *projection.LeaseTable {
 // newSweeper is the expiry sweeper of the ledger, sharing its shards with
 // other sweepers through the lease table.
 func (c *Config) newSweeper(p *ledgerParts, interval time.Duration, log *slog.Logger) *sweep.Sweeper {
-	return sweep.New(p.store, c.leaseTable(p), sweep.Options{Shards: dynamo.ExpiryShards, Interval: interval, Log: log})
+	return sweep.New(p.store, c.leaseTable(p), sweep.Options{Shards: dynamo.ExpiryShards, Interval: interval, LeaseTTL: c.LeaseTTL, Log: log})
 }
 
 func (c *Config) projector(p *ledgerParts, log *slog.Logger) *projection.Projector {

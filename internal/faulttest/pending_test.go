@@ -125,10 +125,11 @@ func lotText(lots []ledger.PendingLot) []string {
 // How long the suite waits for the sweeper once the load has stopped. It
 // usually takes a few seconds. A shard lease that a SIGKILLed ledgerd held,
 // or that the sweeper could not release while DynamoDB Local restarted,
-// keeps the sweeper from that shard for the lease's minute (ledgerd's
-// sweeper does not take LEDGER_LEASE_TTL): after sweepWait, with such a
-// lease left, the suite does not wait it out but checks up to what was on
-// the record. Without one, it waits up to sweepHang.
+// keeps the sweeper from that shard until it expires (LEDGER_LEASE_TTL,
+// 3 s here; before the sweeper took that setting, a minute): if such a
+// lease is still held after sweepWait, the suite does not wait it out but
+// checks up to what was on the record. Without one, it waits up to
+// sweepHang.
 const (
 	sweepWait = 15 * time.Second
 	sweepHang = 3 * time.Minute
