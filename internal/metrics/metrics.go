@@ -111,7 +111,7 @@ func New(procedures ...string) *Metrics {
 		}),
 		budgetsGrown: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pointledger_budget_shards_grown_total",
-			Help: "Budgets whose escrow shards this process doubled because DynamoDB throttled them (the log line \"budget shards grown\" names the budget).",
+			Help: "Times this process doubled a budget's escrow shards because DynamoDB throttled them (the log line \"budget shards grown\" names the budget).",
 		}),
 		dynamoCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pointledger_dynamodb_calls_total",
