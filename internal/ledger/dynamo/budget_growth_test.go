@@ -33,7 +33,7 @@ func (*growthObserver) Retried(string)         {}
 func (o *growthObserver) BudgetGrown(_, _ int) { o.grown.Add(1) }
 
 // A budget of one shard under a storm of grants, through the proxy's
-// partition limits at 0.05 (one shard takes about 25 grants a second),
+// partition limits at 0.02 (one shard takes about 10 grants a second),
 // from two processes (two Ledgers on one table, each with its own count
 // of shards): its shard is throttled, the budget grows, the new shards
 // borrow, and exactly the total is granted, no more: every grant of 1
@@ -43,7 +43,7 @@ func (o *growthObserver) BudgetGrown(_, _ int) { o.grown.Add(1) }
 func TestBudgetGrowsWhenThrottled(t *testing.T) {
 	t.Parallel()
 	env := dynamotest.New(t)
-	p, err := ddbproxy.Start(ddbproxy.Options{Target: env.Endpoint, Limits: ddbproxy.Limits{PartitionScale: 0.05}})
+	p, err := ddbproxy.Start(ddbproxy.Options{Target: env.Endpoint, Limits: ddbproxy.Limits{PartitionScale: 0.02}})
 	if err != nil {
 		t.Fatal(err)
 	}
