@@ -40,8 +40,8 @@ type BudgetGrowth struct {
 // DefaultBudgetGrowth grows a budget after 20 throttles of its shards in
 // 10 s: far more than a shard at its limit for a moment sends (the write
 // path retries a throttled group after 100 ms and more), and few enough
-// that a budget one shard cannot carry grows within a second or two of a
-// campaign's launch.
+// that a budget its shards cannot carry grows soon after a campaign's
+// launch, which throttles many grants at once.
 var DefaultBudgetGrowth = BudgetGrowth{Throttles: 20, Window: 10 * time.Second}
 
 // budgetThrottles counts one budget's throttles in this process.
