@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -47,6 +48,7 @@ type Config struct {
 	MaxBuckets      int // distinct expiry times one account may hold
 	MaxHolds        int // open holds one account may have
 	MaxPending      int // pending grants one account may have
+	BudgetGrowth    int // throttles of a budget's shards within a window that double them; 0: never
 
 	metrics *metrics.Metrics // nil: not measured
 	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
@@ -69,7 +71,19 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 		"open holds one account may have; an authorization that would pass it is refused (TOO_MANY_HOLDS)")
 	s.Int(&c.MaxPending, "max-pending", "LEDGER_MAX_PENDING", ledger.DefaultMaxPending,
 		"pending grants (with an effective time not yet reached) one account may have; a grant that would pass it is refused (TOO_MANY_PENDING)")
+	s.Int(&c.BudgetGrowth, "budget-growth-throttles", "LEDGER_BUDGET_GROWTH_THROTTLES", dynamo.DefaultBudgetGrowth.Throttles,
+		"throttles of one budget's shards within "+dynamo.DefaultBudgetGrowth.Window.String()+" after which this process doubles its shards, up to 64; 0: never")
 	return s.err()
+}
+
+// budgetGrowth is when the store grows a throttled budget's shards:
+// -budget-growth-throttles within dynamo.DefaultBudgetGrowth's window, 0
+// never.
+func (c *Config) budgetGrowth() (dynamo.BudgetGrowth, error) {
+	if c.BudgetGrowth < 0 {
+		return dynamo.BudgetGrowth{}, fmt.Errorf("-budget-growth-throttles (LEDGER_BUDGET_GROWTH_THROTTLES) must be 0 (never) or more, not %d", c.BudgetGrowth)
+	}
+	return dynamo.BudgetGrowth{Throttles: cmp.Or(c.BudgetGrowth, -1), Window: dynamo.DefaultBudgetGrowth.Window}, nil
 }
 
 func (c *Config) logger(w io.Writer) (*slog.Logger, error) {
@@ -159,8 +173,12 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if c.MaxPending < 1 || c.MaxPending > 1000 {
 		return nil, fmt.Errorf("-max-pending (LEDGER_MAX_PENDING) must be 1 to 1000, not %d", c.MaxPending)
 	}
+	growth, err := c.budgetGrowth()
+	if err != nil {
+		return nil, err
+	}
 	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens,
-		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds, MaxPending: c.MaxPending}
+		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds, MaxPending: c.MaxPending, BudgetGrowth: growth}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}

@@ -97,7 +97,13 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 		SumOfPendingChanges: rep.SumOfPendingChanges,
 	}
 	for _, f := range rep.Findings {
-		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})
+		out.Findings = append(out.Findings, &pb.Finding{UserId: f.UserID, BudgetId: f.BudgetID, Kind: f.Kind, Expected: f.Expected, Found: f.Found, Versions: f.Versions, Repaired: f.Repaired})
+	}
+	for _, b := range rep.Budgets {
+		out.Budgets = append(out.Budgets, &pb.BudgetReport{
+			BudgetId: b.BudgetID, Status: budgetStatusToProto(ledger.BudgetStatus(b.Status)), Total: b.Total, Granted: b.Granted,
+			Remaining: b.Remaining, GrantsSum: b.GrantsSum, Liability: b.Liability, Breakage: b.Breakage,
+		})
 	}
 	for _, m := range rep.Liability {
 		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})

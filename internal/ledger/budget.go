@@ -19,7 +19,7 @@ import (
 // once. For every budget, Granted + Remaining = Total, and Granted is the
 // sum of the amounts of the grants that name it.
 //
-// A hot budget is split over Shards escrow shards (see BudgetShards): each
+// A hot budget is split over Shards escrow shards (see BudgetShard): each
 // holds part of what remains, and a grant draws on one of them only.
 
 // BudgetStatus says whether a budget still gives points.
@@ -40,7 +40,7 @@ type Budget struct {
 	Status      BudgetStatus
 	Description string
 	CreateTime  time.Time
-	Shards      int // escrow shards, fixed at creation
+	Shards      int // escrow shards: set at creation, grown by the store when throttled (doc.go)
 }
 
 // Budget limits. A budget's shards are written in one transaction when it

@@ -44,5 +44,12 @@
 // the sum of what the entries that name it take (Entry.BudgetAmount: its
 // grants, pending or not, less the reversals and debit adjustments that
 // give back to it), and a grant commits only under a condition that the
-// budget (its shard) covers it and is open.
+// budget (its shard) covers it and is open. Its escrow shards
+// (Budget.Shards) never shrink and only grow by a write that moves no
+// points: a store that spreads a budget over shards adds empty ones (the
+// DynamoDB store doubles them, up to MaxBudgetShards, when DynamoDB has
+// throttled them BudgetGrowth.Throttles times within its Window), under a
+// condition on the count it read, so that two growers end with one count
+// and every shard the count names exists; the invariants above hold
+// throughout, and BUDGET_EXHAUSTED is decided on all the shards there are.
 package ledger

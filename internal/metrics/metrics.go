@@ -39,6 +39,7 @@ type Metrics struct {
 	groupSize       prometheus.Histogram
 	retries         *prometheus.CounterVec
 	conflicts       prometheus.Counter
+	budgetsGrown    prometheus.Counter
 	dynamoCalls     *prometheus.CounterVec
 	dynamoDuration  *prometheus.HistogramVec
 	forwarded       *prometheus.CounterVec
@@ -108,6 +109,10 @@ func New(procedures ...string) *Metrics {
 			Name: "pointledger_transaction_conflicts_total",
 			Help: "Ledger transactions DynamoDB cancelled with TransactionConflict.",
 		}),
+		budgetsGrown: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pointledger_budget_shards_grown_total",
+			Help: "Times this process doubled a budget's escrow shards because DynamoDB throttled them (the log line \"budget shards grown\" names the budget).",
+		}),
 		dynamoCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pointledger_dynamodb_calls_total",
 			Help: "DynamoDB and DynamoDB Streams calls (with the SDK's own retries), by operation and outcome: ok, the AWS error code, canceled or error.",
@@ -133,7 +138,7 @@ func New(procedures ...string) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.dynamoCalls, m.dynamoDuration,
+		m.requests, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.budgetsGrown, m.dynamoCalls, m.dynamoDuration,
 		m.forwarded, m.forwardFailures, m.fallbacks,
 	)
 	m.startAtZero(procedures)
@@ -203,6 +208,9 @@ func (m *Metrics) Retried(reason string) {
 		m.conflicts.Inc()
 	}
 }
+
+// BudgetGrown implements dynamo.Observer.
+func (m *Metrics) BudgetGrown(int, int) { m.budgetsGrown.Inc() }
 
 // Forwarded implements affinity.Observer.
 func (m *Metrics) Forwarded(procedure string) { m.forwarded.WithLabelValues(procedure).Inc() }

@@ -51,7 +51,9 @@ func (p *pass) readBudgets(ctx context.Context) (map[string]ledger.Budget, error
 // is in a user read later) and its granted read after it (every grant the
 // scan saw was committed by then); on a quiet ledger the two are one. A
 // budget that is unbalanced is read once more before it is a finding, as
-// a top-up between the reads of its item and of its shards would look.
+// a top-up between the reads of its item and of its shards would look in
+// a store that reads them apart (the DynamoDB store reads its item and all
+// the shards it has in one snapshot).
 func (p *pass) checkBudgets(ctx context.Context, before map[string]ledger.Budget) error {
 	after, err := p.readBudgets(ctx)
 	if err != nil {

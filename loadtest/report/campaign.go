@@ -5,6 +5,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+
+	"github.com/shopspring/decimal"
 )
 
 // Campaign is what a campaign run did with its budget: the grants a
@@ -42,7 +44,7 @@ func printCampaign(w io.Writer, run string, c *Campaign) {
 		run, c.BudgetID, c.Shards, c.Grants, c.GrantAmount, c.GrantsSent, c.GrantsAcked, c.GrantsPerS, c.Granted, c.Remaining, c.Total)
 	if c.Exhausted {
 		fmt.Fprintf(w, "%s: first BUDGET_EXHAUSTED %.1f s into the measurement, after %d grants acknowledged (%.1f%% of the budget's %d), %d sent\n",
-			run, c.FirstExhaustedS, c.AckedBeforeFirstExhausted, 100*float64(c.AckedBeforeFirstExhausted)/float64(c.Grants), c.Grants, c.SentBeforeFirstExhausted)
+			run, c.FirstExhaustedS, c.AckedBeforeFirstExhausted, c.AckedShare(), c.Grants, c.SentBeforeFirstExhausted)
 	} else {
 		fmt.Fprintf(w, "%s: the budget was not exhausted within the measurement\n", run)
 	}
@@ -51,11 +53,19 @@ func printCampaign(w io.Writer, run string, c *Campaign) {
 	}
 }
 
-// printCampaignRatios writes each campaign run's grants a second against
-// the first campaign run's (one budget item, as -campaign-shards 1,k
-// orders them).
-func printCampaignRatios(w io.Writer, runs []Run) {
+// CampaignRatio is a campaign run's grants a second against the first
+// campaign run's (one budget item, as -campaign-shards 1,k orders them).
+type CampaignRatio struct {
+	Run, Baseline      string
+	Shards, BaseShards int
+	Ratio              float64
+}
+
+// campaignRatios are the ratios of every campaign run after the first
+// that drew grants, to that first one.
+func campaignRatios(runs []Run) []CampaignRatio {
 	var first *Run
+	var out []CampaignRatio
 	for i := range runs {
 		r := &runs[i]
 		if r.Campaign == nil || r.Campaign.GrantsPerS == 0 {
@@ -65,7 +75,35 @@ func printCampaignRatios(w io.Writer, runs []Run) {
 			first = r
 			continue
 		}
-		fmt.Fprintf(w, "%s / %s: %.2f x grants/s (%d shards against %d)\n", r.Name, first.Name,
-			r.Campaign.GrantsPerS/first.Campaign.GrantsPerS, r.Campaign.Shards, first.Campaign.Shards)
+		out = append(out, CampaignRatio{Run: r.Name, Baseline: first.Name, Shards: r.Campaign.Shards, BaseShards: first.Campaign.Shards,
+			Ratio: r.Campaign.GrantsPerS / first.Campaign.GrantsPerS})
 	}
+	return out
+}
+
+// printCampaignRatios writes campaignRatios.
+func printCampaignRatios(w io.Writer, runs []Run) {
+	for _, c := range campaignRatios(runs) {
+		fmt.Fprintf(w, "%s / %s: %.2f x grants/s (%d shards against %d)\n", c.Run, c.Baseline, c.Ratio, c.Shards, c.BaseShards)
+	}
+}
+
+// Overspent is how much the budget, as read after the run, granted past
+// its total ("0" when it did not; "" when it was not read).
+func (c *Campaign) Overspent() string {
+	granted, err1 := decimal.NewFromString(c.Granted)
+	total, err2 := decimal.NewFromString(c.Total)
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return decimal.Max(granted.Sub(total), decimal.Zero).String()
+}
+
+// AckedShare is the share of the budget's grants acknowledged before the
+// first BUDGET_EXHAUSTED, in percent.
+func (c *Campaign) AckedShare() float64 {
+	if c.Grants <= 0 {
+		return 0
+	}
+	return 100 * float64(c.AckedBeforeFirstExhausted) / float64(c.Grants)
 }

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -21,11 +22,23 @@ func writeHTML(w io.Writer, r *Report) error {
 }
 
 var reportPage = template.Must(template.New("report").Funcs(template.FuncMap{
-	"load":      runLoad,
-	"ratio":     func(p Percentiles) float64 { return safeRatio(p.P99, p.P50) },
-	"codes":     codeList,
-	"groups":    groupList,
-	"throttles": ThrottleList,
+	"load":           runLoad,
+	"ratio":          func(p Percentiles) float64 { return safeRatio(p.P99, p.P50) },
+	"codes":          codeList,
+	"groups":         groupList,
+	"throttles":      ThrottleList,
+	"campaignRatios": campaignRatios,
+	"campaigns": func(runs []Run) bool {
+		return slices.ContainsFunc(runs, func(r Run) bool { return r.Campaign != nil })
+	},
+	"campaignRatio": func(runs []Run, name string) string {
+		for _, c := range campaignRatios(runs) {
+			if c.Run == name {
+				return fmt.Sprintf("%.2f ×", c.Ratio)
+			}
+		}
+		return "–"
+	},
 	"throughputChart": func(run Run) template.HTML {
 		xs, ok, errs := timelineSeries(run, func(s Second) (float64, float64) { return float64(s.OK), float64(s.Errors) })
 		return lineChart("throughput", xs, []chartSeries{{"ok/s", "#2a7f3f", ok}, {"errors/s", "#c62828", errs}}, "requests/s")
@@ -254,6 +267,13 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{end}}{{end}}</table>
 {{range .Comparisons}}<p>{{.Run}} / {{.Baseline}}: {{printf "%.2f" .Ratio}} × purchases/s</p>
 {{end}}{{else}}<p class="nodata">no runs</p>{{end}}
+{{if campaigns .Runs}}<h3>Campaign</h3>
+<table>
+<tr><th>run</th><th>shards</th><th>grants/s</th><th>against the first</th><th>overspent</th><th>first BUDGET_EXHAUSTED</th><th>acknowledged before it</th><th>throttled (requests, by table and key kind)</th></tr>
+{{range $i, $run := .Runs}}{{with .Campaign}}<tr><td><a href="#run-{{$i}}">{{$run.Name}}</a></td><td>{{.Shards}}</td><td>{{printf "%.1f" .GrantsPerS}}</td><td>{{campaignRatio $.Runs $run.Name}}</td><td>{{template "overspent" .}}</td><td>{{if .Exhausted}}{{printf "%.1f" .FirstExhaustedS}} s{{else}}none came{{end}}</td><td>{{if .Exhausted}}{{.AckedBeforeFirstExhausted}} of {{.Grants}} ({{printf "%.1f" .AckedShare}}%){{else}}–{{end}}</td><td class="text">{{throttles $run.Throttles}}</td></tr>
+{{end}}{{end}}</table>
+{{range campaignRatios .Runs}}<p>{{.Run}} / {{.Baseline}}: <b>{{printf "%.2f" .Ratio}} × grants/s</b> ({{.Shards}} shards against {{.BaseShards}})</p>
+{{end}}{{end}}
 
 {{range $i, $run := .Runs}}<h2 id="run-{{$i}}">{{.Name}}</h2>
 {{with .Description}}<p>{{.}}</p>{{end}}
@@ -270,6 +290,9 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{range .Notes}}<li>{{.}}</li>
 {{end}}</ul>{{end}}
 {{with .Webhooks}}<p>webhooks: {{.Events}} events ({{.Notices}} notices) for {{.Users}} users, {{printf "%.0f" .EventsPerS}}/s; delivery lag p50 {{printf "%.1f" .Lag.P50}} ms, p99 {{printf "%.1f" .Lag.P99}} ms, max {{printf "%.1f" .Lag.Max}} ms; {{.Duplicates}} duplicates, {{.Gaps}} gaps ({{.Missing}} versions missing), {{.OutOfOrder}} out of order, {{.Refused}} refused, {{.Malformed}} malformed</p>{{end}}
+{{with .Campaign}}<p>campaign: budget {{.BudgetID}} on {{.Shards}} shard(s), {{.Grants}} grants of {{.GrantAmount}}: {{.GrantsSent}} sent, {{.GrantsAcked}} acknowledged, {{printf "%.1f" .GrantsPerS}} grants/s; granted {{.Granted}}, remaining {{.Remaining}} of {{.Total}}, overspent {{template "overspent" .}}</p>
+<p>{{if .Exhausted}}first BUDGET_EXHAUSTED {{printf "%.1f" .FirstExhaustedS}} s into the measurement, after {{.AckedBeforeFirstExhausted}} grants acknowledged ({{printf "%.1f" .AckedShare}}% of the budget's {{.Grants}}), {{.SentBeforeFirstExhausted}} sent{{else}}the budget was not exhausted within the measurement{{end}}{{with .Refusals}}; grants refused or failed: {{codes .}}{{end}}</p>
+{{end}}
 {{with .Fleet}}<p>{{.Instances}} instances{{if .Affinity}} with affinity{{end}}, balanced by {{.Balancer}}; the write path from each one's <code>/metrics</code>:</p>
 <table>
 <tr><th>instance</th><th>calls</th><th>ok</th><th>purchases/s</th><th>committed</th><th>groups</th><th>mean group</th><th>conflicts</th><th>CPUs</th><th>retries</th><th>group sizes</th><th>outcomes</th></tr>
@@ -285,5 +308,6 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{if .OK}}<p class="good">0 violations</p>{{else}}<p class="bad">{{len .Violations}} violation{{if gt (len .Violations) 1}}s{{end}}</p>
 <ul>{{range .Violations}}<li class="bad">{{.}}</li>{{end}}</ul>{{end}}
 {{end}}</body></html>
+{{define "overspent"}}{{with .Overspent}}<span class="{{if eq . "0"}}good{{else}}bad{{end}}">{{.}}</span>{{else}}–{{end}}{{end}}
 {{define "instance"}}<tr><td>{{.Name}}</td><td>{{.Calls}}</td><td>{{.OK}}</td><td>{{printf "%.0f" .Purchases}}</td><td>{{.Committed}}</td><td>{{.Groups}}</td><td>{{printf "%.1f" .MeanGroup}}</td><td>{{.Conflicts}}</td><td>{{printf "%.2f" .CPU}}</td><td class="text">{{codes .Retries}}</td><td class="text">{{groups .GroupSizes}}</td><td class="text">{{codes .Codes}}{{if or .Forwarded .FellBack .ForwardFailures}}; forwarded {{.Forwarded}}, no answer {{codes .ForwardFailures}}, committed here instead {{.FellBack}}{{end}}{{with .Note}} ({{.}}){{end}}</td></tr>
 {{end}}`

@@ -184,3 +184,47 @@ func assertSVGWellFormed(tb testing.TB, page string) {
 		rest = rest[start+end:]
 	}
 }
+
+// A campaign's page shows what the text report says of it: each run's
+// grants a second, the ratio to the one item, the overspend, when the
+// first BUDGET_EXHAUSTED came against what had been granted, and the
+// throttles.
+func TestWriteHTMLCampaign(t *testing.T) {
+	t.Parallel()
+	r := &Report{
+		Options: Options{Scenario: "campaign", PartitionScale: 0.1},
+		Runs: []Run{
+			{Name: "campaign-1-shard", Throttles: map[string]map[string]int64{"ledger": {"BUDGET": 1797}},
+				Campaign: &Campaign{BudgetID: "campaign", Shards: 1, Grants: 800, GrantAmount: "10", GrantsSent: 3866, GrantsAcked: 297,
+					GrantsPerS: 9.9, Refusals: map[string]int64{"THROTTLED": 74}, Total: "8000", Granted: "2970", Remaining: "5030"}},
+			{Name: "campaign-32-shards",
+				Campaign: &Campaign{BudgetID: "campaign-32", Shards: 32, Grants: 250, GrantAmount: "10", GrantsSent: 3180, GrantsAcked: 250,
+					GrantsPerS: 21.78, Exhausted: true, FirstExhaustedS: 24.5, AckedBeforeFirstExhausted: 239, SentBeforeFirstExhausted: 301,
+					Total: "2500", Granted: "2510", Remaining: "-10"}},
+		},
+	}
+	page := renderHTML(t, r)
+	for _, want := range []string{
+		"campaign-32-shards / campaign-1-shard: <b>2.20 × grants/s</b> (32 shards against 1)",
+		"budget campaign on 1 shard(s), 800 grants of 10: 3866 sent, 297 acknowledged, 9.9 grants/s; granted 2970, remaining 5030 of 8000, overspent <span class=\"good\">0</span>",
+		"overspent <span class=\"bad\">10</span>",
+		"the budget was not exhausted within the measurement; grants refused or failed: THROTTLED=74",
+		"first BUDGET_EXHAUSTED 24.5 s into the measurement, after 239 grants acknowledged (95.6% of the budget's 250), 301 sent",
+		"<td>24.5 s</td><td>239 of 250 (95.6%)</td>",
+		"<td>none came</td>",
+		"<td class=\"text\">ledger BUDGET=1797</td>",
+		"<td class=\"text\">none</td>", // the sharded run: none throttled
+		"<td>2.20 ×</td>",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page does not contain %q", want)
+		}
+	}
+	assertSelfContained(t, page)
+	assertSVGWellFormed(t, page)
+
+	// A run of no campaign has no campaign table.
+	if page := renderHTML(t, &Report{Runs: []Run{{Name: "ledgerd"}}}); strings.Contains(page, "grants/s") {
+		t.Error("a page without a campaign shows grants/s")
+	}
+}

@@ -51,7 +51,10 @@ func StartFleet(ctx context.Context, o FleetOptions, e *Env) (*fleet, error) {
 	creds := auth.GenerateDev()
 	environ := append(os.Environ(), e.ledgerdEnv()...)
 	environ = append(environ, "LEDGER_LOG_LEVEL=warn", "LEDGER_AUTH_FILE=", "LEDGER_AUTH_JSON="+string(creds.Credentials.JSON()),
-		"LEDGER_PEER_TOKEN="+creds.PeerToken) // what -peers needs; unused without
+		"LEDGER_PEER_TOKEN="+creds.PeerToken, // what -peers needs; unused without
+		// The campaign compares one budget item with k shards: a budget
+		// keeps the shards it was created with.
+		"LEDGER_BUDGET_GROWTH_THROTTLES=0")
 
 	migrate := exec.CommandContext(ctx, o.Bin, "migrate")
 	migrate.Env = environ

@@ -249,19 +249,22 @@ func (x *ReconcileProgress) GetFindings() int64 {
 // Finding is one broken invariant.
 type Finding struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Empty for a finding about all users (sum_mismatch).
+	// Empty for a finding about all users (sum_mismatch) or about a budget.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// balance_mismatch, version_mismatch, version_gap, balance_after,
 	// negative_balance, request_without_entry, entry_without_request,
 	// duplicate_request, request_mismatch, refund_over_cap, refunded_amount,
 	// refund_target, projection_missing, projection_extra,
-	// projection_mismatch, projection_state, sum_mismatch.
+	// projection_mismatch, projection_state, sum_mismatch; about a budget
+	// (budget_id set): budget_unbalanced, budget_granted.
 	Kind     string  `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	Expected string  `protobuf:"bytes,3,opt,name=expected,proto3" json:"expected,omitempty"`
 	Found    string  `protobuf:"bytes,4,opt,name=found,proto3" json:"found,omitempty"`
 	Versions []int64 `protobuf:"varint,5,rep,packed,name=versions,proto3" json:"versions,omitempty"`
 	// Fixed by this reconciliation (projection findings, with repair_projection).
-	Repaired      bool `protobuf:"varint,6,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	Repaired bool `protobuf:"varint,6,opt,name=repaired,proto3" json:"repaired,omitempty"`
+	// The budget a budget finding is about; empty for the others.
+	BudgetId      string `protobuf:"bytes,7,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +339,13 @@ func (x *Finding) GetRepaired() bool {
 		return x.Repaired
 	}
 	return false
+}
+
+func (x *Finding) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
 }
 
 // ProposedAdjustment is the Adjust that would explain a balance its entries
@@ -459,8 +469,11 @@ type ReconcileReport struct {
 	SumOfPending        string         `protobuf:"bytes,13,opt,name=sum_of_pending,json=sumOfPending,proto3" json:"sum_of_pending,omitempty"`
 	Pending             []*MonthAmount `protobuf:"bytes,14,rep,name=pending,proto3" json:"pending,omitempty"`
 	SumOfPendingChanges string         `protobuf:"bytes,15,opt,name=sum_of_pending_changes,json=sumOfPendingChanges,proto3" json:"sum_of_pending_changes,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Every budget's books, by budget_id, as ledgerd reconcile reports them;
+	// empty when one user is reconciled.
+	Budgets       []*BudgetReport `protobuf:"bytes,16,rep,name=budgets,proto3" json:"budgets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcileReport) Reset() {
@@ -598,6 +611,121 @@ func (x *ReconcileReport) GetSumOfPendingChanges() string {
 	return ""
 }
 
+func (x *ReconcileReport) GetBudgets() []*BudgetReport {
+	if x != nil {
+		return x.Budgets
+	}
+	return nil
+}
+
+// BudgetReport is a budget as its store reads it, and what the users'
+// entries show of it.
+type BudgetReport struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	BudgetId  string                 `protobuf:"bytes,1,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	Status    BudgetStatus           `protobuf:"varint,2,opt,name=status,proto3,enum=pointledger.v1.BudgetStatus" json:"status,omitempty"`
+	Total     string                 `protobuf:"bytes,3,opt,name=total,proto3" json:"total,omitempty"`
+	Granted   string                 `protobuf:"bytes,4,opt,name=granted,proto3" json:"granted,omitempty"`
+	Remaining string                 `protobuf:"bytes,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	// The sum of what the entries that name it take: its grants (pending or
+	// not) less the reversals and debit adjustments that give back to it.
+	// Equal to granted on a quiet ledger, or a budget_granted finding.
+	GrantsSum string `protobuf:"bytes,6,opt,name=grants_sum,json=grantsSum,proto3" json:"grants_sum,omitempty"`
+	// What is left, in the users' buckets, of the points its grants gave
+	// (matured points only).
+	Liability string `protobuf:"bytes,7,opt,name=liability,proto3" json:"liability,omitempty"`
+	// What of those points expired unused.
+	Breakage      string `protobuf:"bytes,8,opt,name=breakage,proto3" json:"breakage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BudgetReport) Reset() {
+	*x = BudgetReport{}
+	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BudgetReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BudgetReport) ProtoMessage() {}
+
+func (x *BudgetReport) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BudgetReport.ProtoReflect.Descriptor instead.
+func (*BudgetReport) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *BudgetReport) GetBudgetId() string {
+	if x != nil {
+		return x.BudgetId
+	}
+	return ""
+}
+
+func (x *BudgetReport) GetStatus() BudgetStatus {
+	if x != nil {
+		return x.Status
+	}
+	return BudgetStatus_BUDGET_STATUS_UNSPECIFIED
+}
+
+func (x *BudgetReport) GetTotal() string {
+	if x != nil {
+		return x.Total
+	}
+	return ""
+}
+
+func (x *BudgetReport) GetGranted() string {
+	if x != nil {
+		return x.Granted
+	}
+	return ""
+}
+
+func (x *BudgetReport) GetRemaining() string {
+	if x != nil {
+		return x.Remaining
+	}
+	return ""
+}
+
+func (x *BudgetReport) GetGrantsSum() string {
+	if x != nil {
+		return x.GrantsSum
+	}
+	return ""
+}
+
+func (x *BudgetReport) GetLiability() string {
+	if x != nil {
+		return x.Liability
+	}
+	return ""
+}
+
+func (x *BudgetReport) GetBreakage() string {
+	if x != nil {
+		return x.Breakage
+	}
+	return ""
+}
+
 // MonthAmount is a sum of points in one month.
 type MonthAmount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -610,7 +738,7 @@ type MonthAmount struct {
 
 func (x *MonthAmount) Reset() {
 	*x = MonthAmount{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +750,7 @@ func (x *MonthAmount) String() string {
 func (*MonthAmount) ProtoMessage() {}
 
 func (x *MonthAmount) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[6]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +763,7 @@ func (x *MonthAmount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MonthAmount.ProtoReflect.Descriptor instead.
 func (*MonthAmount) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MonthAmount) GetMonth() string {
@@ -685,7 +813,7 @@ type AdjustRequest struct {
 
 func (x *AdjustRequest) Reset() {
 	*x = AdjustRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +825,7 @@ func (x *AdjustRequest) String() string {
 func (*AdjustRequest) ProtoMessage() {}
 
 func (x *AdjustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[7]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +838,7 @@ func (x *AdjustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustRequest.ProtoReflect.Descriptor instead.
 func (*AdjustRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AdjustRequest) GetUserId() string {
@@ -821,7 +949,7 @@ type AdjustResponse struct {
 
 func (x *AdjustResponse) Reset() {
 	*x = AdjustResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +961,7 @@ func (x *AdjustResponse) String() string {
 func (*AdjustResponse) ProtoMessage() {}
 
 func (x *AdjustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[8]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +974,7 @@ func (x *AdjustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdjustResponse.ProtoReflect.Descriptor instead.
 func (*AdjustResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AdjustResponse) GetEntry() *Entry {
@@ -888,7 +1016,7 @@ type SetAccountStatusRequest struct {
 
 func (x *SetAccountStatusRequest) Reset() {
 	*x = SetAccountStatusRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1028,7 @@ func (x *SetAccountStatusRequest) String() string {
 func (*SetAccountStatusRequest) ProtoMessage() {}
 
 func (x *SetAccountStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[9]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1041,7 @@ func (x *SetAccountStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetAccountStatusRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetAccountStatusRequest) GetUserId() string {
@@ -949,7 +1077,7 @@ type SetAccountStatusResponse struct {
 
 func (x *SetAccountStatusResponse) Reset() {
 	*x = SetAccountStatusResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1089,7 @@ func (x *SetAccountStatusResponse) String() string {
 func (*SetAccountStatusResponse) ProtoMessage() {}
 
 func (x *SetAccountStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[10]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1102,7 @@ func (x *SetAccountStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAccountStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetAccountStatusResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetAccountStatusResponse) GetUserId() string {
@@ -1008,7 +1136,7 @@ type RebuildProjectionRequest struct {
 
 func (x *RebuildProjectionRequest) Reset() {
 	*x = RebuildProjectionRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1148,7 @@ func (x *RebuildProjectionRequest) String() string {
 func (*RebuildProjectionRequest) ProtoMessage() {}
 
 func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[11]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1161,7 @@ func (x *RebuildProjectionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionRequest.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RebuildProjectionRequest) GetUserId() string {
@@ -1052,7 +1180,7 @@ type RebuildProjectionResponse struct {
 
 func (x *RebuildProjectionResponse) Reset() {
 	*x = RebuildProjectionResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1192,7 @@ func (x *RebuildProjectionResponse) String() string {
 func (*RebuildProjectionResponse) ProtoMessage() {}
 
 func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[12]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1205,7 @@ func (x *RebuildProjectionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebuildProjectionResponse.ProtoReflect.Descriptor instead.
 func (*RebuildProjectionResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RebuildProjectionResponse) GetUsersRebuilt() int64 {
@@ -1097,7 +1225,7 @@ type GetProjectionStatusRequest struct {
 
 func (x *GetProjectionStatusRequest) Reset() {
 	*x = GetProjectionStatusRequest{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1237,7 @@ func (x *GetProjectionStatusRequest) String() string {
 func (*GetProjectionStatusRequest) ProtoMessage() {}
 
 func (x *GetProjectionStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[13]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1250,7 @@ func (x *GetProjectionStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetProjectionStatusRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetProjectionStatusRequest) GetUserId() string {
@@ -1152,7 +1280,7 @@ type GetProjectionStatusResponse struct {
 
 func (x *GetProjectionStatusResponse) Reset() {
 	*x = GetProjectionStatusResponse{}
-	mi := &file_pointledger_v1_admin_proto_msgTypes[14]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1292,7 @@ func (x *GetProjectionStatusResponse) String() string {
 func (*GetProjectionStatusResponse) ProtoMessage() {}
 
 func (x *GetProjectionStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_admin_proto_msgTypes[14]
+	mi := &file_pointledger_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1305,7 @@ func (x *GetProjectionStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetProjectionStatusResponse.ProtoReflect.Descriptor instead.
 func (*GetProjectionStatusResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetProjectionStatusResponse) GetRunning() bool {
@@ -1247,7 +1375,7 @@ var File_pointledger_v1_admin_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1apointledger/v1/admin.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bpointledger/v1/ledger.proto\"\x88\x01\n" +
+	"\x1apointledger/v1/admin.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bpointledger/v1/budget.proto\x1a\x1bpointledger/v1/ledger.proto\"\x88\x01\n" +
 	"\x10ReconcileRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
 	"\bsegments\x18\x02 \x01(\x05R\bsegments\x12\x12\n" +
@@ -1262,14 +1390,15 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\vtotal_users\x18\x02 \x01(\x03R\n" +
 	"totalUsers\x12'\n" +
 	"\x0fentries_checked\x18\x03 \x01(\x03R\x0eentriesChecked\x12\x1a\n" +
-	"\bfindings\x18\x04 \x01(\x03R\bfindings\"\xa0\x01\n" +
+	"\bfindings\x18\x04 \x01(\x03R\bfindings\"\xbd\x01\n" +
 	"\aFinding\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bexpected\x18\x03 \x01(\tR\bexpected\x12\x14\n" +
 	"\x05found\x18\x04 \x01(\tR\x05found\x12\x1a\n" +
 	"\bversions\x18\x05 \x03(\x03R\bversions\x12\x1a\n" +
-	"\brepaired\x18\x06 \x01(\bR\brepaired\"\xe6\x01\n" +
+	"\brepaired\x18\x06 \x01(\bR\brepaired\x12\x1b\n" +
+	"\tbudget_id\x18\a \x01(\tR\bbudgetId\"\xe6\x01\n" +
 	"\x12ProposedAdjustment\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x14\n" +
@@ -1278,7 +1407,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\x10expected_balance\x18\x05 \x01(\tR\x0fexpectedBalance\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\a \x01(\tR\trequestId\"\xe6\x05\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"\x9e\x06\n" +
 	"\x0fReconcileReport\x129\n" +
 	"\n" +
 	"start_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
@@ -1297,7 +1426,18 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\bbreakage\x18\f \x03(\v2\x1b.pointledger.v1.MonthAmountR\bbreakage\x12$\n" +
 	"\x0esum_of_pending\x18\r \x01(\tR\fsumOfPending\x125\n" +
 	"\apending\x18\x0e \x03(\v2\x1b.pointledger.v1.MonthAmountR\apending\x123\n" +
-	"\x16sum_of_pending_changes\x18\x0f \x01(\tR\x13sumOfPendingChanges\";\n" +
+	"\x16sum_of_pending_changes\x18\x0f \x01(\tR\x13sumOfPendingChanges\x126\n" +
+	"\abudgets\x18\x10 \x03(\v2\x1c.pointledger.v1.BudgetReportR\abudgets\"\x88\x02\n" +
+	"\fBudgetReport\x12\x1b\n" +
+	"\tbudget_id\x18\x01 \x01(\tR\bbudgetId\x124\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1c.pointledger.v1.BudgetStatusR\x06status\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\tR\x05total\x12\x18\n" +
+	"\agranted\x18\x04 \x01(\tR\agranted\x12\x1c\n" +
+	"\tremaining\x18\x05 \x01(\tR\tremaining\x12\x1d\n" +
+	"\n" +
+	"grants_sum\x18\x06 \x01(\tR\tgrantsSum\x12\x1c\n" +
+	"\tliability\x18\a \x01(\tR\tliability\x12\x1a\n" +
+	"\bbreakage\x18\b \x01(\tR\bbreakage\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xf5\x04\n" +
@@ -1369,7 +1509,7 @@ func file_pointledger_v1_admin_proto_rawDescGZIP() []byte {
 	return file_pointledger_v1_admin_proto_rawDescData
 }
 
-var file_pointledger_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_pointledger_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_pointledger_v1_admin_proto_goTypes = []any{
 	(*ReconcileRequest)(nil),            // 0: pointledger.v1.ReconcileRequest
 	(*ReconcileResponse)(nil),           // 1: pointledger.v1.ReconcileResponse
@@ -1377,56 +1517,60 @@ var file_pointledger_v1_admin_proto_goTypes = []any{
 	(*Finding)(nil),                     // 3: pointledger.v1.Finding
 	(*ProposedAdjustment)(nil),          // 4: pointledger.v1.ProposedAdjustment
 	(*ReconcileReport)(nil),             // 5: pointledger.v1.ReconcileReport
-	(*MonthAmount)(nil),                 // 6: pointledger.v1.MonthAmount
-	(*AdjustRequest)(nil),               // 7: pointledger.v1.AdjustRequest
-	(*AdjustResponse)(nil),              // 8: pointledger.v1.AdjustResponse
-	(*SetAccountStatusRequest)(nil),     // 9: pointledger.v1.SetAccountStatusRequest
-	(*SetAccountStatusResponse)(nil),    // 10: pointledger.v1.SetAccountStatusResponse
-	(*RebuildProjectionRequest)(nil),    // 11: pointledger.v1.RebuildProjectionRequest
-	(*RebuildProjectionResponse)(nil),   // 12: pointledger.v1.RebuildProjectionResponse
-	(*GetProjectionStatusRequest)(nil),  // 13: pointledger.v1.GetProjectionStatusRequest
-	(*GetProjectionStatusResponse)(nil), // 14: pointledger.v1.GetProjectionStatusResponse
-	nil,                                 // 15: pointledger.v1.AdjustRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil),       // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),         // 17: google.protobuf.Duration
-	(*Entry)(nil),                       // 18: pointledger.v1.Entry
-	(AccountStatus)(0),                  // 19: pointledger.v1.AccountStatus
+	(*BudgetReport)(nil),                // 6: pointledger.v1.BudgetReport
+	(*MonthAmount)(nil),                 // 7: pointledger.v1.MonthAmount
+	(*AdjustRequest)(nil),               // 8: pointledger.v1.AdjustRequest
+	(*AdjustResponse)(nil),              // 9: pointledger.v1.AdjustResponse
+	(*SetAccountStatusRequest)(nil),     // 10: pointledger.v1.SetAccountStatusRequest
+	(*SetAccountStatusResponse)(nil),    // 11: pointledger.v1.SetAccountStatusResponse
+	(*RebuildProjectionRequest)(nil),    // 12: pointledger.v1.RebuildProjectionRequest
+	(*RebuildProjectionResponse)(nil),   // 13: pointledger.v1.RebuildProjectionResponse
+	(*GetProjectionStatusRequest)(nil),  // 14: pointledger.v1.GetProjectionStatusRequest
+	(*GetProjectionStatusResponse)(nil), // 15: pointledger.v1.GetProjectionStatusResponse
+	nil,                                 // 16: pointledger.v1.AdjustRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil),       // 17: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),         // 18: google.protobuf.Duration
+	(BudgetStatus)(0),                   // 19: pointledger.v1.BudgetStatus
+	(*Entry)(nil),                       // 20: pointledger.v1.Entry
+	(AccountStatus)(0),                  // 21: pointledger.v1.AccountStatus
 }
 var file_pointledger_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: pointledger.v1.ReconcileResponse.progress:type_name -> pointledger.v1.ReconcileProgress
 	5,  // 1: pointledger.v1.ReconcileResponse.report:type_name -> pointledger.v1.ReconcileReport
-	16, // 2: pointledger.v1.ReconcileReport.start_time:type_name -> google.protobuf.Timestamp
-	17, // 3: pointledger.v1.ReconcileReport.duration:type_name -> google.protobuf.Duration
+	17, // 2: pointledger.v1.ReconcileReport.start_time:type_name -> google.protobuf.Timestamp
+	18, // 3: pointledger.v1.ReconcileReport.duration:type_name -> google.protobuf.Duration
 	3,  // 4: pointledger.v1.ReconcileReport.findings:type_name -> pointledger.v1.Finding
 	4,  // 5: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
-	6,  // 6: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
-	6,  // 7: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
-	6,  // 8: pointledger.v1.ReconcileReport.pending:type_name -> pointledger.v1.MonthAmount
-	15, // 9: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
-	16, // 10: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
-	17, // 11: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
-	16, // 12: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
-	17, // 13: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
-	18, // 14: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	19, // 15: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	19, // 16: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	16, // 17: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	17, // 18: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 19: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	7,  // 20: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	9,  // 21: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	11, // 22: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	13, // 23: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 24: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	8,  // 25: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	10, // 26: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	12, // 27: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	14, // 28: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	7,  // 6: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
+	7,  // 7: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
+	7,  // 8: pointledger.v1.ReconcileReport.pending:type_name -> pointledger.v1.MonthAmount
+	6,  // 9: pointledger.v1.ReconcileReport.budgets:type_name -> pointledger.v1.BudgetReport
+	19, // 10: pointledger.v1.BudgetReport.status:type_name -> pointledger.v1.BudgetStatus
+	16, // 11: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
+	17, // 12: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
+	18, // 13: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 14: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
+	18, // 15: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
+	20, // 16: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	21, // 17: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	21, // 18: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	17, // 19: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	18, // 20: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 21: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	8,  // 22: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	10, // 23: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	12, // 24: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	14, // 25: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 26: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	9,  // 27: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	11, // 28: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	13, // 29: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	15, // 30: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	26, // [26:31] is the sub-list for method output_type
+	21, // [21:26] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }
@@ -1434,6 +1578,7 @@ func file_pointledger_v1_admin_proto_init() {
 	if File_pointledger_v1_admin_proto != nil {
 		return
 	}
+	file_pointledger_v1_budget_proto_init()
 	file_pointledger_v1_ledger_proto_init()
 	file_pointledger_v1_admin_proto_msgTypes[1].OneofWrappers = []any{
 		(*ReconcileResponse_Progress)(nil),
@@ -1445,7 +1590,7 @@ func file_pointledger_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_admin_proto_rawDesc), len(file_pointledger_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -84,7 +84,9 @@ type Budget struct {
 	Description string                 `protobuf:"bytes,6,opt,name=description,proto3" json:"description,omitempty"`
 	CreateTime  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// Escrow shards: how many items the remaining is spread over, so that
-	// grants from a hot budget do not all write one item (set at creation).
+	// grants from a hot budget do not all write one item. Set at creation;
+	// ledgerd doubles it (up to 64) while DynamoDB throttles the budget's
+	// shards, and it never shrinks.
 	Shards        int32 `protobuf:"varint,8,opt,name=shards,proto3" json:"shards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,14 @@ import (
 // the shards' granted is the budget's granted; of their remaining its
 // remaining; total lives on the budget's item, moved by top-ups with a
 // shard's remaining in one transaction.
+//
+// A budget's shard count k only grows (budget_growth.go): a transaction
+// raises the budget item's shards and puts the new, empty shards, under
+// the condition that shards is still what the grower read. So a stale k
+// (cached) names shards that exist, and every read of all shards takes the
+// budget item in the same snapshot and reads again with its k if that is
+// more: nothing that sums the shards or decides BUDGET_EXHAUSTED misses
+// one.
 const (
 	budgetSK          = "B"
 	shardSK           = "S"
@@ -161,59 +170,69 @@ func (l *Ledger) TopUpBudget(ctx context.Context, u ledger.BudgetTopUp) (ledger.
 
 // CloseBudget closes a budget and every shard in one transaction, so that
 // no grant draws on it once the call has answered. Closing a closed
-// budget changes nothing and is Replayed.
+// budget changes nothing and is Replayed. The transaction holds only
+// while the budget has the shards it closes: a growth in between (which
+// puts new open shards) makes it read the budget and try again.
 func (l *Ledger) CloseBudget(ctx context.Context, id string) (ledger.Budget, bool, error) {
 	if err := ledger.ValidateBudgetID(id); err != nil {
 		return ledger.Budget{}, false, err
 	}
-	b, err := l.Budget(ctx, id)
-	if err != nil {
-		return ledger.Budget{}, false, err
+	for attempt := 1; ; attempt++ {
+		b, err := l.Budget(ctx, id)
+		if err != nil {
+			return ledger.Budget{}, false, err
+		}
+		if b.Status == ledger.BudgetClosed {
+			return b, true, nil // closed before, or by another call since a failed condition
+		}
+		if attempt > maxBorrowAttempts {
+			return ledger.Budget{}, false, ledger.Errorf(ledger.KindAborted, ledger.ReasonTooManyConflicts,
+				"gave up after %d attempts to close budget %q: its shards kept growing; retrying is safe", maxBorrowAttempts, id)
+		}
+		closed := map[string]types.AttributeValue{":closed": str(string(ledger.BudgetClosed)), ":open": str(string(ledger.BudgetOpen)), ":k": numInt(int64(b.Shards))}
+		items := []types.TransactWriteItem{{Update: &types.Update{TableName: &l.table, Key: budgetKey(id),
+			UpdateExpression: aws.String("SET #status = :closed"), ConditionExpression: aws.String("#status = :open AND shards = :k"),
+			ExpressionAttributeNames: map[string]string{"#status": "status"}, ExpressionAttributeValues: closed}}}
+		for n := range b.Shards {
+			items = append(items, types.TransactWriteItem{Update: &types.Update{TableName: &l.table, Key: shardKey(id, n),
+				UpdateExpression: aws.String("SET #status = :closed"), ExpressionAttributeNames: map[string]string{"#status": "status"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":closed": closed[":closed"]}}})
+		}
+		reasons, err := l.budgetTransaction(ctx, items)
+		if err != nil {
+			return ledger.Budget{}, false, err
+		}
+		if reasons == nil {
+			b, err = l.Budget(ctx, id)
+			return b, false, err
+		}
+		if !failed(reasons, 0) {
+			return ledger.Budget{}, false, fmt.Errorf("close budget %q cancelled: %v", id, codes(reasons))
+		}
 	}
-	if b.Status == ledger.BudgetClosed {
-		return b, true, nil
-	}
-	closed := map[string]types.AttributeValue{":closed": str(string(ledger.BudgetClosed)), ":open": str(string(ledger.BudgetOpen))}
-	items := []types.TransactWriteItem{{Update: &types.Update{TableName: &l.table, Key: budgetKey(id),
-		UpdateExpression: aws.String("SET #status = :closed"), ConditionExpression: aws.String("#status = :open"),
-		ExpressionAttributeNames: map[string]string{"#status": "status"}, ExpressionAttributeValues: closed}}}
-	for n := range b.Shards {
-		items = append(items, types.TransactWriteItem{Update: &types.Update{TableName: &l.table, Key: shardKey(id, n),
-			UpdateExpression: aws.String("SET #status = :closed"), ExpressionAttributeNames: map[string]string{"#status": "status"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":closed": closed[":closed"]}}})
-	}
-	reasons, err := l.budgetTransaction(ctx, items)
-	if err != nil {
-		return ledger.Budget{}, false, err
-	}
-	if reasons != nil && !failed(reasons, 0) {
-		return ledger.Budget{}, false, fmt.Errorf("close budget %q cancelled: %v", id, codes(reasons))
-	}
-	b, err = l.Budget(ctx, id)
-	return b, reasons != nil, err // a failed condition: another call closed it first
 }
 
-// Budget reads a budget: its item, then its shards in one TransactGetItems,
-// so that the sums are of one moment of the shards.
+// Budget reads a budget: its item and its shards in one TransactGetItems
+// (snapshot), so that the sums are of one moment of the shards and total.
 func (l *Ledger) Budget(ctx context.Context, id string) (ledger.Budget, error) {
 	if err := ledger.ValidateBudgetID(id); err != nil {
 		return ledger.Budget{}, err
 	}
-	item, err := l.get(ctx, budgetKey(id))
+	k, ok, err := l.budgetShards(ctx, id)
 	if err != nil {
-		return ledger.Budget{}, unavailable(fmt.Errorf("get budget %q: %w", id, err), fmt.Sprintf("read budget %q", id))
+		return ledger.Budget{}, err
 	}
-	if len(item) == 0 {
+	if !ok {
 		return ledger.Budget{}, ledger.BudgetNotFound(id)
+	}
+	item, shards, err := l.snapshot(ctx, id, k)
+	if err != nil {
+		return ledger.Budget{}, err
 	}
 	d := decoder{item: item}
 	b := ledger.Budget{ID: id, Total: d.num("total"), Status: ledger.BudgetStatus(d.str("status")),
-		Description: d.optStr("description"), CreateTime: d.time("create_time"), Shards: int(d.int("shards"))}
+		Description: d.optStr("description"), CreateTime: d.time("create_time"), Shards: len(shards)}
 	if err := d.err("budget"); err != nil {
-		return ledger.Budget{}, err
-	}
-	shards, err := l.shards(ctx, id, b.Shards)
-	if err != nil {
 		return ledger.Budget{}, err
 	}
 	b.Granted, b.Remaining = decimal.Zero, decimal.Zero
@@ -277,8 +296,10 @@ func (l *Ledger) ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledge
 	return out, next, nil
 }
 
-// budgetShards is how many shards budget id has (fixed at creation, so it
-// is remembered once read); ok is false if there is no such budget.
+// budgetShards is how many shards budget id has, as this process last
+// read or grew it (remembered: a count that another process has grown
+// since still names shards that exist, and snapshot corrects it); ok is
+// false if there is no such budget.
 func (l *Ledger) budgetShards(ctx context.Context, id string) (int, bool, error) {
 	if k, ok := l.budgetShardCounts.Load(id); ok {
 		return k.(int), true, nil
@@ -299,26 +320,45 @@ func (l *Ledger) budgetShards(ctx context.Context, id string) (int, bool, error)
 	return k, true, nil
 }
 
-// shards reads budget id's k shards in one TransactGetItems.
-func (l *Ledger) shards(ctx context.Context, id string, k int) ([]shard, error) {
-	gets := make([]types.TransactGetItem, k)
-	for n := range k {
-		gets[n] = types.TransactGetItem{Get: &types.Get{TableName: &l.table, Key: shardKey(id, n)}}
-	}
-	out, err := l.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
-	if err != nil {
-		return nil, unavailable(fmt.Errorf("get the shards of budget %q: %w", id, err), fmt.Sprintf("read budget %q", id))
-	}
-	shards := make([]shard, k)
-	for n, r := range out.Responses {
-		if len(r.Item) == 0 {
-			return nil, fmt.Errorf("budget %q has no shard %d", id, n)
+// snapshot reads budget id's item and its shards in one TransactGetItems:
+// at least k shards, and as many as the item says it has then (read
+// again if it has grown past k, and remembered).
+func (l *Ledger) snapshot(ctx context.Context, id string, k int) (map[string]types.AttributeValue, []shard, error) {
+	for {
+		gets := make([]types.TransactGetItem, 1, k+1)
+		gets[0] = types.TransactGetItem{Get: &types.Get{TableName: &l.table, Key: budgetKey(id)}}
+		for n := range k {
+			gets = append(gets, types.TransactGetItem{Get: &types.Get{TableName: &l.table, Key: shardKey(id, n)}})
 		}
-		if shards[n], err = decodeShard(r.Item); err != nil {
-			return nil, err
+		out, err := l.db.TransactGetItems(ctx, &dynamodb.TransactGetItemsInput{TransactItems: gets})
+		if err != nil {
+			return nil, nil, unavailable(fmt.Errorf("get the shards of budget %q: %w", id, err), fmt.Sprintf("read budget %q", id))
 		}
+		if len(out.Responses) != k+1 || len(out.Responses[0].Item) == 0 {
+			return nil, nil, fmt.Errorf("budget %q: %d of %d items read", id, len(out.Responses), k+1)
+		}
+		item := out.Responses[0].Item
+		d := decoder{item: item}
+		now := int(d.int("shards"))
+		if err := d.err("budget"); err != nil {
+			return nil, nil, err
+		}
+		if now > k { // grown since k was read
+			l.budgetShardCounts.Store(id, now)
+			k = now
+			continue
+		}
+		shards := make([]shard, k)
+		for n, r := range out.Responses[1:] {
+			if len(r.Item) == 0 {
+				return nil, nil, fmt.Errorf("budget %q has no shard %d", id, n)
+			}
+			if shards[n], err = decodeShard(r.Item); err != nil {
+				return nil, nil, err
+			}
+		}
+		return item, shards, nil
 	}
-	return shards, nil
 }
 
 // budgetTransaction sends an admin call's transaction, trying it again
@@ -407,6 +447,7 @@ type groupBudgets struct {
 	chosen map[string]budgetDraw
 	drawn  map[budgetDraw]bool
 	items  []int
+	draws  []budgetDraw // the draw of each of items
 }
 
 // budgetFacts reads budget id, which m draws on or gives back to, for
@@ -485,10 +526,11 @@ func (l *Ledger) giveBackFacts(ctx context.Context, t *txn, m ledger.Mutation, d
 // A nil answer is a borrow done, or lost to a concurrent one: the shard is
 // read again.
 func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount decimal.Decimal) (*ledger.BudgetRef, error) {
-	shards, err := l.shards(ctx, draw.budget, k)
+	_, shards, err := l.snapshot(ctx, draw.budget, k)
 	if err != nil {
 		return nil, err
 	}
+	k = len(shards) // more, if the budget grew since k was read
 	remaining := make([]decimal.Decimal, k)
 	all := decimal.Zero
 	for n, s := range shards {
@@ -525,7 +567,15 @@ func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount deci
 		ExpressionAttributeValues: map[string]types.AttributeValue{":g": num(got), ":open": open}}})
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var cancelled *types.TransactionCanceledException
-	if err != nil && !errors.As(err, &cancelled) && !throttled(err) {
+	switch {
+	case err == nil:
+	case errors.As(err, &cancelled):
+		if slices.ContainsFunc(cancelled.CancellationReasons, func(r types.CancellationReason) bool { return partitionThrottled(aws.ToString(r.Code)) }) {
+			l.budgetThrottled(ctx, draw.budget)
+		}
+	case throttled(err):
+		l.budgetThrottled(ctx, draw.budget)
+	default:
 		return nil, fmt.Errorf("borrow for shard %d of budget %q: %w", draw.shard, draw.budget, err)
 	}
 	return nil, nil // done, or lost to another borrow or grant: read again
@@ -552,6 +602,7 @@ func (t *txn) drawFromBudget(c *call) {
 	}
 	t.budgets.drawn[draw] = true
 	t.budgets.items = append(t.budgets.items, len(t.items))
+	t.budgets.draws = append(t.budgets.draws, draw)
 	if amount.IsNegative() { // a give-back, to a closed budget too
 		t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
 			UpdateExpression:          aws.String("SET remaining = remaining + :a, granted = granted - :a"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -86,6 +87,7 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 	if settled > 0 {
 		return settled, nil, nil
 	}
+	l.noteBudgetThrottles(ctx, g, code)
 	for i := range reasons {
 		switch code(i) {
 		case "TransactionConflict":
@@ -183,9 +185,13 @@ func throttled(err error) bool {
 
 // unavailable is err as a caller can act on it: a throttled read or write
 // is unavailable, THROTTLED (nothing was done; try again later), anything
-// else as it is.
+// else as it is. A TransactGetItems is throttled as a transaction is: a
+// TransactionCanceledException with ThrottlingError reasons.
 func unavailable(err error, what string) error {
-	if throttled(err) {
+	var cancelled *types.TransactionCanceledException
+	if throttled(err) || errors.As(err, &cancelled) && slices.ContainsFunc(cancelled.CancellationReasons, func(r types.CancellationReason) bool {
+		return partitionThrottled(aws.ToString(r.Code)) || aws.ToString(r.Code) == "RequestLimitExceeded"
+	}) {
 		return ledger.Errorf(ledger.KindUnavailable, ledger.ReasonThrottled,
 			"%s: DynamoDB throttled the request; retrying later is safe", what)
 	}

@@ -68,6 +68,10 @@ type Options struct {
 	// MaxPending bounds a user's pending grants; 0:
 	// ledger.DefaultMaxPending. They live in the account item, as holds do.
 	MaxPending int
+
+	// BudgetGrowth says when a budget's shards grow for throttles
+	// (budget_growth.go); zero: DefaultBudgetGrowth.
+	BudgetGrowth BudgetGrowth
 }
 
 // Observer watches the write path. Its methods are called on the write
@@ -80,6 +84,9 @@ type Observer interface {
 	// RetryTransactionConflict, RetryVersionMoved, RetryThrottled or
 	// RetryStaleCache.
 	Retried(reason string)
+	// BudgetGrown: a budget's shards grew from from to to, for throttles
+	// (budget_growth.go).
+	BudgetGrown(from, to int)
 }
 
 // Why the write path tries a group again.
@@ -93,8 +100,9 @@ const (
 // noObserver is the Observer of a Ledger given none.
 type noObserver struct{}
 
-func (noObserver) GroupCommitted(int) {}
-func (noObserver) Retried(string)     {}
+func (noObserver) GroupCommitted(int)   {}
+func (noObserver) Retried(string)       {}
+func (noObserver) BudgetGrown(int, int) {}
 
 // DefaultMaxBatch fills the 100 items of a transaction: an account update,
 // room for the index of next expiries (indexReserve) and two items a
@@ -132,7 +140,9 @@ type Ledger struct {
 	idMu    sync.Mutex
 	entropy *ulid.MonotonicEntropy
 
-	budgetShardCounts sync.Map // budget id -> its shards, fixed at creation (budget.go)
+	budgetShardCounts sync.Map // budget id -> its shards as last read or grown (budget.go)
+	budgetThrottles   sync.Map // budget id -> *budgetThrottles (budget_growth.go)
+	growth            BudgetGrowth
 }
 
 // New returns a Ledger on db.
@@ -161,6 +171,9 @@ func New(db API, o Options) *Ledger {
 	if o.PageTokens == nil {
 		o.PageTokens = pagetoken.Derived(o.Table)
 	}
+	if o.BudgetGrowth.Throttles == 0 {
+		o.BudgetGrowth = DefaultBudgetGrowth
+	}
 	return &Ledger{
 		db:         db,
 		table:      o.Table,
@@ -177,6 +190,7 @@ func New(db API, o Options) *Ledger {
 		tokens:     o.PageTokens,
 		accounts:   map[string]ledger.Account{},
 		entropy:    ulid.Monotonic(o.Entropy, 0),
+		growth:     o.BudgetGrowth,
 	}
 }
 

@@ -17,6 +17,8 @@ type recordingObserver struct {
 	retries []string
 }
 
+func (o *recordingObserver) BudgetGrown(int, int) {}
+
 func (o *recordingObserver) GroupCommitted(n int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

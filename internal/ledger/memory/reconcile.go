@@ -24,7 +24,7 @@ import (
 //
 // The DynamoDB reconciliation (package reconcile: the lease, the rate, the
 // grace of a projection behind, liability, breakage and pending by month,
-// proposed adjustments) is tested in package reconcile against the emulator; this
+// each budget's books, proposed adjustments) is tested in package reconcile against the emulator; this
 // one serves the API's tests of the Reconcile stream, over the memory store.
 type Reconciler struct {
 	store   *Store
