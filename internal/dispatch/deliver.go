@@ -21,79 +21,238 @@ import (
 // order, while it holds the queue's claim: it stops when the queue is
 // empty, when the head failed and waits for its retry, when the claim is
 // lost, or when stop is closed (then it releases the queue, due now).
+//
+// Events answered 2xx are put on the record in groups (flushBatch): their
+// delivery rows in one BatchWriteItem, then done moved past them in one
+// write. A user whose events wait goes at the pace of the receiver's
+// answers, not of two writes per event; a dispatcher that dies before a
+// group is written leaves those events to be sent again, under the same
+// webhook-ids (at least once).
 func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, ref queueRef) error {
 	q, ok, err := d.claim(ctx, ref)
 	if err != nil || !ok {
 		return err
 	}
-	var buffered []ledger.Entry // read from the ledger, versions above q.done
+	b := &batch{d: d, q: q, cursor: q.done}
 	for {
 		select {
 		case <-stop:
-			return lost(d.release(ctx, q, 0, 0, "", d.o.Now()))
+			return lost(b.then(ctx, func() error { return d.release(ctx, b.q, 0, 0, "", d.o.Now()) }))
 		default:
 		}
-		d.noteDepth(q)
+		d.noteDepth(b.q)
 		ep, found, err := d.endpoint(ctx, ref.endpointID)
 		switch {
 		case err != nil:
 			return err
 		case !found:
-			return lost(d.drop(ctx, q))
+			return lost(b.then(ctx, func() error { return d.drop(ctx, b.q) }))
 		case ep.Disabled:
-			return lost(d.release(ctx, q, 0, 0, "", d.o.Now().Add(disabledRecheck)))
-		case q.done >= q.wanted:
-			_, err := d.advance(ctx, q, q.done)
-			return lost(err)
-		}
-		for len(buffered) > 0 && buffered[0].Version <= q.done {
-			buffered = buffered[1:]
-		}
-		if len(buffered) == 0 || buffered[0].Version != q.done+1 {
-			buffered, err = d.ledger.EntriesAfter(ctx, ref.userID, q.done, int(min(q.wanted-q.done, maxRead)))
-			if err != nil {
-				return fmt.Errorf("read entries of %s: %w", ref.userID, err)
+			return lost(b.then(ctx, func() error { return d.release(ctx, b.q, 0, 0, "", d.o.Now().Add(disabledRecheck)) }))
+		case b.cursor >= b.q.wanted:
+			if err := b.flush(ctx); err != nil {
+				return b.onLost(ctx, ref, err)
 			}
-			if len(buffered) == 0 {
-				// The stream showed a version the ledger does not answer
-				// yet: try again shortly.
-				return lost(d.release(ctx, q, 0, 0, "", d.o.Now().Add(d.o.PollInterval)))
+			if b.q.claimOwner != d.o.Owner {
+				return nil // the flush released it: nothing more was wanted
 			}
-		}
-		// Skip what the endpoint does not receive, in one write.
-		skipTo := q.done
-		for _, e := range buffered {
-			if e.Version > q.wanted || admits(ep, q.admitFrom, e) {
-				break
+			if b.q.done >= b.q.wanted {
+				_, err := d.advance(ctx, b.q, b.q.done)
+				return lost(err)
 			}
-			skipTo = e.Version
+			continue // more was wanted meanwhile
 		}
-		if skipTo > q.done {
-			q, err = d.advance(ctx, q, skipTo)
-		} else {
-			q, err = d.attemptHead(ctx, ep, q, buffered[0])
-		}
-		if errors.Is(err, errClaimLost) {
-			// A redelivery moved done under a claim still ours: go on from
-			// there; a claim another dispatcher took: stop.
-			now, ok, rerr := d.readQueue(ctx, ref)
-			if rerr != nil || !ok || now.claimOwner != d.o.Owner {
-				return rerr
+		next, err := b.next(ctx, ep)
+		if err != nil {
+			if err := b.onLost(ctx, ref, err); err != nil || b.q.claimOwner != d.o.Owner {
+				return err
 			}
-			q, err = now, nil
+			continue
 		}
+		if next == nil {
+			// The stream showed a version the ledger does not answer yet:
+			// try again shortly.
+			return lost(b.then(ctx, func() error { return d.release(ctx, b.q, 0, 0, "", d.o.Now().Add(d.o.PollInterval)) }))
+		}
+		err = b.attempt(ctx, ep, *next)
 		if errors.Is(err, errRetryLater) {
 			return nil
 		}
 		if err != nil {
-			return err
-		}
-		if q.claimOwner != d.o.Owner {
-			// advance released the queue: nothing more was wanted.
-			d.noteDepth(q)
-			return nil
+			if err := b.onLost(ctx, ref, err); err != nil || b.q.claimOwner != d.o.Owner {
+				return err
+			}
 		}
 	}
+}
+
+// batch is a queue under delivery: q as last written, and cursor, the
+// version up to which events are resolved (answered 2xx, or skipped) but
+// perhaps not yet on the record; rows are the delivery rows of the 2xx
+// not yet written.
+type batch struct {
+	d        *Dispatcher
+	q        queue
+	cursor   int64
+	rows     []deliveryRow
+	since    time.Time      // when the oldest unwritten 2xx came
+	buffered []ledger.Entry // read from the ledger, versions above cursor
+}
+
+// Bounds of a group of 2xx put on the record at once: a BatchWriteItem
+// takes 25 items, and a receiver's answers wait at most flushAfter for
+// their rows (and a dead dispatcher's successor sends that much again).
+const (
+	maxBatch   = 25
+	flushAfter = 250 * time.Millisecond
+)
+
+// next returns the next event the endpoint receives, after skipping (in
+// cursor only) the versions it does not; nil when the ledger has none yet.
+func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, error) {
+	for {
+		for len(b.buffered) > 0 && b.buffered[0].Version <= b.cursor {
+			b.buffered = b.buffered[1:]
+		}
+		if len(b.buffered) == 0 || b.buffered[0].Version != b.cursor+1 {
+			// Before reading more, put what was delivered on the record.
+			if err := b.flush(ctx); err != nil {
+				return nil, err
+			}
+			read, err := b.d.ledger.EntriesAfter(ctx, b.q.ref.userID, b.cursor, int(min(b.q.wanted-b.cursor, maxRead)))
+			if err != nil {
+				return nil, fmt.Errorf("read entries of %s: %w", b.q.ref.userID, err)
+			}
+			if len(read) == 0 {
+				return nil, nil
+			}
+			b.buffered = read
+		}
+		e := b.buffered[0]
+		if e.Version > b.q.wanted {
+			return nil, nil
+		}
+		if admits(ep, b.q.admitFrom, e) {
+			return &e, nil
+		}
+		b.cursor = e.Version // not for this endpoint: skipped
+		if b.cursor >= b.q.wanted {
+			return nil, b.flush(ctx)
+		}
+	}
+}
+
+// attempt sends e, the queue's head as far as this batch goes, once. A
+// 2xx joins the group waiting to be written; anything else writes the
+// group first, then the failed attempt, on its row and on the queue.
+func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry) error {
+	d := b.d
+	ev, err := d.entryEvent(e)
+	if err != nil {
+		return err
+	}
+	attempts := 1
+	if e.Version == b.q.done+1 {
+		attempts = b.q.attempts + 1
+	}
+	res := d.send(ctx, ep, ev)
+	row := deliveryRow{
+		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
+		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
+	}
+	if res.Delivered() {
+		row.state = webhook.DeliverySucceeded
+		d.delivered(ep.ID, ev, OutcomeSucceeded)
+		if len(b.rows) == 0 {
+			b.since = d.o.Now()
+		}
+		b.rows = append(b.rows, row)
+		b.cursor = e.Version
+		if len(b.rows) >= maxBatch || d.o.Now().Sub(b.since) >= flushAfter {
+			return b.flush(ctx)
+		}
+		return nil
+	}
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	if res.Gone() {
+		d.disable(ctx, ep)
+	}
+	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
+	if giveUp {
+		row.state = webhook.DeliveryFailed
+		if err := d.putRow(ctx, row); err != nil {
+			return err
+		}
+		d.delivered(ep.ID, ev, OutcomeGaveUp)
+		b.cursor = e.Version
+		return b.flush(ctx)
+	}
+	row.state, row.next = webhook.DeliveryPending, next
+	if err := d.putRow(ctx, row); err != nil {
+		return err
+	}
+	outcome := OutcomeFailed
+	if res.Gone() {
+		outcome = OutcomeGone
+	}
+	d.delivered(ep.ID, ev, outcome)
+	if err := d.release(ctx, b.q, attempts, res.StatusCode, row.lastErr, next); err != nil {
+		return err
+	}
+	return errRetryLater
+}
+
+// flush puts the group on the record: the delivery rows of its 2xx, then
+// done moved to cursor (which renews the claim, or releases the queue
+// when nothing more is wanted).
+func (b *batch) flush(ctx context.Context) error {
+	if b.cursor == b.q.done {
+		return nil
+	}
+	if err := b.d.putRows(ctx, b.rows); err != nil {
+		return err
+	}
+	b.rows = b.rows[:0]
+	q, err := b.d.advance(ctx, b.q, b.cursor)
+	if err != nil {
+		return err
+	}
+	b.q = q
+	return nil
+}
+
+// then flushes the group and, if the queue is still this dispatcher's,
+// does f (a release or a drop).
+func (b *batch) then(ctx context.Context, f func() error) error {
+	if err := b.flush(ctx); err != nil {
+		return err
+	}
+	if b.q.claimOwner != b.d.o.Owner {
+		return nil
+	}
+	return f()
+}
+
+// onLost handles a write that found the queue moved under this batch: a
+// redelivery that moved done under a claim still ours (go on from there,
+// dropping the group: its events are to be sent again anyway), or a claim
+// another dispatcher took (stop). Any other error is returned.
+func (b *batch) onLost(ctx context.Context, ref queueRef, err error) error {
+	if !errors.Is(err, errClaimLost) {
+		return err
+	}
+	now, ok, rerr := b.d.readQueue(ctx, ref)
+	if rerr != nil {
+		return rerr
+	}
+	if !ok || now.claimOwner != b.d.o.Owner {
+		b.q.claimOwner = "" // stop: not ours
+		return nil
+	}
+	b.q, b.cursor, b.rows, b.buffered = now, now.done, b.rows[:0], nil
+	return nil
 }
 
 // errRetryLater ends a queue's delivery after its head failed and was put
@@ -106,54 +265,6 @@ func lost(err error) error {
 		return nil
 	}
 	return err
-}
-
-// attemptHead sends the queue's head e once and records the outcome on
-// its delivery row and on the queue.
-func (d *Dispatcher) attemptHead(ctx context.Context, ep webhook.Endpoint, q queue, e ledger.Entry) (queue, error) {
-	ev, err := d.entryEvent(e)
-	if err != nil {
-		return q, err
-	}
-	attempts := q.attempts + 1
-	res := d.send(ctx, ep, ev)
-	row := deliveryRow{
-		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
-		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
-	}
-	switch {
-	case res.Delivered():
-		row.state = webhook.DeliverySucceeded
-		if err := d.putRow(ctx, row); err != nil {
-			return q, err
-		}
-		d.delivered(ep.ID, ev, OutcomeSucceeded)
-		return d.advance(ctx, q, e.Version)
-	case res.Gone():
-		d.disable(ctx, ep)
-	}
-	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
-	if giveUp {
-		row.state = webhook.DeliveryFailed
-		if err := d.putRow(ctx, row); err != nil {
-			return q, err
-		}
-		d.delivered(ep.ID, ev, OutcomeGaveUp)
-		return d.advance(ctx, q, e.Version)
-	}
-	row.state, row.next = webhook.DeliveryPending, next
-	if err := d.putRow(ctx, row); err != nil {
-		return q, err
-	}
-	outcome := OutcomeFailed
-	if res.Gone() {
-		outcome = OutcomeGone
-	}
-	d.delivered(ep.ID, ev, outcome)
-	if err := d.release(ctx, q, attempts, res.StatusCode, row.lastErr, next); err != nil {
-		return q, err
-	}
-	return q, errRetryLater
 }
 
 // send makes one attempt, if the endpoint is still enabled as of a read at
@@ -325,6 +436,38 @@ func (r deliveryRow) item() map[string]types.AttributeValue {
 // putRow writes an entry's delivery row as the attempt left it. The row
 // follows the queue, which decides: it is written whole, so a redelivered
 // event's row starts again from its first attempt.
+// putRows writes rows (at most maxBatch) in one BatchWriteItem, and again
+// what DynamoDB leaves unprocessed.
+func (d *Dispatcher) putRows(ctx context.Context, rows []deliveryRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	writes := make([]types.WriteRequest, len(rows))
+	for i, r := range rows {
+		writes[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: r.item()}}
+	}
+	for attempt := 0; len(writes) > 0; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+			}
+		}
+		out, err := d.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+			RequestItems: map[string][]types.WriteRequest{d.table: writes},
+		})
+		if err != nil {
+			return fmt.Errorf("write delivery rows: %w", err)
+		}
+		writes = out.UnprocessedItems[d.table]
+		if attempt >= 10 && len(writes) > 0 {
+			return fmt.Errorf("write delivery rows: %d left unprocessed", len(writes))
+		}
+	}
+	return nil
+}
+
 func (d *Dispatcher) putRow(ctx context.Context, r deliveryRow) error {
 	_, err := d.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: r.item()})
 	if err != nil {
