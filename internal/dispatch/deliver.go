@@ -2,14 +2,15 @@ package dispatch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
@@ -17,134 +18,166 @@ import (
 	"github.com/pointledger/pointledger/internal/webhook"
 )
 
-// deliverQueue delivers what the queue of ref has waiting, in version
-// order, while it holds the queue's claim: it stops when the queue is
-// empty, when the head failed and waits for its retry, when the claim is
-// lost, or when stop is closed (then it releases the queue, due now).
+// deliverQueue delivers what the queue of h.ref has waiting, in version
+// order, while it holds the queue's claim (h.q: claimed by the mark that
+// handed it over; nil: claimed here): it stops when the queue is empty,
+// when the head failed and waits for its retry, when the claim is lost,
+// or when stop is closed (then it puts the queue off until now, due at
+// once for any dispatcher).
 //
-// Events answered 2xx are put on the record in groups (flushBatch): their
-// delivery rows in one BatchWriteItem, then done moved past them in one
-// write. A user whose events wait goes at the pace of the receiver's
-// answers, not of two writes per event; a dispatcher that dies before a
-// group is written leaves those events to be sent again, under the same
+// The events answered 2xx one after another are put on the record in
+// groups (batch.commit): their delivery rows and done moved past them in
+// one write, renewing the claim, or releasing it when nothing more is
+// wanted. One user's waiting events go at the pace of the receiver's
+// answers, not of a round of writes each; a dispatcher that dies before
+// a group is written leaves its events to be sent again, under the same
 // webhook-ids (at least once).
-func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, ref queueRef) error {
-	q, ok, err := d.claim(ctx, ref)
-	if err != nil || !ok {
-		return err
+func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h handoff) error {
+	q := h.q
+	if q == nil {
+		claimed, ok, err := d.claim(ctx, h.ref)
+		if err != nil || !ok {
+			return err
+		}
+		q = &claimed
 	}
-	b := &batch{d: d, q: q, cursor: q.done}
+	b := &batch{d: d, q: *q, cursor: q.done, wanted: q.wanted}
+	b.take(h.entries, 0)
+	d.noteDepth(b.q.ref, b.wanted-b.cursor)
 	for {
 		select {
 		case <-stop:
-			return lost(b.then(ctx, func() error { return d.release(ctx, b.q, 0, 0, "", d.o.Now()) }))
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
 		default:
 		}
-		d.noteDepth(b.q)
-		ep, found, err := d.endpoint(ctx, ref.endpointID)
+		b.takeInbox()
+		ep, found, err := d.endpoint(ctx, h.ref.endpointID)
 		switch {
 		case err != nil:
 			return err
 		case !found:
-			return lost(b.then(ctx, func() error { return d.drop(ctx, b.q) }))
+			return b.end(ctx, queueWrite{after: drop})
 		case ep.Disabled:
-			return lost(b.then(ctx, func() error { return d.release(ctx, b.q, 0, 0, "", d.o.Now().Add(disabledRecheck)) }))
-		case b.cursor >= b.q.wanted:
-			if err := b.flush(ctx); err != nil {
-				return b.onLost(ctx, ref, err)
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(disabledRecheck)})
+		case b.cursor >= b.wanted:
+			// Nothing more known to be wanted: the group goes on the
+			// record and the claim with it, unless wanted rose meanwhile.
+			err := b.commit(ctx, queueWrite{after: release})
+			if err == nil && b.q.claimOwner != d.o.Owner {
+				return nil
 			}
-			if b.q.claimOwner != d.o.Owner {
-				return nil // the flush released it: nothing more was wanted
-			}
-			if b.q.done >= b.q.wanted {
-				_, err := d.advance(ctx, b.q, b.q.done)
+			if err := b.goOn(err); err != nil {
 				return lost(err)
-			}
-			continue // more was wanted meanwhile
-		}
-		next, err := b.next(ctx, ep)
-		if err != nil {
-			if err := b.onLost(ctx, ref, err); err != nil || b.q.claimOwner != d.o.Owner {
-				return err
 			}
 			continue
 		}
-		if next == nil {
+		e, err := b.next(ctx, ep)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			if b.cursor >= b.wanted {
+				continue // the rest is not for this endpoint
+			}
 			// The stream showed a version the ledger does not answer yet:
 			// try again shortly.
-			return lost(b.then(ctx, func() error { return d.release(ctx, b.q, 0, 0, "", d.o.Now().Add(d.o.PollInterval)) }))
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(d.o.PollInterval)})
 		}
-		err = b.attempt(ctx, ep, *next)
+		err = b.attempt(ctx, ep, *e)
 		if errors.Is(err, errRetryLater) {
 			return nil
 		}
-		if err != nil {
-			if err := b.onLost(ctx, ref, err); err != nil || b.q.claimOwner != d.o.Owner {
-				return err
-			}
+		if err := b.goOn(err); err != nil {
+			return lost(err)
 		}
 	}
 }
 
-// batch is a queue under delivery: q as last written, and cursor, the
-// version up to which events are resolved (answered 2xx, or skipped) but
-// perhaps not yet on the record; rows are the delivery rows of the 2xx
-// not yet written.
+// batch is a queue under delivery: q as last written; cursor, the version
+// up to which its events are resolved (answered 2xx, given up, or
+// skipped), on the record or not yet; rows, the delivery rows not yet
+// written; wanted, the highest version known to be wanted (the queue's,
+// or a mark's since).
 type batch struct {
 	d        *Dispatcher
 	q        queue
 	cursor   int64
+	wanted   int64
 	rows     []deliveryRow
-	since    time.Time      // when the oldest unwritten 2xx came
-	buffered []ledger.Entry // read from the ledger, versions above cursor
+	since    time.Time      // when the oldest unwritten row was made
+	buffered []ledger.Entry // the user's entries above cursor, in version order
 }
 
-// Bounds of a group of 2xx put on the record at once: a BatchWriteItem
-// takes 25 items, and a receiver's answers wait at most flushAfter for
-// their rows (and a dead dispatcher's successor sends that much again).
+// Bounds of a group put on the record at once: maxGroup rows, with the
+// queue and a failed head's row still within a transaction's 100 items;
+// and flushAfter, the longest a 2xx waits for its row (and what a dead
+// dispatcher's successor may send again).
 const (
-	maxBatch   = 25
+	maxGroup   = 50
 	flushAfter = 250 * time.Millisecond
 )
 
+// take adds entries (the stream's, handed over by Apply) to those
+// buffered, and raises wanted to what the mark recorded.
+func (b *batch) take(entries []ledger.Entry, wanted int64) {
+	b.wanted = max(b.wanted, wanted)
+	if len(entries) == 0 {
+		return
+	}
+	all := append(slices.Clone(b.buffered), entries...)
+	slices.SortFunc(all, func(x, y ledger.Entry) int { return cmp.Compare(x.Version, y.Version) })
+	all = slices.CompactFunc(all, func(x, y ledger.Entry) bool { return x.Version == y.Version })
+	b.buffered = all
+}
+
+// takeInbox takes what Apply left for this queue while it was delivered.
+func (b *batch) takeInbox() {
+	b.d.mu.Lock()
+	in := b.d.inbox[b.q.ref]
+	delete(b.d.inbox, b.q.ref)
+	b.d.mu.Unlock()
+	if in != nil {
+		b.take(in.entries, in.wanted)
+	}
+}
+
 // next returns the next event the endpoint receives, after skipping (in
-// cursor only) the versions it does not; nil when the ledger has none yet.
+// cursor only) the versions it does not: from the entries handed over,
+// or else read from the ledger. It returns nil when the ledger has none
+// yet, or when the rest of what is wanted is not for this endpoint
+// (cursor then reaches wanted).
 func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, error) {
-	for {
-		for len(b.buffered) > 0 && b.buffered[0].Version <= b.cursor {
-			b.buffered = b.buffered[1:]
+	for b.cursor < b.wanted {
+		i := 0
+		for i < len(b.buffered) && b.buffered[i].Version <= b.cursor {
+			i++
 		}
+		b.buffered = b.buffered[i:]
 		if len(b.buffered) == 0 || b.buffered[0].Version != b.cursor+1 {
-			// Before reading more, put what was delivered on the record.
-			if err := b.flush(ctx); err != nil {
-				return nil, err
-			}
-			read, err := b.d.ledger.EntriesAfter(ctx, b.q.ref.userID, b.cursor, int(min(b.q.wanted-b.cursor, maxRead)))
+			read, err := b.d.ledger.EntriesAfter(ctx, b.q.ref.userID, b.cursor, int(min(b.wanted-b.cursor, maxRead)))
 			if err != nil {
 				return nil, fmt.Errorf("read entries of %s: %w", b.q.ref.userID, err)
 			}
-			if len(read) == 0 {
+			if len(read) == 0 || read[0].Version != b.cursor+1 {
 				return nil, nil
 			}
-			b.buffered = read
+			b.buffered = nil
+			b.take(read, 0)
 		}
 		e := b.buffered[0]
-		if e.Version > b.q.wanted {
-			return nil, nil
-		}
 		if admits(ep, b.q.admitFrom, e) {
 			return &e, nil
 		}
 		b.cursor = e.Version // not for this endpoint: skipped
-		if b.cursor >= b.q.wanted {
-			return nil, b.flush(ctx)
-		}
 	}
+	return nil, nil
 }
 
-// attempt sends e, the queue's head as far as this batch goes, once. A
-// 2xx joins the group waiting to be written; anything else writes the
-// group first, then the failed attempt, on its row and on the queue.
+// attempt sends e, the next event, once. A 2xx joins the group waiting to
+// be written (written once it is full or old enough); so does an attempt
+// that was the last (FAILED). Any other outcome writes the group with the
+// failed attempt, on its row and on the queue, and puts the queue off to
+// the next attempt (errRetryLater).
 func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry) error {
 	d := b.d
 	ev, err := d.entryEvent(e)
@@ -160,106 +193,118 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
 		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
 	}
-	if res.Delivered() {
+	if res.Gone() {
+		d.disable(ctx, ep)
+	}
+	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
+	if res.Delivered() || giveUp {
+		outcome := OutcomeSucceeded
 		row.state = webhook.DeliverySucceeded
-		d.delivered(ep.ID, ev, OutcomeSucceeded)
+		if !res.Delivered() {
+			outcome, row.state = OutcomeGaveUp, webhook.DeliveryFailed
+		}
+		d.delivered(ep.ID, ev, outcome)
 		if len(b.rows) == 0 {
 			b.since = d.o.Now()
 		}
 		b.rows = append(b.rows, row)
 		b.cursor = e.Version
-		if len(b.rows) >= maxBatch || d.o.Now().Sub(b.since) >= flushAfter {
-			return b.flush(ctx)
+		if len(b.rows) >= maxGroup || d.o.Now().Sub(b.since) >= flushAfter {
+			return b.commit(ctx, queueWrite{after: keepClaim})
 		}
 		return nil
 	}
-	if err := b.flush(ctx); err != nil {
-		return err
-	}
-	if res.Gone() {
-		d.disable(ctx, ep)
-	}
-	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
-	if giveUp {
-		row.state = webhook.DeliveryFailed
-		if err := d.putRow(ctx, row); err != nil {
-			return err
-		}
-		d.delivered(ep.ID, ev, OutcomeGaveUp)
-		b.cursor = e.Version
-		return b.flush(ctx)
-	}
 	row.state, row.next = webhook.DeliveryPending, next
-	if err := d.putRow(ctx, row); err != nil {
-		return err
-	}
 	outcome := OutcomeFailed
 	if res.Gone() {
 		outcome = OutcomeGone
 	}
 	d.delivered(ep.ID, ev, outcome)
-	if err := d.release(ctx, b.q, attempts, res.StatusCode, row.lastErr, next); err != nil {
+	b.rows = append(b.rows, row)
+	err = b.commit(ctx, queueWrite{
+		after: putOff, until: next,
+		failed: &failedAttempt{attempts: attempts, status: res.StatusCode, lastErr: row.lastErr, next: next},
+	})
+	if err != nil {
 		return err
 	}
 	return errRetryLater
 }
 
-// flush puts the group on the record: the delivery rows of its 2xx, then
-// done moved to cursor (which renews the claim, or releases the queue
-// when nothing more is wanted).
-func (b *batch) flush(ctx context.Context) error {
-	if b.cursor == b.q.done {
+// commit puts the group on the record: its rows and done moved to cursor
+// in one write, with w's claim. A redelivery that moved the queue
+// meanwhile is taken into account (redelivered) and the group written
+// again as it then stands, keeping the claim; commit then returns
+// errRedelivered, for the caller to go on from the new cursor.
+func (b *batch) commit(ctx context.Context, w queueWrite) error {
+	moved := false
+	for {
+		w.done = b.cursor
+		q, err := b.d.write(ctx, b.q, b.rows, w)
+		if errors.Is(err, errRedelivered) {
+			b.redelivered(q)
+			w, moved = queueWrite{after: keepClaim}, true
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b.q, b.rows = q, nil
+		b.wanted = max(b.wanted, q.wanted)
+		depth := b.wanted - b.cursor
+		if q.claimOwner != b.d.o.Owner {
+			depth = max(q.wanted-q.done, 0)
+		}
+		b.d.noteDepth(q.ref, depth)
+		if moved {
+			return errRedelivered
+		}
 		return nil
 	}
-	if err := b.d.putRows(ctx, b.rows); err != nil {
-		return err
-	}
-	b.rows = b.rows[:0]
-	q, err := b.d.advance(ctx, b.q, b.cursor)
-	if err != nil {
-		return err
-	}
-	b.q = q
-	return nil
 }
 
-// then flushes the group and, if the queue is still this dispatcher's,
-// does f (a release or a drop).
-func (b *batch) then(ctx context.Context, f func() error) error {
-	if err := b.flush(ctx); err != nil {
-		return err
+// redelivered takes into account a redelivery that moved the queue (now,
+// as read) under this batch: it asked for the events after now.redo to
+// be sent again, and moved done back to at most it. The group's events up
+// to there stay resolved, to be written; the rest are sent again.
+func (b *batch) redelivered(now queue) {
+	to := now.done
+	if now.hasRedo {
+		to = max(now.done, min(b.cursor, now.redo))
 	}
-	if b.q.claimOwner != b.d.o.Owner {
-		return nil
+	kept := b.rows[:0]
+	for _, r := range b.rows {
+		if r.event.Version <= to && r.state != webhook.DeliveryPending {
+			kept = append(kept, r)
+		}
 	}
-	return f()
+	b.q, b.cursor, b.rows = now, to, kept
+	b.wanted = max(b.wanted, now.wanted)
 }
 
-// onLost handles a write that found the queue moved under this batch: a
-// redelivery that moved done under a claim still ours (go on from there,
-// dropping the group: its events are to be sent again anyway), or a claim
-// another dispatcher took (stop). Any other error is returned.
-func (b *batch) onLost(ctx context.Context, ref queueRef, err error) error {
-	if !errors.Is(err, errClaimLost) {
-		return err
+// end writes the group and w, which ends the claim (a putOff or a drop).
+func (b *batch) end(ctx context.Context, w queueWrite) error {
+	err := b.commit(ctx, w)
+	if errors.Is(err, errRedelivered) {
+		err = b.commit(ctx, w)
 	}
-	now, ok, rerr := b.d.readQueue(ctx, ref)
-	if rerr != nil {
-		return rerr
-	}
-	if !ok || now.claimOwner != b.d.o.Owner {
-		b.q.claimOwner = "" // stop: not ours
+	return lost(err)
+}
+
+// goOn says whether delivery goes on after err: nil and a redelivery
+// (from the batch as it now stands) do; anything else is returned.
+func (b *batch) goOn(err error) error {
+	if err == nil || errors.Is(err, errRedelivered) {
 		return nil
 	}
-	b.q, b.cursor, b.rows, b.buffered = now, now.done, b.rows[:0], nil
-	return nil
+	return err
 }
 
 // errRetryLater ends a queue's delivery after its head failed and was put
 // off to its next attempt.
 var errRetryLater = errors.New("head put off to its next attempt")
 
-// lost makes errClaimLost no error: another writer has the queue.
+// lost makes errClaimLost no error: another dispatcher has the queue.
 func lost(err error) error {
 	if errors.Is(err, errClaimLost) {
 		return nil
@@ -346,24 +391,25 @@ func (d *Dispatcher) delivered(endpointID string, ev webhook.Event, outcome Outc
 	}
 }
 
-// noteDepth records the queue's depth as read, and reports its endpoint's
-// sum over the queues this dispatcher has read.
-func (d *Dispatcher) noteDepth(q queue) {
+// noteDepth records a queue's depth (wanted - done as this dispatcher
+// knows them), and reports its endpoint's sum over the queues this
+// dispatcher has seen.
+func (d *Dispatcher) noteDepth(ref queueRef, depth int64) {
 	d.mu.Lock()
-	d.depth[q.ref] = max(q.wanted-q.done, 0)
+	d.depth[ref] = max(depth, 0)
 	var sum int64
-	for ref, n := range d.depth {
-		if ref.endpointID == q.ref.endpointID {
+	for r, n := range d.depth {
+		if r.endpointID == ref.endpointID {
 			sum += n
 		}
 	}
-	if q.wanted <= q.done {
-		delete(d.depth, q.ref)
+	if depth <= 0 {
+		delete(d.depth, ref)
 	}
 	// Reported under the lock, so that the reports of one endpoint come in
 	// the order of their sums (the hook sets a gauge).
 	if d.o.Observer.QueueDepth != nil {
-		d.o.Observer.QueueDepth(q.ref.endpointID, sum)
+		d.o.Observer.QueueDepth(ref.endpointID, sum)
 	}
 	d.mu.Unlock()
 }
@@ -431,49 +477,6 @@ func (r deliveryRow) item() map[string]types.AttributeValue {
 		item["next_attempt_time"] = num(r.next.UnixNano())
 	}
 	return item
-}
-
-// putRow writes an entry's delivery row as the attempt left it. The row
-// follows the queue, which decides: it is written whole, so a redelivered
-// event's row starts again from its first attempt.
-// putRows writes rows (at most maxBatch) in one BatchWriteItem, and again
-// what DynamoDB leaves unprocessed.
-func (d *Dispatcher) putRows(ctx context.Context, rows []deliveryRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	writes := make([]types.WriteRequest, len(rows))
-	for i, r := range rows {
-		writes[i] = types.WriteRequest{PutRequest: &types.PutRequest{Item: r.item()}}
-	}
-	for attempt := 0; len(writes) > 0; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
-			}
-		}
-		out, err := d.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
-			RequestItems: map[string][]types.WriteRequest{d.table: writes},
-		})
-		if err != nil {
-			return fmt.Errorf("write delivery rows: %w", err)
-		}
-		writes = out.UnprocessedItems[d.table]
-		if attempt >= 10 && len(writes) > 0 {
-			return fmt.Errorf("write delivery rows: %d left unprocessed", len(writes))
-		}
-	}
-	return nil
-}
-
-func (d *Dispatcher) putRow(ctx context.Context, r deliveryRow) error {
-	_, err := d.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: r.item()})
-	if err != nil {
-		return fmt.Errorf("write delivery row: %w", err)
-	}
-	return nil
 }
 
 func decodeDelivery(item map[string]types.AttributeValue) webhook.Delivery {
