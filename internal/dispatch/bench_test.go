@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/dynamotest"
@@ -30,11 +31,12 @@ import (
 // share depends on the events a second, so on the machine).
 //
 //   - many_users: rounds of one entry for each of 100 users, fed to Apply
-//     as one stream batch, the next round once the last is delivered and
-//     put on the record: each queue has one event at a time, the
-//     steady state of `uniform`.
-//   - hot_user: one user's entries, fed in stream batches of 25 back to
-//     back while they are delivered: one queue, in version order.
+//     as one stream batch, the next round written once the last is
+//     delivered and put on the record: each queue has one event at a
+//     time, the steady state of `uniform`.
+//   - hot_user: one user's entries, fed in stream batches of 25 as they
+//     are written, while the earlier ones are delivered: one queue, in
+//     version order.
 //
 // Run: go test -run '^$' -bench BenchmarkDeliveryCalls -benchtime 2000x ./internal/dispatch/
 func BenchmarkDeliveryCalls(b *testing.B) {
@@ -42,9 +44,10 @@ func BenchmarkDeliveryCalls(b *testing.B) {
 	b.Run("hot_user", func(b *testing.B) { benchDelivery(b, 1, 25, false) })
 }
 
-// benchDelivery writes b.N grants over users, feeds them to a running
-// dispatcher in batches of batch entries (waiting for each batch's
-// delivery when wait is set), and reports the dispatcher's calls.
+// benchDelivery writes at least b.N grants over users, a batch of batch
+// entries at a time (the clock stopped), and feeds each batch to a
+// running dispatcher as the stream would (waiting for its delivery when
+// wait is set), and reports the dispatcher's calls.
 func benchDelivery(b *testing.B, users, batch int, wait bool) {
 	env := dynamotest.New(b)
 	ctx := context.Background()
@@ -60,49 +63,41 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 		b.Fatal(err)
 	}
 
-	// The entries, in rounds of one per user, written before the clock runs.
 	names := make([]string, users)
 	for i := range names {
 		names[i] = fmt.Sprintf("b%d", i)
 	}
-	per := (b.N + users - 1) / users
-	var wg sync.WaitGroup
-	errs := make(chan error, users)
-	limit := make(chan struct{}, 8)
-	for _, u := range names {
-		wg.Go(func() {
-			limit <- struct{}{}
-			defer func() { <-limit }()
-			for i := range per {
-				m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: fmt.Sprint("g", i), Amount: "1"}, ledger.DefaultScale)
-				if err == nil {
-					_, err = store.Apply(ctx, m)
+	// write makes the grants of one batch, batch/users for each user, as
+	// the write path would, and returns them as the stream would.
+	written := 0
+	write := func() []ledger.Entry {
+		var mu sync.Mutex
+		var out []ledger.Entry
+		var wg sync.WaitGroup
+		for _, u := range names {
+			wg.Go(func() {
+				for range batch / users {
+					m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: ulid.Make().String(), Amount: "1"}, ledger.DefaultScale)
+					if err != nil {
+						panic(err)
+					}
+					res, err := store.Apply(ctx, m)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					mu.Lock()
+					out = append(out, res.Entry)
+					mu.Unlock()
 				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	var entries []ledger.Entry // round by round: version 1 of every user, then 2, ...
-	byUser := make([][]ledger.Entry, users)
-	for i, u := range names {
-		es, err := store.EntriesAfter(ctx, u, 0, per)
-		if err != nil {
-			b.Fatal(err)
+			})
 		}
-		byUser[i] = es
-	}
-	for v := range per {
-		for i := range names {
-			entries = append(entries, byUser[i][v])
+		wg.Wait()
+		if b.Failed() {
+			b.FailNow()
 		}
+		written += len(out)
+		return out
 	}
 
 	db := &countingDB{DB: env.Client}
@@ -126,31 +121,34 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 		}
 	}
 	b.ResetTimer()
-	for i := 0; i < len(entries); i += batch {
-		if err := d.Apply(ctx, entries[i:min(i+batch, len(entries))]); err != nil {
+	for written < b.N {
+		b.StopTimer()
+		entries := write()
+		b.StartTimer()
+		if err := d.Apply(ctx, entries); err != nil {
 			b.Fatal(err)
 		}
 		if wait {
-			idle(int64(min(i+batch, len(entries))))
+			idle(int64(written))
 		}
 	}
-	idle(int64(len(entries)))
+	idle(int64(written))
 	b.StopTimer()
 	cancel()
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
 	}
-	if got := received.Load(); got != int64(len(entries)) {
-		b.Fatalf("received %d requests for %d events: each should arrive once", got, len(entries))
+	if got := received.Load(); got != int64(written) {
+		b.Fatalf("received %d requests for %d events: each should arrive once", got, written)
 	}
 	c := db.snapshot()
 	c.ledgerReads = led.reads.Load()
-	n := float64(len(entries))
+	n := float64(written)
 	b.ReportMetric(float64(c.total()-c.duePolls+c.ledgerReads)/n, "calls/event")
 	b.ReportMetric(float64(c.writes)/n, "writes/event")
 	b.ReportMetric(float64(c.ledgerReads)/n, "ledger-reads/event")
 	b.ReportMetric(float64(c.duePolls)/n, "due-polls/event")
-	b.Logf("%d events: %+v", len(entries), c)
+	b.Logf("%d events: %+v", written, c)
 }
 
 // calls counts a dispatcher's calls by kind.
