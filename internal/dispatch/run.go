@@ -97,7 +97,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.handoffs = nil
 		d.mu.Unlock()
 		for _, h := range hs {
-			start(h)
+			if h.q != nil || ctx.Err() == nil {
+				start(h)
+			}
 		}
 	}
 	d.mu.Lock()
@@ -108,7 +110,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			// From here Apply claims nothing; what it claimed is put off.
+			// From here Apply claims nothing; what it claimed is put off
+			// (the rest the "due" index finds).
 			d.mu.Lock()
 			d.running = false
 			d.mu.Unlock()
