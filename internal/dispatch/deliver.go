@@ -83,7 +83,24 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 			// try again shortly.
 			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(d.o.PollInterval)})
 		}
+		release, stopped := d.sendSlot(stop, ep.ID)
+		if stopped {
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
+		}
+		if b.q.claimUntil.Sub(d.o.Now()) < d.o.ClaimTTL*3/4 {
+			// An old claim (a long wait for the slot, a slow receiver) is
+			// renewed before the attempt, so that the attempt ends before
+			// it does (ClaimTTL outlasts an attempt; three quarters of it
+			// do for attempt timeouts up to 90 s with ledgerd's 30 s more),
+			// and a claim another dispatcher took after it expired is
+			// found before a send, not after.
+			if err := b.goOn(b.commit(ctx, queueWrite{after: keepClaim})); err != nil {
+				release()
+				return lost(err)
+			}
+		}
 		err = b.attempt(ctx, ep, *e)
+		release()
 		if errors.Is(err, errRetryLater) {
 			return nil
 		}
@@ -174,10 +191,10 @@ func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, e
 }
 
 // attempt sends e, the next event, once. A 2xx joins the group waiting to
-// be written (written once it is full or old enough); so does an attempt
-// that was the last (FAILED). Any other outcome writes the group with the
-// failed attempt, on its row and on the queue, and puts the queue off to
-// the next attempt (errRetryLater).
+// be written (written once it is full or old enough); an attempt that was
+// the last (FAILED) ends the group, written at once. Any other outcome
+// writes the group with the failed attempt, on its row and on the queue,
+// and puts the queue off to the next attempt (errRetryLater).
 func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry) error {
 	d := b.d
 	ev, err := d.entryEvent(e)
@@ -209,7 +226,9 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 		}
 		b.rows = append(b.rows, row)
 		b.cursor = e.Version
-		if len(b.rows) >= maxGroup || d.o.Now().Sub(b.since) >= flushAfter {
+		// A given-up event is written at once, like every attempt without
+		// a 2xx: before the next event goes.
+		if giveUp || len(b.rows) >= maxGroup || d.o.Now().Sub(b.since) >= flushAfter {
 			return b.commit(ctx, queueWrite{after: keepClaim})
 		}
 		return nil
@@ -310,6 +329,24 @@ func lost(err error) error {
 		return nil
 	}
 	return err
+}
+
+// sendSlot waits for one of the endpoint's PerEndpoint attempt slots, or
+// for stop (then stopped); release gives the slot back.
+func (d *Dispatcher) sendSlot(stop <-chan struct{}, endpointID string) (release func(), stopped bool) {
+	d.mu.Lock()
+	slot, ok := d.slots[endpointID]
+	if !ok {
+		slot = make(chan struct{}, d.o.PerEndpoint)
+		d.slots[endpointID] = slot
+	}
+	d.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, false
+	case <-stop:
+		return func() {}, true
+	}
 }
 
 // send makes one attempt, if the endpoint is still enabled as of a read at

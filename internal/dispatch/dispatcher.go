@@ -73,7 +73,8 @@ type Options struct {
 	// Schedule is when failed attempts are tried again; zero is
 	// DefaultSchedule.
 	Schedule webhook.Schedule
-	// PerEndpoint bounds the users delivered at once to one endpoint.
+	// PerEndpoint bounds the attempts made at once to one endpoint (each
+	// of another user: a user's events go one at a time).
 	PerEndpoint int
 	// EndpointRefresh is the most an endpoint read may be old when an
 	// attempt starts: the API waits this long before it answers a disable
@@ -159,12 +160,13 @@ type Dispatcher struct {
 	epReading chan struct{}               // closed when the read under way ends
 
 	mu       sync.Mutex
-	running  bool                 // Run is delivering: Apply may claim queues for it
-	handoffs []handoff            // for Run to start
-	wake     chan struct{}        // tells Run there are handoffs
-	inFlight map[queueRef]bool    // being delivered by Run
-	pending  map[queueRef]handoff // claimed queues to deliver again once their run ends
-	inbox    map[queueRef]*inbox  // entries Apply marked on queues under delivery
+	running  bool                     // Run is delivering: Apply may claim queues for it
+	handoffs []handoff                // for Run to start
+	wake     chan struct{}            // tells Run there are handoffs
+	inFlight map[queueRef]bool        // being delivered by Run
+	pending  map[queueRef]handoff     // claimed queues to deliver again once their run ends
+	inbox    map[queueRef]*inbox      // entries Apply marked on queues under delivery
+	slots    map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
 	depth    map[queueRef]int64
 	st       Status
 }
@@ -240,6 +242,7 @@ func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
 		inFlight: map[queueRef]bool{},
 		pending:  map[queueRef]handoff{},
 		inbox:    map[queueRef]*inbox{},
+		slots:    map[string]chan struct{}{},
 		depth:    map[queueRef]int64{},
 		st:       Status{Owner: o.Owner},
 	}, nil
@@ -391,7 +394,9 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	d.mu.Unlock()
 	errs := make([]error, len(marks))
 	var wg sync.WaitGroup
-	limit := make(chan struct{}, 16)
+	// Marks of many users at once: a batch waits for all of them before
+	// the stream reads on, so their round trips overlap.
+	limit := make(chan struct{}, 64)
 	for i, m := range marks {
 		wg.Go(func() {
 			limit <- struct{}{}

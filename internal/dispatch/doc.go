@@ -71,7 +71,8 @@
 //     them again, never another event under its id, nor another body: an
 //     event's entry is as it was written (a purchase's refunded_amount
 //     and a grant's reversed_amount, which later entries move, read as 0).
-//     Every attempt that got no 2xx is written before the next attempt.
+//     Every attempt that got no 2xx is written before the next attempt
+//     (a given-up one ends its group).
 //   - An endpoint receives the entries written at or after its
 //     create_time (to the microsecond, the ledger's precision); a deleted
 //     or disabled endpoint gets no attempt that starts after its call

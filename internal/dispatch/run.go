@@ -25,7 +25,8 @@ const maxDuePerShard = 200
 // shows due now, in every shard. The index is eventually consistent and
 // read only to find candidates: a queue is delivered only under its
 // claim, decided on the queue itself. Users go in parallel, at most
-// PerEndpoint at once per endpoint. Run returns nil when ctx ends, after
+// PerEndpoint attempts at once per endpoint (a queue waits for a slot to
+// send, not to write). Run returns nil when ctx ends, after
 // the attempts under way finish (each bounded by the Sender's timeout)
 // and their queues, and those claimed but not yet started, are put off
 // until now, so that another dispatcher goes on at once rather than
@@ -36,11 +37,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	work := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := map[string]chan struct{}{}
 	deliver := func(h handoff) {
 		var err error
 		if h.ref.notice != "" {
-			err = d.deliverNotice(work, h.ref)
+			err = d.deliverNotice(work, ctx.Done(), h.ref)
 		} else {
 			err = d.deliverQueue(work, ctx.Done(), h)
 		}
@@ -60,21 +60,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 		d.inFlight[h.ref] = true
 		d.mu.Unlock()
-		slot, ok := slots[h.ref.endpointID]
-		if !ok {
-			slot = make(chan struct{}, d.o.PerEndpoint)
-			slots[h.ref.endpointID] = slot
-		}
 		wg.Go(func() {
 			for {
-				select {
-				case slot <- struct{}{}:
-					deliver(h)
-					<-slot
-				case <-ctx.Done():
-					if h.q != nil {
-						deliver(h) // claimed: put off at once, due now
-					}
+				if h.q != nil || ctx.Err() == nil {
+					deliver(h) // once stopped, a claimed queue is put off at once
 				}
 				d.mu.Lock()
 				next, again := d.pending[h.ref]
