@@ -2,14 +2,15 @@ package dispatch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
@@ -17,90 +18,303 @@ import (
 	"github.com/pointledger/pointledger/internal/webhook"
 )
 
-// deliverQueue delivers what the queue of ref has waiting, in version
-// order, while it holds the queue's claim: it stops when the queue is
-// empty, when the head failed and waits for its retry, when the claim is
-// lost, or when stop is closed (then it releases the queue, due now).
-func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, ref queueRef) error {
-	q, ok, err := d.claim(ctx, ref)
-	if err != nil || !ok {
-		return err
+// deliverQueue delivers what the queue of h.ref has waiting, in version
+// order, while it holds the queue's claim (h.q: claimed by the mark that
+// handed it over; nil: claimed here): it stops when the queue is empty,
+// when the head failed and waits for its retry, when the claim is lost,
+// or when stop is closed (then it puts the queue off until now, due at
+// once for any dispatcher).
+//
+// Each outcome is put on the record before the next event goes
+// (batch.commit): an event's delivery row and done moved past it in one
+// transaction, which renews the claim, or releases it when nothing more
+// is wanted. The queue's entries come from the stream's hand-over when
+// they can, so an event costs its attempt and that one write; a
+// dispatcher that dies before it is written leaves only that event to be
+// sent again, under the same webhook-id (at least once, and never an
+// older version after a newer).
+func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h handoff) error {
+	q := h.q
+	if q == nil {
+		claimed, ok, err := d.claim(ctx, h.ref)
+		if err != nil || !ok {
+			return err
+		}
+		q = &claimed
 	}
-	var buffered []ledger.Entry // read from the ledger, versions above q.done
+	b := &batch{d: d, q: *q, cursor: q.done, wanted: q.wanted}
+	b.take(h.entries, 0)
+	d.noteDepth(b.q.ref, b.wanted-b.cursor)
 	for {
+		if b.q.claimOwner != d.o.Owner {
+			return nil // the last write released it: nothing more was wanted
+		}
 		select {
 		case <-stop:
-			return lost(d.release(ctx, q, 0, 0, "", d.o.Now()))
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
 		default:
 		}
-		d.noteDepth(q)
-		ep, found, err := d.endpoint(ctx, ref.endpointID)
+		b.takeInbox()
+		ep, found, err := d.endpoint(ctx, h.ref.endpointID)
 		switch {
 		case err != nil:
 			return err
 		case !found:
-			return lost(d.drop(ctx, q))
+			return b.end(ctx, queueWrite{after: drop})
 		case ep.Disabled:
-			return lost(d.release(ctx, q, 0, 0, "", d.o.Now().Add(disabledRecheck)))
-		case q.done >= q.wanted:
-			_, err := d.advance(ctx, q, q.done)
-			return lost(err)
-		}
-		for len(buffered) > 0 && buffered[0].Version <= q.done {
-			buffered = buffered[1:]
-		}
-		if len(buffered) == 0 || buffered[0].Version != q.done+1 {
-			buffered, err = d.ledger.EntriesAfter(ctx, ref.userID, q.done, int(min(q.wanted-q.done, maxRead)))
-			if err != nil {
-				return fmt.Errorf("read entries of %s: %w", ref.userID, err)
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(disabledRecheck)})
+		case b.cursor >= b.wanted:
+			// Nothing more known to be wanted (the rest skipped): done and
+			// the claim go, unless wanted rose meanwhile.
+			err := b.commit(ctx, queueWrite{after: release})
+			if err := b.goOn(err); err != nil {
+				return lost(err)
 			}
-			if len(buffered) == 0 {
-				// The stream showed a version the ledger does not answer
-				// yet: try again shortly.
-				return lost(d.release(ctx, q, 0, 0, "", d.o.Now().Add(d.o.PollInterval)))
+			continue
+		}
+		e, err := b.next(ctx, ep)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			if b.cursor >= b.wanted {
+				continue // the rest is not for this endpoint
+			}
+			// The stream showed a version the ledger does not answer yet:
+			// try again shortly.
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(d.o.PollInterval)})
+		}
+		release, stopped := d.sendSlot(stop, ep.ID)
+		if stopped {
+			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
+		}
+		if b.q.claimUntil.Sub(d.o.Now()) < d.o.ClaimTTL*3/4 {
+			// An old claim (a long wait for the slot, a slow receiver) is
+			// renewed before the attempt, so that the attempt ends before
+			// it does (ClaimTTL outlasts an attempt; three quarters of it
+			// do for attempt timeouts up to 90 s with ledgerd's 30 s more),
+			// and a claim another dispatcher took after it expired is
+			// found before a send, not after.
+			if err := b.goOn(b.commit(ctx, queueWrite{after: keepClaim})); err != nil {
+				release()
+				return lost(err)
 			}
 		}
-		// Skip what the endpoint does not receive, in one write.
-		skipTo := q.done
-		for _, e := range buffered {
-			if e.Version > q.wanted || admits(ep, q.admitFrom, e) {
-				break
-			}
-			skipTo = e.Version
-		}
-		if skipTo > q.done {
-			q, err = d.advance(ctx, q, skipTo)
-		} else {
-			q, err = d.attemptHead(ctx, ep, q, buffered[0])
-		}
-		if errors.Is(err, errClaimLost) {
-			// A redelivery moved done under a claim still ours: go on from
-			// there; a claim another dispatcher took: stop.
-			now, ok, rerr := d.readQueue(ctx, ref)
-			if rerr != nil || !ok || now.claimOwner != d.o.Owner {
-				return rerr
-			}
-			q, err = now, nil
-		}
+		err = b.attempt(ctx, ep, *e)
+		release()
 		if errors.Is(err, errRetryLater) {
 			return nil
+		}
+		if err := b.goOn(err); err != nil {
+			return lost(err)
+		}
+	}
+}
+
+// batch is a queue under delivery: q as last written; cursor, the version
+// up to which its events are resolved (answered 2xx, given up, or
+// skipped), on the record or not yet (skipped versions wait for the next
+// write); rows, the delivery rows not yet written; wanted, the highest
+// version known to be wanted (the queue's, or a mark's since).
+type batch struct {
+	d        *Dispatcher
+	q        queue
+	cursor   int64
+	wanted   int64
+	rows     []deliveryRow
+	buffered []ledger.Entry // the user's entries above cursor, in version order
+}
+
+// take adds entries (the stream's, handed over by Apply) to those
+// buffered, and raises wanted to what the mark recorded.
+func (b *batch) take(entries []ledger.Entry, wanted int64) {
+	b.wanted = max(b.wanted, wanted)
+	if len(entries) == 0 {
+		return
+	}
+	all := append(slices.Clone(b.buffered), entries...)
+	slices.SortFunc(all, func(x, y ledger.Entry) int { return cmp.Compare(x.Version, y.Version) })
+	all = slices.CompactFunc(all, func(x, y ledger.Entry) bool { return x.Version == y.Version })
+	b.buffered = all
+}
+
+// takeInbox takes what Apply left for this queue while it was delivered.
+func (b *batch) takeInbox() {
+	b.d.mu.Lock()
+	in := b.d.inbox[b.q.ref]
+	delete(b.d.inbox, b.q.ref)
+	b.d.mu.Unlock()
+	if in != nil {
+		b.take(in.entries, in.wanted)
+	}
+}
+
+// next returns the next event the endpoint receives, after skipping (in
+// cursor only) the versions it does not: from the entries handed over,
+// or else read from the ledger. It returns nil when the ledger has none
+// yet, or when the rest of what is wanted is not for this endpoint
+// (cursor then reaches wanted).
+func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, error) {
+	for b.cursor < b.wanted {
+		i := 0
+		for i < len(b.buffered) && b.buffered[i].Version <= b.cursor {
+			i++
+		}
+		b.buffered = b.buffered[i:]
+		if len(b.buffered) == 0 || b.buffered[0].Version != b.cursor+1 {
+			read, err := b.d.ledger.EntriesAfter(ctx, b.q.ref.userID, b.cursor, int(min(b.wanted-b.cursor, maxRead)))
+			if err != nil {
+				return nil, fmt.Errorf("read entries of %s: %w", b.q.ref.userID, err)
+			}
+			if len(read) == 0 || read[0].Version != b.cursor+1 {
+				return nil, nil
+			}
+			b.buffered = nil
+			b.take(read, 0)
+		}
+		e := b.buffered[0]
+		if admits(ep, b.q.admitFrom, e) {
+			return &e, nil
+		}
+		b.cursor = e.Version // not for this endpoint: skipped
+	}
+	return nil, nil
+}
+
+// attempt sends e, the next event, once, and writes the outcome before
+// anything else is sent: a 2xx or a last attempt (FAILED) as its row and
+// done moved past it (with the versions skipped before it) in one
+// transaction; any other outcome as its row and the queue put off to the
+// next attempt (errRetryLater).
+func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry) error {
+	d := b.d
+	ev, err := d.entryEvent(e)
+	if err != nil {
+		return err
+	}
+	attempts := 1
+	if e.Version == b.q.done+1 {
+		attempts = b.q.attempts + 1
+	}
+	res := d.send(ctx, ep, ev)
+	row := deliveryRow{
+		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
+		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
+	}
+	if res.Gone() {
+		d.disable(ctx, ep)
+	}
+	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
+	if res.Delivered() || giveUp {
+		outcome := OutcomeSucceeded
+		row.state = webhook.DeliverySucceeded
+		if !res.Delivered() {
+			outcome, row.state = OutcomeGaveUp, webhook.DeliveryFailed
+		}
+		d.delivered(ep.ID, ev, outcome)
+		b.rows = append(b.rows, row)
+		b.cursor = e.Version
+		// done moves past the event before the next one goes: a dispatcher
+		// that dies may then send again only this one, never an older
+		// version after a newer (the receiver's order). When nothing more
+		// is known to be wanted, the same write releases the queue.
+		after := keepClaim
+		if b.cursor >= b.wanted {
+			after = release
+		}
+		return b.commit(ctx, queueWrite{after: after})
+	}
+	row.state, row.next = webhook.DeliveryPending, next
+	outcome := OutcomeFailed
+	if res.Gone() {
+		outcome = OutcomeGone
+	}
+	d.delivered(ep.ID, ev, outcome)
+	b.rows = append(b.rows, row)
+	err = b.commit(ctx, queueWrite{
+		after: putOff, until: next,
+		failed: &failedAttempt{attempts: attempts, status: res.StatusCode, lastErr: row.lastErr, next: next},
+	})
+	if err != nil {
+		return err
+	}
+	return errRetryLater
+}
+
+// commit puts the batch on the record: its rows and done moved to cursor
+// in one write, with w's claim. A redelivery that moved the queue
+// meanwhile is taken into account (redelivered) and the batch written
+// again as it then stands, keeping the claim; commit then returns
+// errRedelivered, for the caller to go on from the new cursor.
+func (b *batch) commit(ctx context.Context, w queueWrite) error {
+	moved := false
+	for {
+		w.done = b.cursor
+		q, err := b.d.write(ctx, b.q, b.rows, w)
+		if errors.Is(err, errRedelivered) {
+			b.redelivered(q)
+			w, moved = queueWrite{after: keepClaim}, true
+			continue
 		}
 		if err != nil {
 			return err
 		}
-		if q.claimOwner != d.o.Owner {
-			// advance released the queue: nothing more was wanted.
-			d.noteDepth(q)
-			return nil
+		b.q, b.rows = q, nil
+		b.wanted = max(b.wanted, q.wanted)
+		depth := b.wanted - b.cursor
+		if q.claimOwner != b.d.o.Owner {
+			depth = max(q.wanted-q.done, 0)
+		}
+		b.d.noteDepth(q.ref, depth)
+		if moved {
+			return errRedelivered
+		}
+		return nil
+	}
+}
+
+// redelivered takes into account a redelivery that moved the queue (now,
+// as read) under this batch: it asked for the events after now.redo to
+// be sent again, and moved done back to at most it. The batch's events up
+// to there stay resolved, to be written; the rest are sent again.
+func (b *batch) redelivered(now queue) {
+	to := now.done
+	if now.hasRedo {
+		to = max(now.done, min(b.cursor, now.redo))
+	}
+	kept := b.rows[:0]
+	for _, r := range b.rows {
+		if r.event.Version <= to && r.state != webhook.DeliveryPending {
+			kept = append(kept, r)
 		}
 	}
+	b.q, b.cursor, b.rows = now, to, kept
+	b.wanted = max(b.wanted, now.wanted)
+}
+
+// end writes the batch and w, which ends the claim (a putOff or a drop).
+func (b *batch) end(ctx context.Context, w queueWrite) error {
+	err := b.commit(ctx, w)
+	if errors.Is(err, errRedelivered) {
+		err = b.commit(ctx, w)
+	}
+	return lost(err)
+}
+
+// goOn says whether delivery goes on after err: nil and a redelivery
+// (from the batch as it now stands) do; anything else is returned.
+func (b *batch) goOn(err error) error {
+	if err == nil || errors.Is(err, errRedelivered) {
+		return nil
+	}
+	return err
 }
 
 // errRetryLater ends a queue's delivery after its head failed and was put
 // off to its next attempt.
 var errRetryLater = errors.New("head put off to its next attempt")
 
-// lost makes errClaimLost no error: another writer has the queue.
+// lost makes errClaimLost no error: another dispatcher has the queue.
 func lost(err error) error {
 	if errors.Is(err, errClaimLost) {
 		return nil
@@ -108,52 +322,22 @@ func lost(err error) error {
 	return err
 }
 
-// attemptHead sends the queue's head e once and records the outcome on
-// its delivery row and on the queue.
-func (d *Dispatcher) attemptHead(ctx context.Context, ep webhook.Endpoint, q queue, e ledger.Entry) (queue, error) {
-	ev, err := d.entryEvent(e)
-	if err != nil {
-		return q, err
+// sendSlot waits for one of the endpoint's PerEndpoint attempt slots, or
+// for stop (then stopped); release gives the slot back.
+func (d *Dispatcher) sendSlot(stop <-chan struct{}, endpointID string) (release func(), stopped bool) {
+	d.mu.Lock()
+	slot, ok := d.slots[endpointID]
+	if !ok {
+		slot = make(chan struct{}, d.o.PerEndpoint)
+		d.slots[endpointID] = slot
 	}
-	attempts := q.attempts + 1
-	res := d.send(ctx, ep, ev)
-	row := deliveryRow{
-		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
-		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
+	d.mu.Unlock()
+	select {
+	case slot <- struct{}{}:
+		return func() { <-slot }, false
+	case <-stop:
+		return func() {}, true
 	}
-	switch {
-	case res.Delivered():
-		row.state = webhook.DeliverySucceeded
-		if err := d.putRow(ctx, row); err != nil {
-			return q, err
-		}
-		d.delivered(ep.ID, ev, OutcomeSucceeded)
-		return d.advance(ctx, q, e.Version)
-	case res.Gone():
-		d.disable(ctx, ep)
-	}
-	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
-	if giveUp {
-		row.state = webhook.DeliveryFailed
-		if err := d.putRow(ctx, row); err != nil {
-			return q, err
-		}
-		d.delivered(ep.ID, ev, OutcomeGaveUp)
-		return d.advance(ctx, q, e.Version)
-	}
-	row.state, row.next = webhook.DeliveryPending, next
-	if err := d.putRow(ctx, row); err != nil {
-		return q, err
-	}
-	outcome := OutcomeFailed
-	if res.Gone() {
-		outcome = OutcomeGone
-	}
-	d.delivered(ep.ID, ev, outcome)
-	if err := d.release(ctx, q, attempts, res.StatusCode, row.lastErr, next); err != nil {
-		return q, err
-	}
-	return q, errRetryLater
 }
 
 // send makes one attempt, if the endpoint is still enabled as of a read at
@@ -235,24 +419,25 @@ func (d *Dispatcher) delivered(endpointID string, ev webhook.Event, outcome Outc
 	}
 }
 
-// noteDepth records the queue's depth as read, and reports its endpoint's
-// sum over the queues this dispatcher has read.
-func (d *Dispatcher) noteDepth(q queue) {
+// noteDepth records a queue's depth (wanted - done as this dispatcher
+// knows them), and reports its endpoint's sum over the queues this
+// dispatcher has seen.
+func (d *Dispatcher) noteDepth(ref queueRef, depth int64) {
 	d.mu.Lock()
-	d.depth[q.ref] = max(q.wanted-q.done, 0)
+	d.depth[ref] = max(depth, 0)
 	var sum int64
-	for ref, n := range d.depth {
-		if ref.endpointID == q.ref.endpointID {
+	for r, n := range d.depth {
+		if r.endpointID == ref.endpointID {
 			sum += n
 		}
 	}
-	if q.wanted <= q.done {
-		delete(d.depth, q.ref)
+	if depth <= 0 {
+		delete(d.depth, ref)
 	}
 	// Reported under the lock, so that the reports of one endpoint come in
 	// the order of their sums (the hook sets a gauge).
 	if d.o.Observer.QueueDepth != nil {
-		d.o.Observer.QueueDepth(q.ref.endpointID, sum)
+		d.o.Observer.QueueDepth(ref.endpointID, sum)
 	}
 	d.mu.Unlock()
 }
@@ -320,17 +505,6 @@ func (r deliveryRow) item() map[string]types.AttributeValue {
 		item["next_attempt_time"] = num(r.next.UnixNano())
 	}
 	return item
-}
-
-// putRow writes an entry's delivery row as the attempt left it. The row
-// follows the queue, which decides: it is written whole, so a redelivered
-// event's row starts again from its first attempt.
-func (d *Dispatcher) putRow(ctx context.Context, r deliveryRow) error {
-	_, err := d.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: &d.table, Item: r.item()})
-	if err != nil {
-		return fmt.Errorf("write delivery row: %w", err)
-	}
-	return nil
 }
 
 func decodeDelivery(item map[string]types.AttributeValue) webhook.Delivery {

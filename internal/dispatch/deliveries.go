@@ -223,10 +223,23 @@ func (d *Dispatcher) redeliverUser(ctx context.Context, ep webhook.Endpoint, use
 		const common = "endpoint_id = :ep, queue_endpoint = :ep, user_id = :u, admit_from = :af, attempts = :zero, " +
 			"due_shard = :shard, due_time = :now"
 		if exists {
-			values[":done"] = num(min(q.done, target))
+			// A claim holder may have resolved versions past done that it
+			// has not yet written (an attempt under way, versions skipped):
+			// redo tells it where to start again, so that those after
+			// target are sent again too. A queue put
+			// off (a retry's wait) is due now, for any dispatcher.
+			redo := target
+			if q.hasRedo {
+				redo = min(redo, q.redo)
+			}
+			values[":done"], values[":redo"] = num(min(q.done, target)), num(redo)
 			values[":rvn"] = num(q.rvn)
-			in.UpdateExpression = aws.String("SET done = :done, " + common +
-				" ADD rvn :one REMOVE last_status_code, last_error, next_attempt_time")
+			expr := "SET done = :done, redo = :redo, " + common
+			if q.claimOwner == waiting {
+				expr += ", claim_until = :nowN"
+				values[":nowN"] = num(d.o.Now().UnixNano())
+			}
+			in.UpdateExpression = aws.String(expr + " ADD rvn :one REMOVE last_status_code, last_error, next_attempt_time")
 			in.ConditionExpression = aws.String("rvn = :rvn")
 		} else {
 			values[":done"], values[":w"] = num(target), num(last)

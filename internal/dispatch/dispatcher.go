@@ -23,6 +23,7 @@ import (
 type DB interface {
 	EndpointsAPI
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // Ledger is what the dispatcher reads of the ledger: a user's entries in
@@ -54,6 +55,9 @@ const (
 	disabledRecheck = time.Minute
 	// maxRead bounds the entries one read of a queue takes from the ledger.
 	maxRead = 100
+	// maxInbox bounds the entries Apply keeps for a queue under delivery;
+	// beyond it the queue reads the ledger.
+	maxInbox = 1000
 )
 
 // Options configure a Dispatcher. Sender and EncodeEntry are required.
@@ -69,7 +73,8 @@ type Options struct {
 	// Schedule is when failed attempts are tried again; zero is
 	// DefaultSchedule.
 	Schedule webhook.Schedule
-	// PerEndpoint bounds the users delivered at once to one endpoint.
+	// PerEndpoint bounds the attempts made at once to one endpoint (each
+	// of another user: a user's events go one at a time).
 	PerEndpoint int
 	// EndpointRefresh is the most an endpoint read may be old when an
 	// attempt starts: the API waits this long before it answers a disable
@@ -143,12 +148,11 @@ type Status struct {
 // Apply is its stream handler, Run its delivery loop; ListDeliveries,
 // Redeliver and Notify serve the API and the notice finder.
 type Dispatcher struct {
-	db       DB
-	table    string
-	ledger   Ledger
-	store    *Endpoints
-	o        Options
-	handoffs chan queueRef
+	db     DB
+	table  string
+	ledger Ledger
+	store  *Endpoints
+	o      Options
 
 	epMu      sync.Mutex
 	eps       map[string]webhook.Endpoint // as read at epRead; replaced, never changed
@@ -156,9 +160,32 @@ type Dispatcher struct {
 	epReading chan struct{}               // closed when the read under way ends
 
 	mu       sync.Mutex
-	inFlight map[queueRef]bool
+	running  bool                     // Run is delivering: Apply may claim queues for it
+	handoffs []handoff                // for Run to start
+	wake     chan struct{}            // tells Run there are handoffs
+	inFlight map[queueRef]bool        // being delivered by Run
+	pending  map[queueRef]handoff     // claimed queues to deliver again once their run ends
+	inbox    map[queueRef]*inbox      // entries Apply marked on queues under delivery
+	slots    map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
 	depth    map[queueRef]int64
 	st       Status
+}
+
+// handoff is a queue this process hands Run in-process, without a round
+// trip through the "due" index: q when it is already claimed (by the mark
+// that made it due), else Run claims it; entries, the user's entries the
+// stream handed over, so that delivery need not read them again.
+type handoff struct {
+	ref     queueRef
+	q       *queue
+	entries []ledger.Entry
+}
+
+// inbox is what Apply marked on a queue while it was being delivered: the
+// entries and the wanted it recorded.
+type inbox struct {
+	entries []ledger.Entry
+	wanted  int64
 }
 
 // queueRef names a queue (an endpoint and a user) or, with notice set, a
@@ -211,8 +238,11 @@ func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
 	return &Dispatcher{
 		db: db, table: table, ledger: led, o: o,
 		store:    NewEndpoints(db, table, o.Now),
-		handoffs: make(chan queueRef, 4096),
+		wake:     make(chan struct{}, 1),
 		inFlight: map[queueRef]bool{},
+		pending:  map[queueRef]handoff{},
+		inbox:    map[queueRef]*inbox{},
+		slots:    map[string]chan struct{}{},
 		depth:    map[queueRef]int64{},
 		st:       Status{Owner: o.Owner},
 	}, nil
@@ -308,10 +338,13 @@ func (d *Dispatcher) endpoint(ctx context.Context, id string) (e webhook.Endpoin
 // subscription and create_time), it records on their queue that the
 // entries are wanted, making the queue if needed (done just before the
 // first such entry): one write per user and endpoint, not per entry. The
-// endpoints are read after the batch's newest entry was written (one
-// small consistent Query per batch while entries are new), so an endpoint
-// created before an entry is never missed. The stream consumer
-// checkpoints the batch only after Apply returns nil.
+// same write claims the queue if it was idle and Run is delivering, and
+// the queue and the entries are handed to Run in-process: a user's event
+// costs that write, its attempt and the write of its outcome (see
+// deliverQueue). The endpoints are read after the batch's newest entry
+// was written (one small consistent Query per batch while entries are
+// new), so an endpoint created before an entry is never missed. The
+// stream consumer checkpoints the batch only after Apply returns nil.
 func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -356,17 +389,31 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 			}
 		}
 	}
+	d.mu.Lock()
+	take := d.running
+	d.mu.Unlock()
 	errs := make([]error, len(marks))
 	var wg sync.WaitGroup
-	limit := make(chan struct{}, 16)
+	// Marks of many users at once: a batch waits for all of them before
+	// the stream reads on, so their round trips overlap.
+	limit := make(chan struct{}, 64)
 	for i, m := range marks {
 		wg.Go(func() {
 			limit <- struct{}{}
 			defer func() { <-limit }()
-			errs[i] = d.markWanted(ctx, m.ref, m.first, m.last, m.admitFrom)
-			if errs[i] == nil && d.o.Observer.EventsDispatched != nil {
+			q, claimed, err := d.markWanted(ctx, m.ref, m.first, m.last, m.admitFrom, take)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if d.o.Observer.EventsDispatched != nil {
 				d.o.Observer.EventsDispatched(m.ref.endpointID, m.n)
 			}
+			h := handoff{ref: m.ref, entries: byUser[m.ref.userID]}
+			if claimed {
+				h.q = &q
+			}
+			errs[i] = d.handOverMarked(ctx, h, m.last)
 		})
 	}
 	wg.Wait()
@@ -381,17 +428,56 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 		}
 	}
 	d.mu.Unlock()
-	for _, m := range marks {
-		d.handOver(m.ref)
-	}
 	return nil
 }
 
-// handOver gives a queue this process just marked to Run, without a round
-// trip through the index; when Run is behind, the index finds it instead.
+// handOverMarked passes a marked queue on: claimed, to Run with its
+// entries; under delivery here, its entries and wanted to the delivery
+// (the inbox); otherwise to whoever holds it, or to the "due" index. A
+// queue claimed while Run was stopping is put off, due now.
+func (d *Dispatcher) handOverMarked(ctx context.Context, h handoff, wanted int64) error {
+	d.mu.Lock()
+	switch {
+	case h.q != nil && d.running:
+		d.handoffs = append(d.handoffs, h)
+		d.mu.Unlock()
+		d.signal()
+		return nil
+	case h.q != nil:
+		d.mu.Unlock()
+		_, err := d.write(ctx, *h.q, nil, queueWrite{done: h.q.done, after: putOff, until: d.o.Now()})
+		return lost(err)
+	case d.inFlight[h.ref]:
+		in := d.inbox[h.ref]
+		if in == nil {
+			in = &inbox{}
+			d.inbox[h.ref] = in
+		}
+		in.wanted = max(in.wanted, wanted)
+		if len(in.entries)+len(h.entries) <= maxInbox {
+			in.entries = append(in.entries, h.entries...)
+		}
+	}
+	d.mu.Unlock()
+	return nil
+}
+
+// handOver gives Run a queue to claim and deliver (or a notice row); when
+// Run is not delivering, the "due" index finds it instead.
 func (d *Dispatcher) handOver(ref queueRef) {
+	d.mu.Lock()
+	if !d.running {
+		d.mu.Unlock()
+		return
+	}
+	d.handoffs = append(d.handoffs, handoff{ref: ref})
+	d.mu.Unlock()
+	d.signal()
+}
+
+func (d *Dispatcher) signal() {
 	select {
-	case d.handoffs <- ref:
+	case d.wake <- struct{}{}:
 	default:
 	}
 }

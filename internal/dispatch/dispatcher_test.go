@@ -82,6 +82,7 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	})
 	all.check()
 	some.check()
+	settled(t, d)
 	types := map[ledger.EntryType]bool{}
 	for _, u := range users {
 		es := byUser[u]
@@ -181,6 +182,7 @@ func TestReceiverFailingForAWhile(t *testing.T) {
 	if rcv.requests() <= 20 {
 		t.Errorf("%d requests: the 500s were not retried", rcv.requests())
 	}
+	settled(t, d)
 	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "f0"})
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +347,7 @@ func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
 	if !slices.Equal(tail, []int64{2, 3}) {
 		t.Errorf("redelivered %v, want 2 then 3", tail)
 	}
+	settled(t, d)
 	rows, _, err = d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "x"})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("rows %+v, %v", rows, err)

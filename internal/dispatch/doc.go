@@ -26,7 +26,11 @@
 //     attempted, sortable text; while claimed, the claim's end) put it in
 //     the sparse index "due", read only to find candidates, never to
 //     decide. Every dispatcher reads every shard (no lease): the claim
-//     decides who delivers.
+//     decides who delivers. A queue put off (its head's next attempt, a
+//     disabled endpoint, a stopped dispatcher) has claim_owner "(waiting)"
+//     and claim_until its due time: no one holds it, and any dispatcher
+//     may claim it then. redo is where a redelivery asked the queue to
+//     start again, until its holder takes it into account.
 //   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",
 //     SK "V#<version, zero-padded>" (a notice: "N#<event id>": Notify is
 //     handed the event, whose id the notice finder makes once per user,
@@ -34,7 +38,8 @@
 //     type, state (PENDING, SUCCEEDED, FAILED), attempts, last status
 //     code, last error and next attempt time; delivery_endpoint + event_id
 //     index it by endpoint for ListWebhookDeliveries. An entry's row is
-//     written whole at each attempt, from the queue's count, so a
+//     written whole, from the queue's count, in the same transaction as
+//     the queue's done (a 2xx, a last attempt) or its put-off, so a
 //     redelivered event's row starts again at its next attempt.
 //     A notice's delivery row is its own queue of one event: while PENDING
 //     it carries due_shard and due_time, its data and time, and a claim,
@@ -46,20 +51,27 @@
 // What holds:
 //
 //   - Order: a user's events reach an endpoint in version order. Only the
-//     holder of a queue's claim (a conditional write with an expiry) sends
-//     its head, and done moves only forward, by a write conditional on the
-//     queue's record version as read (so on the done and the claim it
-//     read); the head is sent again until a 2xx or its last attempt, and
-//     only then does the next version go.
+//     holder of a queue's claim (a conditional write with an expiry: the
+//     mark of an idle queue, or a claim of a due one) sends its events,
+//     one after another, each only after the previous one's 2xx or last
+//     attempt; done moves only forward, by a write conditional on the
+//     queue's record version as read (claims and redeliveries move it, a
+//     mark of wanted does not: a release also requires wanted <= done).
+//     A head that got no 2xx is put off, and nothing after it goes until
+//     it does or is given up.
 //   - Nothing lost: the stream consumer checkpoints a batch only after the
-//     queues of its users record wanted; a queue's events are read from the
-//     ledger (consistent reads), so a trimmed or lost stream record delays
-//     nothing that a later record or a redelivery does not recover.
-//   - At least once, duplicates only as the same webhook-id: an attempt
-//     may be repeated after a crash before done moved, never another
-//     event under its id, nor another body: an event's entry is as it was
-//     written (a purchase's refunded_amount and a grant's reversed_amount,
-//     which later entries move, read as 0).
+//     queues of its users record wanted; a queue's events are the entries
+//     the stream handed over (as written: the same decoding) or else read
+//     from the ledger (consistent reads), so a trimmed or lost stream
+//     record delays nothing that a later record or a redelivery does not
+//     recover.
+//   - At least once, duplicates only as the same webhook-id: every
+//     attempt's outcome is written (its row, and done or the put-off, in
+//     one transaction) before the next attempt starts, so a crash before
+//     it repeats only that attempt, never an older version after a newer,
+//     never another event under its id, nor another body: an event's
+//     entry is as it was written (a purchase's refunded_amount and a
+//     grant's reversed_amount, which later entries move, read as 0).
 //   - An endpoint receives the entries written at or after its
 //     create_time (to the microsecond, the ledger's precision); a deleted
 //     or disabled endpoint gets no attempt that starts after its call
@@ -70,12 +82,15 @@
 //   - A 410 disables the endpoint (disabled_reason says so); after the
 //     schedule's last attempt the event is FAILED and done moves past it.
 //   - RedeliverWebhookEvents moves done back (never wanted forward; a
-//     user without a queue gets one, wanting the user's last entry), so
-//     the events are sent again, in order, read from the ledger.
+//     user without a queue gets one, wanting the user's last entry) and
+//     records redo, so that a holder with versions resolved but not yet
+//     written sends again what was asked too: the events are sent again, in order, read
+//     from the ledger.
 //
 // Wiring: New(db, webhooksTable, ledgerStore, Options{Sender, EncodeEntry:
 // api.EntryJSON, Observer}) and go Run(ctx); the stream consumer calls
-// Apply with each batch and checkpoints after it returns nil; the API
+// Apply with each batch and checkpoints after it returns nil (Apply's
+// marks claim idle queues for Run only while Run delivers); the API
 // calls ListDeliveries and Redeliver, and waits EndpointRefresh before it
 // answers a disable or a delete; the notice finder calls Notify. Several
 // dispatchers may run on one table: claims share the queues.

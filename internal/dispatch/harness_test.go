@@ -205,6 +205,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// settled waits until d delivers no queue: every 2xx a receiver got is
+// then on the record (a queue's run ends with the write of its last
+// group), as ListDeliveries lists it.
+func settled(t *testing.T, d *dispatch.Dispatcher) {
+	t.Helper()
+	waitFor(t, "every queue's last group written", func() bool { return d.Status().InFlight == 0 })
+}
+
 // arrival is one request a receiver got.
 type arrival struct {
 	id      string

@@ -67,7 +67,7 @@ func noticeKey(ref queueRef) map[string]types.AttributeValue {
 
 // deliverNotice claims a due notice row, attempts it once and records the
 // outcome on the row, which is the notice's queue.
-func (d *Dispatcher) deliverNotice(ctx context.Context, ref queueRef) error {
+func (d *Dispatcher) deliverNotice(ctx context.Context, stop <-chan struct{}, ref queueRef) error {
 	now := d.o.Now()
 	out, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &d.table,
@@ -104,8 +104,14 @@ func (d *Dispatcher) deliverNotice(ctx context.Context, ref queueRef) error {
 		return d.updateNotice(ctx, ref, "SET due_time = :due REMOVE claim_owner, claim_until",
 			map[string]types.AttributeValue{":due": str(dueText(now.Add(disabledRecheck)))})
 	}
+	release, stopped := d.sendSlot(stop, ep.ID)
+	if stopped {
+		// Due as it was, for any dispatcher.
+		return d.updateNotice(ctx, ref, "REMOVE claim_owner, claim_until", nil)
+	}
 	attempts := int(getN(item, "attempts")) + 1
 	res := d.send(ctx, ep, ev)
+	release()
 	values := map[string]types.AttributeValue{
 		":a": num(int64(attempts)), ":status": num(int64(res.StatusCode)), ":err": str(attemptError(res)),
 	}

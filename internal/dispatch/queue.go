@@ -24,9 +24,21 @@ type queue struct {
 	claimOwner string
 	claimUntil time.Time
 	rvn        int64
+	// redo is where the latest redelivery asked the queue to start again
+	// (done moved back to at most it); hasRedo says there is one the claim
+	// holder has not taken into account yet.
+	redo    int64
+	hasRedo bool
 }
 
 const queueSK = "Q"
+
+// waiting is the claim_owner of a queue put off until its claim_until (a
+// failed head's next attempt, a disabled endpoint, a stop): no dispatcher
+// holds it, but it is not idle either, so that marking it wanted does not
+// take it before its time (markWanted takes only a queue without any
+// claim_owner), and any dispatcher may claim it once claim_until passes.
+const waiting = "(waiting)"
 
 func queuePK(endpointID, user string) string { return "Q#" + endpointID + "#" + user }
 
@@ -67,7 +79,8 @@ func dueShard(pk, sk string) string {
 func dueText(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000000Z") }
 
 func decodeQueue(ref queueRef, item map[string]types.AttributeValue) queue {
-	q := queue{
+	_, hasRedo := item["redo"]
+	return queue{
 		ref:        ref,
 		wanted:     getN(item, "wanted"),
 		done:       getN(item, "done"),
@@ -76,8 +89,9 @@ func decodeQueue(ref queueRef, item map[string]types.AttributeValue) queue {
 		claimOwner: getS(item, "claim_owner"),
 		claimUntil: time.Unix(0, getN(item, "claim_until")),
 		rvn:        getN(item, "rvn"),
+		redo:       getN(item, "redo"),
+		hasRedo:    hasRedo,
 	}
-	return q
 }
 
 func isConditionFailed(err error) bool {
@@ -89,25 +103,60 @@ func isConditionFailed(err error) bool {
 // wanted, making the queue if there is none (done just before first). A
 // queue already wanting as much is left alone. A queue that was idle
 // becomes due now; one waiting for a retry keeps its due_time.
-func (d *Dispatcher) markWanted(ctx context.Context, ref queueRef, first, last int64, admitFrom time.Time) error {
+//
+// With take, the same write also claims the queue for this dispatcher if
+// it was idle (no claim_owner at all: never claimed, or released with
+// nothing wanted): claimed says it did, and q is the queue as written, so
+// that delivery starts without a claim of its own. A queue someone holds
+// or one put off (waiting) is left to its holder or to its due_time.
+//
+// The mark does not move rvn: only wanted changes, and a claim holder's
+// writes check wanted where it matters (a release requires wanted <= done),
+// so that marking a queue under delivery does not make its holder read it
+// again.
+func (d *Dispatcher) markWanted(ctx context.Context, ref queueRef, first, last int64, admitFrom time.Time, take bool) (q queue, claimed bool, err error) {
 	pk := queuePK(ref.endpointID, ref.userID)
-	_, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: &d.table,
-		Key:       queueKey(ref),
-		UpdateExpression: aws.String("SET wanted = :w, done = if_not_exists(done, :d), endpoint_id = :ep, queue_endpoint = :ep, " +
-			"user_id = :u, admit_from = if_not_exists(admit_from, :af), attempts = if_not_exists(attempts, :zero), " +
-			"due_shard = :shard, due_time = if_not_exists(due_time, :now) ADD rvn :one"),
-		ConditionExpression: aws.String("attribute_not_exists(PK) OR wanted < :w"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":w": num(last), ":d": num(first - 1), ":ep": str(ref.endpointID), ":u": str(ref.userID),
-			":af": num(admitFrom.UnixNano()), ":zero": num(0), ":shard": str(dueShard(pk, queueSK)),
-			":now": str(dueText(d.o.Now())), ":one": num(1),
-		},
-	})
-	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("mark queue %s: %w", pk, err)
+	now := d.o.Now()
+	until := now.Add(d.o.ClaimTTL)
+	values := map[string]types.AttributeValue{
+		":w": num(last), ":d": num(first - 1), ":ep": str(ref.endpointID), ":u": str(ref.userID),
+		":af": num(admitFrom.UnixNano()), ":zero": num(0), ":shard": str(dueShard(pk, queueSK)),
 	}
-	return nil
+	expr := "SET wanted = :w, done = if_not_exists(done, :d), endpoint_id = :ep, queue_endpoint = :ep, " +
+		"user_id = :u, admit_from = if_not_exists(admit_from, :af), attempts = if_not_exists(attempts, :zero), " +
+		"due_shard = :shard, rvn = if_not_exists(rvn, :zero)"
+	if take {
+		// An idle queue has none of the three: it is claimed, and due when
+		// the claim ends (the "due" index finds it only if this dispatcher
+		// dies). A queue with a due_time (a redelivery's) keeps it.
+		expr += ", claim_owner = if_not_exists(claim_owner, :me), claim_until = if_not_exists(claim_until, :until), " +
+			"due_time = if_not_exists(due_time, :untilText)"
+		values[":me"], values[":until"], values[":untilText"] = str(d.o.Owner), num(until.UnixNano()), str(dueText(until))
+	} else {
+		expr += ", due_time = if_not_exists(due_time, :now)"
+		values[":now"] = str(dueText(now))
+	}
+	out, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &d.table,
+		Key:                       queueKey(ref),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("attribute_not_exists(PK) OR wanted < :w"),
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return queue{}, false, nil
+	}
+	if err != nil {
+		return queue{}, false, fmt.Errorf("mark queue %s: %w", pk, err)
+	}
+	q = decodeQueue(ref, out.Attributes)
+	// Ours only if this write set all three: a claim_until to the
+	// nanosecond of this write, and a due_time of its own (not a
+	// redelivery's, which wants the "due" index to find it).
+	claimed = take && q.claimOwner == d.o.Owner && q.claimUntil.Equal(time.Unix(0, until.UnixNano())) &&
+		getS(out.Attributes, "due_time") == dueText(until)
+	return q, claimed, nil
 }
 
 // claim takes the queue of ref for this dispatcher until now+ClaimTTL, if
@@ -151,112 +200,189 @@ func (d *Dispatcher) readQueue(ctx context.Context, ref queueRef) (queue, bool, 
 	return decodeQueue(ref, out.Item), true, nil
 }
 
-// errClaimLost ends a delivery whose queue another writer took or moved:
-// the claim expired and another dispatcher holds it, or a redelivery
-// moved done.
+// errClaimLost ends a delivery whose queue another dispatcher took: the
+// claim expired and another holds it, or the queue is gone.
 var errClaimLost = errors.New("queue claim lost")
 
-// queueChange is one write of the claim holder to its queue.
-type queueChange struct {
-	set    []string // "name = :value" clauses
-	remove []string
-	values map[string]types.AttributeValue
+// errRedelivered ends a write that found its queue moved by a redelivery
+// under a claim still this dispatcher's: the queue as read is returned
+// with it, to go on from.
+var errRedelivered = errors.New("queue moved by a redelivery")
+
+// holdAfter is what becomes of the claim after a holder's write.
+type holdAfter int
+
+const (
+	// keepClaim renews the claim: more events are to be sent.
+	keepClaim holdAfter = iota
+	// putOff ends the claim until a time (queueWrite.until), the queue
+	// staying due then: a failed head's next attempt, a disabled
+	// endpoint, a stop.
+	putOff
+	// release ends the claim of a queue with nothing more wanted: it
+	// leaves the "due" index. Should wanted have risen meanwhile, the
+	// write keeps the claim instead.
+	release
+	// drop takes the queue of a deleted endpoint out of the "due" index.
+	drop
+)
+
+// queueWrite is one write of the claim holder to its queue: done moved to
+// done (the events up to it answered 2xx, given up or skipped), the
+// head's failed attempt if there is one, and what becomes of the claim.
+type queueWrite struct {
+	done   int64
+	after  holdAfter
+	until  time.Time      // putOff's end
+	failed *failedAttempt // the head's attempt that got no 2xx
 }
 
-// write applies c to q under a condition on the record version q was read
-// at. Another writer in between (Apply raising wanted, a stale claimer
-// failing to claim does not write) makes it read the queue again and
-// retry, as long as the claim is still this dispatcher's and done has not
-// moved; otherwise errClaimLost. build makes the change from the queue as
-// read, so that it sees the wanted of the latest read.
-func (d *Dispatcher) write(ctx context.Context, q queue, build func(queue) queueChange) (queue, error) {
-	for {
-		c := build(q)
-		values := map[string]types.AttributeValue{":rvn": num(q.rvn), ":one": num(1)}
-		for k, v := range c.values {
-			values[k] = v
+// failedAttempt is what the queue keeps of its head's last attempt.
+type failedAttempt struct {
+	attempts int
+	status   int
+	lastErr  string
+	next     time.Time
+}
+
+// write puts the rows (the delivery rows of the events w resolves, and
+// of a failed head) and w on the record in one write: an UpdateItem of the
+// queue alone, or a TransactWriteItems of the rows and the queue, so that
+// done never passes an event whose row is not written. The write is
+// conditional on the record version q was read at (claims and
+// redeliveries move it; a mark of wanted does not). When it fails, the
+// queue is read again: a claim that is no longer this dispatcher's is
+// errClaimLost, a moved record version (a redelivery) errRedelivered with
+// the queue as read; a raised wanted alone is written again, keeping the
+// claim if w released it.
+func (d *Dispatcher) write(ctx context.Context, q queue, rows []deliveryRow, w queueWrite) (queue, error) {
+	for conflicts := 0; ; {
+		if w.after == release && w.done < q.wanted {
+			w.after = keepClaim
 		}
-		expr := ""
-		if len(c.set) > 0 {
-			expr = "SET " + strings.Join(c.set, ", ")
+		update, next := d.queueUpdate(q, w)
+		var err error
+		if len(rows) == 0 {
+			_, err = d.db.UpdateItem(ctx, update)
+		} else {
+			items := make([]types.TransactWriteItem, 0, len(rows)+1)
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: update.TableName, Key: update.Key, UpdateExpression: update.UpdateExpression,
+				ConditionExpression: update.ConditionExpression, ExpressionAttributeValues: update.ExpressionAttributeValues,
+			}})
+			for _, r := range rows {
+				items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &d.table, Item: r.item()}})
+			}
+			_, err = d.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		}
-		expr += " ADD rvn :one"
-		if len(c.remove) > 0 {
-			expr += " REMOVE " + strings.Join(c.remove, ", ")
-		}
-		out, err := d.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                 &d.table,
-			Key:                       queueKey(q.ref),
-			UpdateExpression:          aws.String(expr),
-			ConditionExpression:       aws.String("rvn = :rvn"),
-			ExpressionAttributeValues: values,
-			ReturnValues:              types.ReturnValueAllNew,
-		})
-		if err == nil {
-			return decodeQueue(q.ref, out.Attributes), nil
-		}
-		if !isConditionFailed(err) {
+		failed, conflict := writeFailure(err)
+		switch {
+		case err == nil:
+			return next, nil
+		case conflict && conflicts < 10:
+			// DynamoDB cancels a transaction that meets another write of
+			// the queue (a mark) under way: try again shortly.
+			conflicts++
+			select {
+			case <-ctx.Done():
+				return q, ctx.Err()
+			case <-time.After(time.Duration(conflicts) * 10 * time.Millisecond):
+			}
+			continue
+		case !failed:
 			return q, fmt.Errorf("write queue: %w", err)
 		}
 		now, ok, err := d.readQueue(ctx, q.ref)
-		if err != nil {
+		switch {
+		case err != nil:
 			return q, err
-		}
-		if !ok || now.claimOwner != d.o.Owner || now.done != q.done {
+		case !ok || now.claimOwner != d.o.Owner:
 			return q, errClaimLost
+		case now.rvn != q.rvn:
+			return now, errRedelivered
 		}
-		q = now
+		q.wanted = now.wanted
 	}
 }
 
-// advance moves done to version (the head answered 2xx, was given up, or
-// versions up to it are skipped) and resets the head's attempts. A queue
-// with nothing more wanted leaves the "due" index and is released; one
-// with more stays claimed, and renewed.
-func (d *Dispatcher) advance(ctx context.Context, q queue, version int64) (queue, error) {
-	return d.write(ctx, q, func(q queue) queueChange {
-		c := queueChange{
-			set:    []string{"done = :done", "attempts = :zero"},
-			remove: []string{"last_status_code", "last_error", "next_attempt_time"},
-			values: map[string]types.AttributeValue{":done": num(version), ":zero": num(0)},
+// writeFailure says whether err is the queue's condition failing (alone
+// or in a transaction, where the queue is the first item), or a
+// transaction conflict, which is worth trying again.
+func writeFailure(err error) (conditionFailed, conflict bool) {
+	if err == nil {
+		return false, false
+	}
+	if isConditionFailed(err) {
+		return true, false
+	}
+	var cancelled *types.TransactionCanceledException
+	if !errors.As(err, &cancelled) {
+		return false, false
+	}
+	for i, r := range cancelled.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			if i == 0 {
+				return true, false
+			}
+		case "TransactionConflict":
+			conflict = true
 		}
-		if version >= q.wanted {
-			c.remove = append(c.remove, "due_shard", "due_time", "claim_owner", "claim_until")
-		} else {
-			until := d.o.Now().Add(d.o.ClaimTTL)
-			c.set = append(c.set, "claim_until = :until", "due_time = :untilText")
-			c.values[":until"], c.values[":untilText"] = num(until.UnixNano()), str(dueText(until))
-		}
-		return c
-	})
+	}
+	return false, conflict
 }
 
-// release gives up the claim and puts the queue's head off until next,
-// recording the failed attempt (attempts 0: nothing attempted, as for a
-// disabled endpoint).
-func (d *Dispatcher) release(ctx context.Context, q queue, attempts, status int, lastErr string, next time.Time) error {
-	_, err := d.write(ctx, q, func(queue) queueChange {
-		c := queueChange{
-			set:    []string{"due_time = :due"},
-			remove: []string{"claim_owner", "claim_until"},
-			values: map[string]types.AttributeValue{":due": str(dueText(next))},
+// queueUpdate is w as an UpdateItem of q, and q as it will be once
+// written.
+func (d *Dispatcher) queueUpdate(q queue, w queueWrite) (*dynamodb.UpdateItemInput, queue) {
+	set := []string{"done = :done"}
+	var remove []string
+	values := map[string]types.AttributeValue{":done": num(w.done), ":rvn": num(q.rvn), ":one": num(1)}
+	next := q
+	next.done, next.rvn, next.hasRedo = w.done, q.rvn+1, false
+	switch {
+	case w.failed != nil:
+		set = append(set, "attempts = :a", "last_status_code = :status", "last_error = :err", "next_attempt_time = :next")
+		values[":a"] = num(int64(w.failed.attempts))
+		values[":status"] = num(int64(w.failed.status))
+		values[":err"] = str(w.failed.lastErr)
+		values[":next"] = num(w.failed.next.UnixNano())
+		next.attempts = w.failed.attempts
+	case w.done > q.done:
+		set = append(set, "attempts = :zero")
+		remove = append(remove, "last_status_code", "last_error", "next_attempt_time")
+		values[":zero"] = num(0)
+		next.attempts = 0
+	}
+	if q.hasRedo {
+		remove = append(remove, "redo")
+	}
+	cond := "rvn = :rvn"
+	switch w.after {
+	case keepClaim, putOff:
+		until, owner := d.o.Now().Add(d.o.ClaimTTL), d.o.Owner
+		if w.after == putOff {
+			until, owner = w.until, waiting
 		}
-		if attempts > 0 {
-			c.set = append(c.set, "attempts = :a", "last_status_code = :status", "last_error = :err", "next_attempt_time = :next")
-			c.values[":a"] = num(int64(attempts))
-			c.values[":status"] = num(int64(status))
-			c.values[":err"] = str(lastErr)
-			c.values[":next"] = num(next.UnixNano())
+		set = append(set, "claim_owner = :owner", "claim_until = :until", "due_time = :untilText")
+		values[":owner"], values[":until"], values[":untilText"] = str(owner), num(until.UnixNano()), str(dueText(until))
+		next.claimOwner, next.claimUntil = owner, time.Unix(0, until.UnixNano())
+	case release, drop:
+		remove = append(remove, "due_shard", "due_time", "claim_owner", "claim_until")
+		next.claimOwner, next.claimUntil = "", time.Time{}
+		if w.after == release {
+			cond += " AND wanted <= :done"
 		}
-		return c
-	})
-	return err
-}
-
-// drop takes the queue of a deleted endpoint out of the "due" index.
-func (d *Dispatcher) drop(ctx context.Context, q queue) error {
-	_, err := d.write(ctx, q, func(queue) queueChange {
-		return queueChange{remove: []string{"due_shard", "due_time", "claim_owner", "claim_until"}}
-	})
-	return err
+	}
+	expr := "SET " + strings.Join(set, ", ") + " ADD rvn :one"
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &d.table,
+		Key:                       queueKey(q.ref),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeValues: values,
+	}, next
 }
