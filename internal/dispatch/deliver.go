@@ -25,14 +25,13 @@ import (
 // or when stop is closed (then it puts the queue off until now, due at
 // once for any dispatcher).
 //
-// Each outcome is put on the record before the next event goes
-// (batch.commit): an event's delivery row and done moved past it in one
-// transaction, which renews the claim, or releases it when nothing more
-// is wanted. The queue's entries come from the stream's hand-over when
-// they can, so an event costs its attempt and that one write; a
-// dispatcher that dies before it is written leaves only that event to be
-// sent again, under the same webhook-id (at least once, and never an
-// older version after a newer).
+// The events answered 2xx one after another are put on the record in
+// groups (batch.commit): their delivery rows and done moved past them in
+// one write, renewing the claim, or releasing it when nothing more is
+// wanted. One user's waiting events go at the pace of the receiver's
+// answers, not of a round of writes each; a dispatcher that dies before
+// a group is written leaves its events to be sent again, under the same
+// webhook-ids (at least once).
 func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h handoff) error {
 	q := h.q
 	if q == nil {
@@ -46,9 +45,6 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 	b.take(h.entries, 0)
 	d.noteDepth(b.q.ref, b.wanted-b.cursor)
 	for {
-		if b.q.claimOwner != d.o.Owner {
-			return nil // the last write released it: nothing more was wanted
-		}
 		select {
 		case <-stop:
 			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
@@ -64,9 +60,12 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 		case ep.Disabled:
 			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(disabledRecheck)})
 		case b.cursor >= b.wanted:
-			// Nothing more known to be wanted (the rest skipped): done and
-			// the claim go, unless wanted rose meanwhile.
+			// Nothing more known to be wanted: the group goes on the
+			// record and the claim with it, unless wanted rose meanwhile.
 			err := b.commit(ctx, queueWrite{after: release})
+			if err == nil && b.q.claimOwner != d.o.Owner {
+				return nil
+			}
 			if err := b.goOn(err); err != nil {
 				return lost(err)
 			}
@@ -113,17 +112,27 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 
 // batch is a queue under delivery: q as last written; cursor, the version
 // up to which its events are resolved (answered 2xx, given up, or
-// skipped), on the record or not yet (skipped versions wait for the next
-// write); rows, the delivery rows not yet written; wanted, the highest
-// version known to be wanted (the queue's, or a mark's since).
+// skipped), on the record or not yet; rows, the delivery rows not yet
+// written; wanted, the highest version known to be wanted (the queue's,
+// or a mark's since).
 type batch struct {
 	d        *Dispatcher
 	q        queue
 	cursor   int64
 	wanted   int64
 	rows     []deliveryRow
+	since    time.Time      // when the oldest unwritten row was made
 	buffered []ledger.Entry // the user's entries above cursor, in version order
 }
+
+// Bounds of a group put on the record at once: maxGroup rows, with the
+// queue and a failed head's row still within a transaction's 100 items;
+// and flushAfter, the longest a 2xx waits for its row (and what a dead
+// dispatcher's successor may send again).
+const (
+	maxGroup   = 50
+	flushAfter = 250 * time.Millisecond
+)
 
 // take adds entries (the stream's, handed over by Apply) to those
 // buffered, and raises wanted to what the mark recorded.
@@ -181,11 +190,11 @@ func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, e
 	return nil, nil
 }
 
-// attempt sends e, the next event, once, and writes the outcome before
-// anything else is sent: a 2xx or a last attempt (FAILED) as its row and
-// done moved past it (with the versions skipped before it) in one
-// transaction; any other outcome as its row and the queue put off to the
-// next attempt (errRetryLater).
+// attempt sends e, the next event, once. A 2xx joins the group waiting to
+// be written (written once it is full or old enough); an attempt that was
+// the last (FAILED) ends the group, written at once. Any other outcome
+// writes the group with the failed attempt, on its row and on the queue,
+// and puts the queue off to the next attempt (errRetryLater).
 func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry) error {
 	d := b.d
 	ev, err := d.entryEvent(e)
@@ -212,17 +221,17 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 			outcome, row.state = OutcomeGaveUp, webhook.DeliveryFailed
 		}
 		d.delivered(ep.ID, ev, outcome)
+		if len(b.rows) == 0 {
+			b.since = d.o.Now()
+		}
 		b.rows = append(b.rows, row)
 		b.cursor = e.Version
-		// done moves past the event before the next one goes: a dispatcher
-		// that dies may then send again only this one, never an older
-		// version after a newer (the receiver's order). When nothing more
-		// is known to be wanted, the same write releases the queue.
-		after := keepClaim
-		if b.cursor >= b.wanted {
-			after = release
+		// A given-up event is written at once, like every attempt without
+		// a 2xx: before the next event goes.
+		if giveUp || len(b.rows) >= maxGroup || d.o.Now().Sub(b.since) >= flushAfter {
+			return b.commit(ctx, queueWrite{after: keepClaim})
 		}
-		return b.commit(ctx, queueWrite{after: after})
+		return nil
 	}
 	row.state, row.next = webhook.DeliveryPending, next
 	outcome := OutcomeFailed
@@ -241,9 +250,9 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 	return errRetryLater
 }
 
-// commit puts the batch on the record: its rows and done moved to cursor
+// commit puts the group on the record: its rows and done moved to cursor
 // in one write, with w's claim. A redelivery that moved the queue
-// meanwhile is taken into account (redelivered) and the batch written
+// meanwhile is taken into account (redelivered) and the group written
 // again as it then stands, keeping the claim; commit then returns
 // errRedelivered, for the caller to go on from the new cursor.
 func (b *batch) commit(ctx context.Context, w queueWrite) error {
@@ -275,7 +284,7 @@ func (b *batch) commit(ctx context.Context, w queueWrite) error {
 
 // redelivered takes into account a redelivery that moved the queue (now,
 // as read) under this batch: it asked for the events after now.redo to
-// be sent again, and moved done back to at most it. The batch's events up
+// be sent again, and moved done back to at most it. The group's events up
 // to there stay resolved, to be written; the rest are sent again.
 func (b *batch) redelivered(now queue) {
 	to := now.done
@@ -292,7 +301,7 @@ func (b *batch) redelivered(now queue) {
 	b.wanted = max(b.wanted, now.wanted)
 }
 
-// end writes the batch and w, which ends the claim (a putOff or a drop).
+// end writes the group and w, which ends the claim (a putOff or a drop).
 func (b *batch) end(ctx context.Context, w queueWrite) error {
 	err := b.commit(ctx, w)
 	if errors.Is(err, errRedelivered) {

@@ -223,10 +223,9 @@ func (d *Dispatcher) redeliverUser(ctx context.Context, ep webhook.Endpoint, use
 		const common = "endpoint_id = :ep, queue_endpoint = :ep, user_id = :u, admit_from = :af, attempts = :zero, " +
 			"due_shard = :shard, due_time = :now"
 		if exists {
-			// A claim holder may have resolved versions past done that it
-			// has not yet written (an attempt under way, versions skipped):
-			// redo tells it where to start again, so that those after
-			// target are sent again too. A queue put
+			// A claim holder may have sent events past done that it has
+			// not yet written (a group): redo tells it where to start again,
+			// so that those after target are sent again too. A queue put
 			// off (a retry's wait) is due now, for any dispatcher.
 			redo := target
 			if q.hasRedo {

@@ -340,7 +340,7 @@ func (d *Dispatcher) endpoint(ctx context.Context, id string) (e webhook.Endpoin
 // first such entry): one write per user and endpoint, not per entry. The
 // same write claims the queue if it was idle and Run is delivering, and
 // the queue and the entries are handed to Run in-process: a user's event
-// costs that write, its attempt and the write of its outcome (see
+// costs that write, its attempt and its share of a group's write (see
 // deliverQueue). The endpoints are read after the batch's newest entry
 // was written (one small consistent Query per batch while entries are
 // new), so an endpoint created before an entry is never missed. The

@@ -39,7 +39,7 @@
 //     code, last error and next attempt time; delivery_endpoint + event_id
 //     index it by endpoint for ListWebhookDeliveries. An entry's row is
 //     written whole, from the queue's count, in the same transaction as
-//     the queue's done (a 2xx, a last attempt) or its put-off, so a
+//     the queue's done (the 2xx of a group) or its failed head, so a
 //     redelivered event's row starts again at its next attempt.
 //     A notice's delivery row is its own queue of one event: while PENDING
 //     it carries due_shard and due_time, its data and time, and a claim,
@@ -65,13 +65,21 @@
 //     from the ledger (consistent reads), so a trimmed or lost stream
 //     record delays nothing that a later record or a redelivery does not
 //     recover.
-//   - At least once, duplicates only as the same webhook-id: every
-//     attempt's outcome is written (its row, and done or the put-off, in
-//     one transaction) before the next attempt starts, so a crash before
-//     it repeats only that attempt, never an older version after a newer,
-//     never another event under its id, nor another body: an event's
-//     entry is as it was written (a purchase's refunded_amount and a
-//     grant's reversed_amount, which later entries move, read as 0).
+//   - At least once, duplicates only as the same webhook-id: the 2xx of a
+//     group (at most 50, at most 250 ms old) are put on the record
+//     together, rows and done in one transaction; a crash before it sends
+//     them again, never another event under its id, nor another body: an
+//     event's entry is as it was written (a purchase's refunded_amount
+//     and a grant's reversed_amount, which later entries move, read as 0).
+//     Every attempt that got no 2xx is written before the next attempt
+//     (a given-up one ends its group). So after a dispatcher dies, the
+//     one that takes its queue over sends again, in version order, the
+//     events it had sent since done was last written (one group at
+//     most): a receiver that dedupes by webhook-id, as Standard Webhooks
+//     asks, sees each user's events once and in version order. Writing
+//     done before each next event instead costs a write per event, one
+//     after another: a hot user's events then lag without bound
+//     (docs/performance.md, "Webhooks").
 //   - An endpoint receives the entries written at or after its
 //     create_time (to the microsecond, the ledger's precision); a deleted
 //     or disabled endpoint gets no attempt that starts after its call
@@ -83,8 +91,8 @@
 //     schedule's last attempt the event is FAILED and done moves past it.
 //   - RedeliverWebhookEvents moves done back (never wanted forward; a
 //     user without a queue gets one, wanting the user's last entry) and
-//     records redo, so that a holder with versions resolved but not yet
-//     written sends again what was asked too: the events are sent again, in order, read
+//     records redo, so that a holder whose group is not yet written sends
+//     again what was asked too: the events are sent again, in order, read
 //     from the ledger.
 //
 // Wiring: New(db, webhooksTable, ledgerStore, Options{Sender, EncodeEntry:
