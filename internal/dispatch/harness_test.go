@@ -63,6 +63,13 @@ func testEntryJSON(e ledger.Entry) (json.RawMessage, error) {
 // runs it until the test ends, and returns it.
 func (f *fixture) dispatcher(o dispatch.Options) *dispatch.Dispatcher {
 	f.t.Helper()
+	return f.dispatcherOn(f.env.Client, o)
+}
+
+// dispatcherOn is dispatcher writing through db (a fault injector in front
+// of DynamoDB Local).
+func (f *fixture) dispatcherOn(db dispatch.DB, o dispatch.Options) *dispatch.Dispatcher {
+	f.t.Helper()
 	if o.Sender == nil {
 		o.Sender = sender(10 * time.Second)
 	}
@@ -82,7 +89,7 @@ func (f *fixture) dispatcher(o dispatch.Options) *dispatch.Dispatcher {
 	if os.Getenv("DISPATCH_LOG") != "" {
 		o.Log = slog.Default()
 	}
-	d, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, o)
+	d, err := dispatch.New(db, f.env.Webhooks, f.store, o)
 	if err != nil {
 		f.t.Fatal(err)
 	}

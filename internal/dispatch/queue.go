@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // queue is one endpoint's queue of one user's events, as read.
@@ -256,7 +259,7 @@ type failedAttempt struct {
 // the queue as read; a raised wanted alone is written again, keeping the
 // claim if w released it.
 func (d *Dispatcher) write(ctx context.Context, q queue, rows []deliveryRow, w queueWrite) (queue, error) {
-	for conflicts := 0; ; {
+	for conflicts, throttles := 0, 0; ; {
 		if w.after == release && w.done < q.wanted {
 			w.after = keepClaim
 		}
@@ -279,6 +282,17 @@ func (d *Dispatcher) write(ctx context.Context, q queue, rows []deliveryRow, w q
 		switch {
 		case err == nil:
 			return next, nil
+		case throttled(err) && throttles < maxThrottledWrites:
+			// The queue's or the rows' partition is over its capacity:
+			// back off and write again, still holding the claim (given
+			// up, the queue would wait for the claim to end).
+			throttles++
+			select {
+			case <-ctx.Done():
+				return q, ctx.Err()
+			case <-time.After(throttleBackoff(throttles)):
+			}
+			continue
 		case conflict && conflicts < 10:
 			// DynamoDB cancels a transaction that meets another write of
 			// the queue (a mark) under way: try again shortly.
@@ -303,6 +317,40 @@ func (d *Dispatcher) write(ctx context.Context, q queue, rows []deliveryRow, w q
 		}
 		q.wanted = now.wanted
 	}
+}
+
+// maxThrottledWrites bounds the tries of a queue's write that DynamoDB
+// throttles: with throttleBackoff, about 25 s, within the claim.
+const maxThrottledWrites = 12
+
+// throttleBackoff is the wait before the n-th try again of a throttled
+// write: 50 ms doubling to 3.2 s, with jitter so that the queues of one
+// partition do not come back together.
+func throttleBackoff(n int) time.Duration {
+	d := 50 * time.Millisecond << min(n-1, 6)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// throttled says whether err is DynamoDB refusing a write for capacity
+// (after the SDK's own retries): a ThrottlingException or its kin, or a
+// transaction cancelled with a ThrottlingError reason. Nothing was
+// written.
+func throttled(err error) bool {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode() {
+		case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
+			return true
+		}
+	}
+	var cancelled *types.TransactionCanceledException
+	return errors.As(err, &cancelled) && slices.ContainsFunc(cancelled.CancellationReasons, func(r types.CancellationReason) bool {
+		switch aws.ToString(r.Code) {
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+			return true
+		}
+		return false
+	})
 }
 
 // writeFailure says whether err is the queue's condition failing (alone
