@@ -98,7 +98,14 @@ user-token: ## print a user token (1 h) for USER_ID (alice) of make run's ledger
 	@. ./$(DEV_ENV) && bin/ledgerd token -auth-file "$$LEDGER_AUTH_FILE" -user $(USER_ID)
 
 .PHONY: test
-test: setup generate-check lint ## lint, check generated code, run all tests against DynamoDB Local (a line per package as it finishes)
+# The three at once: the tests leave about a core's worth of their time idle
+# (waiting on DynamoDB Local, on faults, on processes), which lint and the
+# generated-code check use (docs/performance.md, "Test suite time").
+test: setup ## lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
+	$(MAKE) --no-print-directory -j3 generate-check lint test-packages
+
+.PHONY: test-packages
+test-packages: setup ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
 	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
 .PHONY: setup
