@@ -3,6 +3,8 @@ package api_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -194,6 +196,34 @@ func checkRefusal(tb testing.TB, code connect.Code, reason, message, wantReason,
 	for _, w := range parserWords {
 		if strings.Contains(message, w) {
 			tb.Errorf("message %q has the parser's %q", message, w)
+		}
+	}
+}
+
+// Reconcile answers with a stream, so over Connect it takes
+// application/connect+json, not the unary application/json: a caller who
+// sends the latter (as curl of a unary call does) is told which to send,
+// not the types of a unary call.
+func TestAStreamsContentTypeIsNamed(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for _, tc := range []struct{ procedure, want string }{
+		{pointledgerv1connect.AdminServiceReconcileProcedure, "send application/connect+json or application/connect+proto"},
+		{pointledgerv1connect.LedgerServicePurchaseProcedure, "send application/json or application/proto"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, s.srv.URL+tc.procedure, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "text/plain")
+		res, err := s.srv.HTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		if !strings.Contains(string(body), tc.want) || !strings.Contains(string(body), api.ReasonUnsupportedMediaType) {
+			t.Errorf("%s with text/plain: %s %s, want %q and %s", tc.procedure, res.Status, body, tc.want, api.ReasonUnsupportedMediaType)
 		}
 	}
 }

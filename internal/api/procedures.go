@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
@@ -147,10 +148,30 @@ func unsupportedMediaType(r *http.Request) string {
 		}
 		return "a GET carries its request in the query (encoding and message), not in a body"
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		return fmt.Sprintf("content type %q is not one ledgerd reads: send %s", ct, protocolsSpoken)
+	spoken := protocolsSpoken
+	if streams(r.URL.Path) {
+		spoken = streamProtocolsSpoken
 	}
-	return "the request has no Content-Type: send " + protocolsSpoken
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		return fmt.Sprintf("content type %q is not one ledgerd reads for %s: send %s", ct, r.URL.Path, spoken)
+	}
+	return "the request has no Content-Type: send " + spoken
+}
+
+// streamProtocolsSpoken: a procedure that answers with a stream
+// (Reconcile) takes the Connect streaming content types, not the unary
+// ones.
+const streamProtocolsSpoken = "application/connect+json or application/connect+proto (Connect: it answers with a stream), application/grpc (gRPC) or application/grpc-web (gRPC-Web)"
+
+// streams says whether the procedure served on path answers with a stream.
+func streams(path string) bool {
+	name := protoreflect.FullName(strings.ReplaceAll(strings.TrimPrefix(path, "/"), "/", "."))
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(name)
+	if err != nil {
+		return false
+	}
+	m, ok := d.(protoreflect.MethodDescriptor)
+	return ok && m.IsStreamingServer()
 }
 
 // getFormProblem says what is wrong with the query of a GET call, as the
