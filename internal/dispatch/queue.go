@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
+
+	"github.com/pointledger/pointledger/internal/throttle"
 )
 
 // queue is one endpoint's queue of one user's events, as read.
@@ -282,7 +282,7 @@ func (d *Dispatcher) write(ctx context.Context, q queue, rows []deliveryRow, w q
 		switch {
 		case err == nil:
 			return next, nil
-		case throttled(err) && throttles < maxThrottledWrites:
+		case throttle.Throttled(err) && throttles < maxThrottledWrites:
 			// The queue's or the rows' partition is over its capacity:
 			// back off and write again, still holding the claim (given
 			// up, the queue would wait for the claim to end).
@@ -329,28 +329,6 @@ const maxThrottledWrites = 12
 func throttleBackoff(n int) time.Duration {
 	d := 50 * time.Millisecond << min(n-1, 6)
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-// throttled says whether err is DynamoDB refusing a write for capacity
-// (after the SDK's own retries): a ThrottlingException or its kin, or a
-// transaction cancelled with a ThrottlingError reason. Nothing was
-// written.
-func throttled(err error) bool {
-	var api smithy.APIError
-	if errors.As(err, &api) {
-		switch api.ErrorCode() {
-		case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
-			return true
-		}
-	}
-	var cancelled *types.TransactionCanceledException
-	return errors.As(err, &cancelled) && slices.ContainsFunc(cancelled.CancellationReasons, func(r types.CancellationReason) bool {
-		switch aws.ToString(r.Code) {
-		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-			return true
-		}
-		return false
-	})
 }
 
 // writeFailure says whether err is the queue's condition failing (alone

@@ -14,6 +14,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/throttle"
 )
 
 // Budgets (ledger.Budgets) live in the ledger table, each item under a
@@ -376,7 +377,7 @@ func (l *Ledger) budgetTransaction(ctx context.Context, items []types.TransactWr
 			if !raced(cancelled.CancellationReasons) {
 				return cancelled.CancellationReasons, nil
 			}
-		case !throttled(err):
+		case !throttle.Refused(err):
 			return nil, fmt.Errorf("budget transaction: %w", err)
 		}
 		if attempt >= l.retry.MaxAttempts {
@@ -392,10 +393,10 @@ func (l *Ledger) budgetTransaction(ctx context.Context, items []types.TransactWr
 // rather than a condition: worth trying again as it was.
 func raced(reasons []types.CancellationReason) bool {
 	for _, r := range reasons {
-		switch aws.ToString(r.Code) {
-		case "ConditionalCheckFailed":
+		switch c := aws.ToString(r.Code); {
+		case c == "ConditionalCheckFailed":
 			return false
-		case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
+		case c == "TransactionConflict" || throttle.Reason(c):
 			return true
 		}
 	}
@@ -573,7 +574,7 @@ func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount deci
 		if slices.ContainsFunc(cancelled.CancellationReasons, func(r types.CancellationReason) bool { return partitionThrottled(aws.ToString(r.Code)) }) {
 			l.budgetThrottled(ctx, draw.budget)
 		}
-	case throttled(err):
+	case throttle.Refused(err):
 		l.budgetThrottled(ctx, draw.budget)
 	default:
 		return nil, fmt.Errorf("borrow for shard %d of budget %q: %w", draw.shard, draw.budget, err)

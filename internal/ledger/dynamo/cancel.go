@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/throttle"
 )
 
 // Decoding a cancelled transaction (the last step of the write path, see
@@ -89,11 +88,11 @@ func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.Canc
 	}
 	l.noteBudgetThrottles(ctx, g, code)
 	for i := range reasons {
-		switch code(i) {
-		case "TransactionConflict":
-			return 0, fmt.Errorf("%w: item %d: %s", errConflict, i, code(i)), nil
-		case "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded":
-			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, code(i)), nil
+		switch c := code(i); {
+		case c == "TransactionConflict":
+			return 0, fmt.Errorf("%w: item %d: %s", errConflict, i, c), nil
+		case throttle.Reason(c):
+			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, c), nil
 		}
 	}
 	if err := budgetRaced(g, code); err != nil {
@@ -169,29 +168,12 @@ var (
 	errConflict  = fmt.Errorf("%w: conflict", errRetry)
 )
 
-// throttled says whether err is DynamoDB refusing a request for capacity,
-// after the SDK's own retries: the request was not carried out.
-func throttled(err error) bool {
-	var api smithy.APIError
-	if !errors.As(err, &api) {
-		return false
-	}
-	switch api.ErrorCode() {
-	case "ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded":
-		return true
-	}
-	return false
-}
-
 // unavailable is err as a caller can act on it: a throttled read or write
 // is unavailable, THROTTLED (nothing was done; try again later), anything
 // else as it is. A TransactGetItems is throttled as a transaction is: a
 // TransactionCanceledException with ThrottlingError reasons.
 func unavailable(err error, what string) error {
-	var cancelled *types.TransactionCanceledException
-	if throttled(err) || errors.As(err, &cancelled) && slices.ContainsFunc(cancelled.CancellationReasons, func(r types.CancellationReason) bool {
-		return partitionThrottled(aws.ToString(r.Code)) || aws.ToString(r.Code) == "RequestLimitExceeded"
-	}) {
+	if throttle.Throttled(err) {
 		return ledger.Errorf(ledger.KindUnavailable, ledger.ReasonThrottled,
 			"%s: DynamoDB throttled the request; retrying later is safe", what)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/throttle"
 )
 
 // The write path, with group commit. A mutation goes, in this file:
@@ -293,7 +294,7 @@ func (l *Ledger) failed(ctx context.Context, g group, err error) (settled int, r
 	switch {
 	case errors.As(err, &canceled):
 		return l.decodeCancel(ctx, g, canceled.CancellationReasons)
-	case throttled(err):
+	case throttle.Refused(err):
 		return 0, fmt.Errorf("%w: %w", errThrottled, err), nil
 	}
 	return -1, nil, nil
