@@ -142,7 +142,7 @@ func budgetCreatedOnce(t *testing.T, s BudgetStore) {
 func grantsDrawOnBudget(t *testing.T, s BudgetStore) {
 	ctx := context.Background()
 	CreateBudget(t, s, "spring", "1000", 1)
-	res := must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "600", BudgetID: "spring"})
+	res := Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "600", BudgetID: "spring"})
 	if res.Entry.BudgetID != "spring" {
 		t.Errorf("the grant's entry names budget %q, want spring", res.Entry.BudgetID)
 	}
@@ -166,10 +166,10 @@ func grantsDrawOnBudget(t *testing.T, s BudgetStore) {
 	if again := refused(t, s, ledger.EntryGrant, over, ledger.ReasonBudgetExhausted); !again.Replayed {
 		t.Error("the refused grant again was tried anew, not replayed")
 	}
-	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g3", Amount: "500", BudgetID: "spring"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g3", Amount: "500", BudgetID: "spring"})
 	refused(t, s, ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: "g4", Amount: "0.01", BudgetID: "spring"}, ledger.ReasonBudgetExhausted)
 	// A grant from no budget is as it was.
-	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: "g5", Amount: "7"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: "g5", Amount: "7"})
 	b := BudgetBalances(t, s, "spring", []string{"a", "b", "c"})
 	if !b.Granted.Equal(amount("1100")) || !b.Remaining.IsZero() {
 		t.Errorf("budget %+v, want all 1100 granted", b)
@@ -182,7 +182,7 @@ func grantsDrawOnBudget(t *testing.T, s BudgetStore) {
 func closedBudgetGivesNothing(t *testing.T, s BudgetStore) {
 	ctx := context.Background()
 	CreateBudget(t, s, "spring", "1000", 2)
-	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "10", BudgetID: "spring"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "10", BudgetID: "spring"})
 	b, replayed, err := s.CloseBudget(ctx, "spring")
 	if err != nil || replayed || b.Status != ledger.BudgetClosed {
 		t.Fatalf("CloseBudget = %+v, %v, %v", b, replayed, err)
@@ -318,10 +318,10 @@ func budgetsListed(t *testing.T, s BudgetStore) {
 func givenBack(t *testing.T, s BudgetStore) {
 	ctx := context.Background()
 	CreateBudget(t, s, "spring", "100", 2)
-	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "30", BudgetID: "spring"})
-	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g2", Amount: "50"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "30", BudgetID: "spring"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g2", Amount: "50"})
 	back := ledger.Request{UserID: "a", RequestID: "back-1", Amount: "10", BudgetID: "spring", Debit: true, Reason: "granted twice"}
-	res := must(t, s, ledger.EntryAdjustment, back)
+	res := Must(t, s, ledger.EntryAdjustment, back)
 	if res.Entry.BudgetID != "spring" || !res.Entry.Amount.Equal(amount("-10")) {
 		t.Errorf("give-back entry %+v", res.Entry)
 	}
@@ -335,7 +335,7 @@ func givenBack(t *testing.T, s BudgetStore) {
 	if _, _, err := s.CloseBudget(ctx, "spring"); err != nil {
 		t.Fatal(err)
 	}
-	must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back-4", Amount: "20", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
+	Must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back-4", Amount: "20", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
 	if b := BudgetBalances(t, s, "spring", []string{"a"}); !b.Granted.IsZero() || !b.Remaining.Equal(amount("100")) {
 		t.Errorf("after giving all back: %+v", b)
 	}
@@ -368,26 +368,26 @@ func reversalsGiveBack(t *testing.T, s BudgetStore, clk *Clock) {
 		}
 	}
 	// A grant from no budget is reversed as before: no budget named.
-	must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "base", Amount: "20"})
-	if r := must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r0", GrantRequestID: "base", Amount: "5"}); r.Entry.BudgetID != "" {
+	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "base", Amount: "20"})
+	if r := Must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r0", GrantRequestID: "base", Amount: "5"}); r.Entry.BudgetID != "" {
 		t.Errorf("the reversal of a grant from no budget names budget %q", r.Entry.BudgetID)
 	}
 	books("after a reversal of a grant from no budget", "0", "100", "0")
 
-	g := must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g", Amount: "30", BudgetID: "spring", Effective: clk.Now().Add(time.Hour)})
+	g := Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g", Amount: "30", BudgetID: "spring", Effective: clk.Now().Add(time.Hour)})
 	if !g.Entry.Amount.IsZero() || !g.Entry.PendingChange.Equal(amount("30")) || g.Entry.BudgetID != "spring" {
 		t.Errorf("pending grant %+v", g.Entry)
 	}
 	books("after the pending grant", "30", "70", "0")
 
-	r1 := must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r1", GrantRequestID: "g", Amount: "10", Reason: "order returned"})
+	r1 := Must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r1", GrantRequestID: "g", Amount: "10", Reason: "order returned"})
 	if e := r1.Entry; e.BudgetID != "spring" || !e.Amount.IsZero() || !e.PendingChange.Equal(amount("-10")) || !r1.Pending.Equal(amount("20")) {
 		t.Errorf("reversal while pending = %+v", r1)
 	}
 	books("after a reversal while pending", "20", "80", "0")
 
 	clk.Add(time.Hour) // the grant matures before the next mutation
-	r2 := must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r2", GrantRequestID: "g", Amount: "5", Reason: "item returned"})
+	r2 := Must(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r2", GrantRequestID: "g", Amount: "5", Reason: "item returned"})
 	if e := r2.Entry; e.BudgetID != "spring" || !e.Amount.Equal(amount("-5")) || !e.PendingChange.IsZero() || !r2.Balance.Equal(amount("30")) {
 		t.Errorf("reversal after maturity = %+v", r2)
 	}
@@ -401,7 +401,7 @@ func reversalsGiveBack(t *testing.T, s BudgetStore, clk *Clock) {
 		{ledger.Request{UserID: "a", RequestID: "r1", GrantRequestID: "g", Amount: "10", Reason: "order returned"}, r1},
 		{ledger.Request{UserID: "a", RequestID: "r2", GrantRequestID: "g", Amount: "5", Reason: "item returned"}, r2},
 	} {
-		if again := must(t, s, ledger.EntryReversal, r.req); !again.Replayed || again.Entry.ID != r.want.Entry.ID || again.Entry.BudgetID != "spring" {
+		if again := Must(t, s, ledger.EntryReversal, r.req); !again.Replayed || again.Entry.ID != r.want.Entry.ID || again.Entry.BudgetID != "spring" {
 			t.Errorf("%s again = %+v, want %+v replayed", r.req.RequestID, again, r.want)
 		}
 	}
@@ -413,7 +413,7 @@ func reversalsGiveBack(t *testing.T, s BudgetStore, clk *Clock) {
 	// An admin gave the rest back by an adjustment: a reversal of the
 	// grant then has nothing left to give back to the budget, which would
 	// otherwise get more than it gave.
-	must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back", Amount: "15", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
+	Must(t, s, ledger.EntryAdjustment, ledger.Request{UserID: "a", RequestID: "back", Amount: "15", BudgetID: "spring", Debit: true, Reason: "campaign cancelled"})
 	refused(t, s, ledger.EntryReversal, ledger.Request{UserID: "a", RequestID: "r4", GrantRequestID: "g", Amount: "1"}, ledger.ReasonGiveBackExceedsGrants)
 	books("after the adjustment gave the rest back", "0", "100", "0")
 	if acct := Sound(t, s, "a"); !acct.Balance.Equal(amount("15")) || !acct.Pending.IsZero() {

@@ -69,7 +69,7 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 	}
 }
 
-func apply(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request) (ledger.Result, error) {
+func apply(t testing.TB, s ledger.Store, typ ledger.EntryType, r ledger.Request) (ledger.Result, error) {
 	t.Helper()
 	if r.UserID == "" {
 		r.UserID = "u"
@@ -81,7 +81,9 @@ func apply(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request)
 	return s.Apply(context.Background(), m)
 }
 
-func must(t *testing.T, s ledger.Store, typ ledger.EntryType, r ledger.Request) ledger.Result {
+// Must applies a mutation of typ from r (user "u" if r names none) and
+// fails the test if it is refused or malformed; it returns the result.
+func Must(t testing.TB, s ledger.Store, typ ledger.EntryType, r ledger.Request) ledger.Result {
 	t.Helper()
 	res, err := apply(t, s, typ, r)
 	if err != nil {
@@ -118,9 +120,9 @@ func Sound(tb testing.TB, s ledger.Store, user string) ledger.Account {
 func amount(s string) decimal.Decimal { return decimal.RequireFromString(s) }
 
 func foldIsBalance(t *testing.T, s ledger.Store, _ *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
-	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "30.5"})
-	r := must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r", Amount: "10", PurchaseRequestID: "p"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "30.5"})
+	r := Must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r", Amount: "10", PurchaseRequestID: "p"})
 	if r.Entry.Version != 3 || !r.Balance.Equal(amount("79.5")) {
 		t.Errorf("refund = %+v, want version 3, balance 79.5", r)
 	}
@@ -130,8 +132,8 @@ func foldIsBalance(t *testing.T, s ledger.Store, _ *Clock) {
 }
 
 func appliedOnce(t *testing.T, s ledger.Store, _ *Clock) {
-	first := must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "5"})
-	again := must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "5"})
+	first := Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "5"})
+	again := Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "5"})
 	if !again.Replayed || again.Entry.ID != first.Entry.ID {
 		t.Errorf("the same request again = %+v, want the original, replayed", again)
 	}
@@ -147,7 +149,7 @@ func refusalIsFinal(t *testing.T, s ledger.Store, _ *Clock) {
 	if _, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "5"}); ledger.ReasonOf(err) != ledger.ReasonInsufficientBalance {
 		t.Fatalf("a purchase with nothing: %v", err)
 	}
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
 	_, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "5"})
 	if e, ok := ledger.AsError(err); !ok || e.Reason != ledger.ReasonInsufficientBalance || !e.Replayed {
 		t.Errorf("the refused purchase again, once covered: %v, want the same refusal, replayed", err)
@@ -158,9 +160,9 @@ func refusalIsFinal(t *testing.T, s ledger.Store, _ *Clock) {
 }
 
 func refundsWithinPurchase(t *testing.T, s ledger.Store, _ *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
-	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "10"})
-	must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r1", Amount: "6", PurchaseRequestID: "p"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "10"})
+	Must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r1", Amount: "6", PurchaseRequestID: "p"})
 	if _, err := apply(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r2", Amount: "5", PurchaseRequestID: "p"}); ledger.ReasonOf(err) != ledger.ReasonRefundExceedsPurchase {
 		t.Errorf("refunds of 6 + 5 of 10: %v, want %s", err, ledger.ReasonRefundExceedsPurchase)
 	}
@@ -174,14 +176,14 @@ func refundsWithinPurchase(t *testing.T, s ledger.Store, _ *Clock) {
 
 func frozenSpendsNothing(t *testing.T, s ledger.Store, _ *Clock) {
 	ctx := context.Background()
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
 	if _, changed, err := s.SetStatus(ctx, "u", ledger.StatusFrozen, "review"); err != nil || !changed {
 		t.Fatalf("freeze: %v, %v", changed, err)
 	}
 	if _, err := apply(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "1"}); ledger.ReasonOf(err) != ledger.ReasonAccountFrozen {
 		t.Errorf("a purchase on a frozen account: %v, want %s", err, ledger.ReasonAccountFrozen)
 	}
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "1"}) // credits still apply
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "1"}) // credits still apply
 	if acct := Sound(t, s, "u"); !acct.Balance.Equal(amount("11")) || acct.Status != ledger.StatusFrozen {
 		t.Errorf("account %+v, want 11, frozen", acct)
 	}
@@ -189,7 +191,7 @@ func frozenSpendsNothing(t *testing.T, s ledger.Store, _ *Clock) {
 
 func statusChangeChecked(t *testing.T, s ledger.Store, _ *Clock) {
 	ctx := context.Background()
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "1"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "1"})
 	for _, tt := range []struct {
 		name, user string
 		status     ledger.Status
@@ -214,9 +216,9 @@ func statusChangeChecked(t *testing.T, s ledger.Store, _ *Clock) {
 
 func pointsExpire(t *testing.T, s ledger.Store, clk *Clock) {
 	ctx := context.Background()
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g1", Amount: "5", Expire: clk.Now().Add(time.Hour)})
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "3"})
-	p := must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g1", Amount: "5", Expire: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "3"})
+	p := Must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})
 	if len(p.Entry.Draws) != 1 || !p.Entry.Draws[0].Expire.Equal(clk.Now().Add(time.Hour)) {
 		t.Errorf("purchase drew %+v, want the expiring points first", p.Entry.Draws)
 	}
@@ -253,37 +255,37 @@ func answerIsAccountAfterCall(t *testing.T, s ledger.Store, clk *Clock) {
 			t.Errorf("%s: its entry's balance_after %s, want its own %s", what, res.Entry.BalanceAfter, entryBalance)
 		}
 	}
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g1", Amount: "5", Expire: clk.Now().Add(time.Hour)})
-	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g1", Amount: "5", Expire: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "2"})
 	clk.Add(time.Hour) // the 3 left expire; the refund's 2 go back to the expired bucket
 	refund := ledger.Request{RequestID: "r", PurchaseRequestID: "p", Amount: "2"}
-	r := must(t, s, ledger.EntryRefund, refund)
+	r := Must(t, s, ledger.EntryRefund, refund)
 	check("a refund into an expired bucket", r, "2")
 	if !r.Balance.IsZero() {
 		t.Errorf("the refund answered balance %s, want 0: its points expired at once", r.Balance)
 	}
-	again := must(t, s, ledger.EntryRefund, refund)
+	again := Must(t, s, ledger.EntryRefund, refund)
 	check("its replay", again, "2")
 	if !again.Replayed {
 		t.Errorf("the refund's replay = %+v, want replayed", again)
 	}
 
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "10", Expire: clk.Now().Add(time.Hour)})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "4", Expire: clk.Now().Add(2 * time.Hour)})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g2", Amount: "10", Expire: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "4", Expire: clk.Now().Add(2 * time.Hour)})
 	clk.Add(time.Hour) // 6 expire; the 4 held stay held until the hold resolves
 	void := ledger.Request{RequestID: "v", HoldRequestID: "h"}
-	v := must(t, s, ledger.EntryRelease, void)
+	v := Must(t, s, ledger.EntryRelease, void)
 	check("a void of held points whose bucket expired", v, "4")
 	if !v.Balance.IsZero() || !v.Held.IsZero() {
 		t.Errorf("the void answered balance %s, held %s; want 0 and 0", v.Balance, v.Held)
 	}
-	check("its replay", must(t, s, ledger.EntryRelease, void), "4")
+	check("its replay", Must(t, s, ledger.EntryRelease, void), "4")
 	Sound(t, s, "u")
 }
 
 // noDoubleSpend: 100 purchases of 10 at once against a balance of 500.
 func noDoubleSpend(t *testing.T, s ledger.Store, _ *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "500"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "500"})
 	var ok, refused atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -313,7 +315,7 @@ func noDoubleSpend(t *testing.T, s ledger.Store, _ *Clock) {
 // concurrentCopies: 50 copies of one new purchase at once are one purchase,
 // and every copy answers with its entry.
 func concurrentCopies(t *testing.T, s ledger.Store, _ *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
 	results := make([]ledger.Result, 50)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -353,7 +355,7 @@ func concurrentCopies(t *testing.T, s ledger.Store, _ *Clock) {
 func stormOn(users []string, ops int) func(t *testing.T, s ledger.Store, _ *Clock) {
 	return func(t *testing.T, s ledger.Store, _ *Clock) {
 		for _, u := range users {
-			must(t, s, ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "seed", Amount: "10"})
+			Must(t, s, ledger.EntryGrant, ledger.Request{UserID: u, RequestID: "seed", Amount: "10"})
 		}
 		books := Storm(t, s, users, 32, ops, 7)
 		t.Logf("%d acknowledged, %d refused", books.Acknowledged, books.Refused)
@@ -396,8 +398,8 @@ func available(t *testing.T, s ledger.Store, balance, held string) {
 
 func holdsCaptureAndVoid(t *testing.T, s ledger.Store, clk *Clock) {
 	expire := clk.Now().Add(time.Hour)
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
-	a := must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "40", OrderID: "order-1", Expire: expire})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	a := Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "40", OrderID: "order-1", Expire: expire})
 	if h := a.Hold; h.RequestID != "h1" || h.State != ledger.HoldHeld || !h.Amount.Equal(amount("40")) || h.OrderID != "order-1" ||
 		!h.ExpireTime.Equal(expire) || h.Version != 2 || h.UserID != "u" {
 		t.Errorf("authorize's hold = %+v", h)
@@ -408,23 +410,23 @@ func holdsCaptureAndVoid(t *testing.T, s ledger.Store, clk *Clock) {
 	available(t, s, "100", "40")
 	refused(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "60.01"}, ledger.ReasonInsufficientBalance)
 
-	c := must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"}) // all of it
+	c := Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"}) // all of it
 	if e := c.Entry; e.Type != ledger.EntryCapture || !e.Amount.Equal(amount("-40")) || !e.HeldChange.Equal(amount("-40")) || e.HoldRequestID != "h1" ||
 		c.Hold.State != ledger.HoldCaptured || !c.Hold.CapturedAmount.Equal(amount("40")) || c.Hold.ResolveVersion != e.Version || e.OrderID != "order-1" {
 		t.Errorf("capture = %+v", c)
 	}
 	available(t, s, "60", "0")
 
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "30", Expire: expire})
-	c = must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2", Amount: "10"})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "30", Expire: expire})
+	c = Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2", Amount: "10"})
 	if !c.Entry.Amount.Equal(amount("-10")) || !c.Hold.CapturedAmount.Equal(amount("10")) || !c.Balance.Equal(amount("50")) {
 		t.Errorf("a capture of 10 of 30 = %+v", c)
 	}
 	available(t, s, "50", "0") // the 20 not captured are back
 
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h3", Amount: "20", Expire: expire})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h3", Amount: "20", Expire: expire})
 	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "h3", Amount: "20.01"}, ledger.ReasonCaptureExceedsHold)
-	v := must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v3", HoldRequestID: "h3"})
+	v := Must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v3", HoldRequestID: "h3"})
 	if e := v.Entry; e.Type != ledger.EntryRelease || !e.Amount.IsZero() || !e.HeldChange.Equal(amount("-20")) || e.Reason != ledger.ReleaseVoided ||
 		v.Hold.State != ledger.HoldVoided || v.Hold.RequestID != "h3" {
 		t.Errorf("void = %+v", v)
@@ -434,11 +436,11 @@ func holdsCaptureAndVoid(t *testing.T, s ledger.Store, clk *Clock) {
 
 func holdResolvesOnce(t *testing.T, s ledger.Store, clk *Clock) {
 	expire := clk.Now().Add(time.Hour)
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "10", Expire: expire})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "10", Expire: expire})
-	first := must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
-	must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v2", HoldRequestID: "h2"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "10", Expire: expire})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "10", Expire: expire})
+	first := Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
+	Must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v2", HoldRequestID: "h2"})
 
 	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1-again", HoldRequestID: "h1"}, ledger.ReasonHoldNotHeld)
 	refused(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v1", HoldRequestID: "h1"}, ledger.ReasonHoldNotHeld)
@@ -447,14 +449,14 @@ func holdResolvesOnce(t *testing.T, s ledger.Store, clk *Clock) {
 	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c4", HoldRequestID: "g"}, ledger.ReasonHoldNotFound) // a grant is no hold
 
 	// The capture again: its original entry, and the hold as it is.
-	again := must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
+	again := Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
 	if !again.Replayed || again.Entry.ID != first.Entry.ID || again.Hold.State != ledger.HoldCaptured || again.Hold.ResolveVersion != first.Entry.Version {
 		t.Errorf("the capture again = %+v, want %+v replayed", again, first)
 	}
 	// A refused capture again: the same refusal, even once another hold
 	// of that id could be captured.
 	e := refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "nothing"}, ledger.ReasonHoldNotFound)
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "nothing", Amount: "1", Expire: expire})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "nothing", Amount: "1", Expire: expire})
 	if e2 := refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c3", HoldRequestID: "nothing"}, ledger.ReasonHoldNotFound); !e2.Replayed || e2.Message != e.Message {
 		t.Errorf("the refused capture again: %+v, want %+v replayed", e2, e)
 	}
@@ -466,11 +468,11 @@ func holdResolvesOnce(t *testing.T, s ledger.Store, clk *Clock) {
 func holdExpires(t *testing.T, s ledger.Store, clk *Clock) {
 	ctx := context.Background()
 	expire := clk.Now().Add(time.Hour)
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "30", Expire: expire})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "20", Expire: expire})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "30", Expire: expire})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h2", Amount: "20", Expire: expire})
 	clk.Add(time.Hour - time.Microsecond)
-	must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2"}) // a microsecond before: in time
+	Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c2", HoldRequestID: "h2"}) // a microsecond before: in time
 	clk.Add(time.Microsecond)
 	refused(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"}, ledger.ReasonHoldExpired)
 	refused(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v1", HoldRequestID: "h1"}, ledger.ReasonHoldExpired)
@@ -494,12 +496,12 @@ func holdExpires(t *testing.T, s ledger.Store, clk *Clock) {
 
 func holdsListed(t *testing.T, s ledger.Store, clk *Clock) {
 	ctx := context.Background()
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
 	for i, ttl := range []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 10 * time.Minute, 4 * time.Hour} {
-		must(t, s, ledger.EntryHold, ledger.Request{RequestID: fmt.Sprint("h", i), Amount: "1", Expire: clk.Now().Add(ttl)})
+		Must(t, s, ledger.EntryHold, ledger.Request{RequestID: fmt.Sprint("h", i), Amount: "1", Expire: clk.Now().Add(ttl)})
 	}
-	must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
-	must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v2", HoldRequestID: "h2"})
+	Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c1", HoldRequestID: "h1"})
+	Must(t, s, ledger.EntryRelease, ledger.Request{RequestID: "v2", HoldRequestID: "h2"})
 	clk.Add(10 * time.Minute) // h3 expires, by time only
 	ids := func(q ledger.HoldQuery) []string {
 		t.Helper()
@@ -542,16 +544,16 @@ func holdsListed(t *testing.T, s ledger.Store, clk *Clock) {
 }
 
 func captureRefunded(t *testing.T, s ledger.Store, clk *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "30", Expire: clk.Now().Add(time.Hour)})
-	must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c", HoldRequestID: "h"}) // all of it: the request names no amount
-	r := must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r1", Amount: "20", PurchaseRequestID: "c"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "100"})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "30", Expire: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryCapture, ledger.Request{RequestID: "c", HoldRequestID: "h"}) // all of it: the request names no amount
+	r := Must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r1", Amount: "20", PurchaseRequestID: "c"})
 	if r.Entry.PurchaseVersion != 3 || !r.Balance.Equal(amount("90")) {
 		t.Errorf("refund of the capture = %+v, want of version 3, balance 90", r)
 	}
 	refused(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r2", Amount: "10.01", PurchaseRequestID: "c"}, ledger.ReasonRefundExceedsPurchase)
 	refused(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r3", Amount: "1", PurchaseRequestID: "h"}, ledger.ReasonPurchaseNotFound)
-	must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r4", Amount: "10", PurchaseRequestID: "c"})
+	Must(t, s, ledger.EntryRefund, ledger.Request{RequestID: "r4", Amount: "10", PurchaseRequestID: "c"})
 	entries, err := s.EntriesAfter(context.Background(), "u", 2, 1)
 	if err != nil || len(entries) != 1 || !entries[0].RefundedAmount.Equal(amount("30")) {
 		t.Errorf("the capture after its refunds: %+v, %v; want 30 refunded", entries, err)
@@ -560,8 +562,8 @@ func captureRefunded(t *testing.T, s ledger.Store, clk *Clock) {
 }
 
 func holdResolvesOnceConcurrently(t *testing.T, s ledger.Store, clk *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
-	must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "10", Expire: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10"})
+	Must(t, s, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "10", Expire: clk.Now().Add(time.Hour)})
 	var won atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 30 {

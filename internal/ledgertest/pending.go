@@ -39,11 +39,11 @@ func entryTypes(t *testing.T, s ledger.Store) string {
 
 func pendingMaturesBeforeMutation(t *testing.T, s ledger.Store, clk *Clock) {
 	eff := clk.Now().Add(time.Hour)
-	g := must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: eff, Expire: eff.Add(time.Hour)})
+	g := Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: eff, Expire: eff.Add(time.Hour)})
 	if e := g.Entry; !e.Amount.IsZero() || !e.PendingChange.Equal(amount("10")) || !e.EffectiveTime.Equal(eff) || !g.Balance.IsZero() || !g.Pending.Equal(amount("10")) {
 		t.Fatalf("pending grant = %+v", g)
 	}
-	again := must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: eff, Expire: eff.Add(time.Hour)})
+	again := Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: eff, Expire: eff.Add(time.Hour)})
 	if !again.Replayed || again.Entry.ID != g.Entry.ID || !again.Pending.Equal(amount("10")) {
 		t.Errorf("the grant again = %+v", again)
 	}
@@ -52,7 +52,7 @@ func pendingMaturesBeforeMutation(t *testing.T, s ledger.Store, clk *Clock) {
 	refused(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p1", Amount: "1"}, ledger.ReasonInsufficientBalance)
 	refused(t, s, ledger.EntryHold, ledger.Request{RequestID: "h1", Amount: "1", Expire: eff.Add(time.Minute)}, ledger.ReasonInsufficientBalance)
 	clk.Add(time.Microsecond)
-	p := must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p2", Amount: "4"})
+	p := Must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p2", Amount: "4"})
 	if !p.Balance.Equal(amount("6")) || !p.Pending.IsZero() || p.Entry.Version != 3 {
 		t.Errorf("purchase at the effective time = %+v", p)
 	}
@@ -69,9 +69,9 @@ func sweeperMatures(t *testing.T, s ledger.Store, clk *Clock) {
 	ctx := context.Background()
 	eff := clk.Now().Add(time.Hour)
 	for i := range 3 {
-		must(t, s, ledger.EntryGrant, ledger.Request{RequestID: fmt.Sprint("g", i), Amount: "2", Effective: eff})
+		Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: fmt.Sprint("g", i), Amount: "2", Effective: eff})
 	}
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "later", Amount: "5", Effective: eff.Add(time.Hour)})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "later", Amount: "5", Effective: eff.Add(time.Hour)})
 	if res, err := s.Expire(ctx, "u"); err != nil || res.Entry.Version != 0 {
 		t.Fatalf("a sweep before anything is due: %+v, %v", res, err)
 	}
@@ -90,19 +90,19 @@ func sweeperMatures(t *testing.T, s ledger.Store, clk *Clock) {
 
 func reversalPendingThenSpendable(t *testing.T, s ledger.Store, clk *Clock) {
 	eff := clk.Now().Add(time.Hour)
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "base", Amount: "20"})
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: eff})
-	r := must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r1", GrantRequestID: "g", Amount: "4", Reason: "order returned"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "base", Amount: "20"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: eff})
+	r := Must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r1", GrantRequestID: "g", Amount: "4", Reason: "order returned"})
 	if e := r.Entry; e.Type != ledger.EntryReversal || !e.Amount.IsZero() || !e.PendingChange.Equal(amount("-4")) || e.GrantRequestID != "g" || e.Reason != "order returned" ||
 		!r.Pending.Equal(amount("6")) || !r.Balance.Equal(amount("20")) {
 		t.Errorf("reversal of pending points = %+v", r)
 	}
 	clk.Add(time.Hour)
-	r = must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r2", GrantRequestID: "g", Amount: "5"})
+	r = Must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r2", GrantRequestID: "g", Amount: "5"})
 	if e := r.Entry; !e.Amount.Equal(amount("-5")) || !e.PendingChange.IsZero() || len(e.Draws) == 0 || !r.Balance.Equal(amount("21")) {
 		t.Errorf("reversal of matured points = %+v", r)
 	}
-	must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "21"})
+	Must(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "21"})
 	refused(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r3", GrantRequestID: "g"}, ledger.ReasonInsufficientBalance)
 	refused(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r4", GrantRequestID: "g", Amount: "2"}, ledger.ReasonReversalExceedsGrant)
 	if got := entryTypes(t, s); got != "[GRANT GRANT REVERSAL MATURATION REVERSAL PURCHASE]" {
@@ -116,16 +116,16 @@ func reversalPendingThenSpendable(t *testing.T, s ledger.Store, clk *Clock) {
 }
 
 func reversalOnceAndFinal(t *testing.T, s ledger.Store, clk *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: clk.Now().Add(time.Hour)})
 	refused(t, s, ledger.EntryPurchase, ledger.Request{RequestID: "p", Amount: "0.01"}, ledger.ReasonInsufficientBalance) // pending: not spendable
-	first := must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r", GrantRequestID: "g"})
-	again := must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r", GrantRequestID: "g"})
+	first := Must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r", GrantRequestID: "g"})
+	again := Must(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r", GrantRequestID: "g"})
 	if !again.Replayed || again.Entry.ID != first.Entry.ID || !again.Pending.IsZero() {
 		t.Errorf("the reversal again = %+v, want %+v replayed", again, first)
 	}
 	refused(t, s, ledger.EntryReversal, ledger.Request{RequestID: "r", GrantRequestID: "g", Amount: "1"}, ledger.ReasonRequestIDReused)
 	e := refused(t, s, ledger.EntryReversal, ledger.Request{RequestID: "nf", GrantRequestID: "later"}, ledger.ReasonGrantNotFound)
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "later", Amount: "1"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "later", Amount: "1"})
 	if e2 := refused(t, s, ledger.EntryReversal, ledger.Request{RequestID: "nf", GrantRequestID: "later"}, ledger.ReasonGrantNotFound); !e2.Replayed || e2.Message != e.Message {
 		t.Errorf("the refused reversal again: %+v, want %+v replayed", e2, e)
 	}
@@ -139,8 +139,8 @@ func reversalOnceAndFinal(t *testing.T, s ledger.Store, clk *Clock) {
 // Concurrent reversals of one grant, half of it pending when they start
 // and the rest spendable: they take back exactly the grant, no more.
 func reversalsConcurrently(t *testing.T, s ledger.Store, clk *Clock) {
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "base", Amount: "100"})
-	must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: clk.Now().Add(time.Hour)})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "base", Amount: "100"})
+	Must(t, s, ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: clk.Now().Add(time.Hour)})
 	var won atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 40 {

@@ -774,13 +774,7 @@ func TestReversalsOfAPendingGrantAddToItsReversedAmount(t *testing.T) {
 	apply := func(typ ledger.EntryType, r ledger.Request) {
 		t.Helper()
 		r.UserID = "u1"
-		m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.Apply(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		ledgertest.Must(t, store, typ, r)
 	}
 	apply(ledger.EntryGrant, ledger.Request{RequestID: "g", Amount: "10", Effective: t0.Add(time.Hour)}) // 1: pending
 	apply(ledger.EntryReversal, ledger.Request{RequestID: "rv1", Amount: "3", GrantRequestID: "g"})      // 2: of pending points

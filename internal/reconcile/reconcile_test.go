@@ -646,13 +646,7 @@ func TestPendingPointsInTheReport(t *testing.T) {
 	store := dynamo.New(f.env.Client, dynamo.Options{Table: f.env.Ledger, Now: func() time.Time { return clk }, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	apply := func(typ ledger.EntryType, r ledger.Request) {
 		t.Helper()
-		m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.Apply(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		ledgertest.Must(t, store, typ, r)
 	}
 	// a: 10 maturing in an hour, expiring in December; 5 maturing in
 	// January, 2 of them reversed while pending.

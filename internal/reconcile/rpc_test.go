@@ -46,13 +46,7 @@ func TestReconcileRPCReportsBudgets(t *testing.T) {
 	ledgertest.CreateBudget(t, store, "autumn", "50", 1)
 	apply := func(typ ledger.EntryType, r ledger.Request) {
 		t.Helper()
-		m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.Apply(ctx, m); err != nil {
-			t.Fatal(err)
-		}
+		ledgertest.Must(t, store, typ, r)
 	}
 	apply(ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "30", BudgetID: "spring"})
 	apply(ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g1", Amount: "20", BudgetID: "spring"})
