@@ -129,3 +129,78 @@ func portChosenIn(block, port string) bool {
 	chosen := regexp.MustCompile(`(-listen|-ops-listen|_LISTEN|_LISTEN_ADDR|_ADDR|_PORT)[= ]['"]?(\S*:)?` + port + `\b`)
 	return chosen.MatchString(block)
 }
+
+// docPages are the pages whose commands the tests hold to what they say.
+func docPages(t *testing.T) map[string]string {
+	t.Helper()
+	pages := map[string]string{}
+	for _, pattern := range []string{"README.md", "docs/*.md", "examples/README.md"} {
+		found, err := filepath.Glob(filepath.Join("../..", pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range found {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages[strings.TrimPrefix(p, "../../")] = string(b)
+		}
+	}
+	return pages
+}
+
+var (
+	anyBlock = regexp.MustCompile("(?s)```(\\w*)\n(.*?)```")
+	// without names a field the prose says a command leaves out.
+	without = regexp.MustCompile("without (?:a |an )?`(\\w+)`")
+	// ordinalEntry is prose counting a user's entries ("alice's seventh
+	// entry"); the receiver's line after it says the version.
+	ordinalEntry = regexp.MustCompile(`(\w+)'s (first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth) entry`)
+	ordinals     = map[string]int{"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6,
+		"seventh": 7, "eighth": 8, "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12}
+)
+
+// TestReadmeAndDocsProseMatchesTheCommands: the prose before a command says
+// what the command does (issue 31 found a hold "without a `ttl`" passing
+// "ttl":"900s", and "alice's seventh entry" above the receiver's
+// "alice version 9"). A field the prose says is left out is not in the
+// command, and an entry the prose counts is the version the receiver's
+// lines after it show.
+func TestReadmeAndDocsProseMatchesTheCommands(t *testing.T) {
+	t.Parallel()
+	counted := 0
+	for name, text := range docPages(t) {
+		blocks := anyBlock.FindAllStringSubmatchIndex(text, -1)
+		prev := 0
+		for i, m := range blocks {
+			prose, lang, body := text[prev:m[0]], text[m[2]:m[3]], text[m[4]:m[5]]
+			prev = m[1]
+			if lang == "sh" {
+				for _, w := range without.FindAllStringSubmatch(prose, -1) {
+					if strings.Contains(body, `"`+w[1]+`":`) {
+						t.Errorf("%s: the prose says %q, and the command passes %s:\n%s", name, w[0], w[1], body)
+					}
+				}
+			}
+			for _, o := range ordinalEntry.FindAllStringSubmatch(prose, -1) {
+				// The receiver's lines are the next text block.
+				var printed string
+				for _, n := range blocks[i:] {
+					if text[n[2]:n[3]] == "text" {
+						printed = text[n[4]:n[5]]
+						break
+					}
+				}
+				want := o[1] + " version " + strconv.Itoa(ordinals[o[2]]) + " "
+				if !strings.Contains(printed, want) {
+					t.Errorf("%s: the prose says %q; the lines after it show:\n%swant %q", name, o[0], printed, want)
+				}
+				counted++
+			}
+		}
+	}
+	if counted == 0 {
+		t.Error("no page counts a user's entries above the receiver's lines; is operations.md's receiver section still there?")
+	}
+}
