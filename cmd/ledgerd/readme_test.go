@@ -406,6 +406,9 @@ func (r *docRun) runReconcile(t *testing.T) {
 	if len(steps) != 1 || !strings.Contains(steps[0].command, "AdminService/Reconcile") || steps[0].answer == "" {
 		t.Fatalf("docs/operations.md's reconcile section: %d commands, want the Reconcile RPC's, with its report", len(steps))
 	}
+	if _, err := os.Stat("../../.cache/bin/buf"); err != nil {
+		t.Fatalf("docs/operations.md's Reconcile command calls .cache/bin/buf: make setup (or make tools) puts it there: %v", err)
+	}
 	out, err := r.command(steps[0].command).CombinedOutput()
 	if err != nil {
 		t.Fatalf("docs/operations.md command:\n%s\nfailed (%v):\n%s", steps[0].command, err, out)
