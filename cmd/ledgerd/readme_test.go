@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -262,8 +263,11 @@ func normalize(t *testing.T, s string) any {
 				// A page token is signed with a key derived from the
 				// table names, which differ here.
 				// A webhook endpoint's id and secret are drawn at random.
+				// A reconciliation's start, duration and months of
+				// liability are those of the run.
 				if k == "entry_id" || k == "create_time" || k == "next_page_token" || k == "expire_time" ||
-					k == "effective_time" || k == "endpoint_id" || k == "secret" {
+					k == "effective_time" || k == "endpoint_id" || k == "secret" ||
+					k == "startTime" || k == "duration" || k == "month" {
 					v[k] = "<" + k + ">"
 				}
 				walk(x)
@@ -278,6 +282,10 @@ func normalize(t *testing.T, s string) any {
 	return v
 }
 
+// TestReadmeQuickstart runs the README's quick start against a real
+// ledgerd, as a newcomer would after make run, comparing each answer with
+// the one the README shows; then, in the order a reader meets them, the
+// tested commands of docs/ that go on from it (docsAfterQuickstart).
 func TestReadmeQuickstart(t *testing.T) {
 	t.Parallel()
 	// The history read waits for its min_version for up to 30 s instead of
@@ -312,71 +320,35 @@ func TestReadmeQuickstart(t *testing.T) {
 			t.Errorf("README command:\n%s\nanswered:\n%s\nREADME shows:\n%s", step.command, out, step.answer)
 		}
 	}
-	if !t.Failed() { // the webhooks section goes on from alice's state
-		runReadmeWebhooks(t, p)
+	if !t.Failed() { // the docs go on from alice's state
+		docsAfterQuickstart(t, p)
 	}
 }
 
-// webhookStep is one command of the README's webhooks section, with the
-// JSON answer it shows (if any) and the lines the receiver prints after it
-// (a text block).
-type webhookStep struct {
-	command, answer, printed string
+// docRun is a folder standing in for the repository's root, as a reader
+// after the quick start has it: make run's .local/dev.env (for p), and
+// go.mod, go.sum, examples/, proto/ and .cache/ (buf) linked to the
+// repository's. The example receiver gets a free port (WEBHOOK_LISTEN),
+// and the docs' 127.0.0.1:9000 becomes that port in the commands and the
+// answers: 9000 may be another test's, or a developer's receiver.
+type docRun struct {
+	dir, receiverAddr string
+	env               []string
+	receiver          *dynamolocal.Output // what the receiver prints, once started
 }
 
-var webhookBlock = regexp.MustCompile("(?s)```(sh|json|text)\n(.*?)```")
-
-func readWebhookSteps(t *testing.T) []webhookStep {
+func newDocRun(t *testing.T, p *ledgerdProcess) *docRun {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(b), "<!-- webhooks:begin -->")
-	section, _, ok2 := strings.Cut(section, "<!-- webhooks:end -->")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no webhooks:begin/end section")
-	}
-	var steps []webhookStep
-	for _, m := range webhookBlock.FindAllStringSubmatch(section, -1) {
-		if m[1] == "sh" {
-			steps = append(steps, webhookStep{command: m[2]})
-			continue
-		}
-		if len(steps) == 0 {
-			t.Fatalf("README webhooks: a %s block before any command: %s", m[1], m[2])
-		}
-		last := &steps[len(steps)-1]
-		if m[1] == "json" {
-			last.answer = m[2]
-		} else {
-			last.printed = m[2]
-		}
-	}
-	return steps
-}
-
-// runReadmeWebhooks runs the README's webhooks section against p, right
-// after the quick start, as a newcomer would: it creates the endpoint and
-// keeps the answer in .local/, starts the example receiver with the
-// secret read from that answer (the command as the README writes it),
-// makes the purchase, and waits until the receiver has printed the lines
-// the README shows: a delivery it verified with the secret of the answer.
-//
-// The commands run in a folder of their own standing in for the
-// repository's root (its .local/, and go.mod, go.sum and examples/ linked
-// to the repository's). The receiver gets a free port through
-// WEBHOOK_LISTEN, and the README's 127.0.0.1:9000 becomes that port in
-// the commands and the answers: 9000 may be another test's, or a
-// developer's receiver.
-func runReadmeWebhooks(t *testing.T, p *ledgerdProcess) {
-	t.Helper()
-	steps := readWebhookSteps(t)
 	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, ".local"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"go.mod", "go.sum", "examples"} {
+	devEnv := fmt.Sprintf("export LEDGER_URL=http://%s\nexport LEDGER_OPS_URL=http://%s\nexport TOKEN=%s\nexport ADMIN_TOKEN=%s\n",
+		p.addr, p.opsAddr, p.creds.ServiceToken, p.creds.AdminToken)
+	if err := os.WriteFile(filepath.Join(dir, ".local", "dev.env"), []byte(devEnv), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go.mod", "go.sum", "examples", "proto", ".cache"} {
 		target, err := filepath.Abs(filepath.Join("../..", name))
 		if err != nil {
 			t.Fatal(err)
@@ -390,64 +362,193 @@ func runReadmeWebhooks(t *testing.T, p *ledgerdProcess) {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	env := append(os.Environ(), "TOKEN="+p.creds.ServiceToken, "ADMIN_TOKEN="+p.creds.AdminToken,
-		"LEDGER_URL=http://"+p.addr, "WEBHOOK_LISTEN="+addr)
-	var receiver *dynamolocal.Output // what the receiver prints
+	// No LEDGER_URL or tokens of the test's own: the commands load
+	// .local/dev.env, as the docs say, or fail.
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEDGER_") && !strings.HasPrefix(kv, "TOKEN=") && !strings.HasPrefix(kv, "ADMIN_TOKEN=") {
+			env = append(env, kv)
+		}
+	}
+	return &docRun{dir: dir, receiverAddr: addr, env: append(env, "WEBHOOK_LISTEN="+addr)}
+}
+
+// command is a docs command as it runs here: bash, strict, in the folder.
+func (r *docRun) command(text string) *exec.Cmd {
+	c := exec.Command("bash", "-euo", "pipefail", "-c", strings.ReplaceAll(text, "127.0.0.1:9000", r.receiverAddr))
+	c.Dir, c.Env = r.dir, r.env
+	return c
+}
+
+// docsAfterQuickstart runs, after the README's quick start and in this
+// order, what docs/ says to run next: reconciliation over the API
+// (operations.md, reconcile: its report compared with the one shown), the
+// pending grant and its reversal (design.md, pending: each answer
+// compared), the example receiver's delivery (operations.md, receiver: the
+// answers compared, the receiver's lines waited for), and the webhook
+// operations that follow it (operations.md, webhooks: each exits 0 and
+// answers no error; the redelivery reaches the receiver as a backfill and
+// a duplicate, nothing OUT OF ORDER).
+func docsAfterQuickstart(t *testing.T, p *ledgerdProcess) {
+	t.Helper()
+	r := newDocRun(t, p)
+	r.runReconcile(t)
+	r.runAnswered(t, "../../docs/design.md", "pending")
+	r.runReceiver(t)
+	r.runOperationsWebhooks(t)
+}
+
+// runReconcile runs operations.md's AdminService.Reconcile command (buf
+// curl, a server stream): it must exit 0 and end with the report shown.
+func (r *docRun) runReconcile(t *testing.T) {
+	t.Helper()
+	steps := readSteps(t, "../../docs/operations.md", "reconcile")
+	if len(steps) != 1 || !strings.Contains(steps[0].command, "AdminService/Reconcile") || steps[0].answer == "" {
+		t.Fatalf("docs/operations.md's reconcile section: %d commands, want the Reconcile RPC's, with its report", len(steps))
+	}
+	if _, err := os.Stat("../../.cache/bin/buf"); err != nil {
+		t.Fatalf("docs/operations.md's Reconcile command calls .cache/bin/buf: make setup (or make tools) puts it there: %v", err)
+	}
+	out, err := r.command(steps[0].command).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docs/operations.md command:\n%s\nfailed (%v):\n%s", steps[0].command, err, out)
+	}
+	var last json.RawMessage
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
+		var msg json.RawMessage
+		if err := dec.Decode(&msg); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("docs/operations.md command:\n%s\nprinted no JSON stream (%v):\n%s", steps[0].command, err, out)
+		}
+		if last != nil {
+			if !bytes.Contains(last, []byte(`"progress"`)) {
+				t.Errorf("Reconcile sent %s before its last message; want progress only", last)
+			}
+		}
+		last = msg
+	}
+	if got, want := normalize(t, string(last)), normalize(t, steps[0].answer); !reflect.DeepEqual(got, want) {
+		t.Errorf("docs/operations.md command:\n%s\nended with:\n%s\nthe docs show:\n%s", steps[0].command, last, steps[0].answer)
+	}
+}
+
+// runAnswered runs the commands of a section of path, each compared with
+// the JSON answer the page shows after it.
+func (r *docRun) runAnswered(t *testing.T, path, section string) {
+	t.Helper()
+	steps := readSteps(t, path, section)
+	if len(steps) == 0 {
+		t.Fatalf("%s's %s section has no command", path, section)
+	}
 	for _, step := range steps {
-		cmd := strings.ReplaceAll(step.command, "127.0.0.1:9000", addr)
-		c := exec.Command("bash", "-c", cmd)
-		c.Dir, c.Env = dir, env
-		if strings.Contains(cmd, "webhook-receiver") {
-			receiver = startReceiver(t, c)
+		if step.answer == "" {
+			t.Fatalf("%s command has no answer shown: %s", path, step.command)
+		}
+		out, err := r.command(step.command).Output()
+		if err != nil {
+			t.Fatalf("%s command:\n%s\nfailed: %v", path, step.command, err)
+		}
+		if got, want := normalize(t, string(out)), normalize(t, step.answer); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s command:\n%s\nanswered:\n%s\nthe page shows:\n%s", path, step.command, out, step.answer)
+		}
+	}
+}
+
+// webhookStep is one command of operations.md's receiver section, with
+// the JSON answer it shows (if any) and the lines the receiver prints after
+// it (a text block).
+type webhookStep struct {
+	command, answer, printed string
+}
+
+var webhookBlock = regexp.MustCompile("(?s)```(sh|json|text)\n(.*?)```")
+
+func readWebhookSteps(t *testing.T) []webhookStep {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "<!-- receiver:begin -->")
+	section, _, ok2 := strings.Cut(section, "<!-- receiver:end -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/operations.md has no receiver:begin/end section")
+	}
+	var steps []webhookStep
+	for _, m := range webhookBlock.FindAllStringSubmatch(section, -1) {
+		if m[1] == "sh" {
+			steps = append(steps, webhookStep{command: m[2]})
+			continue
+		}
+		if len(steps) == 0 {
+			t.Fatalf("docs/operations.md receiver: a %s block before any command: %s", m[1], m[2])
+		}
+		last := &steps[len(steps)-1]
+		if m[1] == "json" {
+			last.answer = m[2]
+		} else {
+			last.printed = m[2]
+		}
+	}
+	return steps
+}
+
+// runReceiver runs operations.md's receiver section as a newcomer would:
+// it creates the endpoint and keeps the answer in .local/, starts the
+// example receiver with the secret read from that answer (the command as
+// the page writes it), makes the grant, and waits until the receiver has
+// printed the lines the page shows: a delivery it verified with the secret
+// of the answer.
+func (r *docRun) runReceiver(t *testing.T) {
+	t.Helper()
+	for _, step := range readWebhookSteps(t) {
+		c := r.command(step.command)
+		if strings.Contains(step.command, "webhook-receiver") {
+			r.receiver = startReceiver(t, c)
 		} else {
 			out, err := c.Output()
 			if err != nil {
-				t.Fatalf("README command:\n%s\nfailed: %v", step.command, err)
+				t.Fatalf("docs/operations.md command:\n%s\nfailed: %v", step.command, err)
 			}
 			switch {
 			case step.answer != "":
-				want := normalize(t, strings.ReplaceAll(step.answer, "127.0.0.1:9000", addr))
+				want := normalize(t, strings.ReplaceAll(step.answer, "127.0.0.1:9000", r.receiverAddr))
 				if got := normalize(t, string(out)); !reflect.DeepEqual(got, want) {
-					t.Fatalf("README command:\n%s\nanswered:\n%s\nREADME shows:\n%s", step.command, out, step.answer)
+					t.Fatalf("docs/operations.md command:\n%s\nanswered:\n%s\nthe page shows:\n%s", step.command, out, step.answer)
 				}
 			case strings.Contains(string(out), `"code":`) || !json.Valid(out):
-				t.Fatalf("README command:\n%s\nanswered: %s", step.command, out)
+				t.Fatalf("docs/operations.md command:\n%s\nanswered: %s", step.command, out)
 			}
 		}
 		if step.printed == "" {
 			continue
 		}
-		if receiver == nil {
-			t.Fatalf("README webhooks: the receiver's lines come before it starts:\n%s", step.printed)
+		if r.receiver == nil {
+			t.Fatalf("docs/operations.md receiver: the receiver's lines come before it starts:\n%s", step.printed)
 		}
-		waitForLines(t, receiver, strings.ReplaceAll(step.printed, "127.0.0.1:9000", addr))
+		waitForLines(t, r.receiver, strings.ReplaceAll(step.printed, "127.0.0.1:9000", r.receiverAddr))
 	}
-	if receiver == nil {
-		t.Fatal("README webhooks: no command starts the receiver")
+	if r.receiver == nil {
+		t.Fatal("docs/operations.md receiver: no command starts the receiver")
 	}
-	runOperationsWebhooks(t, p, dir, env, receiver)
 }
 
 // runOperationsWebhooks runs the commands of docs/operations.md's webhooks
-// section, which it says work after the README's webhooks steps, in the
-// same folder, with a .local/dev.env as make run writes it: each must exit
-// 0 and answer no error. Its redelivery must reach the receiver again.
-func runOperationsWebhooks(t *testing.T, p *ledgerdProcess, dir string, env []string, receiver *dynamolocal.Output) {
+// section, which it says work after its receiver steps, in the same
+// folder: each must exit 0 and answer no error. Its redelivery from
+// version 1 must reach the receiver: alice's versions 1 to 6, older than
+// the endpoint, as a backfill, and version 7 again as a duplicate; none of
+// it OUT OF ORDER (issue 31).
+func (r *docRun) runOperationsWebhooks(t *testing.T) {
 	t.Helper()
-	devEnv := fmt.Sprintf("export LEDGER_URL=http://%s\nexport LEDGER_OPS_URL=http://%s\nexport TOKEN=%s\nexport ADMIN_TOKEN=%s\n",
-		p.addr, p.opsAddr, p.creds.ServiceToken, p.creds.AdminToken)
-	if err := os.WriteFile(filepath.Join(dir, ".local", "dev.env"), []byte(devEnv), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	steps := readSteps(t, "../../docs/operations.md", "webhooks")
 	if len(steps) < 3 {
 		t.Fatalf("docs/operations.md has %d webhook commands, want the status, the deliveries, a redelivery and more", len(steps))
 	}
 	redelivered := false
 	for _, step := range steps {
-		c := exec.Command("bash", "-euo", "pipefail", "-c", step.command)
-		c.Dir, c.Env = dir, env
-		out, err := c.CombinedOutput()
+		out, err := r.command(step.command).CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) == "" || strings.Contains(string(out), `"code":`) {
 			t.Fatalf("docs/operations.md command:\n%s\nanswered (%v):\n%s", step.command, err, out)
 		}
@@ -456,14 +557,21 @@ func runOperationsWebhooks(t *testing.T, p *ledgerdProcess, dir string, env []st
 	if !redelivered {
 		t.Fatal("docs/operations.md's webhook commands redeliver nothing")
 	}
-	// The receiver already had alice's version 9: it comes again under its
-	// webhook-id.
-	waitForOutput(t, receiver, "alice's version 9 again, as a duplicate", func(line string) bool {
-		return strings.HasPrefix(line, "alice version 9 points.spent: duplicate of webhook-id ")
+	waitForOutput(t, r.receiver, "alice's version 7 again, as a duplicate", func(line string) bool {
+		return strings.HasPrefix(line, "alice version 7 points.granted: duplicate of webhook-id ")
 	})
+	for v := 1; v <= 6; v++ {
+		prefix := fmt.Sprintf("alice version %d ", v)
+		waitForOutput(t, r.receiver, fmt.Sprintf("alice's version %d as a backfill", v), func(line string) bool {
+			return strings.HasPrefix(line, prefix) && strings.HasSuffix(line, " (a backfill: older than version 7, the first received)")
+		})
+	}
+	if strings.Contains(r.receiver.String(), "OUT OF ORDER") || strings.Contains(r.receiver.String(), "GAP") {
+		t.Errorf("the receiver found the documented deliveries out of order:\n%s", r.receiver)
+	}
 }
 
-// startReceiver starts the README's receiver command c in a process group
+// startReceiver starts the docs' receiver command c in a process group
 // of its own (go run's child included), stopped when the test ends, and
 // waits until it listens.
 func startReceiver(t *testing.T, c *exec.Cmd) *dynamolocal.Output {
@@ -500,7 +608,7 @@ func startReceiver(t *testing.T, c *exec.Cmd) *dynamolocal.Output {
 
 // waitForLines waits until the receiver has printed each line of want as
 // a line of its own: a delivery it verified, of the version and type the
-// README shows, with nothing noticed about its order.
+// docs show, with nothing noticed about its order.
 func waitForLines(t *testing.T, receiver *dynamolocal.Output, want string) {
 	t.Helper()
 	for _, w := range strings.Split(strings.TrimSpace(want), "\n") {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -32,13 +31,19 @@ type Ledger interface {
 	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
 }
 
-// DefaultSchedule is the dispatcher's retry schedule: the design's seven
-// delays (webhook.DefaultSchedule, 27.6 h) and then two of 24 h, so that
-// an event is tried for about 3.1 days (75.6 h), as issue 24 asks ("about
-// three days", as Stripe does), before it is FAILED: 10 attempts.
+// DefaultSchedule is the one default retry schedule (ledgerd's
+// -webhook-retry-delays, docs/operations.md's "Retries, FAILED and
+// redelivery", whose figures TestDocsTellTheDefaultScheduleOnce checks):
+// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, then two of 24 h, ±20%, so
+// that an event is tried for about 3.1 days (75.6 h), as issue 24 asks
+// ("about three days", as Stripe does), before it is FAILED: 10 attempts.
 var DefaultSchedule = webhook.Schedule{
-	Delays: append(slices.Clone(webhook.DefaultSchedule.Delays), 24*time.Hour, 24*time.Hour),
-	Jitter: webhook.DefaultSchedule.Jitter,
+	Delays: []time.Duration{
+		5 * time.Second, 5 * time.Minute, 30 * time.Minute,
+		2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
+		24 * time.Hour, 24 * time.Hour,
+	},
+	Jitter: 0.2,
 }
 
 // Defaults of Options.

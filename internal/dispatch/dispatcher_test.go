@@ -593,22 +593,6 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 	}
 }
 
-// TestDefaultSchedule: the design's seven delays and two of 24 h, about
-// 3.1 days (75.6 h) over 10 attempts, as docs/design.md says.
-func TestDefaultSchedule(t *testing.T) {
-	t.Parallel()
-	var total time.Duration
-	for _, d := range dispatch.DefaultSchedule.Delays {
-		total += d
-	}
-	if got := total.Hours(); dispatch.DefaultSchedule.Attempts() != 10 || got < 75.55 || got > 75.65 {
-		t.Errorf("%d attempts over %.2f h, want 10 over 75.6 h", dispatch.DefaultSchedule.Attempts(), got)
-	}
-	if !slices.Equal(dispatch.DefaultSchedule.Delays[:7], webhook.DefaultSchedule.Delays) {
-		t.Errorf("the first delays %v are not the design's %v", dispatch.DefaultSchedule.Delays[:7], webhook.DefaultSchedule.Delays)
-	}
-}
-
 // TestEndpointMadeJustBeforeAnEntry: an endpoint created after the
 // dispatcher last read the endpoints, and before an entry, gets the entry:
 // Apply reads the endpoints again when its entries are newer than its

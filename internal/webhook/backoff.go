@@ -15,16 +15,6 @@ type Schedule struct {
 	Jitter float64 // 0 to <1: the fraction of a delay drawn at random
 }
 
-// DefaultSchedule is the design's: 8 attempts over about 27.6 hours
-// (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h between them, ±20%).
-var DefaultSchedule = Schedule{
-	Delays: []time.Duration{
-		5 * time.Second, 5 * time.Minute, 30 * time.Minute,
-		2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour,
-	},
-	Jitter: 0.2,
-}
-
 // Check refuses a schedule the dispatcher could not follow.
 func (s Schedule) Check() error {
 	if len(s.Delays) == 0 {

@@ -4,8 +4,11 @@
 // 2xx only to a delivery that verifies (401 otherwise), treats a webhook-id
 // it has already received as a retry, and checks that each user's events
 // arrive in version order with no gap. It prints a line per delivery: the
-// user, the version, the type, and what it noticed (a GAP, an event OUT OF
-// ORDER, a duplicate).
+// user, the version, the type, and what it noticed: a duplicate (a retry, or
+// a redelivery of an event it has), a GAP, a version that fills one, a
+// backfill of versions older than the first it received (a redelivery from
+// before the endpoint), or a version OUT OF ORDER (one that already came as
+// another event).
 //
 // It reads the endpoint's secret, the whsec_ value CreateWebhookEndpoint
 // showed, from WEBHOOK_SECRET, and listens on 127.0.0.1:9000 unless
@@ -181,7 +184,8 @@ func (rec *receiver) judge(id string, ev event) string {
 	line := fmt.Sprintf("%s version %d %s", ev.Data.UserID, ev.Data.Version, ev.Type)
 	if rec.seen[id] {
 		// The ledger sends an event again, under the same webhook-id,
-		// until it gets a 2xx; the receiver answers 2xx and acts once.
+		// until it gets a 2xx, and again when it is redelivered; the
+		// receiver answers 2xx and acts once.
 		return line + ": duplicate of webhook-id " + id + ", already received"
 	}
 	rec.seen[id] = true
@@ -192,45 +196,51 @@ func (rec *receiver) judge(id string, ev event) string {
 	if !ok {
 		// The first event seen of a user starts its sequence: an endpoint
 		// receives only the entries written after it was created.
-		s = &sequence{}
+		s = &sequence{first: int64(ev.Data.Version), last: int64(ev.Data.Version) - 1, ids: map[int64]string{}}
 		rec.users[ev.Data.UserID] = s
 	}
-	return line + s.next(int64(ev.Data.Version), !ok)
+	return line + s.next(int64(ev.Data.Version), id)
 }
 
-// sequence is one user's versions as received: the highest, and the
-// versions skipped below it that have not arrived since.
+// sequence is one user's versions as received: the first and the highest,
+// and the webhook-id each version came under.
 type sequence struct {
-	last    int64
-	missing map[int64]bool
+	first, last int64
+	ids         map[int64]string
 }
 
-// next records version v and returns what it makes of it: nothing when v
-// follows the last, GAP when versions were skipped (the ledger gave up on
-// them: they come again when redelivered), and OUT OF ORDER when v is not
-// above the last and was not one skipped.
-func (s *sequence) next(v int64, first bool) string {
+// next records version v, which came as webhook-id id (not a duplicate),
+// and returns what it makes of it:
+//   - nothing when v follows the last;
+//   - GAP when versions were skipped: the ledger gave up on them, and they
+//     come when redelivered;
+//   - a fill, when v is a version skipped earlier;
+//   - a backfill, when v is older than the first version received: a
+//     redelivery from a version or a time before the endpoint was created
+//     (RedeliverWebhookEvents with from_version or start_time) sends the
+//     user's older entries, in order, before the ones already received
+//     come again under their own webhook-ids;
+//   - OUT OF ORDER when v already came under another webhook-id: two
+//     events claim one version, which no retry or redelivery makes.
+func (s *sequence) next(v int64, id string) string {
+	if other, ok := s.ids[v]; ok {
+		return fmt.Sprintf(" OUT OF ORDER: version %d already came, as webhook-id %s", v, other)
+	}
+	s.ids[v] = id
 	switch {
-	case first || v == s.last+1:
+	case v == s.last+1:
 		s.last = v
 		return ""
 	case v > s.last+1:
-		if s.missing == nil {
-			s.missing = map[int64]bool{}
-		}
-		for m := s.last + 1; m < v; m++ {
-			s.missing[m] = true
-		}
 		skipped := fmt.Sprintf("GAP: version %d missing", s.last+1)
 		if v-s.last > 2 {
 			skipped = fmt.Sprintf("GAP: versions %d to %d missing", s.last+1, v-1)
 		}
 		s.last = v
 		return " " + skipped
-	case s.missing[v]:
-		delete(s.missing, v)
+	case v > s.first:
 		return fmt.Sprintf(" (fills the GAP below version %d)", s.last)
 	default:
-		return fmt.Sprintf(" OUT OF ORDER: version %d came before it", s.last)
+		return fmt.Sprintf(" (a backfill: older than version %d, the first received)", s.first)
 	}
 }

@@ -230,34 +230,21 @@ func TestNewReceiverRefusesABadSecret(t *testing.T) {
 	}
 }
 
-func TestOrder(t *testing.T) {
-	t.Parallel()
+// orderStep is a delivery and the line the receiver prints for it.
+type orderStep struct {
+	d    delivery
+	want string
+}
+
+// deliverInTurn sends each step's delivery, signed, to one receiver, and
+// checks that it answers 204 and prints the step's line.
+func deliverInTurn(t *testing.T, steps []orderStep) {
+	t.Helper()
 	secret := webhook.NewSecret()
 	var out strings.Builder
 	rec, err := newReceiver(secret.Text(), &out)
 	if err != nil {
 		t.Fatal(err)
-	}
-	steps := []struct {
-		d    delivery
-		want string
-	}{
-		{delivery{"a1", "alice", `"1"`, ledger.EventPointsGranted}, "alice version 1 points.granted"},
-		{delivery{"a2", "alice", `2`, ledger.EventPointsSpent}, "alice version 2 points.spent"},
-		{delivery{"a2", "alice", `"2"`, ledger.EventPointsSpent}, "alice version 2 points.spent: duplicate of webhook-id a2, already received"},
-		{delivery{"a5", "alice", `"5"`, ledger.EventPointsRefunded}, "alice version 5 points.refunded GAP: versions 3 to 4 missing"},
-		// A user first seen at version 7: the endpoint is younger than
-		// the user's first entries.
-		{delivery{"b7", "bob", `"7"`, ledger.EventPointsGranted}, "bob version 7 points.granted"},
-		{delivery{"n1", "alice", `"5"`, ledger.EventPointsExpiring}, "alice version 5 points.expiring (a notice: outside the version order)"},
-		// A redelivery of what the ledger gave up on.
-		{delivery{"a3", "alice", `"3"`, ledger.EventPointsSpent}, "alice version 3 points.spent (fills the GAP below version 5)"},
-		{delivery{"a3", "alice", `"3"`, ledger.EventPointsSpent}, "alice version 3 points.spent: duplicate of webhook-id a3, already received"},
-		{delivery{"a4", "alice", `"4"`, ledger.EventHoldAuthorized}, "alice version 4 hold.authorized (fills the GAP below version 5)"},
-		// Version 2 again under another id is no retry.
-		{delivery{"a2-again", "alice", `"2"`, ledger.EventPointsSpent}, "alice version 2 points.spent OUT OF ORDER: version 5 came before it"},
-		{delivery{"a6", "alice", `"6"`, ledger.EventHoldCaptured}, "alice version 6 hold.captured"},
-		{delivery{"b9", "bob", `"9"`, ledger.EventPointsSpent}, "bob version 9 points.spent GAP: version 8 missing"},
 	}
 	for i, step := range steps {
 		out.Reset()
@@ -271,6 +258,60 @@ func TestOrder(t *testing.T) {
 			t.Errorf("step %d (%s): printed %q, want %q", i, step.d.id, got, step.want)
 		}
 	}
+}
+
+func TestOrder(t *testing.T) {
+	t.Parallel()
+	deliverInTurn(t, []orderStep{
+		{delivery{"a1", "alice", `"1"`, ledger.EventPointsGranted}, "alice version 1 points.granted"},
+		{delivery{"a2", "alice", `2`, ledger.EventPointsSpent}, "alice version 2 points.spent"},
+		{delivery{"a2", "alice", `"2"`, ledger.EventPointsSpent}, "alice version 2 points.spent: duplicate of webhook-id a2, already received"},
+		{delivery{"a5", "alice", `"5"`, ledger.EventPointsRefunded}, "alice version 5 points.refunded GAP: versions 3 to 4 missing"},
+		// A user first seen at version 7: the endpoint is younger than
+		// the user's first entries.
+		{delivery{"b7", "bob", `"7"`, ledger.EventPointsGranted}, "bob version 7 points.granted"},
+		{delivery{"n1", "alice", `"5"`, ledger.EventPointsExpiring}, "alice version 5 points.expiring (a notice: outside the version order)"},
+		// A redelivery of what the ledger gave up on.
+		{delivery{"a3", "alice", `"3"`, ledger.EventPointsSpent}, "alice version 3 points.spent (fills the GAP below version 5)"},
+		{delivery{"a3", "alice", `"3"`, ledger.EventPointsSpent}, "alice version 3 points.spent: duplicate of webhook-id a3, already received"},
+		{delivery{"a4", "alice", `"4"`, ledger.EventHoldAuthorized}, "alice version 4 hold.authorized (fills the GAP below version 5)"},
+		// Version 2 again under another id is no retry.
+		{delivery{"a2-again", "alice", `"2"`, ledger.EventPointsSpent}, "alice version 2 points.spent OUT OF ORDER: version 2 already came, as webhook-id a2"},
+		{delivery{"a6", "alice", `"6"`, ledger.EventHoldCaptured}, "alice version 6 hold.captured"},
+		{delivery{"b9", "bob", `"9"`, ledger.EventPointsSpent}, "bob version 9 points.spent GAP: version 8 missing"},
+	})
+}
+
+// TestRedeliveryBackfill: an endpoint created after carol's eighth entry
+// receives her from version 9; RedeliverWebhookEvents from version 1 (as
+// docs/operations.md does it) then sends versions 1 to 8, which the
+// endpoint never had, and 9 and 10 again under their webhook-ids. None of
+// it is out of order; a version that comes as a second event still is, in
+// the backfill's range as above it.
+func TestRedeliveryBackfill(t *testing.T) {
+	t.Parallel()
+	steps := []orderStep{
+		{delivery{"c9", "carol", `"9"`, ledger.EventPointsSpent}, "carol version 9 points.spent"},
+		{delivery{"c10", "carol", `"10"`, ledger.EventPointsGranted}, "carol version 10 points.granted"},
+	}
+	for v := 1; v <= 8; v++ {
+		steps = append(steps, orderStep{
+			delivery{fmt.Sprintf("c%d", v), "carol", fmt.Sprintf(`"%d"`, v), ledger.EventPointsGranted},
+			fmt.Sprintf("carol version %d points.granted (a backfill: older than version 9, the first received)", v),
+		})
+	}
+	steps = append(steps,
+		orderStep{delivery{"c9", "carol", `"9"`, ledger.EventPointsSpent}, "carol version 9 points.spent: duplicate of webhook-id c9, already received"},
+		orderStep{delivery{"c10", "carol", `"10"`, ledger.EventPointsGranted}, "carol version 10 points.granted: duplicate of webhook-id c10, already received"},
+		orderStep{delivery{"c11", "carol", `"11"`, ledger.EventPointsSpent}, "carol version 11 points.spent"},
+		// The same redelivery again: duplicates only.
+		orderStep{delivery{"c1", "carol", `"1"`, ledger.EventPointsGranted}, "carol version 1 points.granted: duplicate of webhook-id c1, already received"},
+		// Real violations: a second event at a backfilled version, and
+		// at one received in the first place.
+		orderStep{delivery{"c4-other", "carol", `"4"`, ledger.EventPointsSpent}, "carol version 4 points.spent OUT OF ORDER: version 4 already came, as webhook-id c4"},
+		orderStep{delivery{"c10-other", "carol", `"10"`, ledger.EventPointsSpent}, "carol version 10 points.spent OUT OF ORDER: version 10 already came, as webhook-id c10"},
+	)
+	deliverInTurn(t, steps)
 }
 
 // TestRun starts the receiver as main does, on a loopback port of its own,
