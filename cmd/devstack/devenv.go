@@ -34,6 +34,8 @@ func writeDevEnv(path string, e devEnv) error {
 	if e.dev != nil {
 		export("TOKEN", e.dev.ServiceToken)
 		export("ADMIN_TOKEN", e.dev.AdminToken)
+		// The console's support operator (dev-support).
+		export("SUPPORT_TOKEN", e.dev.SupportToken)
 		// What a second ledgerd beside it needs to forward to it (-peers).
 		export("LEDGER_PEER_TOKEN", e.dev.PeerToken)
 	}

@@ -231,10 +231,15 @@ func devCredentials(dir string, logf func(string, ...any)) (auth.DevCredentials,
 		if _, err = d.WriteDir(dir); err == nil {
 			logf("made local dev credentials in %s/ (keep them out of git; /.local/ is ignored)", dir)
 		}
-	case err == nil && d.PeerToken == "": // made before there were peers
-		d.AddPeer()
+	case err == nil && (d.PeerToken == "" || d.SupportToken == ""): // made before there were peers, or support
+		if d.PeerToken == "" {
+			d.AddPeer()
+		}
+		if d.SupportToken == "" {
+			d.AddSupport()
+		}
 		if _, err = d.WriteDir(dir); err == nil {
-			logf("added a peer token to the local dev credentials in %s/", dir)
+			logf("added the missing peer or support token to the local dev credentials in %s/", dir)
 		}
 	}
 	if err != nil {

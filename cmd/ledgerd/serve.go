@@ -16,6 +16,7 @@ import (
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/affinity"
+	"github.com/pointledger/pointledger/internal/allowance"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/dispatch"
@@ -90,7 +91,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		sweeper = c.newSweeper(parts, c.sweep, log)
 	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
-	srv := apiServer(c.apiHandler(parts, projector, dl.dispatcher, health, authn, peers, log), log)
+	support, err := c.auth.supportLimits(allowance.New(parts.db, c.TablePrefix+migrations.LeaseTable))
+	if err != nil {
+		return err
+	}
+	srv := apiServer(c.apiHandler(parts, projector, dl.dispatcher, health, authn, support, peers, log), log)
 	var running *dispatch.Dispatcher
 	if delivering != nil {
 		running = delivering.dispatcher
@@ -259,14 +264,14 @@ func (p *ports) close() {
 // apiHandler is what the API's port serves: the ledger, admin and webhook services,
 // the health checks (and the peers', with peers), and nothing else.
 func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, deliveries *dispatch.Dispatcher, health pinger, authn *auth.Authenticator,
-	peers *affinity.Peers, log *slog.Logger,
+	support auth.SupportLimits, peers *affinity.Peers, log *slog.Logger,
 ) http.Handler {
 	// Every RPC is authenticated (and rate limited per caller) before its
 	// body is read; the interceptor then checks the user id it acts for,
 	// and only then may a mutation be forwarded to its user's owner. A
 	// path that names no procedure is answered unimplemented before that.
 	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
-	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
+	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.NewInterceptor(support)))
 	mux := http.NewServeMux()
 	if peers != nil {
 		options = append(options, connect.WithInterceptors(peers.Forwarder()))

@@ -185,6 +185,7 @@ func TestOpaqueTokens(t *testing.T) {
 		d.ServiceToken: {Role: auth.RoleService, Subject: "dev-service"},
 		d.AdminToken:   {Role: auth.RoleAdmin, Subject: "dev-admin"},
 		d.PeerToken:    {Role: auth.RolePeer, Subject: "dev-peer"},
+		d.SupportToken: {Role: auth.RoleSupport, Subject: "dev-support"},
 	} {
 		if id, err := a.Authenticate("bearer " + token); err != nil || id != want {
 			t.Errorf("%s: %v, %v; want %v", want.Subject, id, err, want)
@@ -206,7 +207,7 @@ func TestDevCredentialsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := auth.ReadDevDir(dir)
-	if err != nil || got.ServiceToken != d.ServiceToken || got.AdminToken != d.AdminToken || got.PeerToken != d.PeerToken ||
+	if err != nil || got.ServiceToken != d.ServiceToken || got.AdminToken != d.AdminToken || got.PeerToken != d.PeerToken || got.SupportToken != d.SupportToken ||
 		got.Credentials.UserTokenKeys[0] != d.Credentials.UserTokenKeys[0] {
 		t.Errorf("read back %+v, %v; want what was written", got, err)
 	}
