@@ -28,6 +28,7 @@ func writeDevEnv(path string, e devEnv) error {
 	export("LEDGER_DYNAMODB_ENDPOINT", e.endpoint)
 	export("LEDGER_AUTH_FILE", e.authFile)
 	export("LEDGER_URL", "http://"+localHost(e.listen))
+	export("LEDGER_CONSOLE_URL", "http://"+localHost(e.listen)+"/console/")
 	if e.ops != "off" {
 		export("LEDGER_OPS_URL", "http://"+localHost(e.ops))
 	}
