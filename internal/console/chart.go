@@ -53,7 +53,7 @@ func barChart(labels, values []string) chart {
 		h := 0.0
 		if largest.IsPositive() {
 			f, _ := d.Div(largest).Float64()
-			h = f * (chartBase - 10)
+			h = f * (chartBase - 24) // room above the tallest for its figure
 		}
 		x := float64(i) * slot
 		c.Bars = append(c.Bars, bar{X: x + slot*0.1, Y: chartBase - h, W: slot * 0.8, H: h, Label: labels[i], Value: values[i], LabelX: x + slot/2})
