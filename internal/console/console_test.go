@@ -279,8 +279,13 @@ func TestCSRF(t *testing.T) {
 		strings.NewReader(url.Values{"amount": {"5"}, "reason": {"r"}, "request_id": {"c3"}, "csrf": {b.csrf}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "https://evil.example")
-	if res, err := b.client.Do(req); err != nil || res.StatusCode != http.StatusForbidden {
-		t.Errorf("from another origin: %v %v, want 403", res.StatusCode, err)
+	res, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Errorf("from another origin: %d, want 403", res.StatusCode)
 	}
 	// Signing in needs the sign-in form's token too.
 	other := s.browser(t)
@@ -335,8 +340,8 @@ func TestHostileTextAndHeaders(t *testing.T) {
 		t.Error("the token is readable in the cookie or the redirect")
 	}
 
-	_, body := b.post("/console/users/mallory/adjust", url.Values{"amount": {"1"}, "reason": {hostile}, "request_id": {"h1"}})
-	_, body = b.get("/console/users/mallory")
+	b.post("/console/users/mallory/adjust", url.Values{"amount": {"1"}, "reason": {hostile}, "request_id": {"h1"}})
+	_, body := b.get("/console/users/mallory")
 	for _, raw := range []string{"<script>alert(1)", "<img src=x"} {
 		if strings.Contains(body, raw) {
 			t.Errorf("the page has %q unescaped", raw)
