@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/pointledger/pointledger/client"
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/auth"
 )
 
 // screenshotPath is where the browser test leaves its picture of a user's
@@ -160,7 +164,9 @@ func TestConsoleInABrowser(t *testing.T) {
 	for _, path := range []string{"budgets", "webhooks", "books"} {
 		do(path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("h1")))
 	}
-	do("run a reconciliation", chromedp.Click(chromedp.CSS("#reconcile")), chromedp.WaitVisible(chromedp.CSS(`[data-field="clean"]`)))
+	do("run a reconciliation", chromedp.Click(chromedp.CSS("#reconcile")), chromedp.WaitVisible(chromedp.CSS(`[data-field="clean"]`)),
+		// alice's points that expire, by month, drawn by the server.
+		chromedp.WaitVisible(chromedp.CSS(`svg.chart rect`)))
 	do("sign out", chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)))
 
 	mu.Lock()
@@ -195,5 +201,39 @@ func seedConsoleUser(t *testing.T, p *ledgerdProcess, user string) {
 	}
 	if _, err := l.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: user, Amount: "10", RequestId: "seed-hold", OrderId: "order-1043"})); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A support operator's limit of the day holds across the instances of a
+// deployment and their restarts: its total is one item of the lease table.
+func TestSupportDailyLimitAcrossInstances(t *testing.T) {
+	t.Parallel()
+	p := newLedgerd(t, false, "LEDGER_SUPPORT_MAX_ADJUSTMENT=50", "LEDGER_SUPPORT_DAILY_LIMIT=80")
+	p.start(t)
+	q := p.another(t)
+	q.start(t)
+	ctx := context.Background()
+	adjust := func(on *ledgerdProcess, amount, requestID string) error {
+		a := pointledgerv1connect.NewAdminServiceClient(http.DefaultClient, "http://"+on.addr, connect.WithInterceptors(auth.Bearer(on.creds.SupportToken)))
+		_, err := a.Adjust(ctx, connect.NewRequest(&pb.AdjustRequest{UserId: "carol", Amount: amount, RequestId: requestID, Reason: "goodwill"}))
+		return err
+	}
+	if err := adjust(p, "50", "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := adjust(q, "30", "a2"); err != nil {
+		t.Fatal(err)
+	}
+	// 80 adjusted today, 50 through one instance and 30 through the other.
+	r := q.another(t) // as after a restart
+	r.start(t)
+	for _, on := range []*ledgerdProcess{p, q, r} {
+		if err := adjust(on, "0.01", "a3-"+on.addr); client.ReasonOf(err) != client.ReasonDailyLimitReached {
+			t.Errorf("%s: one more cent past 80: %v, want DAILY_LIMIT_REACHED", on.addr, err)
+		}
+	}
+	res, err := p.ledgerClient().GetBalance(ctx, connect.NewRequest(&pb.GetBalanceRequest{UserId: "carol"}))
+	if err != nil || res.Msg.Balance != "80" {
+		t.Errorf("carol's balance: %v, %v; want 80", res, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
@@ -393,4 +394,49 @@ var _ = api.HandlerOptions
 
 func clientFor(s *site, token string) pointledgerv1connect.LedgerServiceClient {
 	return pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(token)))
+}
+
+// Budgets: what is left as a bar, a top-up and a close through the forms,
+// each the admin's (a support operator's is refused with its reason); the
+// books: a reconciliation's report with its charts.
+func TestBudgetsAndBooks(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	budgets := pointledgerv1connect.NewBudgetServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.AdminToken)))
+	if _, err := budgets.CreateBudget(context.Background(), connect.NewRequest(&pb.CreateBudgetRequest{BudgetId: "spring", Amount: "1000", RequestId: "c", Description: "<b>spring</b> campaign"})); err != nil {
+		t.Fatal(err)
+	}
+	g := pointledgerv1connect.NewLedgerServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.ServiceToken)))
+	if _, err := g.Grant(context.Background(), connect.NewRequest(&pb.GrantRequest{UserId: "alice", Amount: "250", RequestId: "g", BudgetId: "spring",
+		Ttl: durationpb.New(30 * 24 * time.Hour)})); err != nil {
+		t.Fatal(err)
+	}
+	support := s.browser(t)
+	support.signIn(s.creds.SupportToken)
+	_, body := support.get("/console/budgets")
+	if !strings.Contains(body, `data-budget="spring"`) || !strings.Contains(body, `width="75.0"`) || strings.Contains(body, "<b>spring") {
+		t.Errorf("the budgets page: want spring with 75%% left as a bar, its description as text\n%s", body)
+	}
+	status, body := support.post("/console/budgets/topup", url.Values{"budget_id": {"spring"}, "amount": {"100"}, "request_id": {"t1"}})
+	if status != http.StatusForbidden || field(body, "reason") != "ROLE_NOT_ALLOWED" {
+		t.Errorf("a support operator tops up: %d %q", status, field(body, "reason"))
+	}
+	admin := s.browser(t)
+	admin.signIn(s.creds.AdminToken)
+	if _, body = admin.post("/console/budgets/topup", url.Values{"budget_id": {"spring"}, "amount": {"1000"}, "request_id": {"t2"}}); !strings.Contains(body, "topped up") ||
+		field(body, "remaining") != "1750" {
+		t.Errorf("after a top-up of 1000: remaining %q\n%s", field(body, "remaining"), body)
+	}
+	if _, body = admin.post("/console/budgets/close", url.Values{"budget_id": {"spring"}}); !strings.Contains(body, "<td>closed</td>") {
+		t.Errorf("after closing:\n%s", body)
+	}
+	_, body = support.post("/console/books/reconcile", url.Values{"user_id": {""}})
+	if field(body, "clean") != "Clean: the books balance." || !strings.Contains(body, "Liability by month") {
+		t.Errorf("the books after a reconciliation:\n%s", body)
+	}
+	// Webhooks: this server keeps no endpoints; the page says so with
+	// the API's reason.
+	if status, body = admin.get("/console/webhooks"); field(body, "reason") != "NOT_CONFIGURED" {
+		t.Errorf("webhooks without endpoints' store: %d %q", status, field(body, "reason"))
+	}
 }

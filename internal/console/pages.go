@@ -211,7 +211,7 @@ func (c *Console) void(v *visit) {
 type budgetRow struct {
 	*pb.Budget
 	Open      bool
-	Remaining float64 // of the total, 0 to 100, for the bar
+	Left      float64 // remaining, in percent of the total: the bar's length
 	RequestID string
 }
 
@@ -225,7 +225,7 @@ func (v *visit) budgetsPage(failed error, notice string) {
 	if err == nil {
 		for _, b := range res.Msg.Budgets {
 			rows = append(rows, budgetRow{Budget: b, Open: b.Status == pb.BudgetStatus_BUDGET_STATUS_OPEN,
-				Remaining: percent(b.Remaining, b.Total), RequestID: "console-" + client.NewRequestID()})
+				Left: percent(b.Remaining, b.Total), RequestID: "console-" + client.NewRequestID()})
 		}
 	}
 	if failed == nil {
