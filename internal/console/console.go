@@ -148,13 +148,17 @@ type inProcess struct{ h http.Handler }
 func (t inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
 	rec := httptest.NewRecorder()
 	r = r.Clone(r.Context())
-	r.RemoteAddr = "console"
+	// The API logs its refusals with the caller's address: the browser's.
+	r.RemoteAddr, _ = r.Context().Value(remoteAddrKey{}).(string)
 	r.RequestURI = r.URL.RequestURI()
 	t.h.ServeHTTP(rec, r)
 	res := rec.Result()
 	res.Request = r
 	return res, nil
 }
+
+// remoteAddrKey carries the browser's address to the API's handlers.
+type remoteAddrKey struct{}
 
 // apiBase is the origin the in-process clients name; only the path is read.
 const apiBase = "http://console.internal"
@@ -257,6 +261,7 @@ func (c *Console) signed(h func(v *visit)) http.HandlerFunc {
 			return
 		}
 		opts := connect.WithInterceptors(client.Bearer(s.Token))
+		r = r.WithContext(context.WithValue(r.Context(), remoteAddrKey{}, r.RemoteAddr))
 		h(&visit{
 			c: c, w: w, r: r, s: s, id: id,
 			ledger:   pointledgerv1connect.NewLedgerServiceClient(c.http, apiBase, opts),

@@ -370,6 +370,14 @@ func TestHostileTextAndHeaders(t *testing.T) {
 	if !strings.Contains(s.log.String(), "console: signed in") {
 		t.Error("the sign-in was not logged")
 	}
+	// A refusal of the API's authentication, logged with the browser's
+	// address.
+	support := s.browser(t)
+	support.signIn(s.creds.SupportToken)
+	support.post("/console/budgets/close", url.Values{"budget_id": {"none"}})
+	if !regexp.MustCompile(`rpc refused.*remote_addr=127\.0\.0\.1:\d+`).MatchString(s.log.String()) {
+		t.Errorf("the API's log names no browser address:\n%s", s.log.String())
+	}
 }
 
 // A session ends: after its time, the console asks to sign in again.
