@@ -3,6 +3,7 @@ package console_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -25,7 +26,11 @@ import (
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/console"
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/servetest"
+	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // site is ledgerd's API and the console on one port, as ledgerd serves
@@ -55,7 +60,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newSite(tb testing.TB) *site {
+func newSite(tb testing.TB, with ...func(*servetest.Options)) *site {
 	tb.Helper()
 	creds := auth.GenerateDev()
 	a, err := auth.NewAuthenticator(creds.Credentials)
@@ -64,9 +69,13 @@ func newSite(tb testing.TB) *site {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := servetest.New(tb, servetest.Options{Auth: a, Log: log, Support: &auth.SupportLimits{
+	o := servetest.Options{Auth: a, Log: log, Support: &auth.SupportLimits{
 		PerAdjustment: decimal.RequireFromString("100"), PerDay: decimal.RequireFromString("150"), Allowances: auth.NewMemoryAllowances(),
-	}})
+	}}
+	for _, f := range with {
+		f(&o)
+	}
+	srv := servetest.New(tb, o)
 	now := &atomic.Int64{}
 	now.Store(time.Now().Unix())
 	key, _ := a.DeriveKey("console test")
@@ -446,5 +455,73 @@ func TestBudgetsAndBooks(t *testing.T) {
 	// the API's reason.
 	if status, body = admin.get("/console/webhooks"); field(body, "reason") != "NOT_CONFIGURED" {
 		t.Errorf("webhooks without endpoints' store: %d %q", status, field(body, "reason"))
+	}
+}
+
+// deliveries stands in for the dispatcher: one failed delivery to show,
+// and the redeliveries asked of it.
+type deliveries struct {
+	mu     sync.Mutex
+	failed []webhook.Delivery
+	asked  []webhook.Redelivery
+}
+
+func (d *deliveries) ListDeliveries(_ context.Context, q webhook.DeliveryQuery) ([]webhook.Delivery, string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []webhook.Delivery
+	for _, x := range d.failed {
+		if x.EndpointID == q.EndpointID {
+			out = append(out, x)
+		}
+	}
+	return out, "", nil
+}
+
+func (d *deliveries) Redeliver(_ context.Context, r webhook.Redelivery) (int64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked = append(d.asked, r)
+	return 3, nil
+}
+
+// The webhooks page lists each endpoint's failed deliveries, their errors
+// as text, and sends one again from its version (an admin's; a support
+// operator reads, and is refused the button's call).
+func TestWebhooksPage(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	d := &deliveries{}
+	s := newSite(t, func(o *servetest.Options) {
+		o.Webhooks, o.Deliveries = dispatch.NewEndpoints(env.Client, env.Webhooks, nil), d
+		o.Webhook.URLPolicy = webhook.URLPolicy{AllowHTTP: true, AllowLoopback: true}
+	})
+	w := pointledgerv1connect.NewWebhookServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.AdminToken)))
+	ep, err := w.CreateWebhookEndpoint(context.Background(), connect.NewRequest(&pb.CreateWebhookEndpointRequest{Url: "http://127.0.0.1:9/hook", EventTypes: []string{"*"}, Description: "<i>crm</i>"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ep.Msg.Endpoint.EndpointId
+	d.failed = []webhook.Delivery{{EndpointID: id, EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8", Type: ledger.EventPointsSpent, UserID: "alice", Version: 7,
+		State: webhook.DeliveryFailed, Attempts: 8, LastStatusCode: 502, LastError: "<script>alert(1)</script> bad gateway"}}
+	support := s.browser(t)
+	support.signIn(s.creds.SupportToken)
+	_, body := support.get("/console/webhooks")
+	if !strings.Contains(body, `data-endpoint="`+id+`"`) || !strings.Contains(body, "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8") || strings.Contains(body, "<script>") || strings.Contains(body, "<i>crm") {
+		t.Errorf("the webhooks page: want the endpoint, its failed delivery, everything as text\n%s", body)
+	}
+	if status, body := support.post("/console/webhooks/redeliver", url.Values{"endpoint_id": {id}, "user_id": {"alice"}, "from_version": {"7"}}); status != http.StatusForbidden ||
+		field(body, "reason") != "ROLE_NOT_ALLOWED" {
+		t.Errorf("a support operator redelivers: %d %q", status, field(body, "reason"))
+	}
+	admin := s.browser(t)
+	admin.signIn(s.creds.AdminToken)
+	admin.get("/console/webhooks")
+	if _, body := admin.post("/console/webhooks/redeliver", url.Values{"endpoint_id": {id}, "user_id": {"alice"}, "from_version": {"7"}}); !strings.Contains(body, "Queued again: 3 events.") {
+		t.Errorf("after redelivering:\n%s", body)
+	}
+	want := []webhook.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 7}}
+	if fmt.Sprint(d.asked) != fmt.Sprint(want) {
+		t.Errorf("the dispatcher was asked %v, want %v", d.asked, want)
 	}
 }
