@@ -26,7 +26,7 @@ func TestParseCredentialsRefusesWhatCouldNotWork(t *testing.T) {
 		{"nobody", `{"issuer":"i","audience":"a"}`, "nobody could call"},
 		{"short key", `{"issuer":"i","audience":"a","user_token_keys":["c2hvcnQ="]}`, "at least 32"},
 		{"not base64", `{"issuer":"i","audience":"a","user_token_keys":["!!"]}`, "not base64"},
-		{"user role listed", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"user","sha256":"` + hash + `"}]}`, "want service, admin or peer"},
+		{"user role listed", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"user","sha256":"` + hash + `"}]}`, "want service, admin, support or peer"},
 		{"bad hash", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"admin","sha256":"abc"}]}`, "64 hex"},
 		{"same name", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"admin","sha256":"` + hash + `"},{"name":"n","role":"service","sha256":"` + hash + `"}]}`, "name of its own"},
 		{"misspelt field", `{"issuer":"i","audience":"a","user_token_key":["x"]}`, "unknown field"},
