@@ -244,7 +244,7 @@ func (c *Console) signed(h func(v *visit)) http.HandlerFunc {
 			ok = err == nil && c.mayUse(id)
 		}
 		if !ok {
-			if r.Method == http.MethodGet {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				http.Redirect(w, r, Prefix+"signin", http.StatusSeeOther)
 				return
 			}
