@@ -104,6 +104,10 @@ const (
 	ReasonRoleNotAllowed Reason = "ROLE_NOT_ALLOWED"
 	ReasonOtherUser      Reason = "OTHER_USER"
 	ReasonRateLimited    Reason = "RATE_LIMITED"
+	// permission_denied: a support operator's Adjust over its limit of one
+	// adjustment, or over its limit of the day (UTC); nothing is written.
+	ReasonAdjustmentOverLimit Reason = "ADJUSTMENT_OVER_LIMIT"
+	ReasonDailyLimitReached   Reason = "DAILY_LIMIT_REACHED"
 
 	// Budgets (BudgetService, and Grant's budget_id). A grant's
 	// BUDGET_EXHAUSTED and BUDGET_CLOSED (failed_precondition) and

@@ -28,12 +28,15 @@ func writeDevEnv(path string, e devEnv) error {
 	export("LEDGER_DYNAMODB_ENDPOINT", e.endpoint)
 	export("LEDGER_AUTH_FILE", e.authFile)
 	export("LEDGER_URL", "http://"+localHost(e.listen))
+	export("LEDGER_CONSOLE_URL", "http://"+localHost(e.listen)+"/console/")
 	if e.ops != "off" {
 		export("LEDGER_OPS_URL", "http://"+localHost(e.ops))
 	}
 	if e.dev != nil {
 		export("TOKEN", e.dev.ServiceToken)
 		export("ADMIN_TOKEN", e.dev.AdminToken)
+		// The console's support operator (dev-support).
+		export("SUPPORT_TOKEN", e.dev.SupportToken)
 		// What a second ledgerd beside it needs to forward to it (-peers).
 		export("LEDGER_PEER_TOKEN", e.dev.PeerToken)
 	}

@@ -135,7 +135,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Webhook endpoints on this machine over plain http, so that the
 	// quick start can deliver to a receiver it runs; private and
 	// link-local addresses stay refused.
-	for _, v := range []string{"LEDGER_WEBHOOK_ALLOW_HTTP", "LEDGER_WEBHOOK_ALLOW_LOOPBACK"} {
+	// The console, for whoever answers members on this machine.
+	for _, v := range []string{"LEDGER_WEBHOOK_ALLOW_HTTP", "LEDGER_WEBHOOK_ALLOW_LOOPBACK", "LEDGER_CONSOLE"} {
 		if getenv(v) == "" {
 			env = append(env, v+"=true")
 		}
@@ -150,6 +151,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer os.Remove(envFile) // it describes this run only
 	logf("the endpoint, tokens and URLs of this run are in %s: . %[1]s", envFile)
+	if getenv("LEDGER_CONSOLE") != "false" {
+		logf("the console: http://%s/console/ (sign in with $ADMIN_TOKEN or $SUPPORT_TOKEN of %s)", localHost(listen), envFile)
+	}
 	return serve(ctx, *ledgerd, env, stdout, stderr, logf)
 }
 
@@ -231,10 +235,15 @@ func devCredentials(dir string, logf func(string, ...any)) (auth.DevCredentials,
 		if _, err = d.WriteDir(dir); err == nil {
 			logf("made local dev credentials in %s/ (keep them out of git; /.local/ is ignored)", dir)
 		}
-	case err == nil && d.PeerToken == "": // made before there were peers
-		d.AddPeer()
+	case err == nil && (d.PeerToken == "" || d.SupportToken == ""): // made before there were peers, or support
+		if d.PeerToken == "" {
+			d.AddPeer()
+		}
+		if d.SupportToken == "" {
+			d.AddSupport()
+		}
 		if _, err = d.WriteDir(dir); err == nil {
-			logf("added a peer token to the local dev credentials in %s/", dir)
+			logf("added the missing peer or support token to the local dev credentials in %s/", dir)
 		}
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/ledger"
 )
 
 // authConfig is who may call ledgerd serve, and how often.
@@ -21,6 +22,9 @@ type authConfig struct {
 	rateBurst int
 	// userTokenMaxLifetime is how far ahead a user token's exp may be.
 	userTokenMaxLifetime time.Duration
+	// What a support token may adjust: at most supportMaxAdjustment at
+	// once, supportDailyLimit a day (UTC) per operator.
+	supportMaxAdjustment, supportDailyLimit string
 }
 
 func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
@@ -33,7 +37,28 @@ func (a *authConfig) flags(fs *flag.FlagSet, getenv func(string) string) error {
 	s.Float(&a.rateLimit, "rate-limit", "LEDGER_RATE_LIMIT", 0, "requests a second each caller (token) may make; 0: no limit")
 	s.Int(&a.rateBurst, "rate-burst", "LEDGER_RATE_BURST", 0, "requests a caller may make at once above -rate-limit; 0: the rate, at least 1")
 	userTokenMaxLifetimeFlag(s, &a.userTokenMaxLifetime)
+	s.String(&a.supportMaxAdjustment, "support-max-adjustment", "LEDGER_SUPPORT_MAX_ADJUSTMENT", "100",
+		"largest adjustment a support token may make (role support); larger ones are an admin's")
+	s.String(&a.supportDailyLimit, "support-daily-limit", "LEDGER_SUPPORT_DAILY_LIMIT", "1000",
+		"largest sum of one support operator's adjustments in a day (UTC), across every instance")
 	return s.err()
+}
+
+// supportLimits are the limits of a support token's adjustments, their
+// allowances kept in allowances.
+func (a *authConfig) supportLimits(allowances auth.Allowances) (auth.SupportLimits, error) {
+	perAdjustment, err := ledger.ParseAmount(a.supportMaxAdjustment, 18)
+	if err != nil {
+		return auth.SupportLimits{}, fmt.Errorf("-support-max-adjustment (LEDGER_SUPPORT_MAX_ADJUSTMENT): %w", err)
+	}
+	perDay, err := ledger.ParseAmount(a.supportDailyLimit, 18)
+	if err != nil {
+		return auth.SupportLimits{}, fmt.Errorf("-support-daily-limit (LEDGER_SUPPORT_DAILY_LIMIT): %w", err)
+	}
+	if perAdjustment.GreaterThan(perDay) {
+		return auth.SupportLimits{}, fmt.Errorf("-support-max-adjustment %s is more than -support-daily-limit %s", perAdjustment, perDay)
+	}
+	return auth.SupportLimits{PerAdjustment: perAdjustment, PerDay: perDay, Allowances: allowances}, nil
 }
 
 // userTokenMaxLifetimeFlag registers -user-token-max-lifetime. serve (what it
@@ -126,8 +151,8 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	s.String(&file, "auth-file", "LEDGER_AUTH_FILE", "", "credentials file whose first user token key signs")
 	user := fs.String("user", "", "mint a user token for this user id")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of the user token, at most -user-token-max-lifetime")
-	newToken := fs.String("new", "", "instead: print a new random service, admin or peer token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
-	name := fs.String("name", "", "with -new service|admin|peer: the token's name in the credentials file")
+	newToken := fs.String("new", "", "instead: print a new random service, admin, support or peer token (stdout) and its credentials entry (stderr); or `key` for a new user token key")
+	name := fs.String("name", "", "with -new service|admin|support|peer: the token's name in the credentials file (a support token's is the operator on its entries)")
 	var maxLifetime time.Duration
 	userTokenMaxLifetimeFlag(s, &maxLifetime)
 	if err := s.err(); err != nil {
@@ -141,7 +166,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	case "key":
 		fmt.Fprintln(stdout, auth.NewKey())
 		return nil
-	case string(auth.RoleService), string(auth.RoleAdmin), string(auth.RolePeer):
+	case string(auth.RoleService), string(auth.RoleAdmin), string(auth.RolePeer), string(auth.RoleSupport):
 		if *name == "" {
 			return errors.New("-new " + *newToken + " needs -name")
 		}
@@ -151,7 +176,7 @@ func token(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 			*name, *newToken, auth.HashToken(secret))
 		return nil
 	default:
-		return fmt.Errorf("-new %q: want service, admin, peer or key", *newToken)
+		return fmt.Errorf("-new %q: want service, admin, support, peer or key", *newToken)
 	}
 	if *user == "" {
 		return errors.New("give -user (or -new)")

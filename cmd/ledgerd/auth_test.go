@@ -135,7 +135,7 @@ func TestTokenCommand(t *testing.T) {
 	t.Parallel()
 	none := func(string) string { return "" }
 	var out, errOut bytes.Buffer
-	for _, role := range []string{"service", "peer"} {
+	for _, role := range []string{"service", "peer", "support"} {
 		out.Reset()
 		errOut.Reset()
 		if err := run(context.Background(), []string{"token", "-new", role, "-name", "n"}, none, &out, &errOut); err != nil {

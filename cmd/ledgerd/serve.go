@@ -16,8 +16,10 @@ import (
 
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/affinity"
+	"github.com/pointledger/pointledger/internal/allowance"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/console"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -90,7 +92,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		sweeper = c.newSweeper(parts, c.sweep, log)
 	}
 	health := &cachedPing{store: parts.store, ttl: time.Second} // /healthz and grpc.health.v1 need no token
-	srv := apiServer(c.apiHandler(parts, projector, dl.dispatcher, health, authn, peers, log), log)
+	support, err := c.auth.supportLimits(allowance.New(parts.db, c.TablePrefix+migrations.LeaseTable))
+	if err != nil {
+		return err
+	}
+	handler, err := c.apiHandler(parts, projector, dl.dispatcher, health, authn, support, peers, log)
+	if err != nil {
+		return err
+	}
+	srv := apiServer(handler, log)
 	var running *dispatch.Dispatcher
 	if delivering != nil {
 		running = delivering.dispatcher
@@ -104,7 +114,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		"history_wait", c.historyWait, "cors_origins", c.corsOrigins, "webhook_allow_http", c.delivery.policy.AllowHTTP,
 		"webhook_allow_loopback", c.delivery.policy.AllowLoopback, "webhook_allow_private", c.delivery.policy.AllowPrivate,
 
-		"peers", c.affinity.peers, "self", c.affinity.self, "forward_timeout", c.affinity.timeout)
+		"console", c.console, "peers", c.affinity.peers, "self", c.affinity.self, "forward_timeout", c.affinity.timeout)
 	if peers != nil {
 		c.metrics.WatchPeers(peers.Count)
 		// Until its first round of checks, this instance owns every user.
@@ -132,6 +142,10 @@ type serveConfig struct {
 	delivery     deliveryConfig
 	dispatcher   bool // run the dispatcher in this process
 	sharedReader bool // the projector's reading of the stream feeds the dispatcher
+	// console: serve the web console under /console/ on the API's port;
+	// a sign-in lasts consoleSessionTTL.
+	console           bool
+	consoleSessionTTL time.Duration
 }
 
 // serveFlags reads serve's flags and their LEDGER_* variables, and checks
@@ -171,6 +185,10 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		"run the webhook dispatcher in this process; -dispatcher=false when `ledgerd dispatch` runs it")
 	s.Bool(&c.sharedReader, "shared-stream-reader", "LEDGER_SHARED_STREAM_READER",
 		"with the projector and the dispatcher in this process: one reading of the stream feeds both, instead of one each")
+	s.Bool(&c.console, "console", "LEDGER_CONSOLE",
+		"serve the web console for support and finance staff under /console/ on the API's port (admin and support tokens sign in); see docs/console.md")
+	s.Duration(&c.consoleSessionTTL, "console-session-ttl", "LEDGER_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,
+		"how long a console sign-in lasts")
 	c.delivery.flags(s)
 	opsFlag(s, &c.opsAddr, "127.0.0.1:9090")
 	// Every part's settings, so that the errors of all the variables come
@@ -202,6 +220,9 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	}
 	if c.expiry.EffectiveMax <= 0 {
 		return nil, fmt.Errorf("-max-effective-delay (LEDGER_MAX_EFFECTIVE_DELAY) must be positive")
+	}
+	if c.consoleSessionTTL <= 0 {
+		return nil, fmt.Errorf("-console-session-ttl (LEDGER_CONSOLE_SESSION_TTL) must be positive, not %v", c.consoleSessionTTL)
 	}
 	if c.historyWait < 0 || c.historyWait > api.MaxHistoryWait {
 		return nil, fmt.Errorf("-history-wait (LEDGER_HISTORY_WAIT) must be 0 to %v, not %v", api.MaxHistoryWait, c.historyWait)
@@ -259,14 +280,14 @@ func (p *ports) close() {
 // apiHandler is what the API's port serves: the ledger, admin and webhook services,
 // the health checks (and the peers', with peers), and nothing else.
 func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Projector, deliveries *dispatch.Dispatcher, health pinger, authn *auth.Authenticator,
-	peers *affinity.Peers, log *slog.Logger,
-) http.Handler {
+	support auth.SupportLimits, peers *affinity.Peers, log *slog.Logger,
+) (http.Handler, error) {
 	// Every RPC is authenticated (and rate limited per caller) before its
 	// body is read; the interceptor then checks the user id it acts for,
 	// and only then may a mutation be forwarded to its user's owner. A
 	// path that names no procedure is answered unimplemented before that.
 	limiter := auth.NewLimiter(c.auth.rateLimit, c.auth.rateBurst, nil)
-	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.Interceptor()))
+	options := append(handlerOptions(c.metrics, log), connect.WithInterceptors(auth.NewInterceptor(support)))
 	mux := http.NewServeMux()
 	if peers != nil {
 		options = append(options, connect.WithInterceptors(peers.Forwarder()))
@@ -301,12 +322,27 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(parts.store, int32(c.AmountScale), log), options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
+	if c.console {
+		// The console calls the API's handlers in-process, through the
+		// same authentication and rules as any client.
+		key, _ := authn.DeriveKey(consoleKeyPurpose) // none under -insecure-dev: a key of this process
+		cons, err := console.New(console.Options{API: mux, Auth: authn, Key: key, SessionTTL: c.consoleSessionTTL, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		mux.Handle(console.Prefix, cons)
+	}
 	// Nothing else on this port: whoever reaches it learns nothing about
 	// the host or the process (404 even for another method on /healthz),
 	// and an RPC that names no service is told it does not exist.
 	mux.Handle("/", api.NoService(options...))
-	return mux
+	return mux, nil
 }
+
+// consoleKeyPurpose derives the key that seals the console's session
+// cookies from the credentials' signing key: every instance has it, so a
+// session is good on each of them, and rotating the key signs everyone out.
+const consoleKeyPurpose = "pointledger console session v1"
 
 // apiServer serves h on the API's port: HTTP/1.1 and h2c (gRPC without
 // TLS), with every phase of a request bounded.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/shopspring/decimal"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
@@ -35,7 +36,9 @@ type server struct {
 
 func newServer(tb testing.TB, a *auth.Authenticator, creds auth.DevCredentials, limiter *auth.Limiter) *server {
 	tb.Helper()
-	srv := servetest.New(tb, servetest.Options{Auth: a, Limiter: limiter})
+	srv := servetest.New(tb, servetest.Options{Auth: a, Limiter: limiter, Support: &auth.SupportLimits{
+		PerAdjustment: decimal.RequireFromString("100"), PerDay: decimal.RequireFromString("1000"), Allowances: auth.NewMemoryAllowances(),
+	}})
 	return &server{url: srv.URL, srv: srv, creds: creds, h2c: srv.H2C}
 }
 
@@ -256,6 +259,13 @@ func TestRolesPerProcedure(t *testing.T) {
 			"CreateWebhookEndpoint": reached, "ListWebhookEndpoints": reached, "UpdateWebhookEndpoint": reached,
 			"DeleteWebhookEndpoint": reached, "RotateWebhookSecret": reached, "ListWebhookDeliveries": reached,
 			"RedeliverWebhookEvents": reached,
+		}},
+		// The people who answer members: read, adjust (within limits),
+		// freeze, void.
+		{"support", s.creds.SupportToken, map[string]connect.Code{
+			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "ListHolds": ok, "Void": ok,
+			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "GetProjectionStatus": ok,
+			"ListWebhookEndpoints": reached, "ListWebhookDeliveries": reached,
 		}},
 		{"user alice", s.userToken(t, "alice", time.Hour), map[string]connect.Code{
 			"Purchase": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,

@@ -56,6 +56,7 @@ func TestBudgetRoles(t *testing.T) {
 		{"admin", s.creds.AdminToken, map[string]bool{"CreateBudget": true, "TopUpBudget": true, "CloseBudget": true, "GetBudget": true, "ListBudgets": true}},
 		{"user", s.userToken(t, "alice", time.Hour), map[string]bool{}},
 		{"peer", s.creds.PeerToken, map[string]bool{}},
+		{"support", s.creds.SupportToken, map[string]bool{"GetBudget": true, "ListBudgets": true}},
 	}
 	for _, c := range callers {
 		b := pointledgerv1connect.NewBudgetServiceClient(s.h2c, s.url, connect.WithInterceptors(auth.Bearer(c.token)))

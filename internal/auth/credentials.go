@@ -88,8 +88,8 @@ func (c *Credentials) check() error {
 	}
 	names := map[string]bool{}
 	for _, t := range c.Tokens {
-		if t.Role != RoleService && t.Role != RoleAdmin && t.Role != RolePeer {
-			return fmt.Errorf("token %q: role %q: want service, admin or peer (user tokens are signed, not listed)", t.Name, t.Role)
+		if t.Role != RoleService && t.Role != RoleAdmin && t.Role != RolePeer && t.Role != RoleSupport {
+			return fmt.Errorf("token %q: role %q: want service, admin, support or peer (user tokens are signed, not listed)", t.Name, t.Role)
 		}
 		if t.Name == "" || names[t.Name] {
 			return fmt.Errorf("token %q: every token needs a name of its own", t.Name)
@@ -142,11 +142,14 @@ type DevCredentials struct {
 	// PeerToken is what the instances of one deployment send each other
 	// (LEDGER_PEER_TOKEN); "" in a folder written before peers existed.
 	PeerToken string
+	// SupportToken signs in to the console as a support operator
+	// ("dev-support"); "" in a folder written before the role existed.
+	SupportToken string
 }
 
 // GenerateDev makes credentials with one signing key, one service token
-// ("dev-service"), one admin token ("dev-admin") and one peer token
-// ("dev-peer").
+// ("dev-service"), one admin token ("dev-admin"), one support token
+// ("dev-support") and one peer token ("dev-peer").
 func GenerateDev() DevCredentials {
 	d := DevCredentials{ServiceToken: NewSecret(), AdminToken: NewSecret()}
 	d.Credentials = &Credentials{
@@ -159,7 +162,17 @@ func GenerateDev() DevCredentials {
 		},
 	}
 	d.AddPeer()
+	d.AddSupport()
 	return d
+}
+
+// AddSupport gives d a new support token ("dev-support", in place of one it
+// has), for credentials made before there was a support role.
+func (d *DevCredentials) AddSupport() {
+	const name = "dev-support"
+	d.SupportToken = NewSecret()
+	d.Credentials.Tokens = slices.DeleteFunc(d.Credentials.Tokens, func(t OpaqueToken) bool { return t.Name == name })
+	d.Credentials.Tokens = append(d.Credentials.Tokens, OpaqueToken{Name: name, Role: RoleSupport, SHA256: HashToken(d.SupportToken)})
 }
 
 // AddPeer gives d a new peer token ("dev-peer", in place of one it has),
@@ -183,6 +196,7 @@ const (
 	DevServiceTokenFile = "service.token"
 	DevAdminTokenFile   = "admin.token"
 	DevPeerTokenFile    = "peer.token"
+	DevSupportTokenFile = "support.token"
 )
 
 // WriteDir writes d into dir (created, private): the credentials file and
@@ -200,6 +214,9 @@ func (d DevCredentials) WriteDir(dir string) (string, error) {
 	if d.PeerToken != "" {
 		files[DevPeerTokenFile] = []byte(d.PeerToken + "\n")
 	}
+	if d.SupportToken != "" {
+		files[DevSupportTokenFile] = []byte(d.SupportToken + "\n")
+	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			return "", err
@@ -208,8 +225,9 @@ func (d DevCredentials) WriteDir(dir string) (string, error) {
 	return filepath.Join(dir, DevCredentialsFile), nil
 }
 
-// ReadDevDir reads what WriteDir wrote. A folder written before peers
-// existed has no peer token: PeerToken is "" (see AddPeer).
+// ReadDevDir reads what WriteDir wrote. A folder written before peers (or
+// the support role) existed has no peer (support) token: PeerToken
+// (SupportToken) is "" (see AddPeer, AddSupport).
 func ReadDevDir(dir string) (DevCredentials, error) {
 	var d DevCredentials
 	c, err := LoadCredentials(filepath.Join(dir, DevCredentialsFile))
@@ -224,12 +242,14 @@ func ReadDevDir(dir string) (DevCredentials, error) {
 		}
 		*to = strings.TrimSpace(string(b))
 	}
-	b, err := os.ReadFile(filepath.Join(dir, DevPeerTokenFile))
-	switch {
-	case err == nil:
-		d.PeerToken = strings.TrimSpace(string(b))
-	case !errors.Is(err, fs.ErrNotExist):
-		return d, err
+	for name, to := range map[string]*string{DevPeerTokenFile: &d.PeerToken, DevSupportTokenFile: &d.SupportToken} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		switch {
+		case err == nil:
+			*to = strings.TrimSpace(string(b))
+		case !errors.Is(err, fs.ErrNotExist):
+			return d, err
+		}
 	}
 	return d, nil
 }

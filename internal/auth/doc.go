@@ -15,6 +15,12 @@
 //     and history, and purchase for itself; nothing else. Not refund: a
 //     refund is the shop's decision (service), else a user could undo a
 //     purchase and keep the goods.
+//   - support: an opaque secret like an admin token, one per person (its
+//     name is the operator): reads what an admin reads, voids holds,
+//     freezes and unfreezes, and adjusts by an amount within SupportLimits
+//     (per adjustment, per operator per day through Allowances, shared by
+//     every instance); the interceptor puts the operator on the metadata
+//     of each entry it writes.
 //   - peer: an opaque secret like a service token, which the instances of
 //     one deployment send each other when one forwards a mutation to the
 //     instance that owns its user (package affinity). May call the

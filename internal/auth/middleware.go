@@ -9,6 +9,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 )
 
 // errorDomain is the domain of every ErrorInfo, the same as api.ErrorDomain.
@@ -92,12 +94,17 @@ func toConnect(err error) *connect.Error {
 
 // Interceptor checks the decoded request against the caller's identity: a
 // user token acts only for its own user_id. A request that did not come
-// through Middleware has no identity and is refused.
-func Interceptor() connect.Interceptor { return interceptor{} }
+// through Middleware has no identity and is refused. A support operator may
+// adjust nothing through it: NewInterceptor gives it its limits.
+func Interceptor() connect.Interceptor { return interceptor{limits: &SupportLimits{}} }
 
-type interceptor struct{}
+// NewInterceptor is Interceptor with the limits of a support operator's
+// adjustments.
+func NewInterceptor(limits SupportLimits) connect.Interceptor { return interceptor{limits: &limits} }
 
-func (interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+type interceptor struct{ limits *SupportLimits }
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		id, ok := IdentityFrom(ctx)
 		if !ok {
@@ -105,6 +112,18 @@ func (interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		if err := allowMessage(id, req.Spec().Procedure, req.Any()); err != nil {
 			return nil, toConnect(err)
+		}
+		if id.Role == RoleSupport {
+			if isSupportAdjust(id, req.Spec().Procedure) {
+				return i.limits.adjust(ctx, id, req, next)
+			}
+			if v, ok := req.Any().(*pb.VoidRequest); ok {
+				// Who let the points go, on the entry.
+				if v.Metadata == nil {
+					v.Metadata = map[string]string{}
+				}
+				v.Metadata[OperatorKey] = id.Subject
+			}
 		}
 		return next(ctx, req)
 	}

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 )
 
@@ -12,6 +13,10 @@ type rule struct {
 	// peer: forwarded by another ledgerd to the user's owner, for any
 	// user; the caller was checked where it called.
 	peer bool
+	// support: the people who answer members, for any user: they read
+	// everything an admin reads, adjust within SupportLimits, freeze and
+	// unfreeze, void holds.
+	support bool
 }
 
 // policy is the access table. A procedure not in it is refused to everyone.
@@ -25,40 +30,40 @@ var policy = map[string]rule{
 	pointledgerv1connect.LedgerServiceGrantProcedure:       {service: true, peer: true},
 	pointledgerv1connect.LedgerServicePurchaseProcedure:    {service: true, user: true, peer: true},
 	pointledgerv1connect.LedgerServiceRefundProcedure:      {service: true, peer: true},
-	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true},
-	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true},
-	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true},
+	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true, support: true},
+	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true, support: true},
+	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true, support: true},
 	// A user holds its own points at a checkout and may let go of its own
 	// holds; capturing is the shop's decision. An admin may read and void.
 	pointledgerv1connect.LedgerServiceAuthorizeProcedure: {service: true, user: true, peer: true},
 	pointledgerv1connect.LedgerServiceCaptureProcedure:   {service: true, peer: true},
-	pointledgerv1connect.LedgerServiceVoidProcedure:      {service: true, admin: true, user: true, peer: true},
-	pointledgerv1connect.LedgerServiceListHoldsProcedure: {service: true, admin: true, user: true},
+	pointledgerv1connect.LedgerServiceVoidProcedure:      {service: true, admin: true, user: true, peer: true, support: true},
+	pointledgerv1connect.LedgerServiceListHoldsProcedure: {service: true, admin: true, user: true, support: true},
 	// Taking back a grant is the shop's decision, as granting is.
 	pointledgerv1connect.LedgerServiceReverseGrantProcedure: {service: true, peer: true},
 
-	pointledgerv1connect.AdminServiceReconcileProcedure:           {admin: true},
-	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true, peer: true},
-	pointledgerv1connect.AdminServiceSetAccountStatusProcedure:    {admin: true},
+	pointledgerv1connect.AdminServiceReconcileProcedure:           {admin: true, support: true},
+	pointledgerv1connect.AdminServiceAdjustProcedure:              {admin: true, peer: true, support: true},
+	pointledgerv1connect.AdminServiceSetAccountStatusProcedure:    {admin: true, support: true},
 	pointledgerv1connect.AdminServiceRebuildProjectionProcedure:   {admin: true},
-	pointledgerv1connect.AdminServiceGetProjectionStatusProcedure: {admin: true},
+	pointledgerv1connect.AdminServiceGetProjectionStatusProcedure: {admin: true, support: true},
 
 	// Where the ledger's events go is the operator's decision: an endpoint
 	// receives every user's entries.
 	pointledgerv1connect.WebhookServiceCreateWebhookEndpointProcedure:  {admin: true},
-	pointledgerv1connect.WebhookServiceListWebhookEndpointsProcedure:   {admin: true},
+	pointledgerv1connect.WebhookServiceListWebhookEndpointsProcedure:   {admin: true, support: true},
 	pointledgerv1connect.WebhookServiceUpdateWebhookEndpointProcedure:  {admin: true},
 	pointledgerv1connect.WebhookServiceDeleteWebhookEndpointProcedure:  {admin: true},
 	pointledgerv1connect.WebhookServiceRotateWebhookSecretProcedure:    {admin: true},
-	pointledgerv1connect.WebhookServiceListWebhookDeliveriesProcedure:  {admin: true},
+	pointledgerv1connect.WebhookServiceListWebhookDeliveriesProcedure:  {admin: true, support: true},
 	pointledgerv1connect.WebhookServiceRedeliverWebhookEventsProcedure: {admin: true},
 	// Budgets: an admin's to change; the service that grants from them may
 	// read them (what is left of a campaign), never change them.
 	pointledgerv1connect.BudgetServiceCreateBudgetProcedure: {admin: true},
 	pointledgerv1connect.BudgetServiceTopUpBudgetProcedure:  {admin: true},
 	pointledgerv1connect.BudgetServiceCloseBudgetProcedure:  {admin: true},
-	pointledgerv1connect.BudgetServiceGetBudgetProcedure:    {service: true, admin: true},
-	pointledgerv1connect.BudgetServiceListBudgetsProcedure:  {service: true, admin: true},
+	pointledgerv1connect.BudgetServiceGetBudgetProcedure:    {service: true, admin: true, support: true},
+	pointledgerv1connect.BudgetServiceListBudgetsProcedure:  {service: true, admin: true, support: true},
 }
 
 // allowProcedure decides by role alone, before the request is read.
@@ -68,7 +73,7 @@ func allowProcedure(id Identity, procedure string) error {
 		return denied(ReasonRoleDenied, "no role may call "+procedure)
 	}
 	if id.Role == roleInsecureDev || (r.service && id.is(RoleService)) || (r.admin && id.is(RoleAdmin)) || (r.user && id.Role == RoleUser) ||
-		(r.peer && id.Role == RolePeer) {
+		(r.peer && id.Role == RolePeer) || (r.support && id.Role == RoleSupport) {
 		return nil
 	}
 	return denied(ReasonRoleDenied, "role "+string(id.Role)+" may not call "+procedure)
@@ -81,6 +86,13 @@ type userIDMessage interface{ GetUserId() string }
 func allowMessage(id Identity, procedure string, msg any) error {
 	if err := allowProcedure(id, procedure); err != nil {
 		return err
+	}
+	if id.Role == RoleSupport {
+		// Reading the books is support's; repairing them is an admin's.
+		if r, ok := msg.(*pb.ReconcileRequest); ok && r.RepairProjection {
+			return denied(ReasonRoleDenied, "role support may run a reconciliation, not repair the projection")
+		}
+		return nil
 	}
 	if id.Role != RoleUser {
 		return nil

@@ -28,6 +28,9 @@ const (
 	// to the instance that owns its user (package affinity): the caller
 	// was authenticated and authorized by the instance it reached first.
 	RolePeer Role = "peer"
+	// RoleSupport answers members: reads everything an admin reads,
+	// adjusts within SupportLimits, freezes and unfreezes, voids holds.
+	RoleSupport Role = "support"
 	// roleInsecureDev is every caller of a server started with
 	// -insecure-dev: it may do what service and admin may.
 	roleInsecureDev Role = "insecure-dev"

@@ -26,7 +26,7 @@ func TestParseCredentialsRefusesWhatCouldNotWork(t *testing.T) {
 		{"nobody", `{"issuer":"i","audience":"a"}`, "nobody could call"},
 		{"short key", `{"issuer":"i","audience":"a","user_token_keys":["c2hvcnQ="]}`, "at least 32"},
 		{"not base64", `{"issuer":"i","audience":"a","user_token_keys":["!!"]}`, "not base64"},
-		{"user role listed", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"user","sha256":"` + hash + `"}]}`, "want service, admin or peer"},
+		{"user role listed", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"user","sha256":"` + hash + `"}]}`, "want service, admin, support or peer"},
 		{"bad hash", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"admin","sha256":"abc"}]}`, "64 hex"},
 		{"same name", `{"issuer":"i","audience":"a","tokens":[{"name":"n","role":"admin","sha256":"` + hash + `"},{"name":"n","role":"service","sha256":"` + hash + `"}]}`, "name of its own"},
 		{"misspelt field", `{"issuer":"i","audience":"a","user_token_key":["x"]}`, "unknown field"},
@@ -185,6 +185,7 @@ func TestOpaqueTokens(t *testing.T) {
 		d.ServiceToken: {Role: auth.RoleService, Subject: "dev-service"},
 		d.AdminToken:   {Role: auth.RoleAdmin, Subject: "dev-admin"},
 		d.PeerToken:    {Role: auth.RolePeer, Subject: "dev-peer"},
+		d.SupportToken: {Role: auth.RoleSupport, Subject: "dev-support"},
 	} {
 		if id, err := a.Authenticate("bearer " + token); err != nil || id != want {
 			t.Errorf("%s: %v, %v; want %v", want.Subject, id, err, want)
@@ -206,7 +207,7 @@ func TestDevCredentialsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := auth.ReadDevDir(dir)
-	if err != nil || got.ServiceToken != d.ServiceToken || got.AdminToken != d.AdminToken || got.PeerToken != d.PeerToken ||
+	if err != nil || got.ServiceToken != d.ServiceToken || got.AdminToken != d.AdminToken || got.PeerToken != d.PeerToken || got.SupportToken != d.SupportToken ||
 		got.Credentials.UserTokenKeys[0] != d.Credentials.UserTokenKeys[0] {
 		t.Errorf("read back %+v, %v; want what was written", got, err)
 	}

@@ -49,6 +49,9 @@ type Options struct {
 	// handlers, and its interceptor in them.
 	Auth    *auth.Authenticator
 	Limiter *auth.Limiter
+	// Support bounds a support token's adjustments (with Auth); nil: a
+	// support token may adjust nothing.
+	Support *auth.SupportLimits
 	// MaxHolds bounds each account's open holds; 0: the default.
 	MaxHolds int
 	// HistoryWait is how long ListHistory waits for a min_version; 0: the
@@ -90,6 +93,9 @@ type Server struct {
 
 	Store   *memory.Store
 	History *memory.History // follows Store (History.Pause: as a projector that lags)
+	// Handler is what the server serves, for what calls it in-process
+	// (the console).
+	Handler http.Handler
 
 	srv *httptest.Server
 }
@@ -121,7 +127,11 @@ func Start(o Options) (s *Server, stop func()) {
 	options := api.HandlerOptions(log)
 	protect := func(h http.Handler) http.Handler { return h }
 	if o.Auth != nil {
-		options = append(options, connect.WithInterceptors(auth.Interceptor()))
+		interceptor := auth.Interceptor()
+		if o.Support != nil {
+			interceptor = auth.NewInterceptor(*o.Support)
+		}
+		options = append(options, connect.WithInterceptors(interceptor))
 		protect = func(h http.Handler) http.Handler { return auth.Middleware(o.Auth, o.Limiter, log, h, options...) }
 	}
 	options = append(options, connect.WithInterceptors(o.Interceptors...))
@@ -152,7 +162,8 @@ func Start(o Options) (s *Server, stop func()) {
 	mux.Handle(path, api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...))
 	mux.Handle("/", api.NoService(options...))
 
-	srv := httptest.NewUnstartedServer(mux)
+	var served http.Handler = mux
+	srv := httptest.NewUnstartedServer(served)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true) // h2c: gRPC without TLS, as ledgerd serves it
@@ -176,6 +187,7 @@ func Start(o Options) (s *Server, stop func()) {
 		Budgets: pointledgerv1connect.NewBudgetServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: hist,
+		Handler: served,
 		srv:     srv,
 	}, stop
 }
