@@ -80,7 +80,7 @@ func BudgetBalances(tb testing.TB, s BudgetStore, id string, users []string) led
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if !b.Granted.Add(b.Remaining).Equal(b.Total) {
+	if b.Unbalanced() != nil {
 		tb.Errorf("budget %s: granted %s + remaining %s != total %s", id, b.Granted, b.Remaining, b.Total)
 	}
 	var mu sync.Mutex
