@@ -252,29 +252,32 @@ func (l *Ledger) Budget(ctx context.Context, id string) (ledger.Budget, error) {
 	return b, nil
 }
 
-// ListBudgets pages through the budgets by budget id. The page token is
-// the position in that order, so a budget created between two pages moves
-// the later ones by one: a page may repeat the last budget of the one
-// before, and none is ever skipped (budgets are never deleted).
+// ListBudgets pages through the budgets by budget id: a Query of the
+// directory from the key after the last budget of the page before, which
+// the page token holds (pagetoken's key tokens). A budget created between
+// two pages is listed if its id comes after that key; none is ever
+// skipped or listed twice (budgets are never deleted).
 func (l *Ledger) ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledger.Budget, string, error) {
 	q, err := q.Check()
 	if err != nil {
 		return nil, "", err
 	}
-	var offset int64
+	var start map[string]types.AttributeValue
 	if q.PageToken != "" {
-		if offset, err = l.tokens.Decode(q.PageToken, "budgets"); err != nil {
+		after, err := l.tokens.DecodeKey(q.PageToken, "budgets")
+		if err != nil {
 			return nil, "", err
 		}
+		start = budgetDirectoryKey(after)
 	}
 	var ids []string
-	var start map[string]types.AttributeValue
-	for len(ids) <= int(offset)+q.PageSize {
+	for len(ids) <= q.PageSize { // one more than the page: is there a next one?
 		out, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: &l.table, ConsistentRead: aws.Bool(true),
 			KeyConditionExpression:    aws.String("PK = :pk"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(budgetsDirectory)},
 			ProjectionExpression:      aws.String("SK"), ExclusiveStartKey: start,
+			Limit: aws.Int32(int32(q.PageSize + 1 - len(ids))), //nolint:gosec // at most ledger.MaxPageSize + 1
 		})
 		if err != nil {
 			return nil, "", unavailable(fmt.Errorf("list budgets: %w", err), "list the budgets")
@@ -289,11 +292,10 @@ func (l *Ledger) ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledge
 			break
 		}
 	}
-	ids = ids[min(int(offset), len(ids)):]
 	next := ""
 	if len(ids) > q.PageSize {
 		ids = ids[:q.PageSize]
-		next = l.tokens.Encode(offset+int64(q.PageSize), "budgets")
+		next = l.tokens.EncodeKey(ids[len(ids)-1], "budgets")
 	}
 	out := make([]ledger.Budget, 0, len(ids))
 	for _, id := range ids {

@@ -103,16 +103,17 @@ func (s *Store) Budget(_ context.Context, id string) (ledger.Budget, error) {
 	return b.Budget, nil
 }
 
-// ListBudgets pages through the budgets by id; the token is the position
-// in that order, as the DynamoDB store's.
+// ListBudgets pages through the budgets by id, from the id after the last
+// of the page before, which the token holds (a key token), as the
+// DynamoDB store's.
 func (s *Store) ListBudgets(_ context.Context, q ledger.BudgetQuery) ([]ledger.Budget, string, error) {
 	q, err := q.Check()
 	if err != nil {
 		return nil, "", err
 	}
-	var offset int64
+	var after string
 	if q.PageToken != "" {
-		if offset, err = s.tokens.Decode(q.PageToken, "budgets"); err != nil {
+		if after, err = s.tokens.DecodeKey(q.PageToken, "budgets"); err != nil {
 			return nil, "", err
 		}
 	}
@@ -120,13 +121,15 @@ func (s *Store) ListBudgets(_ context.Context, q ledger.BudgetQuery) ([]ledger.B
 	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.budgets))
 	for id := range s.budgets {
-		ids = append(ids, id)
+		if q.PageToken == "" || id > after {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
-	ids = ids[min(int(offset), len(ids)):]
 	next := ""
 	if len(ids) > q.PageSize {
-		ids, next = ids[:q.PageSize], s.tokens.Encode(offset+int64(q.PageSize), "budgets")
+		ids = ids[:q.PageSize]
+		next = s.tokens.EncodeKey(ids[len(ids)-1], "budgets")
 	}
 	out := make([]ledger.Budget, len(ids))
 	for i, id := range ids {
