@@ -16,6 +16,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/consumerstatus"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -92,17 +93,10 @@ func WithRunning(e ledger.Entry, amount decimal.Decimal) ledger.Entry {
 	return e
 }
 
-// ProjectorStatus is what a projector reports about itself.
-type ProjectorStatus struct {
-	Owner         string        `json:"owner"`
-	Shards        []string      `json:"shards"`    // held now
-	CaughtUp      bool          `json:"caught_up"` // every held shard's last read found nothing new
-	Applied       int64         `json:"entries_applied"`
-	NewestApplied time.Time     `json:"newest_applied_entry_time"`
-	Lag           time.Duration `json:"lag_ns"` // newest applied entry: applied time minus create time
-	LagText       string        `json:"lag"`
-	LastPass      time.Time     `json:"last_pass"`
-}
+// ProjectorStatus is what a projector reports about itself: its stream
+// consumer's status (one type, consumerstatus.Status; this name for what
+// reads a projector's).
+type ProjectorStatus = consumerstatus.Status
 
 // Compare compares a user's history (state st, items) with the ledger's
 // entries, in version order, and returns what differs. History has what a

@@ -68,9 +68,10 @@ type RequestRecord struct {
 //     EXPIRATION or RELEASE is the sweeper's to write, and one still
 //     missing long after says the sweeper is not running.
 //
-// Every store's partition goes through it: the DynamoDB store's and the
-// memory store's reconciliations, the contract suite (ledgertest.Sound)
-// and the load test's checks (through package reconcile).
+// Every store's partition goes through it: reconciliation (package
+// reconcile, over the DynamoDB store or the memory one), the contract
+// suite (ledgertest.Sound) and the load test's checks (through package
+// reconcile).
 func Audit(p Partition, expiredBefore time.Time) (Account, []Finding) {
 	a := &audit{Partition: p, user: p.Account.UserID, byVersion: map[int64]Entry{}}
 	a.fold()

@@ -80,7 +80,7 @@ func BudgetBalances(tb testing.TB, s BudgetStore, id string, users []string) led
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if !b.Granted.Add(b.Remaining).Equal(b.Total) {
+	if b.Unbalanced() != nil {
 		tb.Errorf("budget %s: granted %s + remaining %s != total %s", id, b.Granted, b.Remaining, b.Total)
 	}
 	var mu sync.Mutex
@@ -306,6 +306,22 @@ func budgetsListed(t *testing.T, s BudgetStore) {
 	}
 	if fmt.Sprint(got) != "[a b c d e]" {
 		t.Errorf("listed %v, want [a b c d e]", got)
+	}
+	// Budgets created between two pages: listed if they come after the
+	// last one listed, and the pages after list none twice.
+	first, token, err := s.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageSize: 2}})
+	if err != nil || len(first) != 2 || token == "" {
+		t.Fatalf("a first page of 2: %v, %q, %v", first, token, err)
+	}
+	CreateBudget(t, s, "aa", "10", 1)
+	CreateBudget(t, s, "bb", "10", 1)
+	rest, next, err := s.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageSize: 100, PageToken: token}})
+	got = nil
+	for _, b := range rest {
+		got = append(got, b.ID)
+	}
+	if err != nil || next != "" || fmt.Sprint(got) != "[bb c d e]" {
+		t.Errorf("the page after [a b], aa and bb created since: %v, %q, %v; want [bb c d e], the last page", got, next, err)
 	}
 	if _, _, err := s.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageToken: "v1.forged"}}); ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 		t.Errorf("a forged token: %v, want %s", err, ledger.ReasonInvalidPageToken)

@@ -11,7 +11,8 @@ import (
 
 // keyPrefix names the format of a token whose position is a key (text)
 // rather than a version: the lists of the webhooks table (the webhook
-// deliveries), whose rows have no version of their own to page by.
+// deliveries) and the budgets (by budget_id), whose rows have no version
+// of their own to page by.
 const keyPrefix = "k1."
 
 // EncodeKey returns the token of the page after the item at key, for

@@ -57,7 +57,7 @@ func (p *Projector) Release(ctx context.Context) { p.consumer.Release(ctx) }
 
 // Status reports the projector's shards, progress and lag.
 func (p *Projector) Status() history.ProjectorStatus {
-	return history.ProjectorStatus(p.consumer.Status())
+	return p.consumer.Status()
 }
 
 // The lease table is the stream package's; these names keep serving the

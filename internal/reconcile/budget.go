@@ -66,29 +66,26 @@ func (p *pass) checkBudgets(ctx context.Context, before map[string]ledger.Budget
 	var reports []BudgetReport
 	for _, id := range slices.Sorted(maps.Keys(shares)) {
 		if _, ok := after[id]; !ok {
-			findings = append(findings, ledger.Finding{BudgetID: id, Kind: ledger.FindingBudgetGranted,
-				Expected: "a budget " + id, Found: "grants of " + shares[id].Granted.String() + " name it, and there is no such budget"})
+			findings = append(findings, ledger.NoSuchBudget(id, shares[id].Granted))
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(after)) {
 		b := after[id]
-		if !b.Granted.Add(b.Remaining).Equal(b.Total) {
+		if b.Unbalanced() != nil {
 			if b, err = p.r.store.Budget(ctx, id); err != nil {
 				return err
 			}
 		}
-		if !b.Granted.Add(b.Remaining).Equal(b.Total) {
-			findings = append(findings, ledger.Finding{BudgetID: id, Kind: ledger.FindingBudgetUnbalanced,
-				Expected: "granted + remaining = total " + b.Total.String(), Found: b.Granted.String() + " + " + b.Remaining.String()})
+		if f := b.Unbalanced(); f != nil {
+			findings = append(findings, *f)
 		}
 		s := shares[id]
 		low := decimal.Zero
 		if was, ok := before[id]; ok {
 			low = was.Granted
 		}
-		if s.Granted.LessThan(low) || s.Granted.GreaterThan(b.Granted) {
-			findings = append(findings, ledger.Finding{BudgetID: id, Kind: ledger.FindingBudgetGranted,
-				Expected: "granted " + b.Granted.String(), Found: "grants summing to " + s.Granted.String()})
+		if f := b.GrantsDisagree(s.Granted, low); f != nil {
+			findings = append(findings, *f)
 		}
 		reports = append(reports, BudgetReport{
 			BudgetID: id, Status: string(b.Status), Total: b.Total.String(), Granted: b.Granted.String(), Remaining: b.Remaining.String(),

@@ -191,6 +191,16 @@ func New(store Store, history History, leases Leases) *Reconciler {
 	return &Reconciler{store: store, history: history, leases: leases, now: time.Now}
 }
 
+// SetClock sets the clock that says when a reconciliation starts, as of
+// which it audits, and reports liability and breakage (nil: time.Now):
+// the store's, for a store on a clock of its own (a memory store in tests).
+func (r *Reconciler) SetClock(now func() time.Time) {
+	if now == nil {
+		now = time.Now
+	}
+	r.now = now
+}
+
 // DefaultSweepGrace is how long after its expiry a bucket or a hold may
 // wait for its EXPIRATION or RELEASE, and a pending grant after its
 // effective time for its MATURATION, before reconciliation reports it:

@@ -1,6 +1,7 @@
 // Package servetest serves ledgerd's API for tests: its handlers with its
 // handler options, as cmd/ledgerd wires them, over the in-memory store,
-// history and reconciliation of package memory, optionally behind its
+// history and leases of package memory, reconciled by package reconcile
+// as ledgerd's are, budgets included, optionally behind its
 // authentication. The tests of packages api and auth build their servers
 // here, so neither needs DynamoDB Local; the DynamoDB store passes the same
 // contract as the memory one (ledgertest.Contract), on the emulator. The
@@ -28,13 +29,16 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/memory"
 	"github.com/pointledger/pointledger/internal/pagetoken"
+	"github.com/pointledger/pointledger/internal/reconcile"
 )
 
 var (
-	_ api.AdminLedger  = (*memory.Store)(nil)
-	_ api.History      = (*memory.History)(nil)
-	_ api.AdminHistory = (*memory.History)(nil)
-	_ api.Reconciler   = (*memory.Reconciler)(nil)
+	_ api.AdminLedger   = (*memory.Store)(nil)
+	_ api.History       = (*memory.History)(nil)
+	_ api.AdminHistory  = (*memory.History)(nil)
+	_ reconcile.Store   = (*memory.Store)(nil)
+	_ reconcile.History = (*memory.History)(nil)
+	_ reconcile.Leases  = (*memory.Leases)(nil)
 )
 
 // Options say how a server is built; the zero value is ledgerd's defaults
@@ -147,7 +151,9 @@ func Start(o Options) (s *Server, stop func()) {
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
 	mux.Handle(path, api.KnownProcedures(api.LedgerServiceDescriptor(), protect(handler), options...))
 	noProjector := func() (history.ProjectorStatus, bool) { return history.ProjectorStatus{}, false }
-	admin := api.NewAdminService(store, hist, memory.NewReconciler(store, hist), noProjector, ledger.DefaultScale, log)
+	rec := reconcile.New(store, hist, memory.NewLeases(o.Now))
+	rec.SetClock(o.Now)
+	admin := api.NewAdminService(store, hist, rec, noProjector, ledger.DefaultScale, log)
 	admin.SetExpiryPolicy(o.Expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...))

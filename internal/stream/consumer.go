@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/pointledger/pointledger/internal/consumerstatus"
 )
 
 // StreamsAPI is the part of the DynamoDB Streams client a consumer uses.
@@ -472,25 +474,11 @@ func (c *Consumer) iterator(ctx context.Context, arn, shardID, checkpoint string
 	return out.ShardIterator, nil
 }
 
-// Status is what a consumer reports about itself: the projector's status
-// and the dispatcher's have these fields. (history.ProjectorStatus has the
-// same, so that a projector's converts to it.)
-type Status struct {
-	Owner         string        `json:"owner"`
-	Shards        []string      `json:"shards"`    // held now
-	CaughtUp      bool          `json:"caught_up"` // every held shard's last read found nothing new
-	Applied       int64         `json:"entries_applied"`
-	NewestApplied time.Time     `json:"newest_applied_entry_time"`
-	Lag           time.Duration `json:"lag_ns"` // newest applied entry: applied time minus create time
-	LagText       string        `json:"lag"`
-	LastPass      time.Time     `json:"last_pass"`
-}
-
 // Status reports the consumer's shards, progress and lag.
-func (c *Consumer) Status() Status {
+func (c *Consumer) Status() consumerstatus.Status {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := Status{Owner: c.o.Owner, Applied: c.applied, NewestApplied: c.lastSeen, Lag: c.lastLag, LastPass: c.lastPass, CaughtUp: len(c.shards) > 0}
+	st := consumerstatus.Status{Owner: c.o.Owner, Applied: c.applied, NewestApplied: c.lastSeen, Lag: c.lastLag, LastPass: c.lastPass, CaughtUp: len(c.shards) > 0}
 	for id, sh := range c.shards {
 		st.Shards = append(st.Shards, id)
 		st.CaughtUp = st.CaughtUp && sh.caughtUp

@@ -21,13 +21,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // Store is what a sweeper needs of the ledger.
@@ -39,12 +40,22 @@ type Store interface {
 	Expire(ctx context.Context, user string) (ledger.Result, error)
 }
 
+// Leases share the index's shards between sweepers: the lease table's
+// Lock (projection.LeaseTable in ledgerd; memory.Leases in tests), as
+// reconcile.Leases.
+type Leases interface {
+	// Lock takes key for owner and keeps it until unlock; lost is told if
+	// it is lost meanwhile. While another owner holds key, its error has a
+	// method HeldBy() (owner string, until time.Time).
+	Lock(ctx context.Context, key, owner string, ttl time.Duration, lost func(error)) (unlock func(context.Context) error, err error)
+}
+
 // Options say how a Sweeper works; the zero value is the default.
 type Options struct {
 	Shards   int              // the store's index shards; 0: 16
 	Interval time.Duration    // between passes; 0: 15 s, so that points are on the record within a minute
 	LeaseTTL time.Duration    // of a shard's lease; 0: 1 min
-	Owner    string           // the lease owner's name; "" : the host and pid
+	Owner    string           // the lease owner's name; "": the host, the pid and a random suffix
 	Workers  int              // users expired at once; 0: 8
 	Now      func() time.Time // the clock that says what is due; nil: time.Now
 	Log      *slog.Logger     // nil: slog.Default()
@@ -76,12 +87,12 @@ func (p Progress) String() string {
 // Sweeper writes the expirations idle users' points are due.
 type Sweeper struct {
 	store  Store
-	leases *projection.LeaseTable
+	leases Leases
 	o      Options
 }
 
 // New returns a Sweeper of store, sharing shards by leases in leases.
-func New(store Store, leases *projection.LeaseTable, o Options) *Sweeper {
+func New(store Store, leases Leases, o Options) *Sweeper {
 	if o.Shards <= 0 {
 		o.Shards = 16
 	}
@@ -92,7 +103,8 @@ func New(store Store, leases *projection.LeaseTable, o Options) *Sweeper {
 		o.LeaseTTL = time.Minute
 	}
 	if o.Owner == "" {
-		o.Owner = projection.DefaultOwner()
+		host, _ := os.Hostname()
+		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:]) // as a stream consumer's
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -106,23 +118,26 @@ func New(store Store, leases *projection.LeaseTable, o Options) *Sweeper {
 	return &Sweeper{store: store, leases: leases, o: o}
 }
 
-// leaseKey names a shard's lease in the lease table.
-func leaseKey(shard int) string { return fmt.Sprintf("SWEEP#%02d", shard) }
+// LeaseKey names a shard's lease in the lease table.
+func LeaseKey(shard int) string { return fmt.Sprintf("SWEEP#%02d", shard) }
 
 // Pass sweeps every shard no other sweeper holds, once, and says what it did.
 func (s *Sweeper) Pass(ctx context.Context) (Progress, error) {
 	start := time.Now()
 	p := Progress{Passes: 1, Points: decimal.Zero}
 	for shard := range s.o.Shards {
-		lease, err := s.leases.Acquire(ctx, leaseKey(shard), s.o.Owner, s.o.LeaseTTL)
-		if errors.Is(err, projection.ErrLeaseHeld) {
+		unlock, err := s.leases.Lock(ctx, LeaseKey(shard), s.o.Owner, s.o.LeaseTTL, func(err error) {
+			s.o.Log.WarnContext(ctx, "sweeper: lease renewal failed", "shard", shard, "error", err)
+		})
+		var held interface{ HeldBy() (string, time.Time) }
+		if errors.As(err, &held) {
 			continue // another sweeper has it
 		}
 		if err != nil {
 			return p, err
 		}
 		err = s.sweepShard(ctx, shard, &p)
-		if rerr := s.leases.Release(context.WithoutCancel(ctx), lease); rerr != nil && err == nil {
+		if rerr := unlock(context.WithoutCancel(ctx)); rerr != nil && err == nil {
 			s.o.Log.WarnContext(ctx, "sweeper: release lease", "shard", shard, "error", rerr)
 		}
 		if err != nil {

@@ -2,61 +2,72 @@ package sweep
 
 import (
 	"context"
-	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
-	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/ledger/dynamo"
+	"github.com/pointledger/pointledger/internal/ledger/memory"
 	"github.com/pointledger/pointledger/internal/ledgertest"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+// The sweeper's rules over the memory store and memory leases; over the
+// DynamoDB store's index and lease table in internal/ledger/dynamo
+// (sweep_test.go), so that this package's tests link no AWS SDK.
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// noScans fails the test on any Scan: the sweeper finds due users through
-// the index only.
-type noScans struct {
-	dynamo.API
-	scans atomic.Int64
+// indexed is a memory store with an index of next expiries as the
+// DynamoDB store keeps one: each user in one of shards, due from its
+// account's NextDue; stale names users of the store whom the index says
+// are due whatever their account says (the consistent read decides).
+type indexed struct {
+	*memory.Store
+	shards int
+	stale  []string
 }
 
-func (n *noScans) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
-	n.scans.Add(1)
-	return n.API.Scan(ctx, in, opts...)
+func (s *indexed) DueUsers(ctx context.Context, shard int, t time.Time, fn func(string) error) error {
+	for _, u := range s.UserIDs() {
+		h := fnv.New32a()
+		h.Write([]byte(u))
+		if int(h.Sum32()%uint32(s.shards)) != shard { //nolint:gosec // a handful of shards
+			continue
+		}
+		a, err := s.Balance(ctx, u)
+		if err != nil {
+			return err
+		}
+		next := a.NextDue()
+		if !slices.Contains(s.stale, u) && (next.IsZero() || next.After(t)) {
+			continue
+		}
+		if err := fn(u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type fixture struct {
-	env    *dynamotest.Env
 	clk    *ledgertest.Clock
-	store  *dynamo.Ledger
-	db     *noScans
-	leases *projection.LeaseTable
+	store  *indexed
+	leases *memory.Leases
 }
 
-func newFixture(tb testing.TB) *fixture {
-	tb.Helper()
-	env := dynamotest.New(tb)
+func newFixture() *fixture {
 	clk := ledgertest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	db := &noScans{API: env.Client}
-	return &fixture{env: env, clk: clk, db: db,
-		store:  dynamo.New(db, dynamo.Options{Table: env.Ledger, Now: clk.Now, Logger: quiet}),
-		leases: projection.NewLeaseTable(env.Client, env.Leases, clk.Now)}
+	return &fixture{clk: clk, store: &indexed{Store: memory.New(clk.Now), shards: 16}, leases: memory.NewLeases(clk.Now)}
 }
 
-func (f *fixture) grant(tb testing.TB, user, id, amount string, expire time.Time) {
+func (f *fixture) apply(tb testing.TB, typ ledger.EntryType, r ledger.Request) {
 	tb.Helper()
-	m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: user, RequestID: id, Amount: amount, Expire: expire}, ledger.DefaultScale)
+	m, err := ledger.NewMutation(typ, r, ledger.DefaultScale)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -78,35 +89,27 @@ func (f *fixture) entries(tb testing.TB, user string) []ledger.Entry {
 	return es
 }
 
-func TestTheSweeperExpiresIdleUsersDuePointsOnly(t *testing.T) {
+// A pass expires what is due and nothing else; a user the index names
+// without anything due gets nothing written; a second pass finds nothing.
+func TestAPassExpiresDuePointsOnly(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture()
 	ctx := context.Background()
 	t0 := f.clk.Now()
-	f.grant(t, "due", "g1", "5", t0.Add(time.Hour))
-	f.grant(t, "due", "g2", "3", t0.Add(5*time.Hour))
-	f.grant(t, "later", "g", "4", t0.Add(3*time.Hour))
-	f.grant(t, "never", "g", "9", time.Time{})
-	// Index entries that say more than the account (one in every shard):
-	// the consistent read decides, and nothing is written.
-	f.grant(t, "stale", "g", "2", t0.Add(4*time.Hour))
-	for shard := range dynamo.ExpiryShards {
-		_, err := f.env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &f.env.Ledger, Item: map[string]types.AttributeValue{
-			"PK": &types.AttributeValueMemberS{Value: fmt.Sprintf("EXPIRY#X#%02d", shard)},
-			"SK": &types.AttributeValueMemberS{Value: "2026-11-22T10:30:00.000000Z#stale"},
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "due", RequestID: "g1", Amount: "5", Expire: t0.Add(time.Hour)})
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "due", RequestID: "g2", Amount: "3", Expire: t0.Add(5 * time.Hour)})
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "later", RequestID: "g", Amount: "4", Expire: t0.Add(3 * time.Hour)})
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "never", RequestID: "g", Amount: "9"})
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "stale", RequestID: "g", Amount: "2", Expire: t0.Add(4 * time.Hour)})
+	f.store.stale = []string{"stale"}
 
 	f.clk.Add(2 * time.Hour)
 	p, err := f.sweeper("a").Pass(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Expired != 1 || !p.Points.Equal(decimal.NewFromInt(5)) || p.Shards != 16 {
-		t.Fatalf("pass = %+v, want one user's 5 points expired over 16 shards", p)
+	if p.Expired != 1 || !p.Points.Equal(decimal.NewFromInt(5)) || p.Shards != 16 || p.Users != 2 {
+		t.Fatalf("pass = %+v, want 2 users checked (due and stale), one user's 5 points expired, over 16 shards", p)
 	}
 	due := f.entries(t, "due")
 	if len(due) != 3 || due[2].Type != ledger.EntryExpiration || !due[2].Amount.Equal(decimal.NewFromInt(-5)) {
@@ -117,111 +120,45 @@ func TestTheSweeperExpiresIdleUsersDuePointsOnly(t *testing.T) {
 			t.Errorf("%s: %d entries, want its grant only", u, len(es))
 		}
 	}
-	// Again: nothing is due any more, nothing is written.
 	if p, err = f.sweeper("a").Pass(ctx); err != nil || p.Expired != 0 {
 		t.Errorf("a second pass: %+v, %v; want nothing expired", p, err)
 	}
-	if n := f.db.scans.Load(); n != 0 {
-		t.Errorf("the sweeper scanned the table %d times", n)
-	}
-	for _, u := range []string{"due", "later", "never", "stale"} {
-		a, err := f.store.Audit(ctx, u)
-		if err != nil || len(a.Findings) > 0 {
-			t.Errorf("audit of %s: %v, %v", u, a.Findings, err)
-		}
-	}
 }
 
-// An idle user whose only expiring thing is a hold (its points never
-// expire) is in the index by the hold's expiry, and the pass after it
-// releases the hold; the user leaves the index.
-func TestTheSweeperReleasesAnIdleUsersExpiredHold(t *testing.T) {
+// Holds and pending grants are due too: a pass releases an expired hold
+// and matures a pending grant at its effective time, not before.
+func TestAPassReleasesHoldsAndMaturesGrants(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture()
 	ctx := context.Background()
-	expire := f.clk.Now().Add(time.Hour)
-	f.grant(t, "idle", "g", "10", time.Time{})
-	m, err := ledger.NewMutation(ledger.EntryHold, ledger.Request{UserID: "idle", RequestID: "h", Amount: "4", Expire: expire}, ledger.DefaultScale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Apply(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	due := func(at time.Time) []string {
-		var users []string
-		for shard := range dynamo.ExpiryShards {
-			if err := f.store.DueUsers(ctx, shard, at, func(u string) error { users = append(users, u); return nil }); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return users
-	}
-	if got := due(expire); len(got) != 1 || got[0] != "idle" {
-		t.Fatalf("users due at the hold's expiry: %v, want idle", got)
-	}
+	at := f.clk.Now().Add(time.Hour)
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "holder", RequestID: "g", Amount: "10"})
+	f.apply(t, ledger.EntryHold, ledger.Request{UserID: "holder", RequestID: "h", Amount: "4", Expire: at})
+	f.apply(t, ledger.EntryGrant, ledger.Request{UserID: "pending", RequestID: "g", Amount: "7", Effective: at})
 	f.clk.Add(time.Hour - time.Microsecond)
 	if p, err := f.sweeper("a").Pass(ctx); err != nil || p.Expired != 0 {
-		t.Fatalf("a pass before the expiry: %+v, %v; want nothing released", p, err)
+		t.Fatalf("a pass before the hold's expiry and the grant's effective time: %+v, %v; want nothing written", p, err)
 	}
 	f.clk.Add(time.Microsecond)
 	p, err := f.sweeper("a").Pass(ctx)
-	if err != nil || p.Expired != 1 || !p.Points.IsZero() {
-		t.Fatalf("a pass at the expiry: %+v, %v; want one user's hold released, no points expired", p, err)
+	if err != nil || p.Expired != 2 || !p.Points.IsZero() {
+		t.Fatalf("a pass at that time: %+v, %v; want a hold released and a grant matured, no points expired", p, err)
 	}
-	es := f.entries(t, "idle")
-	if last := es[len(es)-1]; len(es) != 3 || last.Type != ledger.EntryRelease || last.Reason != ledger.ReleaseExpired || last.HoldRequestID != "h" {
-		t.Errorf("idle's entries = %+v, want the grant, the hold and its RELEASE", es)
+	if es := f.entries(t, "holder"); len(es) != 3 || es[2].Type != ledger.EntryRelease || es[2].Reason != ledger.ReleaseExpired {
+		t.Errorf("holder's entries = %+v, want the grant, the hold and its RELEASE", es)
 	}
-	if got := due(expire.Add(24 * time.Hour)); len(got) != 0 {
-		t.Errorf("users due after the release: %v, want none", got)
-	}
-	if a, err := f.store.Audit(ctx, "idle"); err != nil || len(a.Findings) > 0 || !a.Account.Balance.Equal(decimal.NewFromInt(10)) || !a.Account.Held.IsZero() {
-		t.Errorf("audit: %+v, %v", a, err)
+	if es := f.entries(t, "pending"); len(es) != 2 || es[1].Type != ledger.EntryMaturation || !es[1].Amount.Equal(decimal.NewFromInt(7)) {
+		t.Errorf("pending's entries = %+v, want the grant and its MATURATION", es)
 	}
 }
 
-// An idle user's pending grant is due at its effective time: the index
-// names the user from then, and a pass writes its MATURATION.
-func TestTheSweeperMaturesAnIdleUsersPendingGrant(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	ctx := context.Background()
-	eff := f.clk.Now().Add(time.Hour)
-	m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: "idle", RequestID: "g", Amount: "7", Effective: eff}, ledger.DefaultScale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.store.Apply(ctx, m); err != nil {
-		t.Fatal(err)
-	}
-	f.clk.Add(time.Hour - time.Microsecond)
-	if p, err := f.sweeper("a").Pass(ctx); err != nil || p.Expired != 0 {
-		t.Fatalf("a pass before the effective time: %+v, %v; want nothing written", p, err)
-	}
-	f.clk.Add(time.Microsecond)
-	p, err := f.sweeper("a").Pass(ctx)
-	if err != nil || p.Expired != 1 || !p.Points.IsZero() {
-		t.Fatalf("a pass at the effective time: %+v, %v; want one user's grant matured, no points expired", p, err)
-	}
-	es := f.entries(t, "idle")
-	if last := es[len(es)-1]; len(es) != 2 || last.Type != ledger.EntryMaturation || !last.Amount.Equal(decimal.NewFromInt(7)) || last.GrantRequestID != "g" {
-		t.Errorf("idle's entries = %+v, want the grant and its MATURATION", es)
-	}
-	if a, err := f.store.Audit(ctx, "idle"); err != nil || len(a.Findings) > 0 || !a.Account.Balance.Equal(decimal.NewFromInt(7)) || !a.Account.Pending.IsZero() {
-		t.Errorf("audit: %+v, %v", a, err)
-	}
-	if p, err := f.sweeper("a").Pass(ctx); err != nil || p.Users != 0 {
-		t.Errorf("a pass after: %+v, %v; want no user due", p, err)
-	}
-}
-
-// Two sweepers share the shards: a shard one holds, the other skips.
+// Two sweepers share the shards: a shard one holds, the other skips, and
+// takes once it is let go.
 func TestSweepersShareShardsByLease(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture()
 	ctx := context.Background()
-	held, err := f.leases.Acquire(ctx, leaseKey(3), "b", time.Minute)
+	unlock, err := f.leases.Lock(ctx, LeaseKey(3), "b", time.Minute, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,34 +166,18 @@ func TestSweepersShareShardsByLease(t *testing.T) {
 	if err != nil || p.Shards != 15 {
 		t.Fatalf("a pass while b holds shard 3: %+v, %v; want 15 shards swept", p, err)
 	}
-	if err := f.leases.Release(ctx, held); err != nil {
+	if err := unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if p, err = f.sweeper("a").Pass(ctx); err != nil || p.Shards != 16 {
 		t.Fatalf("a pass after b let go: %+v, %v; want 16 shards", p, err)
 	}
-}
-
-// BenchmarkSweep measures a pass over users whose points are all due: the
-// users a second one sweeper puts on the record, each a consistent read and
-// a transaction.
-//
-//	go test -run '^$' -bench Sweep -benchtime 200x ./internal/sweep/
-func BenchmarkSweep(b *testing.B) {
-	f := newFixture(b)
-	t0 := f.clk.Now()
-	for i := range b.N {
-		f.grant(b, fmt.Sprintf("user-%d", i), "g", "10", t0.Add(time.Hour))
+	// A lease left by a sweeper that stopped is taken once it expires.
+	if _, err := f.leases.Lock(ctx, LeaseKey(5), "gone", time.Minute, nil); err != nil {
+		t.Fatal(err)
 	}
-	f.clk.Add(2 * time.Hour)
-	b.ResetTimer()
-	p, err := f.sweeper("bench").Pass(context.Background())
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
+	f.clk.Add(time.Minute)
+	if p, err = f.sweeper("a").Pass(ctx); err != nil || p.Shards != 16 {
+		t.Fatalf("a pass after b's lease expired: %+v, %v; want 16 shards", p, err)
 	}
-	if p.Expired != int64(b.N) {
-		b.Fatalf("expired %d users of %d", p.Expired, b.N)
-	}
-	b.ReportMetric(p.Rate(), "users/s")
 }

@@ -47,7 +47,7 @@ func (c *Checker) Campaign(ctx context.Context, budgets Budgets, b *Book, f *rep
 	if created := amount.Mul(decimal.NewFromInt(f.Grants)); !bud.Total.Equal(created) {
 		violate("total %s, created with %s", bud.Total, created)
 	}
-	if !bud.Granted.Add(bud.Remaining).Equal(bud.Total) {
+	if bud.Unbalanced() != nil {
 		violate("granted %s + remaining %s != total %s", bud.Granted, bud.Remaining, bud.Total)
 	}
 	if bud.Remaining.IsNegative() || bud.Granted.GreaterThan(bud.Total) {

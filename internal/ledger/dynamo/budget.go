@@ -94,23 +94,24 @@ func decodeShard(item map[string]types.AttributeValue) (shard, error) {
 // CreateBudget creates a budget, its shards and its directory entry in one
 // transaction; the same creation again is Replayed.
 func (l *Ledger) CreateBudget(ctx context.Context, c ledger.BudgetCreation) (ledger.Budget, bool, error) {
-	now := formatTime(l.now())
+	now := l.now()
+	nb := c.Budget(now)
 	items := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			Item: with(budgetKey(c.BudgetID), map[string]types.AttributeValue{
-				"budget_id": str(c.BudgetID), "total": num(c.Amount), "status": str(string(ledger.BudgetOpen)),
-				"description": str(c.Description), "create_time": str(now), "shards": numInt(int64(c.Shards)),
+			Item: with(budgetKey(nb.ID), map[string]types.AttributeValue{
+				"budget_id": str(nb.ID), "total": num(nb.Total), "status": str(string(nb.Status)),
+				"description": str(nb.Description), "create_time": str(formatTime(now)), "shards": numInt(int64(nb.Shards)),
 			})}},
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			Item:                                with(budgetRequestKey(c.BudgetID, c.RequestID), map[string]types.AttributeValue{"request_hash": str(c.Hash())})}},
 		{Put: &types.Put{TableName: &l.table, Item: with(budgetDirectoryKey(c.BudgetID), map[string]types.AttributeValue{"budget_id": str(c.BudgetID)})}},
 	}
-	for n, part := range ledger.SplitBudget(c.Amount, c.Shards) {
+	for n, part := range ledger.SplitBudget(nb.Remaining, nb.Shards) {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			Item: with(shardKey(c.BudgetID, n), map[string]types.AttributeValue{
-				"budget_id": str(c.BudgetID), "remaining": num(part), "granted": num(decimal.Zero), "status": str(string(ledger.BudgetOpen)),
+			Item: with(shardKey(nb.ID, n), map[string]types.AttributeValue{
+				"budget_id": str(nb.ID), "remaining": num(part), "granted": num(nb.Granted), "status": str(string(nb.Status)),
 			})}})
 	}
 	reasons, err := l.budgetTransaction(ctx, items)
@@ -120,10 +121,14 @@ func (l *Ledger) CreateBudget(ctx context.Context, c ledger.BudgetCreation) (led
 	case reasons == nil:
 		b, err := l.Budget(ctx, c.BudgetID)
 		return b, false, err
-	case failed(reasons, 1):
-		return l.budgetReplay(ctx, c.BudgetID, c.RequestID, c.Hash(), reasons[1].Item)
-	case failed(reasons, 0):
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonBudgetExists, "budget %q exists already", c.BudgetID)
+	case failed(reasons, 0) || failed(reasons, 1):
+		cur, recorded, err := l.budgetCancelled(ctx, c.BudgetID, c.RequestID, reasons)
+		if err != nil {
+			return ledger.Budget{}, false, err
+		}
+		if b, replayed, err := ledger.DecideBudgetCreation(c, cur, recorded, now); err != nil || replayed {
+			return b, replayed, err
+		}
 	}
 	return ledger.Budget{}, false, fmt.Errorf("create budget %q cancelled: %v", c.BudgetID, codes(reasons))
 }
@@ -138,7 +143,7 @@ func (l *Ledger) TopUpBudget(ctx context.Context, u ledger.BudgetTopUp) (ledger.
 		return ledger.Budget{}, false, err
 	}
 	if !ok {
-		return ledger.Budget{}, false, ledger.BudgetNotFound(u.BudgetID)
+		return ledger.DecideBudgetTopUp(u, nil, "")
 	}
 	items := []types.TransactWriteItem{
 		{Update: &types.Update{TableName: &l.table, Key: budgetKey(u.BudgetID),
@@ -161,10 +166,14 @@ func (l *Ledger) TopUpBudget(ctx context.Context, u ledger.BudgetTopUp) (ledger.
 	case reasons == nil:
 		b, err := l.Budget(ctx, u.BudgetID)
 		return b, false, err
-	case failed(reasons, 1):
-		return l.budgetReplay(ctx, u.BudgetID, u.RequestID, u.Hash(), reasons[1].Item)
-	case failed(reasons, 0):
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBudgetClosed, "budget %q is closed: it takes no top-up", u.BudgetID)
+	case failed(reasons, 0) || failed(reasons, 1):
+		cur, recorded, err := l.budgetCancelled(ctx, u.BudgetID, u.RequestID, reasons)
+		if err != nil {
+			return ledger.Budget{}, false, err
+		}
+		if b, replayed, err := ledger.DecideBudgetTopUp(u, cur, recorded); err != nil || replayed {
+			return b, replayed, err
+		}
 	}
 	return ledger.Budget{}, false, fmt.Errorf("top up budget %q cancelled: %v", u.BudgetID, codes(reasons))
 }
@@ -183,7 +192,7 @@ func (l *Ledger) CloseBudget(ctx context.Context, id string) (ledger.Budget, boo
 		if err != nil {
 			return ledger.Budget{}, false, err
 		}
-		if b.Status == ledger.BudgetClosed {
+		if _, replayed := ledger.DecideBudgetClose(b); replayed {
 			return b, true, nil // closed before, or by another call since a failed condition
 		}
 		if attempt > maxBorrowAttempts {
@@ -243,29 +252,32 @@ func (l *Ledger) Budget(ctx context.Context, id string) (ledger.Budget, error) {
 	return b, nil
 }
 
-// ListBudgets pages through the budgets by budget id. The page token is
-// the position in that order, so a budget created between two pages moves
-// the later ones by one: a page may repeat the last budget of the one
-// before, and none is ever skipped (budgets are never deleted).
+// ListBudgets pages through the budgets by budget id: a Query of the
+// directory from the key after the last budget of the page before, which
+// the page token holds (pagetoken's key tokens). A budget created between
+// two pages is listed if its id comes after that key; none is ever
+// skipped or listed twice (budgets are never deleted).
 func (l *Ledger) ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledger.Budget, string, error) {
 	q, err := q.Check()
 	if err != nil {
 		return nil, "", err
 	}
-	var offset int64
+	var start map[string]types.AttributeValue
 	if q.PageToken != "" {
-		if offset, err = l.tokens.Decode(q.PageToken, "budgets"); err != nil {
+		after, err := l.tokens.DecodeKey(q.PageToken, "budgets")
+		if err != nil {
 			return nil, "", err
 		}
+		start = budgetDirectoryKey(after)
 	}
 	var ids []string
-	var start map[string]types.AttributeValue
-	for len(ids) <= int(offset)+q.PageSize {
+	for len(ids) <= q.PageSize { // one more than the page: is there a next one?
 		out, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: &l.table, ConsistentRead: aws.Bool(true),
 			KeyConditionExpression:    aws.String("PK = :pk"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(budgetsDirectory)},
 			ProjectionExpression:      aws.String("SK"), ExclusiveStartKey: start,
+			Limit: aws.Int32(int32(q.PageSize + 1 - len(ids))), //nolint:gosec // at most ledger.MaxPageSize + 1
 		})
 		if err != nil {
 			return nil, "", unavailable(fmt.Errorf("list budgets: %w", err), "list the budgets")
@@ -280,11 +292,10 @@ func (l *Ledger) ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledge
 			break
 		}
 	}
-	ids = ids[min(int(offset), len(ids)):]
 	next := ""
 	if len(ids) > q.PageSize {
 		ids = ids[:q.PageSize]
-		next = l.tokens.Encode(offset+int64(q.PageSize), "budgets")
+		next = l.tokens.EncodeKey(ids[len(ids)-1], "budgets")
 	}
 	out := make([]ledger.Budget, 0, len(ids))
 	for _, id := range ids {
@@ -407,23 +418,35 @@ func failed(reasons []types.CancellationReason, i int) bool {
 	return i < len(reasons) && aws.ToString(reasons[i].Code) == "ConditionalCheckFailed"
 }
 
-// budgetReplay answers a creation or a top-up whose request record exists:
-// the budget as it is now, Replayed, if it was the same request;
-// ALREADY_EXISTS if it was another.
-func (l *Ledger) budgetReplay(ctx context.Context, id, requestID, hash string, old map[string]types.AttributeValue) (ledger.Budget, bool, error) {
-	if len(old) == 0 {
-		var err error
-		if old, err = l.get(ctx, budgetRequestKey(id, requestID)); err != nil {
-			return ledger.Budget{}, false, fmt.Errorf("get request %q of budget %q: %w", requestID, id, err)
+// budgetCancelled reads what a creation's or a top-up's cancelled
+// transaction failed on, for the decision (ledger.DecideBudgetCreation,
+// DecideBudgetTopUp): the budget (nil: none), and the hash recorded under
+// requestID if the record's condition (item 1) failed. Each is final once
+// written (budgets and request records are never deleted, a closed budget
+// never opens), so a read after the cancellation sees what failed it.
+func (l *Ledger) budgetCancelled(ctx context.Context, id, requestID string, reasons []types.CancellationReason) (*ledger.Budget, string, error) {
+	var recorded string
+	if failed(reasons, 1) {
+		old := reasons[1].Item
+		if len(old) == 0 {
+			var err error
+			if old, err = l.get(ctx, budgetRequestKey(id, requestID)); err != nil {
+				return nil, "", fmt.Errorf("get request %q of budget %q: %w", requestID, id, err)
+			}
+		}
+		d := decoder{item: old}
+		if recorded = d.str("request_hash"); d.err("budget request") != nil {
+			recorded = "?" // unreadable: another request's, never this one's hash
 		}
 	}
-	d := decoder{item: old}
-	if was := d.str("request_hash"); d.err("budget request") != nil || was != hash {
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonRequestIDReused,
-			"request_id %q of budget %q was used for another request", requestID, id)
-	}
 	b, err := l.Budget(ctx, id)
-	return b, true, err
+	switch {
+	case ledger.ReasonOf(err) == ledger.ReasonBudgetNotFound:
+		return nil, recorded, nil
+	case err != nil:
+		return nil, "", err
+	}
+	return &b, recorded, nil
 }
 
 func with(key, attrs map[string]types.AttributeValue) map[string]types.AttributeValue {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -30,60 +28,51 @@ func (s *Store) budgetRef(u *user, id string) *ledger.BudgetRef {
 }
 
 // draw takes a committed grant's amount from its budget (a pending
-// grant's too), or gives a give-back's back: a debit adjustment's or a
-// reversal's (ledger.Entry.BudgetAmount, negative). Called under s.mu.
+// grant's too), or gives a give-back's back (ledger.Budget.Draw). Called
+// under s.mu.
 func (s *Store) draw(e ledger.Entry) {
 	if b, ok := s.budgets[e.BudgetID]; ok && e.BudgetID != "" {
-		a := e.BudgetAmount()
-		b.Granted, b.Remaining = b.Granted.Add(a), b.Remaining.Sub(a)
+		b.Budget = b.Draw(e)
 	}
+}
+
+// budgetFacts is what the store holds of budget id for a call under
+// requestID: the budget (nil: none) and the hash recorded under the
+// request ("": none). Called under s.mu.
+func (s *Store) budgetFacts(id, requestID string) (*budget, *ledger.Budget, string) {
+	b, ok := s.budgets[id]
+	if !ok {
+		return nil, nil, ""
+	}
+	return b, &b.Budget, b.requests[requestID]
 }
 
 func (s *Store) CreateBudget(_ context.Context, c ledger.BudgetCreation) (ledger.Budget, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	_, cur, recorded := s.budgetFacts(c.BudgetID, c.RequestID)
+	b, replayed, err := ledger.DecideBudgetCreation(c, cur, recorded, s.now())
+	if err != nil || replayed {
+		return b, replayed, err
+	}
 	if s.budgets == nil {
 		s.budgets = map[string]*budget{}
 	}
-	if b, ok := s.budgets[c.BudgetID]; ok {
-		if hash, seen := b.requests[c.RequestID]; seen {
-			return b.replay(c.RequestID, hash, c.Hash())
-		}
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonBudgetExists, "budget %q exists already", c.BudgetID)
-	}
-	b := &budget{
-		Budget: ledger.Budget{ID: c.BudgetID, Total: c.Amount, Granted: decimal.Zero, Remaining: c.Amount, Status: ledger.BudgetOpen,
-			Description: c.Description, CreateTime: s.now().UTC(), Shards: c.Shards},
-		requests: map[string]string{c.RequestID: c.Hash()},
-	}
-	s.budgets[c.BudgetID] = b
-	return b.Budget, false, nil
+	s.budgets[c.BudgetID] = &budget{Budget: b, requests: map[string]string{c.RequestID: c.Hash()}}
+	return b, false, nil
 }
 
 func (s *Store) TopUpBudget(_ context.Context, u ledger.BudgetTopUp) (ledger.Budget, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, ok := s.budgets[u.BudgetID]
-	if !ok {
-		return ledger.Budget{}, false, ledger.BudgetNotFound(u.BudgetID)
+	kept, cur, recorded := s.budgetFacts(u.BudgetID, u.RequestID)
+	b, replayed, err := ledger.DecideBudgetTopUp(u, cur, recorded)
+	if err != nil || replayed {
+		return b, replayed, err
 	}
-	if hash, seen := b.requests[u.RequestID]; seen {
-		return b.replay(u.RequestID, hash, u.Hash())
-	}
-	if b.Status != ledger.BudgetOpen {
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBudgetClosed, "budget %q is closed: it takes no top-up", u.BudgetID)
-	}
-	b.Total, b.Remaining = b.Total.Add(u.Amount), b.Remaining.Add(u.Amount)
-	b.requests[u.RequestID] = u.Hash()
-	return b.Budget, false, nil
-}
-
-func (b *budget) replay(requestID, was, hash string) (ledger.Budget, bool, error) {
-	if was != hash {
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonRequestIDReused,
-			"request_id %q of budget %q was used for another request", requestID, b.ID)
-	}
-	return b.Budget, true, nil
+	kept.Budget = b
+	kept.requests[u.RequestID] = u.Hash()
+	return b, false, nil
 }
 
 func (s *Store) CloseBudget(_ context.Context, id string) (ledger.Budget, bool, error) {
@@ -96,9 +85,9 @@ func (s *Store) CloseBudget(_ context.Context, id string) (ledger.Budget, bool, 
 	if !ok {
 		return ledger.Budget{}, false, ledger.BudgetNotFound(id)
 	}
-	was := b.Status
-	b.Status = ledger.BudgetClosed
-	return b.Budget, was == ledger.BudgetClosed, nil
+	var replayed bool
+	b.Budget, replayed = ledger.DecideBudgetClose(b.Budget)
+	return b.Budget, replayed, nil
 }
 
 func (s *Store) Budget(_ context.Context, id string) (ledger.Budget, error) {
@@ -114,16 +103,17 @@ func (s *Store) Budget(_ context.Context, id string) (ledger.Budget, error) {
 	return b.Budget, nil
 }
 
-// ListBudgets pages through the budgets by id; the token is the position
-// in that order, as the DynamoDB store's.
+// ListBudgets pages through the budgets by id, from the id after the last
+// of the page before, which the token holds (a key token), as the
+// DynamoDB store's.
 func (s *Store) ListBudgets(_ context.Context, q ledger.BudgetQuery) ([]ledger.Budget, string, error) {
 	q, err := q.Check()
 	if err != nil {
 		return nil, "", err
 	}
-	var offset int64
+	var after string
 	if q.PageToken != "" {
-		if offset, err = s.tokens.Decode(q.PageToken, "budgets"); err != nil {
+		if after, err = s.tokens.DecodeKey(q.PageToken, "budgets"); err != nil {
 			return nil, "", err
 		}
 	}
@@ -131,13 +121,15 @@ func (s *Store) ListBudgets(_ context.Context, q ledger.BudgetQuery) ([]ledger.B
 	defer s.mu.Unlock()
 	ids := make([]string, 0, len(s.budgets))
 	for id := range s.budgets {
-		ids = append(ids, id)
+		if q.PageToken == "" || id > after {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
-	ids = ids[min(int(offset), len(ids)):]
 	next := ""
 	if len(ids) > q.PageSize {
-		ids, next = ids[:q.PageSize], s.tokens.Encode(offset+int64(q.PageSize), "budgets")
+		ids = ids[:q.PageSize]
+		next = s.tokens.EncodeKey(ids[len(ids)-1], "budgets")
 	}
 	out := make([]ledger.Budget, len(ids))
 	for i, id := range ids {

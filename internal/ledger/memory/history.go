@@ -194,7 +194,7 @@ func (h *History) Rebuild(ctx context.Context, user string) error {
 
 // RebuildAll rebuilds the history of every user with entries.
 func (h *History) RebuildAll(ctx context.Context) (int, error) {
-	users := h.store.Users()
+	users := h.store.UserIDs()
 	for _, u := range users {
 		if err := h.Rebuild(ctx, u); err != nil {
 			return 0, err

@@ -2,8 +2,9 @@
 // built on a ledger. It decides with ledger.Decide, as every store must, and
 // passes the same contract suite as the DynamoDB store
 // (ledgertest.Contract); it keeps nothing across a restart. Beside it are a
-// history projection that follows it (History) and a reconciliation of the
-// two (Reconciler), so that the API can be tested without DynamoDB.
+// history projection that follows it (History) and leases (Leases), so that
+// package reconcile runs over them and the API can be tested without
+// DynamoDB.
 package memory
 
 import (
@@ -270,8 +271,28 @@ func (s *Store) Entries(ctx context.Context, user string, q ledger.EntryQuery) (
 	})
 }
 
-// Users returns the users with entries, in order.
-func (s *Store) Users() []string {
+// Users calls fn with each user with entries, in order, one after
+// another, for reconciliation (reconcile.Store); segments and scanned
+// are the DynamoDB scan's, which a store in memory does without.
+func (s *Store) Users(ctx context.Context, _ int, _ func(int), fn func(user string) error) error {
+	for _, u := range s.UserIDs() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CountAccounts counts the users with entries (reconcile.Store).
+func (s *Store) CountAccounts(context.Context, func(int)) (int64, error) {
+	return int64(len(s.UserIDs())), nil
+}
+
+// UserIDs returns the users with entries, in order.
+func (s *Store) UserIDs() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string

@@ -411,24 +411,37 @@ func want(err error, reason string) error {
 	return nil
 }
 
+// reconciler is package reconcile's, over s and h, on s's clock.
+func reconciler(s *Store, h *History) *reconcile.Reconciler {
+	r := reconcile.New(s, h, NewLeases(s.now))
+	r.SetClock(s.now)
+	return r
+}
+
+// Reconciliation over the memory store is package reconcile's, as over
+// DynamoDB: a sound ledger is clean, a history behind is found and
+// repaired, an account off its entries is found, an invalid user refused.
 func TestReconciler(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, h, _ := historyFixture(t)
 	late := NewHistory(s) // behind on u1 and u2
 	var progress []reconcile.Progress
-	rep, err := NewReconciler(s, h).Run(ctx, reconcile.Options{Progress: func(p reconcile.Progress) { progress = append(progress, p) }})
+	rep, err := reconciler(s, h).Run(ctx, reconcile.Options{Progress: func(p reconcile.Progress) { progress = append(progress, p) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Clean || rep.Users != 2 || rep.Entries != 24 || rep.SumOfEntries != "959" || rep.SumOfBalances != "959" || len(rep.Findings) != 0 {
 		t.Errorf("report = %+v, want clean, 2 users, 24 entries, sums 959", rep)
 	}
-	if len(progress) != 2 || progress[1].Users != 2 || progress[1].TotalUsers != 2 || progress[1].Entries != 24 {
-		t.Errorf("progress = %+v, want one a user, ending at 2 of 2, 24 entries", progress)
+	// Package reconcile reports progress on a ticker and once at the end.
+	if n := len(progress); n == 0 || progress[n-1].Users != 2 || progress[n-1].TotalUsers != 2 || progress[n-1].Entries != 24 {
+		t.Errorf("progress = %+v, want it ending at 2 of 2, 24 entries", progress)
 	}
 
-	behind, err := NewReconciler(s, late).Run(ctx, reconcile.Options{User: "u2"})
+	// A history behind is a finding once ProjectionGrace is over: 1 ms
+	// here, for a history that never catches up.
+	behind, err := reconciler(s, late).Run(ctx, reconcile.Options{User: "u2", ProjectionGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +454,7 @@ func TestReconciler(t *testing.T) {
 	if got, want := kinds(behind.Findings), []string{"u2 projection_missing repaired false", "u2 projection_state repaired false"}; behind.Clean || !slices.Equal(got, want) {
 		t.Errorf("a history behind: clean %v, findings %v; want %v", behind.Clean, got, want)
 	}
-	repaired, err := NewReconciler(s, late).Run(ctx, reconcile.Options{RepairProjection: true})
+	repaired, err := reconciler(s, late).Run(ctx, reconcile.Options{RepairProjection: true, ProjectionGrace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,14 +466,14 @@ func TestReconciler(t *testing.T) {
 	s.mu.Lock()
 	s.users["u2"].acct.Balance = decimal.NewFromInt(4)
 	s.mu.Unlock()
-	off, err := NewReconciler(s, h).Run(ctx, reconcile.Options{})
+	off, err := reconciler(s, h).Run(ctx, reconcile.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := kinds(off.Findings), []string{" sum_mismatch repaired false", "u2 balance_mismatch repaired false"}; off.Clean || !slices.Equal(got, want) || off.SumOfBalances != "960" {
 		t.Errorf("an account off its entries: clean %v, findings %v, sum of balances %s; want %v, 960", off.Clean, got, off.SumOfBalances, want)
 	}
-	if _, err := NewReconciler(s, h).Run(ctx, reconcile.Options{User: "u#1"}); ledger.ReasonOf(err) != ledger.ReasonInvalidUserID {
+	if _, err := reconciler(s, h).Run(ctx, reconcile.Options{User: "u#1"}); ledger.ReasonOf(err) != ledger.ReasonInvalidUserID {
 		t.Errorf("a reconciliation of an invalid user: %v", err)
 	}
 }
@@ -542,7 +555,7 @@ func TestReconcilerPendingAndReversals(t *testing.T) {
 		}
 	}
 	reversed("as applied")
-	rep, err := NewReconciler(s, h).Run(ctx, reconcile.Options{SweepGrace: 6 * time.Hour})
+	rep, err := reconciler(s, h).Run(ctx, reconcile.Options{SweepGrace: 6 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +572,7 @@ func TestReconcilerPendingAndReversals(t *testing.T) {
 	s.mu.Lock()
 	s.users["b"].acct.Pending = decimal.NewFromInt(13)
 	s.mu.Unlock()
-	off, err := NewReconciler(s, h).Run(ctx, reconcile.Options{SweepGrace: 6 * time.Hour})
+	off, err := reconciler(s, h).Run(ctx, reconcile.Options{SweepGrace: 6 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -569,5 +582,42 @@ func TestReconcilerPendingAndReversals(t *testing.T) {
 	}
 	if off.Clean || !mismatch {
 		t.Errorf("pending off its entries: findings %v, want a sum_mismatch of pending 21 / 26", off.Findings)
+	}
+}
+
+// Reconciliation over the memory store reports its budgets, and finds a
+// budget whose books do not balance.
+func TestReconcilerBudgets(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := ledgertest.NewClock(time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC))
+	s := New(clk.Now)
+	h := NewHistory(s)
+	ledgertest.CreateBudget(t, s, "spring", "100", 1)
+	for i, u := range []string{"a", "b"} {
+		m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: fmt.Sprint("g", i), Amount: "30", BudgetID: "spring"}, ledger.DefaultScale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := reconciler(s, h).Run(ctx, reconcile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Budgets) != 1 || rep.Budgets[0].Granted != "60" || rep.Budgets[0].GrantsSum != "60" || rep.Budgets[0].Remaining != "40" || !rep.Clean {
+		t.Errorf("budgets %+v, findings %v; want spring granted 60 (and its grants), 40 remaining, clean", rep.Budgets, rep.Findings)
+	}
+	s.mu.Lock()
+	s.budgets["spring"].Remaining = decimal.NewFromInt(41) // no store writes it; set by hand
+	s.mu.Unlock()
+	off, err := reconciler(s, h).Run(ctx, reconcile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.Clean || len(off.Findings) != 1 || off.Findings[0].Kind != ledger.FindingBudgetUnbalanced || off.Findings[0].BudgetID != "spring" {
+		t.Errorf("a budget off its total: findings %v, want one %s of spring", off.Findings, ledger.FindingBudgetUnbalanced)
 	}
 }
