@@ -34,7 +34,7 @@ type imported struct {
 // importFile runs `ledgerd import args...` in this process against p, as
 // a service (LEDGER_URL and TOKEN from the environment, as .local/dev.env
 // sets them).
-func importFile(ctx context.Context, t *testing.T, p *ledgerdProcess, stderr *syncBuffer, args ...string) imported {
+func importFile(ctx context.Context, t testing.TB, p *ledgerdProcess, stderr *syncBuffer, args ...string) imported {
 	t.Helper()
 	env := map[string]string{"LEDGER_URL": "http://" + p.addr, "TOKEN": p.creds.ServiceToken}
 	var stdout bytes.Buffer
@@ -80,7 +80,7 @@ func (b *syncBuffer) String() string {
 
 // summaryCount is the number on the summary's row named name ("granted",
 // "INVALID_AMOUNT").
-func summaryCount(t *testing.T, out imported, name string) int {
+func summaryCount(t testing.TB, out imported, name string) int {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^\s+` + regexp.QuoteMeta(name) + `\s+(\d+)$`).FindStringSubmatch(out.stdout)
 	if m == nil {
