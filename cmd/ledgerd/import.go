@@ -256,7 +256,13 @@ func showProgress(w io.Writer, total int64, p *importer.Progress, interval time.
 				_ = bar.Set64(p.Done.Load())
 				select {
 				case <-done:
-					_ = bar.Exit()
+					bar.Describe(counts())
+					if n := p.Done.Load(); n >= total {
+						_ = bar.Finish() // drawn at the end, not at the last throttled frame
+					} else {
+						_ = bar.Set64(n)
+						_ = bar.Exit()
+					}
 					fmt.Fprintln(w)
 					return
 				case <-tick.C:
