@@ -389,3 +389,26 @@ func TestImportInterruptedResumes(t *testing.T) {
 		t.Errorf("after the rerun the users hold %d points, want %d: every line once", got, lines)
 	}
 }
+
+// A grant whose outcome is unknown (here: nothing listens yet, the
+// connection is refused) is sent again under its request_id with backoff,
+// until the ledger answers: the import ends with every line granted once.
+func TestImportRetriesUntilTheLedgerAnswers(t *testing.T) {
+	t.Parallel()
+	p := newLedgerd(t, false) // its port chosen, nothing serving it yet
+	path := writeFile(t, "early.jsonl", `{"user_id":"early","amount":"5","request_id":"e1"}
+{"user_id":"early","amount":"7","request_id":"e2"}
+`)
+	done := make(chan imported, 1)
+	go func() { done <- importFile(context.Background(), t, p, nil, "-attempts", "30", path) }()
+	time.Sleep(500 * time.Millisecond) // the first attempts meet a closed port
+	p.start(t)
+	out := <-done
+	if out.code != 0 {
+		t.Fatalf("exit %d, want 0", out.code)
+	}
+	checkCounts(t, out, map[string]int{"granted": 2, "refused": 0})
+	if got := balanceOf(t, p, "early"); got.Balance != "12" || got.Version != 2 {
+		t.Errorf("balance %s, version %d; want 12, 2", got.Balance, got.Version)
+	}
+}
