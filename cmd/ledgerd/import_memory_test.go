@@ -51,7 +51,7 @@ func TestImportMemoryDoesNotGrowWithTheFile(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(sink))
 	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 
 	peak := func(lines int) int64 {
