@@ -11,11 +11,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pointledger/pointledger/internal/dynamolocal"
 )
 
 // BenchmarkImport imports 100,000 lines over 10,000 users (IMPORT_LINES,
 // IMPORT_USERS; IMPORT_CONCURRENCY in flight, 16 by default) into a
-// ledgerd on this test binary's DynamoDB Local, set as the load test's
+// ledgerd on a fresh DynamoDB Local, set as the load test's
 // uniform scenario is measured against it (no projector, no dispatcher;
 // its successful calls are logged at debug, so not at all at info),
 // and reports grants/s over the whole file. Compare, back to back on one
@@ -24,11 +26,18 @@ import (
 //	go test -run '^$' -bench BenchmarkImport -benchtime 1x ./cmd/ledgerd/
 //	LEDGER_PROJECTOR=false go run ./loadtest -scenario uniform -concurrency 16 -baselines=false -webhooks=false
 //
-// (docs/operations.md, "Moving a program in"). Run it alone: the
-// emulator is the test binary's, and slows as its stream records pile up.
+// (docs/operations.md, "Moving a program in").
 func BenchmarkImport(b *testing.B) {
 	lines, users, concurrency := benchEnv(b, "IMPORT_LINES", 100_000), benchEnv(b, "IMPORT_USERS", 10_000), benchEnv(b, "IMPORT_CONCURRENCY", 16)
-	p := startLedgerd(b, "LEDGER_PROJECTOR=false", "LEDGER_DISPATCHER=false")
+	// An emulator of its own, as the load test starts one: the JVM's
+	// defaults, for the steady state (the tests' emulator is tuned for
+	// short runs: C1 only, dynamolocal.TestJVMFlags).
+	emu, err := dynamolocal.Start(context.Background(), dynamolocal.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(emu.Stop)
+	p := startLedgerd(b, "LEDGER_DYNAMODB_ENDPOINT="+emu.Endpoint, "LEDGER_PROJECTOR=false", "LEDGER_DISPATCHER=false")
 	path := filepath.Join(b.TempDir(), "grants.csv")
 	f, err := os.Create(path)
 	if err != nil {
