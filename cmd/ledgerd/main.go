@@ -1,7 +1,8 @@
 // Command ledgerd runs pointledger: `ledgerd serve` serves the API (and runs
 // the history projector), `ledgerd migrate` creates the tables, `ledgerd
-// project` runs the projector alone or rebuilds history, `ledgerd version`
-// prints the version.
+// project` runs the projector alone or rebuilds history, `ledgerd import`
+// sends a file of credits through the API, `ledgerd version` prints the
+// version.
 package main
 
 import (
@@ -48,6 +49,10 @@ commands:
             clean, 1 on findings, 2 when it could not finish
   expire    run the expiry sweeper alone (serve runs one too), or one pass
             with -once
+  import    send a file of credits (CSV or JSON Lines, one Grant a line)
+            through the API; a rerun replays what is done; exit 0 when
+            nothing was refused, 1 when some lines were, 2 when it could
+            not finish
   token     mint a user token (-user U), or make a new service/admin/peer
             token or signing key (-new service|admin|peer|key)
   version   print the version
@@ -74,6 +79,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
 	case "expire":
 		return expireCmd(ctx, rest, getenv, stdout, stderr)
+	case "import":
+		return importCmd(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return token(rest, getenv, stdout, stderr)
 	case "version":

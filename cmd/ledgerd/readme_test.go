@@ -50,7 +50,7 @@ var build struct {
 	err  error
 }
 
-func ledgerdBinary(t *testing.T) string {
+func ledgerdBinary(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
 		if build.dir, build.err = os.MkdirTemp("", "ledgerd-test-"); build.err != nil {
@@ -88,14 +88,14 @@ func (p *ledgerdProcess) ledgerClient(opts ...connect.ClientOption) pointledgerv
 
 // startLedgerd builds and starts ledgerd with fresh credentials; extraEnv
 // (NAME=value) overrides its environment.
-func startLedgerd(t *testing.T, extraEnv ...string) *ledgerdProcess {
+func startLedgerd(t testing.TB, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
 	return startLedgerdAuth(t, false, extraEnv...)
 }
 
 // startLedgerdAuth starts ledgerd with fresh credentials, or with none and
 // -insecure-dev.
-func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess {
+func startLedgerdAuth(t testing.TB, insecure bool, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
 	p := newLedgerd(t, insecure, extraEnv...)
 	p.start(t)
@@ -105,7 +105,7 @@ func startLedgerdAuth(t *testing.T, insecure bool, extraEnv ...string) *ledgerdP
 // newLedgerd makes ready a ledgerd of a deployment of its own: its tables
 // migrated, fresh credentials (or none, insecure), its environment, a free
 // port; start serves it.
-func newLedgerd(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess {
+func newLedgerd(t testing.TB, insecure bool, extraEnv ...string) *ledgerdProcess {
 	t.Helper()
 	emu := dynamotest.Emulator(t)
 	bin := ledgerdBinary(t)
@@ -139,7 +139,7 @@ func newLedgerd(t *testing.T, insecure bool, extraEnv ...string) *ledgerdProcess
 
 // another is one more ledgerd of p's deployment: the same tables,
 // credentials and environment, on a free port of its own.
-func (p *ledgerdProcess) another(t *testing.T) *ledgerdProcess {
+func (p *ledgerdProcess) another(t testing.TB) *ledgerdProcess {
 	t.Helper()
 	port, err := dynamolocal.FreePort()
 	if err != nil {
@@ -151,7 +151,7 @@ func (p *ledgerdProcess) another(t *testing.T) *ledgerdProcess {
 
 // start serves p, with args added to serve's, until the test ends, and
 // waits until it is healthy.
-func (p *ledgerdProcess) start(t *testing.T, args ...string) {
+func (p *ledgerdProcess) start(t testing.TB, args ...string) {
 	t.Helper()
 	// Port 0: tests run side by side, each ledgerd with its own.
 	serveArgs := []string{"serve", "-ops-listen", "127.0.0.1:0"}

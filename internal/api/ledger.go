@@ -62,13 +62,10 @@ func (s *LedgerService) SetExpiryPolicy(p ExpiryPolicy) {
 }
 
 func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.GrantRequest]) (*connect.Response[pb.GrantResponse], error) {
-	r := req.Msg
-	lr, err := s.expiry.creditTimes(r.ExpireTime, r.Ttl, r.EffectiveTime, r.EffectiveDelay, true)
+	lr, err := grantRequest(req.Msg, s.expiry)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	lr.UserID, lr.RequestID, lr.Amount, lr.OrderID, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.OrderId, r.Metadata
-	lr.BudgetID = r.BudgetId
 	res, err := s.apply(ctx, ledger.EntryGrant, lr)
 	if err != nil {
 		return nil, err
