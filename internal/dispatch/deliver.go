@@ -1,10 +1,8 @@
 package dispatch
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -464,21 +462,15 @@ func (d *Dispatcher) entryEvent(e ledger.Entry) (webhook.Event, error) {
 	if err != nil {
 		return webhook.Event{}, fmt.Errorf("encode entry %s v%d: %w", e.UserID, e.Version, err)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the entry's metadata as the API writes it
-	err = enc.Encode(struct {
-		EventID string          `json:"event_id"`
-		UserID  string          `json:"user_id"`
-		Version int64           `json:"version"`
-		Entry   json.RawMessage `json:"entry"`
-	}{e.ID, e.UserID, e.Version, entry})
+	data := webhook.NewEventData(e.ID, e.UserID, e.Version)
+	data.Entry = entry
+	raw, err := data.JSON()
 	if err != nil {
-		return webhook.Event{}, fmt.Errorf("event data: %w", err)
+		return webhook.Event{}, err
 	}
 	return webhook.Event{
 		ID: e.ID, Type: ledger.EventTypeOf(e.Type), UserID: e.UserID, Version: e.Version,
-		Time: e.CreateTime, Data: bytes.TrimSpace(buf.Bytes()),
+		Time: e.CreateTime, Data: raw,
 	}, nil
 }
 

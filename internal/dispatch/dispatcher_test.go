@@ -488,7 +488,7 @@ func TestNotify(t *testing.T) {
 	waitFor(t, "the grant's first attempt", func() bool { return sub.requests() == 1 })
 	ev := webhook.Event{
 		ID: "01JNOTICE0000000000000000A", Type: ledger.EventPointsExpiring, UserID: "n", Version: 3,
-		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000A","user_id":"n","version":3,"amount":"5"}`),
+		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000A","user_id":"n","version":"3","amount":"5"}`),
 	}
 	for range 2 {
 		if err := d.Notify(context.Background(), ev); err != nil {

@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 // ledgerd): enough of the entry to check what a receiver gets.
 func testEntryJSON(e ledger.Entry) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{
-		"entry_id": e.ID, "user_id": e.UserID, "version": e.Version, "type": e.Type,
+		"entry_id": e.ID, "user_id": e.UserID, "version": strconv.FormatInt(e.Version, 10), "type": e.Type,
 		"amount": e.Amount.String(), "create_time": webhook.FormatTimestamp(e.CreateTime),
 	})
 }
@@ -247,6 +249,8 @@ type receiver struct {
 	// user's highest acknowledged: the next event only after the previous
 	// one's 2xx (for an endpoint of every type, with nothing given up).
 	inOrder bool
+	// raw, if set, is given every body that verifies, with its type.
+	raw func(typ string, body []byte)
 }
 
 func newReceiver(t *testing.T, answer func(n int, a arrival) int) *receiver {
@@ -274,11 +278,11 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		Data      struct {
 			EventID string `json:"event_id"`
 			UserID  string `json:"user_id"`
-			Version int64  `json:"version"`
+			Version int64  `json:"version,string"`
 			Entry   struct {
 				EntryID    string `json:"entry_id"`
 				Type       string `json:"type"`
-				Version    int64  `json:"version"`
+				Version    int64  `json:"version,string"`
 				CreateTime string `json:"create_time"`
 			} `json:"entry"`
 		} `json:"data"`
@@ -297,10 +301,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	case msg.Data.EventID != id:
 		problem = fmt.Sprintf("webhook-id %s carries event %s", id, msg.Data.EventID)
 	case msg.Data.Entry.EntryID != "" && (msg.Data.Entry.EntryID != id || msg.Data.Entry.Version != msg.Data.Version ||
-		string(ledger.EventTypeOf(ledger.EntryType(msg.Data.Entry.Type))) != msg.Type || msg.Data.Entry.CreateTime != msg.Timestamp):
+		string(ledger.EventTypeOf(ledger.EntryType(strings.TrimPrefix(msg.Data.Entry.Type, "ENTRY_TYPE_")))) != msg.Type || msg.Data.Entry.CreateTime != msg.Timestamp):
 		problem = fmt.Sprintf("event %s: the body's type, version or timestamp is not its entry's: %s", id, body)
 	}
 	a.typ, a.user, a.version = msg.Type, msg.Data.UserID, msg.Data.Version
+	if r.raw != nil && problem == "" {
+		r.raw(msg.Type, body)
+	}
 	r.mu.Lock()
 	n := len(r.log) + 1
 	r.mu.Unlock()
