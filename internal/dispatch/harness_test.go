@@ -173,6 +173,7 @@ type observed struct {
 	dispatched int
 	attempts   map[dispatch.Outcome]int
 	lags       int
+	again      int // redeliveries' 2xx
 	depth      map[string]int64 // by endpoint: the last report
 }
 
@@ -182,6 +183,7 @@ func (o *observed) observer() dispatch.Observer {
 		EventsDispatched: func(_ string, n int) { o.mu.Lock(); o.dispatched += n; o.mu.Unlock() },
 		Attempted:        func(_ string, out dispatch.Outcome) { o.mu.Lock(); o.attempts[out]++; o.mu.Unlock() },
 		Delivered:        func(string, time.Duration) { o.mu.Lock(); o.lags++; o.mu.Unlock() },
+		Redelivered:      func(string) { o.mu.Lock(); o.again++; o.mu.Unlock() },
 		QueueDepth:       func(ep string, n int64) { o.mu.Lock(); o.depth[ep] = n; o.mu.Unlock() },
 	}
 }
