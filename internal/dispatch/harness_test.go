@@ -173,7 +173,7 @@ type observed struct {
 	dispatched int
 	attempts   map[dispatch.Outcome]int
 	lags       int
-	again      int // redeliveries' 2xx
+	again      int              // redeliveries' 2xx
 	depth      map[string]int64 // by endpoint: the last report
 }
 
