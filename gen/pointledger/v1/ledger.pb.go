@@ -776,7 +776,9 @@ type GrantRequest struct {
 	// The budget the points come from (BudgetService), if any: the grant
 	// draws its amount from it in the same write, and is refused
 	// FAILED_PRECONDITION (BUDGET_EXHAUSTED, BUDGET_CLOSED) or NOT_FOUND
-	// (BUDGET_NOT_FOUND), for good, like every business refusal.
+	// (BUDGET_NOT_FOUND), for good, like every business refusal. Their
+	// ErrorInfo metadata: budget_id; BUDGET_EXHAUSTED also remaining (what
+	// the budget had left, a decimal string).
 	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -164,7 +164,7 @@ func (l *Ledger) TopUpBudget(ctx context.Context, u ledger.BudgetTopUp) (ledger.
 	case failed(reasons, 1):
 		return l.budgetReplay(ctx, u.BudgetID, u.RequestID, u.Hash(), reasons[1].Item)
 	case failed(reasons, 0):
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBudgetClosed, "budget %q is closed: it takes no top-up", u.BudgetID)
+		return ledger.Budget{}, false, ledger.BudgetIsClosed(u.BudgetID, "budget %q is closed: it takes no top-up", u.BudgetID)
 	}
 	return ledger.Budget{}, false, fmt.Errorf("top up budget %q cancelled: %v", u.BudgetID, codes(reasons))
 }

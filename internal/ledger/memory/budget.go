@@ -71,7 +71,7 @@ func (s *Store) TopUpBudget(_ context.Context, u ledger.BudgetTopUp) (ledger.Bud
 		return b.replay(u.RequestID, hash, u.Hash())
 	}
 	if b.Status != ledger.BudgetOpen {
-		return ledger.Budget{}, false, ledger.Errorf(ledger.KindFailedPrecondition, ledger.ReasonBudgetClosed, "budget %q is closed: it takes no top-up", u.BudgetID)
+		return ledger.Budget{}, false, ledger.BudgetIsClosed(u.BudgetID, "budget %q is closed: it takes no top-up", u.BudgetID)
 	}
 	b.Total, b.Remaining = b.Total.Add(u.Amount), b.Remaining.Add(u.Amount)
 	b.requests[u.RequestID] = u.Hash()
