@@ -150,6 +150,7 @@ func TestDocumentedMetricsStartAtZero(t *testing.T) {
 	m.WatchPeers(func() (int, int) { return 1, 0 })
 	// The queue depth is per endpoint: its series comes with the first.
 	m.WatchDispatcher(func() dispatch.Status { return dispatch.Status{} }).QueueDepth("ep1", 0)
+	m.WatchNotices()
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/notice"
 )
 
 // lagBuckets are the upper bounds, in seconds, of the delivery lag: from
@@ -67,5 +69,25 @@ func (m *Metrics) WatchDispatcher(status func() dispatch.Status) dispatch.Observ
 		Redelivered:      func(string) { redelivered.Inc() },
 		QueueDepth:       func(endpoint string, n int64) { depth.WithLabelValues(endpoint).Set(float64(n)) },
 		EndpointDisabled: func(string) { disabled.Inc() },
+	}
+}
+
+// WatchNotices registers the metrics of the notice finder running in this
+// process and returns the hooks that feed them.
+func (m *Metrics) WatchNotices() notice.Observer {
+	decided := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pointledger_notices_total",
+		Help: "Notices decided (each once, whichever finder decides it) and handed to the dispatcher, by event type.",
+	}, []string{"type"})
+	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pointledger_notice_emits_failed_total",
+		Help: "Notices the dispatcher did not take (a later pass hands them over again), by event type.",
+	}, []string{"type"})
+	decided.WithLabelValues(string(ledger.EventPointsExpiring))
+	failed.WithLabelValues(string(ledger.EventPointsExpiring))
+	m.registry.MustRegister(decided, failed)
+	return notice.Observer{
+		Decided:    func(t ledger.EventType) { decided.WithLabelValues(string(t)).Inc() },
+		EmitFailed: func(t ledger.EventType) { failed.WithLabelValues(string(t)).Inc() },
 	}
 }
