@@ -14,6 +14,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/notice"
 	"github.com/pointledger/pointledger/internal/projection"
@@ -181,7 +182,22 @@ func (d *delivery) handler() stream.Handler {
 	if d.notices == nil {
 		return d.dispatcher
 	}
-	return stream.FanOut(d.dispatcher, d.notices.Follow(d.dispatcher.Notify))
+	return inTurn{d.dispatcher, d.notices.Follow(d.dispatcher.Notify)}
+}
+
+// inTurn hands a batch to each handler in turn; a failure stops it, and
+// the batch is read again for all (both are idempotent). Unlike
+// stream.FanOut it is no stream.CatchUpper: neither of these catches up, so
+// the consumer logs records the stream lost, as for the dispatcher alone.
+type inTurn []stream.Handler
+
+func (hs inTurn) Apply(ctx context.Context, entries []ledger.Entry) error {
+	for _, h := range hs {
+		if err := h.Apply(ctx, entries); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sharedProjector is the projector whose one reading of the stream feeds
