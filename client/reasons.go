@@ -130,6 +130,76 @@ const (
 	ReasonGiveBackExceedsGrants Reason = "GIVE_BACK_EXCEEDS_GRANTS"
 )
 
+// Reasons are all the reasons ledgerd sends, in the order declared above:
+// a bounded set, for a program (or a metric) that tells them apart and
+// folds anything else into one value.
+func Reasons() []Reason {
+	return []Reason{
+		ReasonInvalidAmount,
+		ReasonInvalidUserID,
+		ReasonInvalidRequestID,
+		ReasonInvalidOrderID,
+		ReasonInvalidMetadata,
+		ReasonInvalidPageSize,
+		ReasonInvalidPageToken,
+		ReasonInvalidFilter,
+		ReasonInvalidAdjustment,
+		ReasonInvalidStatus,
+		ReasonInvalidExpiry,
+		ReasonInvalidHold,
+		ReasonInvalidMinVersion,
+		ReasonInvalidEventType,
+		ReasonEndpointURLNotAllowed,
+		ReasonInvalidEndpointID,
+		ReasonInvalidDescription,
+		ReasonInvalidEffectiveTime,
+		ReasonInvalidReason,
+		ReasonMalformedRequest,
+		ReasonUnsupportedMediaType,
+		ReasonMethodNotAllowed,
+		ReasonInsufficientBalance,
+		ReasonAccountFrozen,
+		ReasonRefundExceedsPurchase,
+		ReasonPurchaseNotFound,
+		ReasonAccountNotFound,
+		ReasonBalanceLimit,
+		ReasonTooManyBuckets,
+		ReasonHoldNotFound,
+		ReasonHoldNotHeld,
+		ReasonHoldExpired,
+		ReasonCaptureExceedsHold,
+		ReasonTooManyHolds,
+		ReasonTooManyPending,
+		ReasonGrantNotFound,
+		ReasonReversalExceedsGrant,
+		ReasonMinVersionAheadOfLedger,
+		ReasonEndpointNotFound,
+		ReasonBalanceMoved,
+		ReasonNothingToExplain,
+		ReasonNotTheDifference,
+		ReasonReconciliationRunning,
+		ReasonRequestIDReused,
+		ReasonTooManyConflicts,
+		ReasonThrottled,
+		ReasonHistoryBehind,
+		ReasonInternal,
+		ReasonUnknownProcedure,
+		ReasonNotConfigured,
+		ReasonMissingToken,
+		ReasonInvalidToken,
+		ReasonTokenExpired,
+		ReasonRoleNotAllowed,
+		ReasonOtherUser,
+		ReasonRateLimited,
+		ReasonBudgetExhausted,
+		ReasonBudgetClosed,
+		ReasonBudgetNotFound,
+		ReasonInvalidBudget,
+		ReasonBudgetExists,
+		ReasonGiveBackExceedsGrants,
+	}
+}
+
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a
 // *connect.Error that carries one.
 func errorInfo(err error) (*errdetails.ErrorInfo, bool) {

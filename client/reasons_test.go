@@ -97,6 +97,18 @@ func TestReasonsAreTheServers(t *testing.T) {
 			t.Errorf("client.%s = %q: want it named %s", ours[value], value, want)
 		}
 	}
+	listed := map[string]bool{}
+	for _, r := range client.Reasons() {
+		listed[string(r)] = true
+	}
+	if len(listed) != len(ours) || len(client.Reasons()) != len(ours) {
+		t.Errorf("Reasons() lists %d reasons (%d distinct), want the %d constants", len(client.Reasons()), len(listed), len(ours))
+	}
+	for value := range ours {
+		if !listed[value] {
+			t.Errorf("Reasons() lacks %s", value)
+		}
+	}
 	if client.ErrorDomain != api.ErrorDomain {
 		t.Errorf("client.ErrorDomain = %q, want the server's %q", client.ErrorDomain, api.ErrorDomain)
 	}

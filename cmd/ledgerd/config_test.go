@@ -187,3 +187,44 @@ func TestClaimOutlastsAnAttempt(t *testing.T) {
 		}
 	}
 }
+
+// TestNoticeIntervalSetting: -notice-interval (LEDGER_NOTICE_INTERVAL) is
+// the finder's interval, 5 minutes by default (issue 31: it was fixed); a
+// lead shorter than it, which a bucket could cross between two passes, is
+// refused.
+func TestNoticeIntervalSetting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    time.Duration
+		wantErr string
+	}{
+		{name: "default", want: 5 * time.Minute},
+		{name: "variable", env: map[string]string{"LEDGER_NOTICE_INTERVAL": "30s"}, want: 30 * time.Second},
+		{name: "flag over variable", args: []string{"-notice-interval", "1m"}, env: map[string]string{"LEDGER_NOTICE_INTERVAL": "30s"}, want: time.Minute},
+		{name: "zero", args: []string{"-notice-interval", "0s"}, wantErr: "LEDGER_NOTICE_INTERVAL"},
+		{name: "not a duration", env: map[string]string{"LEDGER_NOTICE_INTERVAL": "soon"}, wantErr: "LEDGER_NOTICE_INTERVAL"},
+		{name: "a lead shorter than the interval", env: map[string]string{"LEDGER_NOTICE_LEADS": "2m", "LEDGER_NOTICE_INTERVAL": "5m"}, wantErr: "shorter than -notice-interval"},
+		{name: "no notices: any interval", env: map[string]string{"LEDGER_NOTICE_LEADS": "off", "LEDGER_NOTICE_INTERVAL": "1h"}, want: time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := serveFlags(tt.args, func(name string) string { return tt.env[name] }, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("interval %v: error %v, want one saying %q", c.delivery.noticeInterval, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.delivery.noticeInterval != tt.want {
+				t.Errorf("interval = %v, want %v", c.delivery.noticeInterval, tt.want)
+			}
+		})
+	}
+}

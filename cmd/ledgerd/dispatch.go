@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/notice"
 	"github.com/pointledger/pointledger/internal/projection"
@@ -38,6 +40,7 @@ type deliveryConfig struct {
 	perEndpoint    int
 	leads          string          // -notice-leads as given
 	noticeLeads    []time.Duration // what check read in leads; none: no notices
+	noticeInterval time.Duration   // between the notice finder's passes
 }
 
 // defaultRetryDelays is dispatch.DefaultSchedule's delays, as an operator
@@ -66,6 +69,8 @@ func (d *deliveryConfig) flags(s *settings) {
 		"users whose events are delivered at once to one endpoint (each user's in order)")
 	s.String(&d.leads, "notice-leads", "LEDGER_NOTICE_LEADS", "7d",
 		"how long before points expire the points.expiring notice goes, comma-separated (7d,1d); off: no notices")
+	s.Duration(&d.noticeInterval, "notice-interval", "LEDGER_NOTICE_INTERVAL", notice.DefaultInterval,
+		"between two passes of the points.expiring finder, each reading the account of every user with points expiring within the longest lead; points granted to expire sooner than two intervals are noticed at their grant")
 }
 
 // check reads what the flags say, once they are parsed.
@@ -83,6 +88,14 @@ func (d *deliveryConfig) check() error {
 	}
 	if d.noticeLeads, err = notice.ParseLeads(d.leads); err != nil {
 		return fmt.Errorf("-notice-leads (LEDGER_NOTICE_LEADS): %w", err)
+	}
+	if d.noticeInterval <= 0 {
+		return fmt.Errorf("-notice-interval (LEDGER_NOTICE_INTERVAL) must be more than 0, not %s", d.noticeInterval)
+	}
+	// A bucket enters a lead's window at most an interval before the pass
+	// that sees it: a lead shorter than that could pass unnoticed.
+	if shortest := slices.Min(d.noticeLeads); shortest < d.noticeInterval {
+		return fmt.Errorf("-notice-leads (LEDGER_NOTICE_LEADS): %s is shorter than -notice-interval (LEDGER_NOTICE_INTERVAL) %s: a bucket could expire between two passes unnoticed", shortest, d.noticeInterval)
 	}
 	return nil
 }
@@ -145,25 +158,53 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 	if dl.dispatcher, err = dispatch.New(p.db, table, p.store, o); err != nil {
 		return nil, err
 	}
-	if ownReader {
-		dl.consumer = stream.NewConsumer(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), dl.dispatcher,
-			stream.Options{Name: dispatchName, LeaseTTL: c.LeaseTTL, Logger: log})
-	}
 	if len(d.noticeLeads) > 0 {
-		dl.notices, err = notice.New(p.store, notice.NewTable(p.db, table), c.leaseTable(p), notice.Options{Leads: d.noticeLeads, Log: log})
+		no := notice.Options{Leads: d.noticeLeads, Interval: d.noticeInterval, Log: log}
+		if c.metrics != nil {
+			no.Observer = c.metrics.WatchNotices()
+		}
+		dl.notices, err = notice.New(p.store, notice.NewTable(p.db, table), c.leaseTable(p), no)
 		if err != nil {
 			return nil, err
 		}
 	}
+	if ownReader {
+		dl.consumer = stream.NewConsumer(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), dl.handler(),
+			stream.Options{Name: dispatchName, LeaseTTL: c.LeaseTTL, Logger: log})
+	}
 	dl.log = log
 	return &dl, nil
+}
+
+// handler is what the stream feeds: the dispatcher, then the notices of
+// points granted to expire before the finder's next pass.
+func (d *delivery) handler() stream.Handler {
+	if d.notices == nil {
+		return d.dispatcher
+	}
+	return inTurn{d.dispatcher, d.notices.Follow(d.dispatcher.Notify)}
+}
+
+// inTurn hands a batch to each handler in turn; a failure stops it, and
+// the batch is read again for all (both are idempotent). Unlike
+// stream.FanOut it is no stream.CatchUpper: neither of these catches up, so
+// the consumer logs records the stream lost, as for the dispatcher alone.
+type inTurn []stream.Handler
+
+func (hs inTurn) Apply(ctx context.Context, entries []ledger.Entry) error {
+	for _, h := range hs {
+		if err := h.Apply(ctx, entries); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sharedProjector is the projector whose one reading of the stream feeds
 // history and the dispatcher both.
 func (c *Config) sharedProjector(p *ledgerParts, d *delivery, log *slog.Logger) *projection.Projector {
 	return projection.NewSharedProjector(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), p.history,
-		[]stream.Handler{d.dispatcher}, projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
+		[]stream.Handler{d.handler()}, projection.Options{LeaseTTL: c.LeaseTTL, Logger: log})
 }
 
 // run delivers until ctx ends, then lets attempts under way finish and

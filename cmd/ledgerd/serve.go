@@ -69,6 +69,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	c.metrics.WatchBudgets(func(ctx context.Context, limit int) ([]ledger.Budget, error) {
+		budgets, _, err := parts.store.ListBudgets(ctx, ledger.BudgetQuery{Page: ledger.Page{PageSize: limit}})
+		return budgets, err
+	})
 	// The dispatcher's deliveries serve the API whether or not it delivers
 	// in this process (ListWebhookDeliveries, RedeliverWebhookEvents).
 	shared := c.sharedReader && c.Projector && c.dispatcher

@@ -47,6 +47,11 @@ func TestBudgetCampaign(t *testing.T) {
 		if code != connect.CodeFailedPrecondition || info.GetReason() != ledger.ReasonBudgetExhausted {
 			t.Fatalf("grant of 10 from 5 left: %v, want failed_precondition %s", err, ledger.ReasonBudgetExhausted)
 		}
+		// What a program acts on, without parsing the message (issue 31),
+		// the first time and replayed.
+		if md := info.GetMetadata(); md["budget_id"] != "spring" || md["remaining"] != "5" {
+			t.Errorf("BUDGET_EXHAUSTED metadata %v, want budget_id spring, remaining 5", md)
+		}
 	}
 	if _, info := servetest.ErrorInfo(err); info.GetMetadata()["replayed"] != "true" {
 		t.Errorf("the refused grant again is not marked replayed: %v", info)
@@ -67,12 +72,14 @@ func TestBudgetCampaign(t *testing.T) {
 		t.Fatalf("CloseBudget = %v, %v", closed, err)
 	}
 	_, err = grant("carol", "g4", "1")
-	if code, info := servetest.ErrorInfo(err); code != connect.CodeFailedPrecondition || info.GetReason() != ledger.ReasonBudgetClosed {
-		t.Errorf("grant from a closed budget: %v", err)
+	if code, info := servetest.ErrorInfo(err); code != connect.CodeFailedPrecondition || info.GetReason() != ledger.ReasonBudgetClosed ||
+		info.GetMetadata()["budget_id"] != "spring" {
+		t.Errorf("grant from a closed budget: %v, metadata %v; want budget_id spring", err, info.GetMetadata())
 	}
 	_, err = srv.Ledger.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "carol", RequestId: "g5", Amount: "1", BudgetId: "autumn"}))
-	if code, info := servetest.ErrorInfo(err); code != connect.CodeNotFound || info.GetReason() != ledger.ReasonBudgetNotFound {
-		t.Errorf("grant from no budget: %v", err)
+	if code, info := servetest.ErrorInfo(err); code != connect.CodeNotFound || info.GetReason() != ledger.ReasonBudgetNotFound ||
+		info.GetMetadata()["budget_id"] != "autumn" {
+		t.Errorf("grant from no budget: %v, metadata %v; want budget_id autumn", err, info.GetMetadata())
 	}
 	// An admin's correction gives 5 of alice's 20 back, to the closed
 	// budget too.

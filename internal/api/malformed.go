@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -136,11 +137,26 @@ func describeJSONError(m proto.Message, body []byte, err error) string {
 	}
 	text := err.Error()
 	where := ""
+	offset := int64(-1)
 	if loc := protojsonError.FindStringSubmatchIndex(text); loc != nil {
 		if loc[2] >= 0 {
-			where = fmt.Sprintf(" (line %s, column %s)", text[loc[2]:loc[3]], text[loc[4]:loc[5]])
+			line, column := text[loc[2]:loc[3]], text[loc[4]:loc[5]]
+			where = fmt.Sprintf(" (line %s, column %s)", line, column)
+			l, _ := strconv.Atoi(line)
+			c, _ := strconv.Atoi(column)
+			offset = offsetOf(body, l, c)
 		}
 		text = text[loc[1]:]
+	}
+	wrongValue := strings.HasPrefix(text, "unexpected token ") || wrongType.MatchString(text) ||
+		strings.HasPrefix(text, "invalid google.protobuf.")
+	if path, token, ok := fieldAt(body, offset); ok && wrongValue {
+		if field, form, ok := fieldForm(m.ProtoReflect().Descriptor(), path); ok {
+			if len(token) > 40 {
+				token = token[:40] + "…"
+			}
+			return fmt.Sprintf("request body is not valid JSON for %s: field %q must be %s, not %s%s", name, field, form, token, where)
+		}
 	}
 	switch {
 	case text == "unexpected EOF":

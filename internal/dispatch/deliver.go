@@ -1,10 +1,8 @@
 package dispatch
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -206,6 +204,7 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 		attempts = b.q.attempts + 1
 	}
 	res := d.send(ctx, ep, ev)
+	again := e.Version <= b.q.resolvedHigh
 	row := deliveryRow{
 		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
 		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
@@ -220,7 +219,7 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 		if !res.Delivered() {
 			outcome, row.state = OutcomeGaveUp, webhook.DeliveryFailed
 		}
-		d.delivered(ep.ID, ev, outcome)
+		d.delivered(ep.ID, ev, outcome, again)
 		if len(b.rows) == 0 {
 			b.since = d.o.Now()
 		}
@@ -238,7 +237,7 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 	if res.Gone() {
 		outcome = OutcomeGone
 	}
-	d.delivered(ep.ID, ev, outcome)
+	d.delivered(ep.ID, ev, outcome, again)
 	b.rows = append(b.rows, row)
 	err = b.commit(ctx, queueWrite{
 		after: putOff, until: next,
@@ -297,6 +296,9 @@ func (b *batch) redelivered(now queue) {
 			kept = append(kept, r)
 		}
 	}
+	// What this batch sent past to was resolved once: sent again, it is a
+	// redelivery.
+	now.resolvedHigh = max(now.resolvedHigh, b.cursor)
 	b.q, b.cursor, b.rows = now, to, kept
 	b.wanted = max(b.wanted, now.wanted)
 }
@@ -406,15 +408,22 @@ func (d *Dispatcher) disable(ctx context.Context, ep webhook.Endpoint) {
 	}
 }
 
-// delivered counts an attempt, and measures the lag of a 2xx.
-func (d *Dispatcher) delivered(endpointID string, ev webhook.Event, outcome Outcome) {
+// delivered counts an attempt, and measures the lag of a 2xx: of an
+// event's first delivery only. A redelivery (again: RedeliverWebhookEvents
+// sent an event resolved before) is counted apart, as its lag is the time
+// since the entry was written, not how late delivery runs.
+func (d *Dispatcher) delivered(endpointID string, ev webhook.Event, outcome Outcome, again bool) {
 	lag := d.o.Now().Sub(ev.Time)
 	d.mu.Lock()
 	d.st.Attempts++
 	switch outcome {
 	case OutcomeSucceeded:
 		d.st.Delivered++
-		d.st.Lag = lag
+		if again {
+			d.st.Redelivered++
+		} else {
+			d.st.Lag = lag
+		}
 	case OutcomeGaveUp:
 		d.st.Failed++
 	case OutcomeFailed, OutcomeGone:
@@ -423,7 +432,11 @@ func (d *Dispatcher) delivered(endpointID string, ev webhook.Event, outcome Outc
 	if d.o.Observer.Attempted != nil {
 		d.o.Observer.Attempted(endpointID, outcome)
 	}
-	if outcome == OutcomeSucceeded && d.o.Observer.Delivered != nil {
+	switch {
+	case outcome != OutcomeSucceeded:
+	case again && d.o.Observer.Redelivered != nil:
+		d.o.Observer.Redelivered(endpointID)
+	case !again && d.o.Observer.Delivered != nil:
 		d.o.Observer.Delivered(endpointID, lag)
 	}
 }
@@ -464,21 +477,15 @@ func (d *Dispatcher) entryEvent(e ledger.Entry) (webhook.Event, error) {
 	if err != nil {
 		return webhook.Event{}, fmt.Errorf("encode entry %s v%d: %w", e.UserID, e.Version, err)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false) // the entry's metadata as the API writes it
-	err = enc.Encode(struct {
-		EventID string          `json:"event_id"`
-		UserID  string          `json:"user_id"`
-		Version int64           `json:"version"`
-		Entry   json.RawMessage `json:"entry"`
-	}{e.ID, e.UserID, e.Version, entry})
+	data := webhook.NewEventData(e.ID, e.UserID, e.Version)
+	data.Entry = entry
+	raw, err := data.JSON()
 	if err != nil {
-		return webhook.Event{}, fmt.Errorf("event data: %w", err)
+		return webhook.Event{}, err
 	}
 	return webhook.Event{
 		ID: e.ID, Type: ledger.EventTypeOf(e.Type), UserID: e.UserID, Version: e.Version,
-		Time: e.CreateTime, Data: bytes.TrimSpace(buf.Bytes()),
+		Time: e.CreateTime, Data: raw,
 	}, nil
 }
 

@@ -233,7 +233,8 @@ func (d *Dispatcher) redeliverUser(ctx context.Context, ep webhook.Endpoint, use
 			}
 			values[":done"], values[":redo"] = num(min(q.done, target)), num(redo)
 			values[":rvn"] = num(q.rvn)
-			expr := "SET done = :done, redo = :redo, " + common
+			values[":high"] = num(max(q.done, q.resolvedHigh))
+			expr := "SET done = :done, redo = :redo, resolved_high = :high, " + common
 			if q.claimOwner == waiting {
 				expr += ", claim_until = :nowN"
 				values[":nowN"] = num(d.o.Now().UnixNano())

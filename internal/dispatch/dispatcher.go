@@ -113,8 +113,12 @@ type Observer struct {
 	// Attempted counts attempts by outcome.
 	Attempted func(endpointID string, outcome Outcome)
 	// Delivered measures an event's lag: its entry's create_time (a
-	// notice's decision time) to the 2xx.
+	// notice's decision time) to the 2xx of its first delivery. A
+	// redelivery's 2xx goes to Redelivered instead.
 	Delivered func(endpointID string, lag time.Duration)
+	// Redelivered counts the 2xx of events sent again by a redelivery
+	// (RedeliverWebhookEvents), which are not the delivery's lag.
+	Redelivered func(endpointID string)
 	// QueueDepth is the events waiting for one endpoint, an estimate: the
 	// sum of wanted - done over the queues of the endpoint this dispatcher
 	// has read, as of its last read of each (another dispatcher's progress
@@ -137,14 +141,15 @@ const (
 // Status is what a dispatcher reports about itself, beside the projector's.
 type Status struct {
 	Owner          string        `json:"owner"`
-	Endpoints      int           `json:"endpoints"`        // enabled, as last read
-	EntriesApplied int64         `json:"entries_applied"`  // handed over by the stream
-	Attempts       int64         `json:"attempts"`         // made by this dispatcher
-	Delivered      int64         `json:"events_delivered"` // answered 2xx
-	Failed         int64         `json:"events_failed"`    // given up after the last attempt
-	InFlight       int           `json:"queues_in_flight"` // being delivered now
+	Endpoints      int           `json:"endpoints"`          // enabled, as last read
+	EntriesApplied int64         `json:"entries_applied"`    // handed over by the stream
+	Attempts       int64         `json:"attempts"`           // made by this dispatcher
+	Delivered      int64         `json:"events_delivered"`   // answered 2xx
+	Redelivered    int64         `json:"events_redelivered"` // of those, sent again by a redelivery
+	Failed         int64         `json:"events_failed"`      // given up after the last attempt
+	InFlight       int           `json:"queues_in_flight"`   // being delivered now
 	NewestApplied  time.Time     `json:"newest_applied_entry_time"`
-	Lag            time.Duration `json:"lag_ns"` // the last delivery's lag
+	Lag            time.Duration `json:"lag_ns"` // the last first delivery's lag (redeliveries aside)
 	LagText        string        `json:"lag"`
 	LastPass       time.Time     `json:"last_pass"` // the last read of the "due" index
 }

@@ -488,7 +488,7 @@ func TestNotify(t *testing.T) {
 	waitFor(t, "the grant's first attempt", func() bool { return sub.requests() == 1 })
 	ev := webhook.Event{
 		ID: "01JNOTICE0000000000000000A", Type: ledger.EventPointsExpiring, UserID: "n", Version: 3,
-		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000A","user_id":"n","version":3,"amount":"5"}`),
+		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000A","user_id":"n","version":"3","amount":"5"}`),
 	}
 	for range 2 {
 		if err := d.Notify(context.Background(), ev); err != nil {
@@ -678,7 +678,8 @@ func TestRedeliverFromATime(t *testing.T) {
 	f := newFixture(t)
 	rcv := newReceiver(t, nil)
 	ep := f.endpoint(rcv)
-	d := f.dispatcher(dispatch.Options{})
+	var obs observed
+	d := f.dispatcher(dispatch.Options{Observer: obs.observer()})
 	for i := range 4 {
 		if i == 2 {
 			f.clk.Add(time.Hour)
@@ -698,6 +699,16 @@ func TestRedeliverFromATime(t *testing.T) {
 	rcv.mu.Unlock()
 	if !slices.Equal(again, []int64{3, 4}) {
 		t.Errorf("redelivered %v, want 3 then 4", again)
+	}
+	// The lag is the first deliveries' (issue 31: redeliveries, as old as
+	// their entries, made the lag alert fire); redeliveries are counted
+	// apart.
+	settled(t, d)
+	obs.mu.Lock()
+	lags, redelivered := obs.lags, obs.again
+	obs.mu.Unlock()
+	if st := d.Status(); lags != 4 || redelivered != 2 || st.Redelivered != 2 || st.Delivered != 6 {
+		t.Errorf("observed %d lags and %d redeliveries, status %+v; want 4 lags (first deliveries), 2 redeliveries of 6 delivered", lags, redelivered, st)
 	}
 	var listed []int64
 	token, firstToken := "", ""

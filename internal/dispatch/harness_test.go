@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 // ledgerd): enough of the entry to check what a receiver gets.
 func testEntryJSON(e ledger.Entry) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{
-		"entry_id": e.ID, "user_id": e.UserID, "version": e.Version, "type": e.Type,
+		"entry_id": e.ID, "user_id": e.UserID, "version": strconv.FormatInt(e.Version, 10), "type": e.Type,
 		"amount": e.Amount.String(), "create_time": webhook.FormatTimestamp(e.CreateTime),
 	})
 }
@@ -171,6 +173,7 @@ type observed struct {
 	dispatched int
 	attempts   map[dispatch.Outcome]int
 	lags       int
+	again      int              // redeliveries' 2xx
 	depth      map[string]int64 // by endpoint: the last report
 }
 
@@ -180,6 +183,7 @@ func (o *observed) observer() dispatch.Observer {
 		EventsDispatched: func(_ string, n int) { o.mu.Lock(); o.dispatched += n; o.mu.Unlock() },
 		Attempted:        func(_ string, out dispatch.Outcome) { o.mu.Lock(); o.attempts[out]++; o.mu.Unlock() },
 		Delivered:        func(string, time.Duration) { o.mu.Lock(); o.lags++; o.mu.Unlock() },
+		Redelivered:      func(string) { o.mu.Lock(); o.again++; o.mu.Unlock() },
 		QueueDepth:       func(ep string, n int64) { o.mu.Lock(); o.depth[ep] = n; o.mu.Unlock() },
 	}
 }
@@ -247,6 +251,8 @@ type receiver struct {
 	// user's highest acknowledged: the next event only after the previous
 	// one's 2xx (for an endpoint of every type, with nothing given up).
 	inOrder bool
+	// raw, if set, is given every body that verifies, with its type.
+	raw func(typ string, body []byte)
 }
 
 func newReceiver(t *testing.T, answer func(n int, a arrival) int) *receiver {
@@ -274,11 +280,11 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		Data      struct {
 			EventID string `json:"event_id"`
 			UserID  string `json:"user_id"`
-			Version int64  `json:"version"`
+			Version int64  `json:"version,string"`
 			Entry   struct {
 				EntryID    string `json:"entry_id"`
 				Type       string `json:"type"`
-				Version    int64  `json:"version"`
+				Version    int64  `json:"version,string"`
 				CreateTime string `json:"create_time"`
 			} `json:"entry"`
 		} `json:"data"`
@@ -297,10 +303,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	case msg.Data.EventID != id:
 		problem = fmt.Sprintf("webhook-id %s carries event %s", id, msg.Data.EventID)
 	case msg.Data.Entry.EntryID != "" && (msg.Data.Entry.EntryID != id || msg.Data.Entry.Version != msg.Data.Version ||
-		string(ledger.EventTypeOf(ledger.EntryType(msg.Data.Entry.Type))) != msg.Type || msg.Data.Entry.CreateTime != msg.Timestamp):
+		string(ledger.EventTypeOf(ledger.EntryType(strings.TrimPrefix(msg.Data.Entry.Type, "ENTRY_TYPE_")))) != msg.Type || msg.Data.Entry.CreateTime != msg.Timestamp):
 		problem = fmt.Sprintf("event %s: the body's type, version or timestamp is not its entry's: %s", id, body)
 	}
 	a.typ, a.user, a.version = msg.Type, msg.Data.UserID, msg.Data.Version
+	if r.raw != nil && problem == "" {
+		r.raw(msg.Type, body)
+	}
 	r.mu.Lock()
 	n := len(r.log) + 1
 	r.mu.Unlock()

@@ -123,11 +123,11 @@ func (d *Dispatcher) deliverNotice(ctx context.Context, stop <-chan struct{}, re
 	switch {
 	case res.Delivered():
 		values[":state"] = str(string(webhook.DeliverySucceeded))
-		d.delivered(ep.ID, ev, OutcomeSucceeded)
+		d.delivered(ep.ID, ev, OutcomeSucceeded, false)
 		return d.updateNotice(ctx, ref, recorded+" REMOVE due_shard, due_time, claim_owner, claim_until, next_attempt_time", values)
 	case giveUp:
 		values[":state"] = str(string(webhook.DeliveryFailed))
-		d.delivered(ep.ID, ev, OutcomeGaveUp)
+		d.delivered(ep.ID, ev, OutcomeGaveUp, false)
 		return d.updateNotice(ctx, ref, recorded+" REMOVE due_shard, due_time, claim_owner, claim_until, next_attempt_time", values)
 	}
 	values[":state"] = str(string(webhook.DeliveryPending))
@@ -137,7 +137,7 @@ func (d *Dispatcher) deliverNotice(ctx context.Context, stop <-chan struct{}, re
 	if res.Gone() {
 		outcome = OutcomeGone
 	}
-	d.delivered(ep.ID, ev, outcome)
+	d.delivered(ep.ID, ev, outcome, false)
 	return d.updateNotice(ctx, ref, recorded+", next_attempt_time = :next, due_time = :due REMOVE claim_owner, claim_until", values)
 }
 

@@ -32,6 +32,10 @@ type queue struct {
 	// holder has not taken into account yet.
 	redo    int64
 	hasRedo bool
+	// resolvedHigh is the highest done a redelivery moved back from: an
+	// event at or below it was resolved before, so its attempt now is a
+	// redelivery, counted apart from the first deliveries' lag.
+	resolvedHigh int64
 }
 
 const queueSK = "Q"
@@ -94,6 +98,8 @@ func decodeQueue(ref queueRef, item map[string]types.AttributeValue) queue {
 		rvn:        getN(item, "rvn"),
 		redo:       getN(item, "redo"),
 		hasRedo:    hasRedo,
+
+		resolvedHigh: getN(item, "resolved_high"),
 	}
 }
 

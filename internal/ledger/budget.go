@@ -129,12 +129,22 @@ func checkBudget(m Mutation, f Facts) error {
 	case m.Type == EntryAdjustment: // a give-back: to a closed budget too
 		return checkGiveBack(m.UserID, m.BudgetID, m.Amount, b)
 	case b.Status != BudgetOpen:
-		return Errorf(KindFailedPrecondition, ReasonBudgetClosed, "budget %q is closed", m.BudgetID)
+		return BudgetIsClosed(m.BudgetID, "budget %q is closed", m.BudgetID)
 	case b.Remaining.LessThan(m.Amount):
-		return Errorf(KindFailedPrecondition, ReasonBudgetExhausted,
+		err := Errorf(KindFailedPrecondition, ReasonBudgetExhausted,
 			"budget %q has %s left, which does not cover %s", m.BudgetID, b.Remaining, m.Amount)
+		err.Metadata = map[string]string{"budget_id": m.BudgetID, "remaining": b.Remaining.String()}
+		return err
 	}
 	return nil
+}
+
+// BudgetIsClosed is the refusal of a grant from, or a top-up of, budget id,
+// which is closed.
+func BudgetIsClosed(id, format string, args ...any) *Error {
+	err := Errorf(KindFailedPrecondition, ReasonBudgetClosed, format, args...)
+	err.Metadata = map[string]string{"budget_id": id}
+	return err
 }
 
 // BudgetCreation is a validated request to create a budget.
@@ -314,5 +324,7 @@ type Budgets interface {
 
 // BudgetNotFound is the refusal of a call on budget id, which does not exist.
 func BudgetNotFound(id string) *Error {
-	return Errorf(KindNotFound, ReasonBudgetNotFound, "budget %q does not exist", id)
+	err := Errorf(KindNotFound, ReasonBudgetNotFound, "budget %q does not exist", id)
+	err.Metadata = map[string]string{"budget_id": id}
+	return err
 }

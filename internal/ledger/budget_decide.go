@@ -102,7 +102,7 @@ func BudgetExists(id string) *Error {
 // BudgetClosedToTopUp is the refusal of a top-up of budget id, which is
 // closed.
 func BudgetClosedToTopUp(id string) *Error {
-	return Errorf(KindFailedPrecondition, ReasonBudgetClosed, "budget %q is closed: it takes no top-up", id)
+	return BudgetIsClosed(id, "budget %q is closed: it takes no top-up", id)
 }
 
 // The audit rule of a budget's books, for reconciliation and the tests

@@ -88,6 +88,11 @@ type Error struct {
 	// Replayed: the request was refused before, and this is that refusal
 	// again, as recorded (see Kind.Final).
 	Replayed bool
+	// Metadata are facts of the refusal a program acts on without parsing
+	// Message, such as a budget refusal's budget_id and remaining; the API
+	// sends them in the ErrorInfo's metadata. Recorded with a final
+	// refusal, and replayed with it.
+	Metadata map[string]string
 }
 
 func (e *Error) Error() string { return e.Message }

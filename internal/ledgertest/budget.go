@@ -163,8 +163,15 @@ func grantsDrawOnBudget(t *testing.T, s BudgetStore) {
 	if _, replayed, err := s.TopUpBudget(ctx, u); err != nil || !replayed {
 		t.Errorf("the same top-up again: replayed %v, %v", replayed, err)
 	}
-	if again := refused(t, s, ledger.EntryGrant, over, ledger.ReasonBudgetExhausted); !again.Replayed {
+	again := refused(t, s, ledger.EntryGrant, over, ledger.ReasonBudgetExhausted)
+	if !again.Replayed {
 		t.Error("the refused grant again was tried anew, not replayed")
+	}
+	// The refusal's facts, recorded with it and replayed (issue 31).
+	for _, r := range []ledger.Error{e, again} {
+		if r.Metadata["budget_id"] != "spring" || r.Metadata["remaining"] != "400" {
+			t.Errorf("BUDGET_EXHAUSTED metadata %v (replayed %v), want budget_id spring, remaining 400", r.Metadata, r.Replayed)
+		}
 	}
 	Must(t, s, ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g3", Amount: "500", BudgetID: "spring"})
 	refused(t, s, ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: "g4", Amount: "0.01", BudgetID: "spring"}, ledger.ReasonBudgetExhausted)

@@ -35,6 +35,7 @@ type Metrics struct {
 	registry *prometheus.Registry
 
 	requests        *prometheus.CounterVec
+	refusals        *refusals
 	requestDuration *prometheus.HistogramVec
 	groupSize       prometheus.Histogram
 	retries         *prometheus.CounterVec
@@ -87,6 +88,7 @@ var dynamoDBOutcomes = []string{"ok", "canceled", "error"}
 func New(procedures ...string) *Metrics {
 	m := &Metrics{
 		registry: prometheus.NewRegistry(),
+		refusals: newRefusals(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pointledger_requests_total",
 			Help: "RPCs handled, by procedure and Connect code (ok for success).",
@@ -138,7 +140,7 @@ func New(procedures ...string) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.budgetsGrown, m.dynamoCalls, m.dynamoDuration,
+		m.requests, m.refusals.counter, m.requestDuration, m.groupSize, m.retries, m.conflicts, m.budgetsGrown, m.dynamoCalls, m.dynamoDuration,
 		m.forwarded, m.forwardFailures, m.fallbacks,
 	)
 	m.startAtZero(procedures)
@@ -299,6 +301,7 @@ func (m *Metrics) observeRequest(procedure string, start time.Time, err error) {
 	code := "ok"
 	if err != nil {
 		code = connect.CodeOf(err).String()
+		m.refusals.observe(err)
 	}
 	m.requests.WithLabelValues(procedure, code).Inc()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pointledger/pointledger/internal/affinity"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/history"
+	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 )
 
@@ -150,6 +151,11 @@ func TestDocumentedMetricsStartAtZero(t *testing.T) {
 	m.WatchPeers(func() (int, int) { return 1, 0 })
 	// The queue depth is per endpoint: its series comes with the first.
 	m.WatchDispatcher(func() dispatch.Status { return dispatch.Status{} }).QueueDepth("ep1", 0)
+	m.WatchNotices()
+	// The budgets' series are the budgets': one here.
+	m.WatchBudgets(func(context.Context, int) ([]ledger.Budget, error) {
+		return []ledger.Budget{{ID: "spring", Status: ledger.BudgetOpen}}, nil
+	})
 	families, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)

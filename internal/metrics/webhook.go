@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/notice"
 )
 
 // lagBuckets are the upper bounds, in seconds, of the delivery lag: from
@@ -36,13 +38,17 @@ func (m *Metrics) WatchDispatcher(status func() dispatch.Status) dispatch.Observ
 	}, []string{"outcome"})
 	lag := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "pointledger_webhook_delivery_lag_seconds",
-		Help:    "From an entry's create_time (a notice's decision) to the 2xx that delivered its event.",
+		Help:    "From an entry's create_time (a notice's decision) to the 2xx of its event's first delivery; redeliveries are pointledger_webhook_redeliveries_total.",
 		Buckets: lagBuckets,
 	})
 	depth := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "pointledger_webhook_queue_depth",
 		Help: "Events waiting for an endpoint, as this dispatcher last read its queues (an estimate), by endpoint_id.",
 	}, []string{"endpoint_id"})
+	redelivered := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "pointledger_webhook_redeliveries_total",
+		Help: "Events delivered again (2xx) because RedeliverWebhookEvents asked: apart from the delivery lag, which they would swell by their age.",
+	})
 	disabled := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pointledger_webhook_endpoints_disabled_total",
 		Help: "Endpoints this dispatcher disabled because they answered 410 Gone.",
@@ -50,7 +56,7 @@ func (m *Metrics) WatchDispatcher(status func() dispatch.Status) dispatch.Observ
 	for _, o := range attemptOutcomes {
 		attempts.WithLabelValues(string(o))
 	}
-	m.registry.MustRegister(events, attempts, lag, depth, disabled,
+	m.registry.MustRegister(events, attempts, lag, redelivered, depth, disabled,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "pointledger_webhook_queues_in_flight",
 			Help: "Users' queues this dispatcher is delivering now.",
@@ -60,7 +66,28 @@ func (m *Metrics) WatchDispatcher(status func() dispatch.Status) dispatch.Observ
 		EventsDispatched: func(_ string, n int) { events.Add(float64(n)) },
 		Attempted:        func(_ string, o dispatch.Outcome) { attempts.WithLabelValues(string(o)).Inc() },
 		Delivered:        func(_ string, d time.Duration) { lag.Observe(d.Seconds()) },
+		Redelivered:      func(string) { redelivered.Inc() },
 		QueueDepth:       func(endpoint string, n int64) { depth.WithLabelValues(endpoint).Set(float64(n)) },
 		EndpointDisabled: func(string) { disabled.Inc() },
+	}
+}
+
+// WatchNotices registers the metrics of the notice finder running in this
+// process and returns the hooks that feed them.
+func (m *Metrics) WatchNotices() notice.Observer {
+	decided := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pointledger_notices_total",
+		Help: "Notices decided (each once, whichever finder decides it) and handed to the dispatcher, by event type.",
+	}, []string{"type"})
+	failed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pointledger_notice_emits_failed_total",
+		Help: "Notices the dispatcher did not take (a later pass hands them over again), by event type.",
+	}, []string{"type"})
+	decided.WithLabelValues(string(ledger.EventPointsExpiring))
+	failed.WithLabelValues(string(ledger.EventPointsExpiring))
+	m.registry.MustRegister(decided, failed)
+	return notice.Observer{
+		Decided:    func(t ledger.EventType) { decided.WithLabelValues(string(t)).Inc() },
+		EmitFailed: func(t ledger.EventType) { failed.WithLabelValues(string(t)).Inc() },
 	}
 }

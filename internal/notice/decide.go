@@ -1,10 +1,8 @@
 package notice
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -64,14 +62,9 @@ func nearestLead(leads []time.Duration, left time.Duration) (time.Duration, bool
 func event(id, user string, version int64, b ledger.Bucket, balance string, now time.Time) webhook.Event {
 	// Shaped as the API writes its fields: int64 and amounts as decimal
 	// strings, times as protojson writes a Timestamp.
-	data, _ := json.Marshal(struct {
-		EventID    string `json:"event_id"`
-		UserID     string `json:"user_id"`
-		Version    string `json:"version"`
-		ExpireTime string `json:"expire_time"`
-		Amount     string `json:"amount"`
-		Balance    string `json:"balance"`
-	}{id, user, strconv.FormatInt(version, 10), webhook.FormatTimestamp(b.Expire), b.Amount.String(), balance})
+	d := webhook.NewEventData(id, user, version)
+	d.ExpireTime, d.Amount, d.Balance = webhook.FormatTimestamp(b.Expire), b.Amount.String(), balance
+	data, _ := d.JSON() // strings only: it cannot fail
 	return webhook.Event{
 		ID:      id,
 		Type:    ledger.EventPointsExpiring,

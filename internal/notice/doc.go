@@ -44,4 +44,7 @@
 // within the longest lead, and the notices of those with a bucket within
 // it (two consistent reads), whether or not anything is due; hence the
 // 5-minute default interval, minutes being nothing beside a lead of days.
+// A bucket that expires sooner than two intervals would escape the passes:
+// the Follower (a stream handler beside the dispatcher) decides a user's
+// notices as soon as a grant of such a bucket arrives.
 package notice

@@ -44,7 +44,19 @@ type Options struct {
 	Workers  int              // users looked at at once; 0: 8
 	Now      func() time.Time // the clock that says what is due; nil: time.Now
 	Log      *slog.Logger     // nil: slog.Default()
+	Observer Observer         // hooks for metrics; each may be nil
 }
+
+// Observer is told what finding notices does, for metrics.
+type Observer struct {
+	// Decided counts a notice decided (written once), by its event type.
+	Decided func(t ledger.EventType)
+	// EmitFailed counts an Emit that failed (a later pass emits it again).
+	EmitFailed func(t ledger.EventType)
+}
+
+// DefaultInterval is the time between passes when none is configured.
+const DefaultInterval = 5 * time.Minute
 
 // Progress is what finding notices has done.
 type Progress struct {
@@ -87,7 +99,7 @@ func New(store Store, notices *Table, leases *projection.LeaseTable, o Options) 
 	}
 	o.Leads = leads
 	if o.Interval <= 0 {
-		o.Interval = 5 * time.Minute
+		o.Interval = DefaultInterval
 	}
 	if o.Shards <= 0 {
 		o.Shards = 16
@@ -210,6 +222,9 @@ func (f *Finder) user(ctx context.Context, user string, now time.Time, emit Emit
 	send := func(n Notice) error {
 		if err := emit(ctx, n.Event); err != nil {
 			p.EmitsFailed++
+			if f.o.Observer.EmitFailed != nil {
+				f.o.Observer.EmitFailed(n.Event.Type)
+			}
 			f.o.Log.WarnContext(ctx, "notices: emit failed; a later pass emits it again",
 				"user_id", user, "event_id", n.Event.ID, "expire_time", n.Expire, "lead", n.Lead, "error", err)
 			if emitErr == nil {
@@ -235,6 +250,9 @@ func (f *Finder) user(ctx context.Context, user string, now time.Time, emit Emit
 			return p, emitErr, err
 		}
 		p.Decided++
+		if f.o.Observer.Decided != nil {
+			f.o.Observer.Decided(n.Event.Type)
+		}
 		if err := send(n); err != nil {
 			return p, emitErr, err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,41 @@ func Body(t ledger.EventType, ts time.Time, data json.RawMessage) ([]byte, error
 	}{t, FormatTimestamp(ts), data})
 	if err != nil {
 		return nil, fmt.Errorf("event body: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// EventData is the one shape of every event's data, an entry's or a
+// notice's: {event_id, user_id, version, ...}. version is a decimal
+// string, as the API writes an int64 (an Entry's version) in JSON, for
+// every type: a typed receiver reads every event with one struct. An
+// entry's event has entry (the Entry as the API returns it); a
+// points.expiring notice has expire_time, amount and balance instead.
+type EventData struct {
+	EventID string `json:"event_id"`
+	UserID  string `json:"user_id"`
+	// Version is the entry's version, or the account's version a notice
+	// was decided at.
+	Version    string          `json:"version"`
+	Entry      json.RawMessage `json:"entry,omitempty"`       // entry events
+	ExpireTime string          `json:"expire_time,omitempty"` // points.expiring: when the bucket expires
+	Amount     string          `json:"amount,omitempty"`      // points.expiring: what the bucket holds
+	Balance    string          `json:"balance,omitempty"`     // points.expiring: the spendable balance
+}
+
+// NewEventData is the data of user's event id at version.
+func NewEventData(id, user string, version int64) EventData {
+	return EventData{EventID: id, UserID: user, Version: strconv.FormatInt(version, 10)}
+}
+
+// JSON is d compacted, with the entry's text (its metadata is the
+// caller's) kept as the API writes it: <, > and & not escaped.
+func (d EventData) JSON() (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(d); err != nil {
+		return nil, fmt.Errorf("event data: %w", err)
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -127,12 +127,16 @@ type event struct {
 	} `json:"data"`
 }
 
-// version reads a JSON number or, as protojson writes an int64, a string
-// of one.
+// version reads the event's version: a decimal string in every event, as
+// protojson writes an int64 such as the entry's version.
 type version int64
 
 func (v *version) UnmarshalJSON(b []byte) error {
-	n, err := strconv.ParseInt(strings.Trim(string(b), `"`), 10, 64)
+	var text string
+	if err := json.Unmarshal(b, &text); err != nil {
+		return fmt.Errorf("version %s: not a string", b)
+	}
+	n, err := strconv.ParseInt(text, 10, 64)
 	if err != nil {
 		return fmt.Errorf("version %s: not an integer", b)
 	}

@@ -108,7 +108,7 @@ func TestImplementationsAgree(t *testing.T) {
 type delivery struct {
 	id      string
 	user    string
-	version string // JSON: "3" as protojson writes an int64, or 3
+	version string // JSON: "3", as protojson writes an int64 (every event's version)
 	typ     ledger.EventType
 }
 
@@ -264,7 +264,7 @@ func TestOrder(t *testing.T) {
 	t.Parallel()
 	deliverInTurn(t, []orderStep{
 		{delivery{"a1", "alice", `"1"`, ledger.EventPointsGranted}, "alice version 1 points.granted"},
-		{delivery{"a2", "alice", `2`, ledger.EventPointsSpent}, "alice version 2 points.spent"},
+		{delivery{"a2", "alice", `"2"`, ledger.EventPointsSpent}, "alice version 2 points.spent"},
 		{delivery{"a2", "alice", `"2"`, ledger.EventPointsSpent}, "alice version 2 points.spent: duplicate of webhook-id a2, already received"},
 		{delivery{"a5", "alice", `"5"`, ledger.EventPointsRefunded}, "alice version 5 points.refunded GAP: versions 3 to 4 missing"},
 		// A user first seen at version 7: the endpoint is younger than

@@ -781,18 +781,22 @@ func (x *MonthAmount) GetAmount() string {
 }
 
 type AdjustRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Positive; debit says which way.
-	Amount    string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Debit     bool   `protobuf:"varint,4,opt,name=debit,proto3" json:"debit,omitempty"`
 	// Required.
 	Reason         string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	ExplainBalance bool   `protobuf:"varint,6,opt,name=explain_balance,json=explainBalance,proto3" json:"explain_balance,omitempty"`
 	// With explain_balance: the balance the account must have now.
-	ExpectedBalance string            `protobuf:"bytes,7,opt,name=expected_balance,json=expectedBalance,proto3" json:"expected_balance,omitempty"`
-	Metadata        map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ExpectedBalance string `protobuf:"bytes,7,opt,name=expected_balance,json=expectedBalance,proto3" json:"expected_balance,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
+	Metadata map[string]string `protobuf:"bytes,8,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Credits only: when the points expire, or how long they live; as on
 	// GrantRequest, without the program's default.
 	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
@@ -1006,10 +1010,11 @@ func (x *AdjustResponse) GetPending() string {
 }
 
 type SetAccountStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Status        AccountStatus          `protobuf:"varint,2,opt,name=status,proto3,enum=pointledger.v1.AccountStatus" json:"status,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId        string        `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Status        AccountStatus `protobuf:"varint,2,opt,name=status,proto3,enum=pointledger.v1.AccountStatus" json:"status,omitempty"`
+	Reason        string        `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -753,12 +753,17 @@ func (x *Bucket) GetAmount() string {
 }
 
 type GrantRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Amount    string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
-	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	OrderId   string                 `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	Metadata  map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most 256 bytes of printable UTF-8 (INVALID_ORDER_ID).
+	OrderId string `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// When the points expire (spendable strictly before it), or how long they
 	// live (JSON "3600s"); not both. Neither: the program's default, if one is
 	// set, else never. Past, or beyond the program's maximum: INVALID_ARGUMENT
@@ -776,7 +781,9 @@ type GrantRequest struct {
 	// The budget the points come from (BudgetService), if any: the grant
 	// draws its amount from it in the same write, and is refused
 	// FAILED_PRECONDITION (BUDGET_EXHAUSTED, BUDGET_CLOSED) or NOT_FOUND
-	// (BUDGET_NOT_FOUND), for good, like every business refusal.
+	// (BUDGET_NOT_FOUND), for good, like every business refusal. Their
+	// ErrorInfo metadata: budget_id; BUDGET_EXHAUSTED also remaining (what
+	// the budget had left, a decimal string).
 	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -957,12 +964,17 @@ func (x *GrantResponse) GetPending() string {
 }
 
 type PurchaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	OrderId       string                 `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	Metadata      map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most 256 bytes of printable UTF-8 (INVALID_ORDER_ID).
+	OrderId string `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
+	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1097,16 +1109,21 @@ func (x *PurchaseResponse) GetReplayed() bool {
 }
 
 type RefundRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Amount    string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
-	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The request_id of the purchase being refunded.
-	PurchaseRequestId string            `protobuf:"bytes,4,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
-	OrderId           string            `protobuf:"bytes,5,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	Metadata          map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	PurchaseRequestId string `protobuf:"bytes,4,opt,name=purchase_request_id,json=purchaseRequestId,proto3" json:"purchase_request_id,omitempty"`
+	// At most 256 bytes of printable UTF-8 (INVALID_ORDER_ID).
+	OrderId string `protobuf:"bytes,5,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
+	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RefundRequest) Reset() {
@@ -1246,8 +1263,9 @@ func (x *RefundResponse) GetReplayed() bool {
 }
 
 type GetBalanceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1463,8 +1481,9 @@ func (x *Maturity) GetAmount() string {
 }
 
 type ListEntriesRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// At most this many entries: default 50; at most 500, more is read as 500.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first page.
@@ -1815,8 +1834,9 @@ func (x *HistoryItem) GetReversedAmount() string {
 }
 
 type ListHistoryRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// At most this many items: default 50; at most 500, more is read as 500.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page, asked with the same filters.
@@ -1986,12 +2006,17 @@ func (x *ListHistoryResponse) GetNextPageToken() string {
 }
 
 type AuthorizeRequest struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Amount    string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
-	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	OrderId   string                 `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	Metadata  map[string]string      `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most 256 bytes of printable UTF-8 (INVALID_ORDER_ID).
+	OrderId string `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// When the hold lets go (capturable strictly before it), or for how long
 	// it holds (JSON "900s"); not both. Neither: the program's default hold
 	// time. Past, or beyond the program's maximum: INVALID_ARGUMENT
@@ -2161,13 +2186,17 @@ func (x *AuthorizeResponse) GetReplayed() bool {
 }
 
 type CaptureRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The request_id of the Authorize.
 	HoldRequestId string `protobuf:"bytes,2,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
 	// What to spend of the hold; empty: all of it. The rest is released.
-	Amount        string            `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
-	RequestId     string            `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Amount string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
 	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2327,11 +2356,15 @@ func (x *CaptureResponse) GetReplayed() bool {
 }
 
 type VoidRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The request_id of the Authorize.
-	HoldRequestId string            `protobuf:"bytes,2,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
-	RequestId     string            `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	HoldRequestId string `protobuf:"bytes,2,opt,name=hold_request_id,json=holdRequestId,proto3" json:"hold_request_id,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
 	Metadata      map[string]string `protobuf:"bytes,4,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2484,8 +2517,9 @@ func (x *VoidResponse) GetReplayed() bool {
 }
 
 type ListHoldsRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Only holds in these states; empty: HELD only.
 	States []HoldState `protobuf:"varint,2,rep,packed,name=states,proto3,enum=pointledger.v1.HoldState" json:"states,omitempty"`
 	// At most this many holds: default 50; at most 500, more is read as 500.
@@ -2608,16 +2642,20 @@ func (x *ListHoldsResponse) GetNextPageToken() string {
 }
 
 type ReverseGrantRequest struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// The request_id of the Grant to take back.
 	GrantRequestId string `protobuf:"bytes,2,opt,name=grant_request_id,json=grantRequestId,proto3" json:"grant_request_id,omitempty"`
 	// What to take back; empty: all that is left of the grant.
-	Amount    string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	Amount string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	// 1 to 128 characters: letters, digits and . _ : @ + -.
 	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Why (an order returned, say); printable, at most 512 bytes; may be
 	// empty.
-	Reason        string            `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// At most 16 keys of 1 to 64 id characters, values of at most 256
+	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
 	Metadata      map[string]string `protobuf:"bytes,6,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -240,6 +240,13 @@ func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[st
 	}
 	item["refusal_reason"] = str(refusal.Reason)
 	item["refusal_message"] = str(refusal.Message)
+	if len(refusal.Metadata) > 0 {
+		md := map[string]types.AttributeValue{}
+		for k, v := range refusal.Metadata {
+			md[k] = str(v)
+		}
+		item["refusal_metadata"] = &types.AttributeValueMemberM{Value: md}
+	}
 	return item
 }
 
@@ -385,6 +392,14 @@ func decodeRequest(item map[string]types.AttributeValue) (requestRecord, error) 
 		r.Refusal = &ledger.Error{Kind: kind, Reason: d.str("refusal_reason"), Message: d.optStr("refusal_message")}
 		if r.Refusal.Reason == "" {
 			d.fail("refusal_reason", "empty")
+		}
+		if md, ok := item["refusal_metadata"].(*types.AttributeValueMemberM); ok {
+			r.Refusal.Metadata = map[string]string{}
+			for k, v := range md.Value {
+				if s, ok := v.(*types.AttributeValueMemberS); ok {
+					r.Refusal.Metadata[k] = s.Value
+				}
+			}
 		}
 	} else {
 		r.Version = d.int("version")

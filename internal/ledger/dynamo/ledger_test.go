@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -835,7 +836,7 @@ func TestARefusalStandsWhileAnotherWriterMovesTheAccount(t *testing.T) {
 		t.Errorf("the refusal was decided on the stale cache: %q", e.Message)
 	}
 	rec, ok, err := l.request(context.Background(), "u1", "p")
-	if err != nil || !ok || rec.Refusal == nil || *rec.Refusal != *e {
+	if err != nil || !ok || rec.Refusal == nil || !reflect.DeepEqual(*rec.Refusal, *e) {
 		t.Errorf("record of the refusal: %+v, %v, %v; want %+v", rec, ok, err, e)
 	}
 }
