@@ -88,6 +88,9 @@ type Error struct {
 	// Replayed: the request was refused before, and this is that refusal
 	// again, as recorded (see Kind.Final).
 	Replayed bool
+	// Metadata goes on the error's ErrorInfo (an INSUFFICIENT_BALANCE
+	// refusal of a spend: MetadataSpendable).
+	Metadata map[string]string
 }
 
 func (e *Error) Error() string { return e.Message }
