@@ -109,7 +109,9 @@ var programKinds = NewKinds(
 func TestSpendingOrder(t *testing.T) {
 	t.Parallel()
 	day := 24 * time.Hour
-	b := func(kind string, expire time.Time) Bucket { return Bucket{Kind: kind, Expire: expire, Amount: decimal.NewFromInt(1)} }
+	b := func(kind string, expire time.Time) Bucket {
+		return Bucket{Kind: kind, Expire: expire, Amount: decimal.NewFromInt(1)}
+	}
 	bs := []Bucket{
 		b("", time.Time{}), b("", t0.Add(day)), b("promo", t0.Add(day)), b("shop", time.Time{}),
 		b("limited", t0.Add(3*day)), b("limited", t0.Add(2*day)), b("other", t0.Add(day)),
