@@ -130,7 +130,7 @@ func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.Adjus
 		return nil, toConnect(ctx, s.log, err)
 	}
 	lr.UserID, lr.RequestID, lr.Amount, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.Metadata
-	lr.BudgetID = r.BudgetId
+	lr.BudgetID, lr.Kind = r.BudgetId, r.Kind
 	lr.Debit, lr.Reason, lr.ExplainBalance, lr.ExpectedBalance = r.Debit, r.Reason, r.ExplainBalance, r.ExpectedBalance
 	m, err := ledger.NewMutation(ledger.EntryAdjustment, lr, s.scale)
 	if err != nil {

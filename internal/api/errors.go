@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -58,8 +59,14 @@ func toConnect(ctx context.Context, log *slog.Logger, err error) error {
 	if e, ok := ledger.AsError(err); ok {
 		if code, ok := codes[e.Kind]; ok {
 			info := &errdetails.ErrorInfo{Reason: e.Reason, Domain: ErrorDomain}
+			if e.Replayed || len(e.Metadata) > 0 {
+				info.Metadata = maps.Clone(e.Metadata)
+				if info.Metadata == nil {
+					info.Metadata = map[string]string{}
+				}
+			}
 			if e.Replayed {
-				info.Metadata = map[string]string{"replayed": "true"}
+				info.Metadata["replayed"] = "true"
 			}
 			return withInfo(connect.NewError(code, e), info)
 		}

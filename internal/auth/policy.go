@@ -59,6 +59,12 @@ var policy = map[string]rule{
 	pointledgerv1connect.BudgetServiceCloseBudgetProcedure:  {admin: true},
 	pointledgerv1connect.BudgetServiceGetBudgetProcedure:    {service: true, admin: true},
 	pointledgerv1connect.BudgetServiceListBudgetsProcedure:  {service: true, admin: true},
+	// Point kinds: program-wide rules, an admin's to change; the services
+	// that grant and spend may read them. Not per user: no peer routing.
+	pointledgerv1connect.PointKindServiceCreatePointKindProcedure: {admin: true},
+	pointledgerv1connect.PointKindServiceUpdatePointKindProcedure: {admin: true},
+	pointledgerv1connect.PointKindServiceGetPointKindProcedure:    {service: true, admin: true},
+	pointledgerv1connect.PointKindServiceListPointKindsProcedure:  {service: true, admin: true},
 }
 
 // allowProcedure decides by role alone, before the request is read.

@@ -806,7 +806,11 @@ type AdjustRequest struct {
 	// goes down and its remaining up by amount, closed or not. At most what
 	// the user's grants from it gave, less earlier give-backs
 	// (FAILED_PRECONDITION, GIVE_BACK_EXCEEDS_GRANTS).
-	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	BudgetId string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	// Credits: the kind of the points, as on GrantRequest; empty: "standard".
+	// Debits take from any kind, in spending order: INVALID_ARGUMENT
+	// (INVALID_KIND) with a kind.
+	Kind          string `protobuf:"bytes,30,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -928,6 +932,13 @@ func (x *AdjustRequest) GetEffectiveDelay() *durationpb.Duration {
 func (x *AdjustRequest) GetBudgetId() string {
 	if x != nil {
 		return x.BudgetId
+	}
+	return ""
+}
+
+func (x *AdjustRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -1440,7 +1451,7 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\bbreakage\x18\b \x01(\tR\bbreakage\";\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xf5\x04\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\x89\x05\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1457,7 +1468,8 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
 	"\x0eeffective_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
 	"\x0feffective_delay\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x12\x1b\n" +
-	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x12\x12\n" +
+	"\x04kind\x18\x1e \x01(\tR\x04kind\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +
