@@ -137,12 +137,12 @@ const (
 	// on anything but a purchase or an authorization. A purchase's
 	// INSUFFICIENT_BALANCE carries ErrorInfo metadata "spendable": what it
 	// could have spent where it was made.
-	ReasonKindNotFound    Reason = "KIND_NOT_FOUND"
-	ReasonTooManyKinds    Reason = "TOO_MANY_KINDS"
-	ReasonKindExists      Reason = "KIND_EXISTS"
-	ReasonInvalidKind     Reason = "INVALID_KIND"
-	ReasonInvalidMerchant Reason = "INVALID_MERCHANT_ID"
-	ReasonInvalidCategory Reason = "INVALID_CATEGORY"
+	ReasonKindNotFound      Reason = "KIND_NOT_FOUND"
+	ReasonTooManyKinds      Reason = "TOO_MANY_KINDS"
+	ReasonKindExists        Reason = "KIND_EXISTS"
+	ReasonInvalidKind       Reason = "INVALID_KIND"
+	ReasonInvalidMerchantID Reason = "INVALID_MERCHANT_ID"
+	ReasonInvalidCategory   Reason = "INVALID_CATEGORY"
 )
 
 // errorInfo is the pointledger ErrorInfo of err, if err is (or wraps) a
