@@ -67,35 +67,11 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 	for i := range names {
 		names[i] = fmt.Sprintf("b%d", i)
 	}
-	// write makes the grants of one batch, batch/users for each user, as
-	// the write path would, and returns them as the stream would.
+	// write makes the grants of one batch, as the write path would, and
+	// returns them as the stream would.
 	written := 0
 	write := func() []ledger.Entry {
-		var mu sync.Mutex
-		var out []ledger.Entry
-		var wg sync.WaitGroup
-		for _, u := range names {
-			wg.Go(func() {
-				for range batch / users {
-					m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: ulid.Make().String(), Amount: "1"}, ledger.DefaultScale)
-					if err != nil {
-						panic(err)
-					}
-					res, err := store.Apply(ctx, m)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					mu.Lock()
-					out = append(out, res.Entry)
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		if b.Failed() {
-			b.FailNow()
-		}
+		out := writeGrants(ctx, b, store, names, batch/users)
 		written += len(out)
 		return out
 	}
@@ -149,6 +125,37 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 	b.ReportMetric(float64(c.ledgerReads)/n, "ledger-reads/event")
 	b.ReportMetric(float64(c.duePolls)/n, "due-polls/event")
 	b.Logf("%d events: %+v", written, c)
+}
+
+// writeGrants makes perUser grants of 1 point for each of users, the users
+// concurrently, and returns their entries.
+func writeGrants(ctx context.Context, b *testing.B, store *dynamo.Ledger, users []string, perUser int) []ledger.Entry {
+	var mu sync.Mutex
+	var out []ledger.Entry
+	var wg sync.WaitGroup
+	for _, u := range users {
+		wg.Go(func() {
+			for range perUser {
+				m, err := ledger.NewMutation(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: ulid.Make().String(), Amount: "1"}, ledger.DefaultScale)
+				if err != nil {
+					panic(err)
+				}
+				res, err := store.Apply(ctx, m)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				out = append(out, res.Entry)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return out
 }
 
 // calls counts a dispatcher's calls by kind.

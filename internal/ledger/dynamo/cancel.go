@@ -25,108 +25,157 @@ import (
 // returns how many calls it settled or learnt about; else the cause to
 // retry on (a race), or an error for a failure it cannot explain.
 func (l *Ledger) decodeCancel(ctx context.Context, g group, reasons []types.CancellationReason) (settled int, retry, unexplained error) {
-	code := func(i int) string {
-		if i >= 0 && i < len(reasons) && reasons[i].Code != nil {
-			return *reasons[i].Code
-		}
-		return ""
+	rs := cancelReasons(reasons)
+	if settled = l.settleDecided(ctx, g, rs); settled > 0 {
+		return settled, nil, nil
 	}
-	// taken answers c, whose request record at item i was taken, and the
-	// repeats of c's request in the group, from the record that is there.
-	taken := func(c *call, i int) {
-		rec, err := decodeRequest(reasons[i].Item)
-		if err != nil {
-			// No usable old item came back: read the record itself.
-			c.finish(l.refuse(ctx, c.m, fmt.Errorf("request record of %q reported taken but not found", c.m.RequestID)))
-			return
-		}
-		c.finish(l.replay(ctx, c.m, rec))
-		for _, r := range g.repeats {
-			if r.c.m.RequestID == c.m.RequestID && !isDone(r.c) {
-				r.c.finish(l.replay(ctx, r.c.m, rec))
-			}
-		}
+	l.noteBudgetThrottles(ctx, g, rs.code)
+	retry, unexplained = cancelCause(g, rs)
+	return 0, retry, unexplained
+}
+
+// cancelReasons are a cancelled transaction's reasons, one per item.
+type cancelReasons []types.CancellationReason
+
+// code is the reason code of item i, or "" if there is none.
+func (rs cancelReasons) code(i int) string {
+	if i >= 0 && i < len(rs) && rs[i].Code != nil {
+		return *rs[i].Code
 	}
+	return ""
+}
+
+// failed says whether item i's condition failed.
+func (rs cancelReasons) failed(i int) bool { return rs.code(i) == "ConditionalCheckFailed" }
+
+// settleDecided settles the calls the reasons decide (a taken request
+// record, a failed refund cap or reversal condition) and says how many.
+func (l *Ledger) settleDecided(ctx context.Context, g group, rs cancelReasons) (settled int) {
 	for _, p := range g.members {
-		m := p.c.m
 		switch {
-		case code(p.request) == "ConditionalCheckFailed":
-			taken(p.c, p.request)
+		case rs.failed(p.request):
+			l.settleTaken(ctx, g, rs, p.c, p.request)
 			settled++
-		case code(p.cap) == "ConditionalCheckFailed" && m.Type == ledger.EntryReversal:
-			// As a refund's: another reversal of the grant committed since.
-			reversed, err := l.reversedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
-			switch {
-			case err != nil:
-				p.c.finish(ledger.Result{}, err)
-			case !reversed.GreaterThan(p.purchase.Reversed):
-				p.c.finish(ledger.Result{}, fmt.Errorf("reversal condition of grant %q failed at %s reversed, which allows the reversal", m.GrantRequestID, reversed))
-			}
+		case rs.failed(p.cap) && p.c.m.Type == ledger.EntryReversal:
+			l.settleReversalCap(ctx, p, rs)
 			settled++
-		case code(p.cap) == "ConditionalCheckFailed":
-			// Planned on the refunded amount it read, it failed only if
-			// another refund committed since: planned again on the purchase
-			// as it is now, it fits or is refused (and recorded).
-			refunded, err := l.refundedOf(ctx, m.UserID, p.purchase.Version, reasons[p.cap].Item)
-			switch {
-			case err != nil:
-				p.c.finish(ledger.Result{}, err)
-			case !refunded.GreaterThan(p.purchase.Refunded):
-				p.c.finish(ledger.Result{}, fmt.Errorf("refund cap of purchase %q failed at %s refunded, which allows the refund", m.PurchaseRequestID, refunded))
-			}
+		case rs.failed(p.cap):
+			l.settleRefundCap(ctx, p, rs)
 			settled++
 		}
 	}
 	for _, r := range g.refused {
-		if code(r.record) == "ConditionalCheckFailed" {
-			taken(r.c, r.record)
+		if rs.failed(r.record) {
+			l.settleTaken(ctx, g, rs, r.c, r.record)
 			settled++
 		}
 	}
-	if settled > 0 {
-		return settled, nil, nil
+	return settled
+}
+
+// settleTaken answers c, whose request record at item i was taken, and the
+// repeats of c's request in the group, from the record that is there.
+func (l *Ledger) settleTaken(ctx context.Context, g group, rs cancelReasons, c *call, i int) {
+	rec, err := decodeRequest(rs[i].Item)
+	if err != nil {
+		// No usable old item came back: read the record itself.
+		c.finish(l.refuse(ctx, c.m, fmt.Errorf("request record of %q reported taken but not found", c.m.RequestID)))
+		return
 	}
-	l.noteBudgetThrottles(ctx, g, code)
-	for i := range reasons {
-		switch c := code(i); {
+	c.finish(l.replay(ctx, c.m, rec))
+	for _, r := range g.repeats {
+		if r.c.m.RequestID == c.m.RequestID && !isDone(r.c) {
+			r.c.finish(l.replay(ctx, r.c.m, rec))
+		}
+	}
+}
+
+// settleReversalCap learns from a reversal's failed condition on its grant:
+// another reversal of the grant committed since it was read.
+func (l *Ledger) settleReversalCap(ctx context.Context, p *planned, rs cancelReasons) {
+	m := p.c.m
+	reversed, err := l.reversedOf(ctx, m.UserID, p.purchase.Version, rs[p.cap].Item)
+	switch {
+	case err != nil:
+		p.c.finish(ledger.Result{}, err)
+	case !reversed.GreaterThan(p.purchase.Reversed):
+		p.c.finish(ledger.Result{}, fmt.Errorf("reversal condition of grant %q failed at %s reversed, which allows the reversal", m.GrantRequestID, reversed))
+	}
+}
+
+// settleRefundCap learns from a refund's failed cap. Planned on the
+// refunded amount it read, it failed only if another refund committed
+// since: planned again on the purchase as it is now, it fits or is refused
+// (and recorded).
+func (l *Ledger) settleRefundCap(ctx context.Context, p *planned, rs cancelReasons) {
+	m := p.c.m
+	refunded, err := l.refundedOf(ctx, m.UserID, p.purchase.Version, rs[p.cap].Item)
+	switch {
+	case err != nil:
+		p.c.finish(ledger.Result{}, err)
+	case !refunded.GreaterThan(p.purchase.Refunded):
+		p.c.finish(ledger.Result{}, fmt.Errorf("refund cap of purchase %q failed at %s refunded, which allows the refund", m.PurchaseRequestID, refunded))
+	}
+}
+
+// cancelCause explains a cancellation that settled no call: the race to
+// retry on (a conflict, a throttle, a budget or an account that moved, an
+// entry's key taken), else an error for a failure it cannot explain.
+func cancelCause(g group, rs cancelReasons) (retry, unexplained error) {
+	for i := range rs {
+		switch c := rs.code(i); {
 		case c == "TransactionConflict":
-			return 0, fmt.Errorf("%w: item %d: %s", errConflict, i, c), nil
+			return fmt.Errorf("%w: item %d: %s", errConflict, i, c), nil
 		case throttle.Reason(c):
-			return 0, fmt.Errorf("%w: item %d: %s", errThrottled, i, c), nil
+			return fmt.Errorf("%w: item %d: %s", errThrottled, i, c), nil
 		}
 	}
-	if err := budgetRaced(g, code); err != nil {
-		return 0, err, nil
+	if err := budgetRaced(g, rs.code); err != nil {
+		return err, nil
 	}
-	if code(0) == "ConditionalCheckFailed" {
-		old, ok, err := decodeAccount(reasons[0].Item)
-		if err != nil {
-			return 0, nil, err
-		}
-		if ok != (g.before.Version > 0) || (ok && !sameAccount(old, g.before)) {
-			return 0, fmt.Errorf("%w: account moved from version %d", errRetry, g.before.Version), nil
-		}
-		// The account is as planned, yet its condition failed: the store
-		// did not say which other item failed. Each call with a record in
-		// the group checks it before this becomes an error.
-		return 0, nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
+	if rs.failed(0) {
+		return accountCause(g, rs)
 	}
+	return memberCause(g, rs)
+}
+
+// accountCause explains a failed condition on the account (item 0): it
+// moved since it was read (a race), or it did not and the store did not
+// say which other item failed.
+func accountCause(g group, rs cancelReasons) (retry, unexplained error) {
+	old, ok, err := decodeAccount(rs[0].Item)
+	if err != nil {
+		return nil, err
+	}
+	if ok != (g.before.Version > 0) || (ok && !sameAccount(old, g.before)) {
+		return fmt.Errorf("%w: account moved from version %d", errRetry, g.before.Version), nil
+	}
+	// The account is as planned, yet its condition failed: the store
+	// did not say which other item failed. Each call with a record in
+	// the group checks it before this becomes an error.
+	return nil, fmt.Errorf("account condition of user %q failed at version %d for no known reason", g.before.UserID, old.Version)
+}
+
+// memberCause explains a failed condition on a member's items, the account
+// as planned: an entry's key taken (a race), or a hold's record that is not
+// the open hold (an error).
+func memberCause(g group, rs cancelReasons) (retry, unexplained error) {
 	for _, p := range g.members {
 		for _, i := range p.puts {
-			if code(i) == "ConditionalCheckFailed" {
-				return 0, fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
+			if rs.failed(i) {
+				return fmt.Errorf("%w: entry item %d exists", errRetry, i), nil
 			}
 		}
 		for _, i := range p.holds {
 			// The account, as planned, holds the hold open, and its record
 			// is not HELD (or not there): no race explains that, only a
 			// ledger changed behind its back, which the audit reports.
-			if code(i) == "ConditionalCheckFailed" {
-				return 0, nil, fmt.Errorf("hold record of user %q at item %d is not the open hold the account holds: reconcile", g.before.UserID, i)
+			if rs.failed(i) {
+				return nil, fmt.Errorf("hold record of user %q at item %d is not the open hold the account holds: reconcile", g.before.UserID, i)
 			}
 		}
 	}
-	return 0, nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(reasons))
+	return nil, fmt.Errorf("transaction for user %q cancelled for an unexpected reason: %v", g.before.UserID, codes(rs))
 }
 
 // refundedOf is what the purchase at version has refunded: from old, the
