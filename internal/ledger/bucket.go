@@ -72,11 +72,13 @@ func credit(bs []Bucket, d Draw) []Bucket {
 // (entries written before buckets existed) takes from the buckets in
 // their order.
 func debit(bs []Bucket, d Draw) []Bucket {
-	i, found := slices.BinarySearchFunc(bs, Bucket{Expire: d.Expire, Kind: d.Kind}, order)
+	i := slices.IndexFunc(bs, func(b Bucket) bool { return b.Kind == d.Kind && b.Expire.Equal(d.Expire) })
 	amount := d.Amount
-	if !found {
-		for _, d := range spend(bs, amount) {
-			bs = debit(bs, d)
+	if i < 0 {
+		for _, x := range spend(bs, amount) {
+			if j := slices.IndexFunc(bs, func(b Bucket) bool { return b.Kind == x.Kind && b.Expire.Equal(x.Expire) }); j >= 0 {
+				bs = debit(bs, x) // found: no deeper
+			}
 		}
 		return bs
 	}

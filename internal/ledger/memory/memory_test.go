@@ -571,3 +571,8 @@ func TestReconcilerPendingAndReversals(t *testing.T) {
 		t.Errorf("pending off its entries: findings %v, want a sum_mismatch of pending 21 / 26", off.Findings)
 	}
 }
+
+func TestKindContract(t *testing.T) {
+	t.Parallel()
+	ledgertest.KindContract(t, func(_ *testing.T, now func() time.Time) ledgertest.KindStore { return New(now) })
+}
