@@ -106,13 +106,13 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 		})
 	}
 	for _, m := range rep.Liability {
-		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount, Kind: m.Kind})
 	}
 	for _, m := range rep.Breakage {
-		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount, Kind: m.Kind})
 	}
 	for _, m := range rep.Pending {
-		out.Pending = append(out.Pending, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+		out.Pending = append(out.Pending, &pb.MonthAmount{Month: m.Month, Amount: m.Amount, Kind: m.Kind})
 	}
 	for _, a := range rep.Proposed {
 		out.ProposedAdjustments = append(out.ProposedAdjustments, &pb.ProposedAdjustment{

@@ -29,7 +29,7 @@ func plan(a ledger.Account, now time.Time, leads []time.Duration, have []Notice,
 		if b.Expire.IsZero() || !b.Amount.IsPositive() {
 			continue
 		}
-		written := slices.DeleteFunc(slices.Clone(have), func(n Notice) bool { return !n.Expire.Equal(b.Expire) })
+		written := slices.DeleteFunc(slices.Clone(have), func(n Notice) bool { return !n.Expire.Equal(b.Expire) || n.Kind != b.Kind })
 		for _, n := range written {
 			if !n.Emitted {
 				retry = append(retry, n)
@@ -42,6 +42,7 @@ func plan(a ledger.Account, now time.Time, leads []time.Duration, have []Notice,
 		decide = append(decide, Notice{
 			UserID: a.UserID,
 			Expire: b.Expire,
+			Kind:   b.Kind,
 			Lead:   lead,
 			Event:  event(newID(), a.UserID, a.Version, b, at.Balance.String(), now),
 		})
@@ -71,7 +72,8 @@ func event(id, user string, version int64, b ledger.Bucket, balance string, now 
 		ExpireTime string `json:"expire_time"`
 		Amount     string `json:"amount"`
 		Balance    string `json:"balance"`
-	}{id, user, strconv.FormatInt(version, 10), webhook.FormatTimestamp(b.Expire), b.Amount.String(), balance})
+		Kind       string `json:"kind"`
+	}{id, user, strconv.FormatInt(version, 10), webhook.FormatTimestamp(b.Expire), b.Amount.String(), balance, ledger.KindName(b.Kind)})
 	return webhook.Event{
 		ID:      id,
 		Type:    ledger.EventPointsExpiring,

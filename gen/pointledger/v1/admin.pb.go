@@ -726,12 +726,15 @@ func (x *BudgetReport) GetBreakage() string {
 	return ""
 }
 
-// MonthAmount is a sum of points in one month.
+// MonthAmount is a sum of points of one kind in one month.
 type MonthAmount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// YYYY-MM, or "never".
-	Month         string `protobuf:"bytes,1,opt,name=month,proto3" json:"month,omitempty"`
-	Amount        string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Month  string `protobuf:"bytes,1,opt,name=month,proto3" json:"month,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// The points' kind ("standard" for standard points): a month has a row
+	// for each kind.
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -776,6 +779,13 @@ func (x *MonthAmount) GetMonth() string {
 func (x *MonthAmount) GetAmount() string {
 	if x != nil {
 		return x.Amount
+	}
+	return ""
+}
+
+func (x *MonthAmount) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -1448,10 +1458,11 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"grants_sum\x18\x06 \x01(\tR\tgrantsSum\x12\x1c\n" +
 	"\tliability\x18\a \x01(\tR\tliability\x12\x1a\n" +
-	"\bbreakage\x18\b \x01(\tR\bbreakage\";\n" +
+	"\bbreakage\x18\b \x01(\tR\bbreakage\"O\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\x89\x05\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\x89\x05\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
