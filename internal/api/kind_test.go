@@ -63,7 +63,24 @@ func TestPointKinds(t *testing.T) {
 	}() {
 		t.Errorf("GetPointKind of none = %v, want not_found KIND_NOT_FOUND", err)
 	}
+}
 
+// Kinds spent through the API: limited-time points first, store-only
+// points only at their merchants, a refusal says what could be spent, a
+// refund gives back what was drawn, GetBalance shows each kind.
+func TestPointKindsSpent(t *testing.T) {
+	t.Parallel()
+	srv := servetest.New(t, servetest.Options{})
+	ctx := context.Background()
+	prio := func(n int32) *int32 { return &n }
+	for _, k := range []*pb.CreatePointKindRequest{
+		{KindId: "limited", Priority: prio(10), ExcludedCategories: []string{"exchange"}, RequestId: "k1"},
+		{KindId: "shop", Merchants: []string{"m1"}, RequestId: "k2"},
+	} {
+		if _, err := srv.Kinds.CreatePointKind(ctx, connect.NewRequest(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	grant := func(id, amount, kind string, expire time.Time) {
 		t.Helper()
 		r := &pb.GrantRequest{UserId: "hanako", RequestId: id, Amount: amount, Kind: kind}
@@ -81,6 +98,7 @@ func TestPointKinds(t *testing.T) {
 	grant("g1", "100", "", time.Time{})
 	grant("g2", "30", "limited", time.Now().Add(72*time.Hour))
 	grant("g3", "20", "shop", time.Time{})
+	var err error
 	for range 2 {
 		_, err = srv.Ledger.Grant(ctx, connect.NewRequest(&pb.GrantRequest{UserId: "hanako", RequestId: "g4", Amount: "1", Kind: "nosuch"}))
 		if code, info := servetest.ErrorInfo(err); code != connect.CodeNotFound || info.GetReason() != ledger.ReasonKindNotFound {
