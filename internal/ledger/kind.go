@@ -105,12 +105,15 @@ func ValidateKindID(name string) error {
 		return Errorf(KindInvalid, ReasonInvalidKind, "kind_id must be 1 to %d characters", MaxKindIDLength)
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+		if !isKindByte(name[i]) {
 			return Errorf(KindInvalid, ReasonInvalidKind, "kind_id %q: only a-z, 0-9, _ and - are allowed", truncate(name, 40))
 		}
 	}
 	return nil
+}
+
+func isKindByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-'
 }
 
 // validateKindOf checks the kind a credit names (on the wire: "" or

@@ -47,9 +47,10 @@ func TestNewKindChange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if tc.req.RequestID == "" {
+			switch tc.req.RequestID {
+			case "":
 				tc.req.RequestID = "k1"
-			} else if tc.req.RequestID == "-" {
+			case "-":
 				tc.req.RequestID = ""
 			}
 			c, err := NewKindChange(tc.req)
