@@ -28,12 +28,12 @@ type sent struct {
 	// pointKind: grants, the kind of their points ("": standard; see
 	// kinds_test.go); merchant: purchases and holds, where they spend.
 	pointKind, merchant string
-	quiet    bool             // a quiet user's (nextQuiet)
-	amount   decimal.Decimal  // zero for a void, a capture of all of its hold, and a reversal of all that is left
-	ttl      time.Duration    // grants: expiring after this (0: never; pending grants: counted from their effective time); holds: their ttl
-	delay    time.Duration    // grants: pending for this long from when they are made (effective_delay; 0: spendable at once)
-	hold     *sent            // captures and voids: the authorization of the hold
-	of       *sent            // refunds: the purchase or capture they give back; reversals: the grant they take back
+	quiet               bool            // a quiet user's (nextQuiet)
+	amount              decimal.Decimal // zero for a void, a capture of all of its hold, and a reversal of all that is left
+	ttl                 time.Duration   // grants: expiring after this (0: never; pending grants: counted from their effective time); holds: their ttl
+	delay               time.Duration   // grants: pending for this long from when they are made (effective_delay; 0: spendable at once)
+	hold                *sent           // captures and voids: the authorization of the hold
+	of                  *sent           // refunds: the purchase or capture they give back; reversals: the grant they take back
 	// left: acknowledged purchases and captures, what is left to refund of
 	// them; acknowledged grants, what is left to reverse.
 	left decimal.Decimal
