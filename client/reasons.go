@@ -128,6 +128,25 @@ const (
 	// give-backs; from ReverseGrant: a reversal of a grant from a budget
 	// whose points an Adjust gave back already (final, recorded).
 	ReasonGiveBackExceedsGrants Reason = "GIVE_BACK_EXCEEDS_GRANTS"
+
+	// Point kinds (PointKindService, and a credit's kind, a spend's
+	// merchant_id and category). KIND_NOT_FOUND (not_found): a credit of a
+	// kind that does not exist, a final refusal recorded under its
+	// request_id; or Get/UpdatePointKind of none. TOO_MANY_KINDS
+	// (failed_precondition): CreatePointKind beyond the program's bound.
+	// KIND_EXISTS (already_exists): CreatePointKind of a kind_id taken.
+	// INVALID_KIND, INVALID_MERCHANT_ID, INVALID_CATEGORY
+	// (invalid_argument): a kind_id, priority, description or list out of
+	// bounds, a kind on anything but a credit, a merchant_id or category
+	// on anything but a purchase or an authorization. A purchase's
+	// INSUFFICIENT_BALANCE carries ErrorInfo metadata "spendable": what it
+	// could have spent where it was made.
+	ReasonKindNotFound      Reason = "KIND_NOT_FOUND"
+	ReasonTooManyKinds      Reason = "TOO_MANY_KINDS"
+	ReasonKindExists        Reason = "KIND_EXISTS"
+	ReasonInvalidKind       Reason = "INVALID_KIND"
+	ReasonInvalidMerchantID Reason = "INVALID_MERCHANT_ID"
+	ReasonInvalidCategory   Reason = "INVALID_CATEGORY"
 )
 
 // Reasons are all the reasons ledgerd sends, in the order declared above:

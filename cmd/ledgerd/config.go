@@ -45,10 +45,12 @@ type Config struct {
 	LeaseTTL        time.Duration
 	MaxBatch        int
 	BatchLinger     time.Duration
-	MaxBuckets      int // distinct expiry times one account may hold
-	MaxHolds        int // open holds one account may have
-	MaxPending      int // pending grants one account may have
-	BudgetGrowth    int // throttles of a budget's shards within a window that double them; 0: never
+	MaxBuckets      int           // distinct expiry times one account may hold
+	MaxHolds        int           // open holds one account may have
+	MaxPending      int           // pending grants one account may have
+	BudgetGrowth    int           // throttles of a budget's shards within a window that double them; 0: never
+	KindRefresh     time.Duration // how often the point kinds are read again
+	MaxKinds        int           // point kinds the program may have
 
 	metrics *metrics.Metrics // nil: not measured
 	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
@@ -73,6 +75,10 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 		"pending grants (with an effective time not yet reached) one account may have; a grant that would pass it is refused (TOO_MANY_PENDING)")
 	s.Int(&c.BudgetGrowth, "budget-growth-throttles", "LEDGER_BUDGET_GROWTH_THROTTLES", dynamo.DefaultBudgetGrowth.Throttles,
 		"throttles of one budget's shards within "+dynamo.DefaultBudgetGrowth.Window.String()+" after which this process doubles its shards, up to 64; 0: never")
+	s.Duration(&c.KindRefresh, "kind-refresh", "LEDGER_KIND_REFRESH", dynamo.DefaultKindRefresh,
+		"how often this process reads the point kinds again: a change of a kind applies here within twice it (at most "+dynamo.MaxKindRefresh.String()+")")
+	s.Int(&c.MaxKinds, "max-kinds", "LEDGER_MAX_KINDS", ledger.DefaultMaxKinds,
+		"point kinds the program may have besides standard; a creation past it is refused (TOO_MANY_KINDS)")
 	return s.err()
 }
 
@@ -177,8 +183,15 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if err != nil {
 		return nil, err
 	}
+	if c.KindRefresh <= 0 || c.KindRefresh > dynamo.MaxKindRefresh {
+		return nil, fmt.Errorf("-kind-refresh (LEDGER_KIND_REFRESH) must be more than 0 and at most %s, not %s", dynamo.MaxKindRefresh, c.KindRefresh)
+	}
+	if c.MaxKinds < 1 || c.MaxKinds > 1000 {
+		return nil, fmt.Errorf("-max-kinds (LEDGER_MAX_KINDS) must be 1 to 1000, not %d", c.MaxKinds)
+	}
 	o := dynamo.Options{Table: c.TablePrefix + migrations.LedgerTable, Logger: log, MaxBatch: c.MaxBatch, Linger: c.BatchLinger, PageTokens: tokens,
-		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds, MaxPending: c.MaxPending, BudgetGrowth: growth}
+		MaxBuckets: c.MaxBuckets, MaxHolds: c.MaxHolds, MaxPending: c.MaxPending, BudgetGrowth: growth,
+		KindRefresh: c.KindRefresh, MaxKinds: c.MaxKinds}
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}

@@ -96,6 +96,7 @@ func opsMux(m *metrics.Metrics, health pinger, projector *projection.Projector, 
 	// serves is for its operators.
 	reflector := grpcreflect.NewReflector(grpcreflect.NamerFunc(func() []string {
 		return []string{pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.WebhookServiceName, pointledgerv1connect.BudgetServiceName,
+			pointledgerv1connect.PointKindServiceName,
 			grpchealth.HealthV1ServiceName}
 	}), grpcreflect.WithDescriptorResolver(withHealth{}))
 	limit := connect.WithReadMaxBytes(api.MaxRequestBytes)

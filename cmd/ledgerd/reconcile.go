@@ -133,9 +133,9 @@ func printReport(w io.Writer, r reconcile.Report) {
 		title string
 		rows  []reconcile.MonthAmount
 	}{
-		{"Liability (points outstanding, by the month they expire in):", r.Liability},
-		{"Breakage (points expired unused, by the month they expired in):", r.Breakage},
-		{"Pending (points not yet spendable, by the month they mature in):", r.Pending},
+		{"Liability (points outstanding, by the month they expire in, and kind):", r.Liability},
+		{"Breakage (points expired unused, by the month they expired in, and kind):", r.Breakage},
+		{"Pending (points not yet spendable, by the month they mature in, and kind):", r.Pending},
 	} {
 		if len(t.rows) == 0 {
 			continue
@@ -143,7 +143,7 @@ func printReport(w io.Writer, r reconcile.Report) {
 		fmt.Fprintln(w, "\n"+t.title)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		for _, m := range t.rows {
-			fmt.Fprintf(tw, "  %s\t%s\t\n", m.Month, m.Amount)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", m.Month, m.Kind, m.Amount)
 		}
 		tw.Flush()
 	}

@@ -60,7 +60,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	// Every procedure's series start at 0, before its first call.
 	c.metrics = metrics.New(slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()),
-		api.Procedures(api.WebhookServiceDescriptor()), api.Procedures(api.BudgetServiceDescriptor()))...)
+		api.Procedures(api.WebhookServiceDescriptor()), api.Procedures(api.BudgetServiceDescriptor()), api.Procedures(api.PointKindServiceDescriptor()))...)
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
@@ -304,6 +304,7 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	allowCORS := corsHandler(c.corsOrigins)
 
 	service := api.NewLedgerService(parts.store, parts.history, int32(c.AmountScale), log)
+	service.SetKinds(parts.store)
 	service.SetExpiryPolicy(c.expiry)
 	service.SetHistoryWait(c.historyWait)
 	path, handler := pointledgerv1connect.NewLedgerServiceHandler(service, options...)
@@ -325,6 +326,8 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...)))
 	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(parts.store, int32(c.AmountScale), log), options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...)))
+	path, handler = pointledgerv1connect.NewPointKindServiceHandler(api.NewPointKindService(parts.store, log), options...)
+	mux.Handle(path, allowCORS(api.KnownProcedures(api.PointKindServiceDescriptor(), protect(handler), options...)))
 	healthHandlers(mux, health, log)
 	if c.console {
 		// The console calls the API's handlers in-process, through the

@@ -106,13 +106,13 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 		})
 	}
 	for _, m := range rep.Liability {
-		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+		out.Liability = append(out.Liability, &pb.MonthAmount{Month: m.Month, Amount: m.Amount, Kind: m.Kind})
 	}
 	for _, m := range rep.Breakage {
-		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+		out.Breakage = append(out.Breakage, &pb.MonthAmount{Month: m.Month, Amount: m.Amount, Kind: m.Kind})
 	}
 	for _, m := range rep.Pending {
-		out.Pending = append(out.Pending, &pb.MonthAmount{Month: m.Month, Amount: m.Amount})
+		out.Pending = append(out.Pending, &pb.MonthAmount{Month: m.Month, Amount: m.Amount, Kind: m.Kind})
 	}
 	for _, a := range rep.Proposed {
 		out.ProposedAdjustments = append(out.ProposedAdjustments, &pb.ProposedAdjustment{
@@ -130,7 +130,7 @@ func (s *AdminService) Adjust(ctx context.Context, req *connect.Request[pb.Adjus
 		return nil, toConnect(ctx, s.log, err)
 	}
 	lr.UserID, lr.RequestID, lr.Amount, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.Metadata
-	lr.BudgetID = r.BudgetId
+	lr.BudgetID, lr.Kind = r.BudgetId, r.Kind
 	lr.Debit, lr.Reason, lr.ExplainBalance, lr.ExpectedBalance = r.Debit, r.Reason, r.ExplainBalance, r.ExpectedBalance
 	m, err := ledger.NewMutation(ledger.EntryAdjustment, lr, s.scale)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -86,7 +88,14 @@ func withReason(err *connect.Error, reason string) *connect.Error {
 }
 
 func withInfo(err *connect.Error, info *errdetails.ErrorInfo) *connect.Error {
-	if d, derr := connect.NewErrorDetail(info); derr == nil {
+	// Marshaled deterministically (metadata by key), so that the same
+	// error has the same bytes: an error with two metadata keys (a
+	// replayed refusal's spendable and replayed) would otherwise vary.
+	b, merr := proto.MarshalOptions{Deterministic: true}.Marshal(info)
+	if merr != nil {
+		return err
+	}
+	if d, derr := connect.NewErrorDetail(&anypb.Any{TypeUrl: "type.googleapis.com/" + string(info.ProtoReflect().Descriptor().FullName()), Value: b}); derr == nil {
 		err.AddDetail(d)
 	}
 	return err

@@ -178,7 +178,7 @@ func (p ExpiryPolicy) expire(at *timestamppb.Timestamp, ttl *durationpb.Duration
 func drawsToProto(ds []ledger.Draw) []*pb.Draw {
 	out := make([]*pb.Draw, len(ds))
 	for i, d := range ds {
-		out[i] = &pb.Draw{ExpireTime: timeToProto(d.Expire), Amount: d.Amount.String()}
+		out[i] = &pb.Draw{ExpireTime: timeToProto(d.Expire), Amount: d.Amount.String(), Kind: ledger.KindName(d.Kind)}
 	}
 	return out
 }
@@ -186,7 +186,7 @@ func drawsToProto(ds []ledger.Draw) []*pb.Draw {
 func bucketsToProto(bs []ledger.Bucket) []*pb.Bucket {
 	out := make([]*pb.Bucket, len(bs))
 	for i, b := range bs {
-		out[i] = &pb.Bucket{ExpireTime: timeToProto(b.Expire), Amount: b.Amount.String()}
+		out[i] = &pb.Bucket{ExpireTime: timeToProto(b.Expire), Amount: b.Amount.String(), Kind: ledger.KindName(b.Kind)}
 	}
 	return out
 }

@@ -13,7 +13,7 @@ func grantRequest(r *pb.GrantRequest, p ExpiryPolicy) (ledger.Request, error) {
 		return ledger.Request{}, err
 	}
 	lr.UserID, lr.RequestID, lr.Amount, lr.OrderID, lr.Metadata = r.UserId, r.RequestId, r.Amount, r.OrderId, r.Metadata
-	lr.BudgetID = r.BudgetId
+	lr.BudgetID, lr.Kind = r.BudgetId, r.Kind
 	return lr, nil
 }
 

@@ -23,7 +23,7 @@ func (s *LedgerService) Authorize(ctx context.Context, req *connect.Request[pb.A
 	}
 	res, err := s.apply(ctx, ledger.EntryHold, ledger.Request{
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
-		Expire: expire, ExpireSpec: spec,
+		Expire: expire, ExpireSpec: spec, MerchantID: r.MerchantId, Category: r.Category,
 	})
 	if err != nil {
 		return nil, err
@@ -106,6 +106,8 @@ func holdToProto(h ledger.Hold, now time.Time) *pb.Hold {
 		ExpireTime: timeToProto(h.ExpireTime),
 		OrderId:    h.OrderID,
 		CreateTime: timestamppb.New(h.CreateTime),
+		MerchantId: h.MerchantID,
+		Category:   h.Category,
 	}
 	if h.State == ledger.HoldCaptured {
 		out.CapturedAmount = h.CapturedAmount.String()

@@ -53,7 +53,7 @@ func TestJSONAnswersAreCompact(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	got := string(s.postJSONBytes(t, pointledgerv1connect.LedgerServiceGetBalanceProcedure, `{"user_id":"nobody"}`))
-	want := `{"user_id":"nobody","balance":"0","version":"0","status":"ACCOUNT_STATUS_ACTIVE","expiring":[],"available":"0","held":"0","pending":"0","maturing":[]}`
+	want := `{"user_id":"nobody","balance":"0","version":"0","status":"ACCOUNT_STATUS_ACTIVE","expiring":[],"available":"0","held":"0","pending":"0","maturing":[],"kinds":[],"spendable":"0"}`
 	if got != want {
 		t.Errorf("GetBalance answered\n%s\nwant\n%s", got, want)
 	}

@@ -41,6 +41,7 @@ type LedgerService struct {
 	scale       int32
 	expiry      ExpiryPolicy
 	historyWait time.Duration // how long ListHistory waits for a min_version
+	kinds       KindSource
 	log         *slog.Logger
 }
 
@@ -77,6 +78,7 @@ func (s *LedgerService) Purchase(ctx context.Context, req *connect.Request[pb.Pu
 	r := req.Msg
 	res, err := s.apply(ctx, ledger.EntryPurchase, ledger.Request{
 		UserID: r.UserId, RequestID: r.RequestId, Amount: r.Amount, OrderID: r.OrderId, Metadata: r.Metadata,
+		MerchantID: r.MerchantId, Category: r.Category,
 	})
 	if err != nil {
 		return nil, err
@@ -125,7 +127,16 @@ func (s *LedgerService) apply(ctx context.Context, t ledger.EntryType, r ledger.
 }
 
 func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.GetBalanceRequest]) (*connect.Response[pb.GetBalanceResponse], error) {
-	a, err := s.ledger.Balance(ctx, req.Msg.UserId)
+	r := req.Msg
+	// A spend's place is checked as a spend's would be, before any read.
+	if _, err := ledger.NewMutation(ledger.EntryPurchase, ledger.Request{UserID: r.UserId, RequestID: "balance", Amount: "1", MerchantID: r.MerchantId, Category: r.Category}, s.scale); err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	a, err := s.ledger.Balance(ctx, r.UserId)
+	if err != nil {
+		return nil, s.toConnect(ctx, err)
+	}
+	kinds, err := s.pointKinds(ctx)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -141,7 +152,36 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 		Held:      at.Held.String(),
 		Pending:   at.Pending.String(),
 		Maturing:  maturingToProto(a.Maturing(now, 10)),
+		Kinds:     kindBalancesToProto(a.KindBalances(now, kinds)),
+		Spendable: a.SpendableAt(now, kinds, r.MerchantId, r.Category).String(),
 	}), nil
+}
+
+// pointKinds is the program's kinds as the service's source has them
+// (SetKinds); none set: standard only.
+func (s *LedgerService) pointKinds(ctx context.Context) (ledger.Kinds, error) {
+	if s.kinds == nil {
+		return nil, nil
+	}
+	return s.kinds.Kinds(ctx)
+}
+
+// SetKinds sets where GetBalance reads the program's point kinds (its
+// kinds and spendable); unset, every point is standard.
+func (s *LedgerService) SetKinds(k KindSource) { s.kinds = k }
+
+// KindSource gives the program's point kinds as a store's cache has them
+// (a snapshot within the store's refresh delay of the kinds' last change).
+type KindSource interface {
+	Kinds(ctx context.Context) (ledger.Kinds, error)
+}
+
+func kindBalancesToProto(kbs []ledger.KindBalance) []*pb.KindBalance {
+	out := make([]*pb.KindBalance, len(kbs))
+	for i, k := range kbs {
+		out[i] = &pb.KindBalance{Kind: ledger.KindName(k.Kind), Balance: k.Balance.String(), Available: k.Available.String(), Held: k.Held.String(), Pending: k.Pending.String()}
+	}
+	return out
 }
 
 func (s *LedgerService) ListEntries(ctx context.Context, req *connect.Request[pb.ListEntriesRequest]) (*connect.Response[pb.ListEntriesResponse], error) {
@@ -221,6 +261,9 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		ExpireTime:        timeToProto(e.ExpireTime),
 		Draws:             drawsToProto(e.Draws),
 		HoldRequestId:     e.HoldRequestID,
+		Kind:              entryKind(e),
+		MerchantId:        e.MerchantID,
+		Category:          e.Category,
 	}
 	if e.MovesHeld() {
 		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
@@ -298,6 +341,9 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		Draws:             drawsToProto(e.Draws),
 		HoldRequestId:     e.HoldRequestID,
 		BudgetId:          e.BudgetID,
+		Kind:              entryKind(e),
+		MerchantId:        e.MerchantID,
+		Category:          e.Category,
 	}
 	if e.MovesHeld() {
 		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
@@ -314,6 +360,15 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		out.ReversedAmount = e.ReversedAmount.String()
 	}
 	return out
+}
+
+// entryKind is the kind an entry shows: a credit's kind ("standard" for
+// none), "" on other entries, whose draws carry their kinds.
+func entryKind(e ledger.Entry) string {
+	if e.Amount.IsPositive() && len(e.Draws) == 0 || e.PendingChange.IsPositive() || e.Type == ledger.EntryMaturation {
+		return ledger.KindName(e.Kind)
+	}
+	return ""
 }
 
 func maturingToProto(ms []ledger.Maturity) []*pb.Maturity {

@@ -64,6 +64,13 @@ var policy = map[string]rule{
 	pointledgerv1connect.BudgetServiceCloseBudgetProcedure:  {admin: true},
 	pointledgerv1connect.BudgetServiceGetBudgetProcedure:    {service: true, admin: true, support: true},
 	pointledgerv1connect.BudgetServiceListBudgetsProcedure:  {service: true, admin: true, support: true},
+	// Point kinds: program-wide rules, an admin's to change; the services
+	// that grant and spend (and support, who reads everything) may read
+	// them. Not per user: no peer routing.
+	pointledgerv1connect.PointKindServiceCreatePointKindProcedure: {admin: true},
+	pointledgerv1connect.PointKindServiceUpdatePointKindProcedure: {admin: true},
+	pointledgerv1connect.PointKindServiceGetPointKindProcedure:    {service: true, admin: true, support: true},
+	pointledgerv1connect.PointKindServiceListPointKindsProcedure:  {service: true, admin: true, support: true},
 }
 
 // allowProcedure decides by role alone, before the request is read.

@@ -104,6 +104,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	}
 	s := startServices(t, setup{ledgerds: sh.ledgerds, projector: true})
 	s.createBudget(t)
+	s.createKinds(t)
 	l := startLoad(s.clients, sh)
 	caused := s.injectFaults(t, sh, l)
 	l.waitDry()
@@ -127,7 +128,7 @@ func TestNoPointLostOrRepeatedThroughFaults(t *testing.T) {
 	view := s.readLedger(t, users, v)
 	got := checkBook(l.book, view, v)
 	budget := s.checkBudget(t, l.book, view, v)
-	pending := checkPending(l.book, view, swept, v) + "\n" + checkReads(l.reads, view, v)
+	pending := checkPending(l.book, view, swept, v) + "\n" + checkReads(l.reads, view, v) + "\n" + checkKinds(view, v)
 	checkReconciledPending(l.book, rec, v)
 	checkCoverage(sh, l, s.proxy.Stats(), caused, view, got, v)
 	t.Logf("%s\n%s\n%s", summary(sh, l, s.proxy.Stats(), caused, rec, view, got, v), budget, pending)

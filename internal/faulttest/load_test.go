@@ -25,12 +25,15 @@ type sent struct {
 	typ      ledger.EntryType // GRANT, PURCHASE, REFUND, HOLD (Authorize), CAPTURE, RELEASE (Void) or REVERSAL (ReverseGrant)
 	kind     string           // what the load meant by it, for the report and the checks (the kind… constants)
 	budget   string           // grants: the budget they draw on ("": none)
-	quiet    bool             // a quiet user's (nextQuiet)
-	amount   decimal.Decimal  // zero for a void, a capture of all of its hold, and a reversal of all that is left
-	ttl      time.Duration    // grants: expiring after this (0: never; pending grants: counted from their effective time); holds: their ttl
-	delay    time.Duration    // grants: pending for this long from when they are made (effective_delay; 0: spendable at once)
-	hold     *sent            // captures and voids: the authorization of the hold
-	of       *sent            // refunds: the purchase or capture they give back; reversals: the grant they take back
+	// pointKind: grants, the kind of their points ("": standard; see
+	// kinds_test.go); merchant: purchases and holds, where they spend.
+	pointKind, merchant string
+	quiet               bool            // a quiet user's (nextQuiet)
+	amount              decimal.Decimal // zero for a void, a capture of all of its hold, and a reversal of all that is left
+	ttl                 time.Duration   // grants: expiring after this (0: never; pending grants: counted from their effective time); holds: their ttl
+	delay               time.Duration   // grants: pending for this long from when they are made (effective_delay; 0: spendable at once)
+	hold                *sent           // captures and voids: the authorization of the hold
+	of                  *sent           // refunds: the purchase or capture they give back; reversals: the grant they take back
 	// left: acknowledged purchases and captures, what is left to refund of
 	// them; acknowledged grants, what is left to reverse.
 	left decimal.Decimal
@@ -85,7 +88,7 @@ func (s *sent) spent() decimal.Decimal {
 func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, s *sent) (*pb.Entry, error) {
 	switch s.typ {
 	case ledger.EntryGrant:
-		r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, BudgetId: s.budget}
+		r := &pb.GrantRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, BudgetId: s.budget, Kind: s.pointKind}
 		if s.ttl > 0 {
 			r.Ttl = durationpb.New(s.ttl) // the same ttl on every retry: the same request
 		}
@@ -106,7 +109,7 @@ func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, 
 		res, err := client.ReverseGrant(ctx, connect.NewRequest(r))
 		return entryOf(res, err)
 	case ledger.EntryHold:
-		_, err := client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, Ttl: durationpb.New(s.ttl)}))
+		_, err := client.Authorize(ctx, connect.NewRequest(&pb.AuthorizeRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, Ttl: durationpb.New(s.ttl), MerchantId: s.merchant}))
 		return nil, err
 	case ledger.EntryCapture:
 		r := &pb.CaptureRequest{UserId: s.user, RequestId: s.id, HoldRequestId: s.hold.id}
@@ -119,7 +122,7 @@ func call(ctx context.Context, client pointledgerv1connect.LedgerServiceClient, 
 		res, err := client.Void(ctx, connect.NewRequest(&pb.VoidRequest{UserId: s.user, RequestId: s.id, HoldRequestId: s.hold.id}))
 		return entryOf(res, err)
 	case ledger.EntryPurchase:
-		res, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id}))
+		res, err := client.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, MerchantId: s.merchant}))
 		return entryOf(res, err)
 	case ledger.EntryRefund:
 		res, err := client.Refund(ctx, connect.NewRequest(&pb.RefundRequest{UserId: s.user, Amount: s.amount.String(), RequestId: s.id, PurchaseRequestId: s.of.id}))
@@ -181,8 +184,10 @@ func next(rng *rand.Rand, sh shape, d *desk, id string) *sent {
 		if rng.IntN(2) == 0 {
 			s.kind, s.ttl = kindGrantExpiring, time.Duration(2+rng.IntN(30))*time.Second
 		}
+		s.pointKind = pointKindOf(rng, s.ttl > 0)
 	case k < 15:
 		s.typ, s.kind, s.ttl = ledger.EntryHold, kindAuthorize, time.Duration(2+rng.IntN(20))*time.Second
+		s.merchant = merchantOf(rng)
 	case k < 21 && len(d.holds) > 0:
 		i := rng.IntN(len(d.holds))
 		nextResolution(rng, s, d.holds[i])
@@ -195,6 +200,8 @@ func next(rng *rand.Rand, sh shape, d *desk, id string) *sent {
 		nextPendingGrant(rng, s)
 	case k >= 45 && len(d.reversible) > 0:
 		nextReversal(rng, s, d.reversible)
+	default:
+		s.merchant = merchantOf(rng) // a purchase
 	}
 	return s
 }

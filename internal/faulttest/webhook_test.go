@@ -106,6 +106,7 @@ func TestWebhooksThroughFaults(t *testing.T) {
 	flaky := hooks[0]
 	t.Logf("started in %s", time.Since(began).Round(time.Second))
 
+	s.createKinds(t) // the load grants and spends them
 	l := startLoad(s.clients, sh)
 	f := injectWebhookFaults(t, admin, dispatchers, hooks[2], l)
 	// The gap's events come after u0's first g.after acknowledged: a few

@@ -24,6 +24,10 @@ type Partition struct {
 	// purchase's refunded amount may already count their refunds.
 	Later []Entry
 	Items int // records the store read for it: what the read cost, for a reader that paces itself
+	// Kinds is the program's point kinds as the store knows them; with
+	// them, the audit checks that no spend drew an ineligible bucket
+	// (eligibleDraws). Nil: not checked.
+	Kinds Kinds
 }
 
 // RequestRecord is a request_id's idempotency record as an audit reads it:
@@ -84,6 +88,7 @@ func Audit(p Partition, expiredBefore time.Time) (Account, []Finding) {
 	a.refundCaps()
 	a.reversals()
 	a.expiry(expiredBefore)
+	a.eligibleDraws()
 	return a.folded, a.findings
 }
 
@@ -223,7 +228,7 @@ func (a *audit) account() {
 	// explains the balance puts the balance right, not that bucket. So,
 	// with the balance and held the fold's, the buckets and held must sum
 	// to the balance; with either off, that is their finding.
-	if stored, fold := expiringOnly(acct.Buckets), expiringOnly(folded.Buckets); !slices.EqualFunc(stored, fold, sameBucket) {
+	if stored, fold := keptOnly(acct.Buckets), keptOnly(folded.Buckets); !slices.EqualFunc(stored, fold, sameBucket) {
 		a.add(FindingBuckets, bucketsText(fold), bucketsText(stored), acct.Version)
 	} else if acct.Balance.Equal(folded.Balance) && acct.Held.Equal(folded.Held) {
 		total := acct.Held
@@ -255,10 +260,42 @@ func (a *audit) account() {
 	}
 }
 
-func sameBucket(a, b Bucket) bool { return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) }
+func sameBucket(a, b Bucket) bool {
+	return a.Expire.Equal(b.Expire) && a.Amount.Equal(b.Amount) && a.Kind == b.Kind
+}
 
-func expiringOnly(bs []Bucket) []Bucket {
-	return slices.DeleteFunc(slices.Clone(bs), func(b Bucket) bool { return b.Expire.IsZero() })
+// keptOnly is the buckets but the standard never-expiring one, which a
+// store may keep as what the others leave of the balance: each kind's
+// buckets are the fold of the entries' credits and draws.
+func keptOnly(bs []Bucket) []Bucket {
+	return slices.DeleteFunc(slices.Clone(bs), func(b Bucket) bool { return b.Expire.IsZero() && b.Kind == "" })
+}
+
+// eligibleDraws reports a purchase, hold or capture that drew a bucket
+// its merchant and category may not spend, by the kinds as they are now.
+// A spend decided before its kind last changed (with MaxKindRefresh for
+// the instances' caches to follow) was decided under the older rules,
+// which the ledger does not keep: it is not checked.
+func (a *audit) eligibleDraws() {
+	if a.Kinds == nil {
+		return
+	}
+	for _, e := range a.Entries {
+		if e.Type != EntryPurchase && e.Type != EntryHold && e.Type != EntryCapture {
+			continue
+		}
+		for _, d := range e.Draws {
+			k, ok := a.Kinds.Get(d.Kind)
+			switch {
+			case !ok:
+				a.add(FindingIneligibleDraw, "a draw of a known kind", fmt.Sprintf("a draw of %s of unknown kind %q", d.Amount, d.Kind), e.Version)
+			case !e.CreateTime.After(k.UpdateTime.Add(MaxKindRefresh)):
+			case !k.Eligible(e.MerchantID, e.Category):
+				a.add(FindingIneligibleDraw, fmt.Sprintf("draws of kinds eligible %s", whereText(e.MerchantID, e.Category)),
+					fmt.Sprintf("a draw of %s of kind %q", d.Amount, KindName(d.Kind)), e.Version)
+			}
+		}
+	}
 }
 
 // holdRecords checks each hold's record against the entries that made
@@ -497,6 +534,9 @@ func bucketsText(bs []Bucket) string {
 	parts := make([]string, len(bs))
 	for i, b := range bs {
 		parts[i] = expiryText(b.Expire) + ":" + b.Amount.String()
+		if b.Kind != "" {
+			parts[i] = b.Kind + "/" + parts[i]
+		}
 	}
 	return "{" + strings.Join(parts, " ") + "}"
 }

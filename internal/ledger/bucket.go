@@ -1,30 +1,43 @@
 package ledger
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
 )
 
-// Bucket is what an account holds of points that expire at one time.
-// Credits with the same expiry merge, so an account holds one bucket per
-// distinct expiry time, not one per grant.
+// Bucket is what an account holds of points of one kind that expire at one
+// time. Credits of the same kind and expiry merge, so an account holds one
+// bucket per distinct (kind, expiry), not one per grant.
 type Bucket struct {
 	Expire time.Time       // zero: never expires
 	Amount decimal.Decimal // what is left
+	Kind   string          // "": standard (kind.go)
 }
 
 // Draw is what one entry took from (or, for a refund, gave back to) the
-// bucket of one expiry time.
+// bucket of one kind and expiry time.
 type Draw struct {
 	Expire time.Time // zero: the never-expiring bucket
 	Amount decimal.Decimal
+	Kind   string // "": standard
 }
 
 // live says whether points of expiry e may be spent at t: strictly before
 // their expiry.
 func live(e, t time.Time) bool { return e.IsZero() || t.Before(e) }
+
+// order is the order an account keeps its buckets in: soonest expiry
+// first, never last, then by kind. (Spending order also weighs the kinds'
+// priorities: Kinds.SpendingOrder.)
+func order(a, b Bucket) int {
+	if c := before(a.Expire, b.Expire); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Kind, b.Kind)
+}
 
 // before orders expiry times for spending: soonest first, never last.
 func before(a, b time.Time) int {
@@ -41,25 +54,31 @@ func before(a, b time.Time) int {
 	return 1
 }
 
-// credit adds amount to the bucket of expiry e, keeping the order.
-func credit(bs []Bucket, e time.Time, amount decimal.Decimal) []Bucket {
-	i, found := slices.BinarySearchFunc(bs, e, func(b Bucket, e time.Time) int { return before(b.Expire, e) })
+// credit adds d's amount to the bucket of d's kind and expiry, keeping
+// the order.
+func credit(bs []Bucket, d Draw) []Bucket {
+	key := Bucket{Expire: d.Expire, Kind: d.Kind}
+	i, found := slices.BinarySearchFunc(bs, key, order)
 	if found {
 		bs = slices.Clone(bs)
-		bs[i].Amount = bs[i].Amount.Add(amount)
+		bs[i].Amount = bs[i].Amount.Add(d.Amount)
 		return bs
 	}
-	return slices.Insert(slices.Clone(bs), i, Bucket{Expire: e.UTC(), Amount: amount})
+	return slices.Insert(slices.Clone(bs), i, Bucket{Expire: d.Expire.UTC(), Amount: d.Amount, Kind: d.Kind})
 }
 
-// debit takes amount from the bucket of expiry e; an emptied bucket goes.
-// A draw on a bucket the account does not hold (entries written before
-// buckets existed) takes from the buckets in spending order.
-func debit(bs []Bucket, e time.Time, amount decimal.Decimal) []Bucket {
-	i, found := slices.BinarySearchFunc(bs, e, func(b Bucket, e time.Time) int { return before(b.Expire, e) })
-	if !found {
-		for _, d := range spend(bs, amount) {
-			bs = debit(bs, d.Expire, d.Amount)
+// debit takes d's amount from the bucket of d's kind and expiry; an
+// emptied bucket goes. A draw on a bucket the account does not hold
+// (entries written before buckets existed) takes from the buckets in
+// their order.
+func debit(bs []Bucket, d Draw) []Bucket {
+	i := slices.IndexFunc(bs, func(b Bucket) bool { return b.Kind == d.Kind && b.Expire.Equal(d.Expire) })
+	amount := d.Amount
+	if i < 0 {
+		for _, x := range spend(bs, amount) {
+			if j := slices.IndexFunc(bs, func(b Bucket) bool { return b.Kind == x.Kind && b.Expire.Equal(x.Expire) }); j >= 0 {
+				bs = debit(bs, x) // found: no deeper
+			}
 		}
 		return bs
 	}
@@ -71,9 +90,9 @@ func debit(bs []Bucket, e time.Time, amount decimal.Decimal) []Bucket {
 	return bs
 }
 
-// spend says what a debit of amount draws, in spending order: soonest
-// expiry first, never-expiring last. The caller has checked that the
-// buckets cover it.
+// spend says what a debit of amount draws of bs, in their order (the
+// caller puts them in spending order: Kinds.Eligible). The caller has
+// checked that the buckets cover it.
 func spend(bs []Bucket, amount decimal.Decimal) []Draw {
 	var draws []Draw
 	for _, b := range bs {
@@ -81,7 +100,7 @@ func spend(bs []Bucket, amount decimal.Decimal) []Draw {
 			break
 		}
 		take := decimal.Min(b.Amount, amount)
-		draws = append(draws, Draw{Expire: b.Expire, Amount: take})
+		draws = append(draws, Draw{Expire: b.Expire, Amount: take, Kind: b.Kind})
 		amount = amount.Sub(take)
 	}
 	return draws
@@ -102,12 +121,12 @@ func giveBack(draws []Draw, refunded, amount decimal.Decimal) []Draw {
 			continue
 		}
 		give := decimal.Min(room, amount)
-		back = append(back, Draw{Expire: draws[i].Expire, Amount: give})
+		back = append(back, Draw{Expire: draws[i].Expire, Amount: give, Kind: draws[i].Kind})
 		amount = amount.Sub(give)
 	}
 	if amount.IsPositive() {
 		// A purchase written before buckets existed has no draws: what it
-		// took came from points that never expire.
+		// took came from standard points that never expire.
 		back = append(back, Draw{Amount: amount})
 	}
 	return back
@@ -182,10 +201,10 @@ func (a Account) expired(t time.Time) []Draw {
 	return ds
 }
 
-// SortBuckets puts buckets in spending order (soonest expiry first,
-// never-expiring last), as an Account holds them; a store that keeps them
+// SortBuckets puts buckets in the order an Account holds them (soonest
+// expiry first, never-expiring last, then by kind); a store that keeps them
 // unordered sorts them on reading.
 func SortBuckets(bs []Bucket) []Bucket {
-	slices.SortFunc(bs, func(a, b Bucket) int { return before(a.Expire, b.Expire) })
+	slices.SortFunc(bs, order)
 	return bs
 }

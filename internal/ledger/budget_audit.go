@@ -93,7 +93,7 @@ func BudgetShares(entries []Entry, at time.Time) map[string]BudgetShare {
 		}
 	}
 	for _, b := range acct.Buckets {
-		k := bucketKey(b.Expire)
+		k := bucketKey(b.Kind, b.Expire)
 		for _, l := range lots[k] {
 			if l.budget == "" {
 				continue
@@ -148,17 +148,17 @@ func take(lots []lot, amount decimal.Decimal, budget string) (left, taken []lot)
 	return left, taken
 }
 
-func bucketKey(expire time.Time) string {
+func bucketKey(kind string, expire time.Time) string {
 	if expire.IsZero() {
-		return "never"
+		return kind + "/never"
 	}
-	return expire.UTC().Format(time.RFC3339Nano)
+	return kind + "/" + expire.UTC().Format(time.RFC3339Nano)
 }
 
 func bucketAmounts(bs []Bucket) map[string]decimal.Decimal {
 	m := make(map[string]decimal.Decimal, len(bs))
 	for _, b := range bs {
-		m[bucketKey(b.Expire)] = b.Amount
+		m[bucketKey(b.Kind, b.Expire)] = b.Amount
 	}
 	return m
 }

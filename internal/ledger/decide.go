@@ -3,6 +3,7 @@ package ledger
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -120,6 +121,11 @@ type Facts struct {
 	// (GrantRef.BudgetID), as the store read it; nil if there is no such
 	// budget (see checkBudget, checkGiveBack).
 	Budget *BudgetRef
+	// Kinds is the program's point kinds, a snapshot the store keeps (see
+	// kind.go): it knows every kind the account and the mutation name
+	// (Kinds.Missing), or Decide refuses a credit of an unknown kind and
+	// spends no bucket of one. Nil: standard only.
+	Kinds Kinds
 }
 
 // PurchaseRef is a purchase as a refund sees it.
@@ -127,7 +133,7 @@ type PurchaseRef struct {
 	Version  int64
 	Type     EntryType       // what the request_id names: a refund of anything but a purchase or a capture is refused
 	Amount   decimal.Decimal // the purchase's positive amount
-	Draws    []Draw          // what it took from which bucket
+	Draws    []Draw          // what it took from which bucket (kind and expiry)
 	Refunded decimal.Decimal // what earlier refunds gave back, as the store read the purchase
 }
 
@@ -179,7 +185,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 		acct = created
 	}
 	d := Decision{}
-	running := acct.expire(at, &d.Entries)
+	running := acct.expire(at, &d.Entries).withUnbucketed()
 	hold, err := checkMutation(acct, running, m, f, len(d.Entries) > 0)
 	if err != nil {
 		return Decision{}, err
@@ -188,7 +194,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	if info.RefersToPurchase {
 		purchase = f.Purchase
 	}
-	e, err := entryOf(m, running, at, purchase, hold)
+	e, err := entryOf(m, running, at, purchase, hold, f.Kinds)
 	if err == nil && info.RefersToGrant {
 		e, err = reversalOf(e, m, running, f.Grant, f.Budget)
 	}
@@ -201,7 +207,7 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 	}
 	if maxBuckets := cmp.Or(f.MaxBuckets, DefaultMaxBuckets); len(next.Buckets) > maxBuckets && len(next.Buckets) > len(running.Buckets) {
 		return Decision{}, Errorf(KindFailedPrecondition, ReasonTooManyBuckets,
-			"user %q would hold points of %d expiry times, more than the %d allowed: grant with an expiry the user already has, or none", m.UserID, len(next.Buckets), maxBuckets)
+			"user %q would hold points of %d kinds and expiry times, more than the %d allowed: grant with a kind and expiry the user already has, or none", m.UserID, len(next.Buckets), maxBuckets)
 	}
 	e.BalanceAfter, e.HeldAfter, e.PendingAfter = next.Balance, next.Held, next.Pending
 	switch {
@@ -224,6 +230,9 @@ func Decide(acct Account, m Mutation, now time.Time, f Facts) (Decision, error) 
 // returns the open hold m resolves, for a capture or a void.
 func checkMutation(acct, running Account, m Mutation, f Facts, expired bool) (Hold, error) {
 	info, _ := m.Type.Info()
+	if _, ok := f.Kinds.Get(m.Kind); !ok {
+		return Hold{}, PointKindNotFound(m.Kind)
+	}
 	if info.RefersToPurchase {
 		if f.Purchase == nil || !f.Purchase.Type.Refundable() {
 			return Hold{}, Errorf(KindNotFound, ReasonPurchaseNotFound,
@@ -250,7 +259,11 @@ func checkMutation(acct, running Account, m Mutation, f Facts, expired bool) (Ho
 	if info.NeedsActive && acct.Version > 0 && acct.Status != StatusActive {
 		return Hold{}, Errorf(KindFailedPrecondition, ReasonAccountFrozen, "account of user %q is %s", m.UserID, acct.Status)
 	}
-	if m.Spends() && running.Available().LessThan(m.Amount) {
+	if m.SpendsWhere() {
+		if spendable := bucketSum(f.Kinds.Eligible(running.Buckets, m.MerchantID, m.Category)); spendable.LessThan(m.Amount) {
+			return Hold{}, insufficient(m, spendable)
+		}
+	} else if m.Spends() && running.Available().LessThan(m.Amount) {
 		if running.Held.IsPositive() {
 			return Hold{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
 				"available %s of user %q (balance %s, of which %s held) does not cover %s", running.Available(), m.UserID, running.Balance, running.Held, m.Amount)
@@ -286,7 +299,7 @@ func checkPending(running Account, m Mutation, f Facts) error {
 		return Errorf(KindFailedPrecondition, ReasonTooManyPending,
 			"user %q has %d pending grants, as many as allowed: grant without an effective time, or wait for one to mature", m.UserID, len(running.PendingLots))
 	}
-	if maxBuckets := cmp.Or(f.MaxBuckets, DefaultMaxBuckets); running.expiryTimes(m.Expire) > maxBuckets {
+	if maxBuckets := cmp.Or(f.MaxBuckets, DefaultMaxBuckets); running.expiryTimes(m.Kind, m.Expire) > maxBuckets {
 		return Errorf(KindFailedPrecondition, ReasonTooManyBuckets,
 			"user %q would hold points of more than the %d expiry times allowed once its pending grants mature: grant with an expiry the user already has, or none", m.UserID, maxBuckets)
 	}
@@ -314,7 +327,7 @@ func checkExplanation(running Account, m Mutation, f Facts, expired bool) error 
 // its balance and held after: what it draws from which bucket, or gives
 // back (a refund of purchase), and what it holds or releases (a capture
 // or void of hold).
-func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, hold Hold) (Entry, error) {
+func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, hold Hold, kinds Kinds) (Entry, error) {
 	info, _ := m.Type.Info()
 	e := Entry{
 		UserID:            m.UserID,
@@ -330,6 +343,8 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 		ExplainsBalance:   m.ExplainBalance,
 		HoldRequestID:     m.HoldRequestID,
 		BudgetID:          m.BudgetID,
+		MerchantID:        m.MerchantID,
+		Category:          m.Category,
 	}
 	switch {
 	case purchase != nil:
@@ -342,7 +357,7 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 		}
 		e.ExpireTime = m.Expire.UTC()
 		e.HeldChange = m.Amount
-		e.Draws = spend(running.Buckets, m.Amount)
+		e.Draws = spend(kinds.Eligible(running.Buckets, m.MerchantID, m.Category), m.Amount)
 	case m.Type == EntryCapture:
 		captured := m.Amount
 		if captured.IsZero() { // none asked: all of it
@@ -356,20 +371,24 @@ func entryOf(m Mutation, running Account, at time.Time, purchase *PurchaseRef, h
 		e.HeldChange = hold.Amount.Neg()
 		e.Draws = captureDraws(hold.Draws, captured)
 		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
+		e.MerchantID, e.Category = hold.MerchantID, hold.Category
 	case m.Type == EntryRelease:
 		e.Reason = ReleaseVoided
 		e.HeldChange = hold.Amount.Neg()
 		e.Draws = hold.Draws
 		e.OrderID = cmp.Or(e.OrderID, hold.OrderID)
 	case info.RefersToGrant: // reversalOf decides what it takes
-	case e.Amount.IsNegative():
-		e.Draws = spend(running.Buckets, m.Amount)
+	case m.SpendsWhere(): // a purchase
+		e.Draws = spend(kinds.Eligible(running.Buckets, m.MerchantID, m.Category), m.Amount)
+	case e.Amount.IsNegative(): // a debit adjustment: any kind, in spending order
+		e.Draws = spend(kinds.SpendingOrder(slices.Clone(running.Buckets)), m.Amount)
 	case info.Expires:
 		if !m.Expire.IsZero() && !live(m.Expire, at) {
 			return Entry{}, Errorf(KindFailedPrecondition, ReasonInvalidExpiry,
 				"expire_time %s is not after the time of this entry, %s", m.Expire.Format(time.RFC3339Nano), at.Format(time.RFC3339Nano))
 		}
 		e.ExpireTime = m.Expire.UTC()
+		e.Kind = m.Kind
 		if !m.Effective.IsZero() {
 			// Pending until its effective time; one at or before this
 			// entry's time matures right after it (Decide).
@@ -404,9 +423,11 @@ func reversalOf(e Entry, m Mutation, running Account, grant *GrantRef, budget *B
 		pending = decimal.Min(amount, lot.Amount)
 	}
 	spent := amount.Sub(pending)
-	if spent.GreaterThan(running.Available()) {
+	// Only points of the grant's kind are taken back.
+	own := ofKind(running.Buckets, grant.Kind)
+	if available := bucketSum(own); spent.GreaterThan(available) {
 		return Entry{}, Errorf(KindFailedPrecondition, ReasonInsufficientBalance,
-			"available %s of user %q does not cover the %s of grant %q already spendable", running.Available(), m.UserID, spent, m.GrantRequestID)
+			"available %s of kind %q of user %q does not cover the %s of grant %q already spendable", available, KindName(grant.Kind), m.UserID, spent, m.GrantRequestID)
 	}
 	if grant.BudgetID != "" {
 		if err := checkGiveBack(m.UserID, grant.BudgetID, amount, budget); err != nil {
@@ -414,7 +435,7 @@ func reversalOf(e Entry, m Mutation, running Account, grant *GrantRef, budget *B
 		}
 	}
 	e.Amount, e.PendingChange = spent.Neg(), pending.Neg()
-	e.Draws = spend(running.Buckets, spent)
+	e.Draws = spend(own, spent)
 	e.GrantRequestID, e.GrantVersion = m.GrantRequestID, grant.Version
 	e.BudgetID = grant.BudgetID
 	return e, nil
@@ -468,6 +489,7 @@ func (a Account) expireUpTo(t time.Time, n int, entries *[]Entry) Account {
 			ExpireTime:     l.ExpireTime,
 			GrantRequestID: l.GrantRequestID,
 			GrantVersion:   l.Version,
+			Kind:           l.Kind,
 		}
 		a = a.Apply(e)
 		e.BalanceAfter, e.HeldAfter, e.PendingAfter = a.Balance, a.Held, a.Pending

@@ -17,8 +17,13 @@
 //     the one it was decided on (version, balance, status). That condition,
 //     not a prior read, prevents double spending.
 //   - The account's buckets and its open holds sum to its balance; nothing is
-//     spent or held from a bucket at or past its expire_time, and points are
-//     spent soonest expiry first. Expired points leave the balance by an
+//     spent or held from a bucket at or past its expire_time. A bucket is
+//     points of one kind and expiry (kind.go); a purchase or a hold draws
+//     only buckets its merchant and category may spend, lower priority
+//     first, then soonest expiry, then kind id; a refund, a capture, a
+//     void and a release give back to exactly the buckets drawn; a
+//     reversal takes only points of its grant's kind. Entries written
+//     before kinds (no kind) are standard. Expired points leave the balance by an
 //     EXPIRATION entry, written before the user's next mutation or by the
 //     sweeper.
 //   - Held is the sum of the open holds, and never more than the balance:

@@ -76,6 +76,14 @@ type Entry struct {
 	// Credits: when the points expire (zero: never). Refunds go back to the
 	// buckets their purchase drew, and say so in Draws instead.
 	ExpireTime time.Time
+	// Credits (grants, credit adjustments, maturations): the kind of their
+	// points ("": standard, and every entry written before kinds). Draws
+	// carry the kinds of what debits took.
+	Kind string
+	// Purchases, holds and captures: where they were spent (kind.go), so
+	// that an audit can check that every draw was eligible.
+	MerchantID string
+	Category   string
 	// Debits and expirations: what they took from which bucket; refunds:
 	// what they gave back to which. In spending order. Holds: what they
 	// hold of which bucket; captures: what they spent of their hold;
@@ -127,7 +135,7 @@ func (e Entry) System() bool {
 type Account struct {
 	UserID  string
 	Balance decimal.Decimal // the sum of the buckets, expired or not, and of what is held
-	Buckets []Bucket        // by expiry, soonest first, never-expiring last
+	Buckets []Bucket        // by expiry, soonest first, never-expiring last, then by kind
 	Held    decimal.Decimal // the sum of the open holds
 	Holds   []Hold          // open holds, in version order
 	// Pending is the sum of PendingLots: points granted that are not
@@ -163,18 +171,18 @@ func (a Account) Apply(e Entry) Account {
 	switch e.Type {
 	case EntryHold:
 		for _, d := range e.Draws {
-			a.Buckets = debit(a.Buckets, d.Expire, d.Amount)
+			a.Buckets = debit(a.Buckets, d)
 		}
 		a.Holds = append(slices.Clone(a.Holds), HoldOf(e))
 	case EntryCapture:
 		h, _ := a.Hold(e.HoldRequestID)
 		for _, d := range releasedBy(h, e) {
-			a.Buckets = credit(a.Buckets, d.Expire, d.Amount)
+			a.Buckets = credit(a.Buckets, d)
 		}
 		a.Holds = a.withoutHold(e.HoldRequestID)
 	case EntryRelease:
 		for _, d := range e.Draws {
-			a.Buckets = credit(a.Buckets, d.Expire, d.Amount)
+			a.Buckets = credit(a.Buckets, d)
 		}
 		a.Holds = a.withoutHold(e.HoldRequestID)
 	case EntryGrant, EntryAdjustment:
@@ -200,17 +208,17 @@ func (a Account) applyBuckets(e Entry) []Bucket {
 	case e.Amount.IsZero():
 	case len(e.Draws) > 0 && e.Amount.IsPositive(): // a refund, back where its purchase drew
 		for _, d := range e.Draws {
-			bs = credit(bs, d.Expire, d.Amount)
+			bs = credit(bs, d)
 		}
 	case e.Amount.IsPositive():
-		bs = credit(bs, e.ExpireTime, e.Amount)
+		bs = credit(bs, Draw{Expire: e.ExpireTime, Amount: e.Amount, Kind: e.Kind})
 	case len(e.Draws) > 0:
 		for _, d := range e.Draws {
-			bs = debit(bs, d.Expire, d.Amount)
+			bs = debit(bs, d)
 		}
 	default: // a debit written before buckets existed: in spending order
 		for _, d := range spend(bs, e.Amount.Neg()) {
-			bs = debit(bs, d.Expire, d.Amount)
+			bs = debit(bs, d)
 		}
 	}
 	return bs

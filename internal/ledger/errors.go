@@ -89,7 +89,8 @@ type Error struct {
 	// again, as recorded (see Kind.Final).
 	Replayed bool
 	// Metadata are facts of the refusal a program acts on without parsing
-	// Message, such as a budget refusal's budget_id and remaining; the API
+	// Message, such as a budget refusal's budget_id and remaining, or an
+	// INSUFFICIENT_BALANCE refusal of a spend's MetadataSpendable; the API
 	// sends them in the ErrorInfo's metadata. Recorded with a final
 	// refusal, and replayed with it.
 	Metadata map[string]string

@@ -28,6 +28,7 @@ const (
 	FindingReversalOverGrant   = "reversal_over_grant"   // reversals of a grant exceed it
 	FindingReversedAmount      = "reversed_amount"       // a grant's reversed_amount != its reversals
 	FindingMaturityNotRecorded = "maturity_not_recorded" // a pending grant matured long ago, and no MATURATION says so yet (is the sweeper running?)
+	FindingIneligibleDraw      = "ineligible_draw"       // a spend drew points its merchant and category may not spend (kind.go)
 
 	FindingProjectionMissing  = "projection_missing"  // history lacks an entry (after the grace period)
 	FindingProjectionExtra    = "projection_extra"    // history has an entry the ledger does not

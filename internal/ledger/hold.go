@@ -42,6 +42,9 @@ type Hold struct {
 	CreateTime     time.Time
 	Version        int64  // of its HOLD entry
 	Draws          []Draw // what it took from which bucket, in spending order
+	// Where it was made (kind.go): its capture is recorded under them.
+	MerchantID string
+	Category   string
 	// ResolveVersion is the version of the entry that resolved it (a
 	// CAPTURE or a RELEASE); 0 while held.
 	ResolveVersion int64
@@ -74,6 +77,7 @@ func HoldOf(e Entry) Hold {
 	return Hold{
 		RequestID: e.RequestID, UserID: e.UserID, Amount: e.HeldChange, State: HoldHeld,
 		ExpireTime: e.ExpireTime, OrderID: e.OrderID, CreateTime: e.CreateTime, Version: e.Version, Draws: e.Draws,
+		MerchantID: e.MerchantID, Category: e.Category,
 	}
 }
 
@@ -112,12 +116,12 @@ func released(draws, captured []Draw) []Draw {
 	for _, d := range draws {
 		left := d.Amount
 		for _, c := range captured {
-			if c.Expire.Equal(d.Expire) {
+			if c.Expire.Equal(d.Expire) && c.Kind == d.Kind {
 				left = left.Sub(c.Amount)
 			}
 		}
 		if left.IsPositive() {
-			out = append(out, Draw{Expire: d.Expire, Amount: left})
+			out = append(out, Draw{Expire: d.Expire, Amount: left, Kind: d.Kind})
 		}
 	}
 	return out

@@ -65,6 +65,13 @@ type Request struct {
 	GrantRequestID string
 	// Grants only: the budget the points come from (see budget.go).
 	BudgetID string
+	// Credits (grants, credit adjustments): the kind of their points, as
+	// named on the wire ("" or "standard": standard).
+	Kind string
+	// Purchases and holds: where the points are spent (kind.go); each may
+	// be "".
+	MerchantID string
+	Category   string
 }
 
 // Mutation is a validated request to append one entry to a user's ledger.
@@ -102,6 +109,11 @@ type Mutation struct {
 	GrantRequestID string
 	// BudgetID: a grant from a budget (see budget.go).
 	BudgetID string
+	// Credits: the kind of the points ("": standard).
+	Kind string
+	// Purchases and holds: where the points are spent.
+	MerchantID string
+	Category   string
 }
 
 // MaxReasonBytes bounds an adjustment's reason.
@@ -161,6 +173,9 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		m.ExpireSpec = "at " + m.Expire.Format(time.RFC3339Nano)
 	}
 	if err := m.setReferences(t, r); err != nil {
+		return Mutation{}, err
+	}
+	if err := m.setKind(t, r); err != nil {
 		return Mutation{}, err
 	}
 	switch t {
@@ -227,6 +242,34 @@ func (m *Mutation) setReferences(t EntryType, r Request) error {
 	}
 	if t != EntryAdjustment && (r.Debit || (r.Reason != "" && t != EntryReversal) || r.ExplainBalance || r.ExpectedBalance != "") {
 		return Errorf(KindInvalid, ReasonInvalidAdjustment, "debit, reason and explain_balance are only for adjustments")
+	}
+	return nil
+}
+
+// setKind checks that only a credit names a kind and only a purchase or a
+// hold says where it spends, and takes them.
+func (m *Mutation) setKind(t EntryType, r Request) error {
+	if r.Kind != "" {
+		if info, _ := t.Info(); !info.Expires || r.Debit || r.ExplainBalance {
+			return Errorf(KindInvalid, ReasonInvalidKind, "kind is only for grants and credit adjustments")
+		}
+		k, err := validateKindOf(r.Kind)
+		if err != nil {
+			return err
+		}
+		m.Kind = k
+	}
+	if r.MerchantID != "" || r.Category != "" {
+		if t != EntryPurchase && t != EntryHold {
+			return Errorf(KindInvalid, ReasonInvalidMerchant, "merchant_id and category are only for purchases and authorizations")
+		}
+		if err := validateWhere("merchant_id", ReasonInvalidMerchant, r.MerchantID); err != nil {
+			return err
+		}
+		if err := validateWhere("category", ReasonInvalidCategory, r.Category); err != nil {
+			return err
+		}
+		m.MerchantID, m.Category = r.MerchantID, r.Category
 	}
 	return nil
 }
@@ -314,6 +357,11 @@ func (m Mutation) Spends() bool {
 	return info.Spends && !m.ExplainBalance && (m.Type != EntryAdjustment || m.Debit)
 }
 
+// SpendsWhere says whether the mutation is a spend at a merchant and in a
+// category (either may be none): a purchase or a hold, which draws only
+// eligible points (kind.go).
+func (m Mutation) SpendsWhere() bool { return m.Type == EntryPurchase || m.Type == EntryHold }
+
 // Hash identifies the request's content, so that a retry of the same request
 // can be told from another request that reuses its request_id. Every field is
 // length-prefixed and metadata is sorted, so the encoding is unambiguous.
@@ -351,6 +399,15 @@ func (m Mutation) Hash() string {
 	if m.BudgetID != "" { // only then, as with the expiry above
 		field("budget")
 		field(m.BudgetID)
+	}
+	if m.Kind != "" { // only then: a standard credit hashes as before kinds
+		field("kind")
+		field(m.Kind)
+	}
+	if m.MerchantID != "" || m.Category != "" {
+		field("where")
+		field(m.MerchantID)
+		field(m.Category)
 	}
 	if m.Type == EntryAdjustment {
 		field(fmt.Sprint(m.Debit, m.ExplainBalance))

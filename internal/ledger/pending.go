@@ -27,6 +27,7 @@ type PendingLot struct {
 	EffectiveTime  time.Time // at it, the points are spendable
 	ExpireTime     time.Time // zero: they never expire once spendable
 	Version        int64     // of the entry that made it
+	Kind           string    // of its points ("": standard)
 }
 
 // GrantRef is a grant as a reversal sees it.
@@ -40,6 +41,8 @@ type GrantRef struct {
 	// BudgetID is the budget the grant drew on ("" for none): a reversal
 	// gives back to it, and the store reads it for Facts.Budget.
 	BudgetID string
+	// Kind is the grant's kind: a reversal takes back points of it only.
+	Kind string
 }
 
 // matures says whether points of effective time e are spendable at t: at
@@ -49,7 +52,7 @@ func matures(e, t time.Time) bool { return !t.Before(e) }
 
 // lotOf is the pending lot a credit entry with a pending_change makes.
 func lotOf(e Entry) PendingLot {
-	return PendingLot{GrantRequestID: e.RequestID, Amount: e.PendingChange, EffectiveTime: e.EffectiveTime, ExpireTime: e.ExpireTime, Version: e.Version}
+	return PendingLot{GrantRequestID: e.RequestID, Amount: e.PendingChange, EffectiveTime: e.EffectiveTime, ExpireTime: e.ExpireTime, Version: e.Version, Kind: e.Kind}
 }
 
 // Lot returns the account's pending lot of grant id.
@@ -140,21 +143,22 @@ func PendingTotal(lots []PendingLot) decimal.Decimal {
 	return t
 }
 
-// expiryTimes is how many distinct expiry times the account's buckets and
-// pending lots hold, with expire among them: what a pending grant would
-// bring the account's buckets to once everything pending matured.
-func (a Account) expiryTimes(expire time.Time) int {
-	times := []time.Time{expire}
-	add := func(t time.Time) {
-		if !slices.ContainsFunc(times, t.Equal) {
-			times = append(times, t)
+// expiryTimes is how many distinct (kind, expiry) buckets the account's
+// buckets and pending lots hold, with (kind, expire) among them: what a
+// pending grant would bring the account's buckets to once everything
+// pending matured.
+func (a Account) expiryTimes(kind string, expire time.Time) int {
+	keys := []Bucket{{Expire: expire, Kind: kind}}
+	add := func(k string, t time.Time) {
+		if !slices.ContainsFunc(keys, func(b Bucket) bool { return b.Kind == k && b.Expire.Equal(t) }) {
+			keys = append(keys, Bucket{Expire: t, Kind: k})
 		}
 	}
 	for _, b := range a.Buckets {
-		add(b.Expire)
+		add(b.Kind, b.Expire)
 	}
 	for _, l := range a.PendingLots {
-		add(l.ExpireTime)
+		add(l.Kind, l.ExpireTime)
 	}
-	return len(times)
+	return len(keys)
 }

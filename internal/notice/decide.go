@@ -27,7 +27,7 @@ func plan(a ledger.Account, now time.Time, leads []time.Duration, have []Notice,
 		if b.Expire.IsZero() || !b.Amount.IsPositive() {
 			continue
 		}
-		written := slices.DeleteFunc(slices.Clone(have), func(n Notice) bool { return !n.Expire.Equal(b.Expire) })
+		written := slices.DeleteFunc(slices.Clone(have), func(n Notice) bool { return !n.Expire.Equal(b.Expire) || n.Kind != b.Kind })
 		for _, n := range written {
 			if !n.Emitted {
 				retry = append(retry, n)
@@ -40,6 +40,7 @@ func plan(a ledger.Account, now time.Time, leads []time.Duration, have []Notice,
 		decide = append(decide, Notice{
 			UserID: a.UserID,
 			Expire: b.Expire,
+			Kind:   b.Kind,
 			Lead:   lead,
 			Event:  event(newID(), a.UserID, a.Version, b, at.Balance.String(), now),
 		})
@@ -64,6 +65,7 @@ func event(id, user string, version int64, b ledger.Bucket, balance string, now 
 	// strings, times as protojson writes a Timestamp.
 	d := webhook.NewEventData(id, user, version)
 	d.ExpireTime, d.Amount, d.Balance = webhook.FormatTimestamp(b.Expire), b.Amount.String(), balance
+	d.Kind = ledger.KindName(b.Kind)
 	data, _ := d.JSON() // strings only: it cannot fail
 	return webhook.Event{
 		ID:      id,

@@ -145,7 +145,7 @@ func (r *recorder) taken() []webhook.Event {
 // wantData is the data a notice of user's bucket expiring at expire must
 // carry.
 func wantData(id, user string, version int64, expire time.Time, amount, balance string) string {
-	return fmt.Sprintf(`{"event_id":%q,"user_id":%q,"version":"%d","expire_time":%q,"amount":%q,"balance":%q}`,
+	return fmt.Sprintf(`{"event_id":%q,"user_id":%q,"version":"%d","expire_time":%q,"amount":%q,"balance":%q,"kind":"standard"}`,
 		id, user, version, webhook.FormatTimestamp(expire), amount, balance)
 }
 

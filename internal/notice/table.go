@@ -31,6 +31,7 @@ var _ API = (*dynamodb.Client)(nil)
 type Notice struct {
 	UserID  string
 	Expire  time.Time     // the bucket's expire_time
+	Kind    string        // the bucket's kind ("": standard)
 	Lead    time.Duration // how long before Expire it was due
 	Event   webhook.Event // the same on every Emit: its ID was drawn once, when the notice was written
 	Emitted bool          // Emit returned nil for it once
@@ -53,8 +54,14 @@ const expireLayout = "2006-01-02T15:04:05.000000Z"
 
 func noticePK(user string) string { return "N#" + user }
 
-func noticeSK(expire time.Time, lead time.Duration) string {
-	return expire.UTC().Format(expireLayout) + "#" + lead.String()
+// noticeSK keys a notice by its bucket (expiry, then kind) and lead; a
+// standard bucket's key is as it was before kinds.
+func noticeSK(expire time.Time, lead time.Duration, kind string) string {
+	sk := expire.UTC().Format(expireLayout) + "#" + lead.String()
+	if kind != "" {
+		sk += "#" + kind
+	}
+	return sk
 }
 
 // errNoticeExists is Write's answer when the notice was already written,
@@ -66,7 +73,7 @@ var errNoticeExists = errors.New("notice already written")
 func (t *Table) Write(ctx context.Context, n Notice) error {
 	item := map[string]types.AttributeValue{
 		"PK":          str(noticePK(n.UserID)),
-		"SK":          str(noticeSK(n.Expire, n.Lead)),
+		"SK":          str(noticeSK(n.Expire, n.Lead, n.Kind)),
 		"user_id":     str(n.UserID),
 		"expire_time": str(n.Expire.UTC().Format(expireLayout)),
 		"lead":        str(n.Lead.String()),
@@ -76,6 +83,9 @@ func (t *Table) Write(ctx context.Context, n Notice) error {
 		"event_time":  str(n.Event.Time.UTC().Format(time.RFC3339Nano)),
 		"data":        str(string(n.Event.Data)),
 		"emitted":     &types.AttributeValueMemberBOOL{Value: n.Emitted},
+	}
+	if n.Kind != "" {
+		item["kind"] = str(n.Kind)
 	}
 	_, err := t.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &t.name,
@@ -87,7 +97,7 @@ func (t *Table) Write(ctx context.Context, n Notice) error {
 		return errNoticeExists
 	}
 	if err != nil {
-		return fmt.Errorf("write notice %s of %q: %w", noticeSK(n.Expire, n.Lead), n.UserID, err)
+		return fmt.Errorf("write notice %s of %q: %w", noticeSK(n.Expire, n.Lead, n.Kind), n.UserID, err)
 	}
 	return nil
 }
@@ -99,14 +109,14 @@ func (t *Table) MarkEmitted(ctx context.Context, n Notice) error {
 		TableName: &t.name,
 		Key: map[string]types.AttributeValue{
 			"PK": str(noticePK(n.UserID)),
-			"SK": str(noticeSK(n.Expire, n.Lead)),
+			"SK": str(noticeSK(n.Expire, n.Lead, n.Kind)),
 		},
 		UpdateExpression:          aws.String("SET emitted = :true"),
 		ConditionExpression:       aws.String("event_id = :id"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":id": str(n.Event.ID)},
 	})
 	if err != nil {
-		return fmt.Errorf("mark notice %s of %q emitted: %w", noticeSK(n.Expire, n.Lead), n.UserID, err)
+		return fmt.Errorf("mark notice %s of %q emitted: %w", noticeSK(n.Expire, n.Lead, n.Kind), n.UserID, err)
 	}
 	return nil
 }
@@ -167,6 +177,7 @@ func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
 	n := Notice{
 		UserID: strings.TrimPrefix(get("PK"), "N#"),
 		Expire: expire,
+		Kind:   get("kind"),
 		Lead:   lead,
 		Event: webhook.Event{
 			ID:      get("event_id"),

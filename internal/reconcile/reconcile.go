@@ -117,7 +117,7 @@ type Report struct {
 	// in either: a pending grant's points whose effective time had come by
 	// the start count, matured by time as a balance read counts them; the
 	// others are in Pending, by the month they mature in. Months are UTC,
-	// YYYY-MM.
+	// YYYY-MM. Each row is one month and one point kind (Kind).
 	Liability []MonthAmount `json:"liability"`
 	Breakage  []MonthAmount `json:"breakage"`
 	Pending   []MonthAmount `json:"pending"`
@@ -127,10 +127,11 @@ type Report struct {
 	Budgets []BudgetReport `json:"budgets"`
 }
 
-// MonthAmount is a sum of points in one month.
+// MonthAmount is a sum of points of one kind in one month.
 type MonthAmount struct {
 	Month  string `json:"month"` // YYYY-MM, or "never"
 	Amount string `json:"amount"`
+	Kind   string `json:"kind"` // "standard" for standard points
 }
 
 // monthOf is t's month, or "never" for the zero time.
@@ -141,27 +142,33 @@ func monthOf(t time.Time) string {
 	return t.UTC().Format("2006-01")
 }
 
-// months sums amounts into months, in order ("never" last).
-type months map[string]decimal.Decimal
+// months sums amounts into months and kinds, in order of month ("never"
+// last), then kind.
+type months map[monthKind]decimal.Decimal
 
-func (m months) add(t time.Time, amount decimal.Decimal) { k := monthOf(t); m[k] = m[k].Add(amount) }
+type monthKind struct{ month, kind string }
+
+func (m months) add(t time.Time, kind string, amount decimal.Decimal) {
+	k := monthKind{monthOf(t), ledger.KindName(kind)}
+	m[k] = m[k].Add(amount)
+}
 
 func (m months) list() []MonthAmount {
 	keys := slices.Collect(maps.Keys(m))
-	slices.SortFunc(keys, func(a, b string) int {
+	slices.SortFunc(keys, func(a, b monthKind) int {
 		switch {
-		case a == b:
-			return 0
-		case a == "never":
+		case a.month == b.month:
+			return strings.Compare(a.kind, b.kind)
+		case a.month == "never":
 			return 1
-		case b == "never":
+		case b.month == "never":
 			return -1
 		}
-		return strings.Compare(a, b)
+		return strings.Compare(a.month, b.month)
 	})
 	out := make([]MonthAmount, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, MonthAmount{Month: k, Amount: m[k].String()})
+		out = append(out, MonthAmount{Month: k.month, Amount: m[k].String(), Kind: k.kind})
 	}
 	return out
 }
@@ -377,22 +384,29 @@ func (p *pass) outstanding(a ledger.Partition) {
 	due := ledger.DecideExpiry(a.Account, p.start)
 	after := due.After
 	for _, b := range after.Buckets {
-		p.liability.add(b.Expire, b.Amount)
+		p.liability.add(b.Expire, b.Kind, b.Amount)
 	}
 	for _, e := range due.Entries {
 		if e.Type == ledger.EntryExpiration { // expired, not yet on the record
 			for _, d := range e.Draws {
-				p.breakage.add(d.Expire, d.Amount)
+				p.breakage.add(d.Expire, d.Kind, d.Amount)
 			}
 		}
 	}
 	for _, e := range a.Entries {
 		if e.Type == ledger.EntryExpiration {
-			p.breakage.add(e.CreateTime, e.Amount.Neg())
+			rest := e.Amount.Neg()
+			for _, d := range e.Draws {
+				p.breakage.add(e.CreateTime, d.Kind, d.Amount)
+				rest = rest.Sub(d.Amount)
+			}
+			if !rest.IsZero() { // an expiration without draws: standard points
+				p.breakage.add(e.CreateTime, "", rest)
+			}
 		}
 	}
 	for _, l := range after.PendingLots {
-		p.pending.add(l.EffectiveTime, l.Amount)
+		p.pending.add(l.EffectiveTime, l.Kind, l.Amount)
 	}
 	for id, s := range ledger.BudgetShares(a.Entries, p.start) {
 		p.shares[id] = p.shares[id].Add(s)

@@ -619,8 +619,8 @@ func TestLiabilityAndBreakage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantLiability := []MonthAmount{{"2027-01", "20"}, {"never", "7"}}
-	wantBreakage := []MonthAmount{{"2026-11", "15"}}
+	wantLiability := []MonthAmount{{"2027-01", "20", "standard"}, {"never", "7", "standard"}}
+	wantBreakage := []MonthAmount{{"2026-11", "15", "standard"}}
 	if !rep.Clean {
 		t.Errorf("after the sweep, findings: %v", rep.Findings)
 	}
@@ -669,9 +669,9 @@ func TestPendingPointsInTheReport(t *testing.T) {
 		}
 		return rep
 	}
-	wantLiability := []MonthAmount{{"2026-12", "10"}}
-	wantBreakage := []MonthAmount{{"2026-11", "8"}}
-	wantPending := []MonthAmount{{"2027-01", "3"}}
+	wantLiability := []MonthAmount{{"2026-12", "10", "standard"}}
+	wantBreakage := []MonthAmount{{"2026-11", "8", "standard"}}
+	wantPending := []MonthAmount{{"2027-01", "3", "standard"}}
 	check := func(name string, rep Report) {
 		t.Helper()
 		if !slices.Equal(rep.Liability, wantLiability) || !slices.Equal(rep.Breakage, wantBreakage) || !slices.Equal(rep.Pending, wantPending) {

@@ -94,6 +94,7 @@ type Server struct {
 	Admin   pointledgerv1connect.AdminServiceClient
 	Webhook pointledgerv1connect.WebhookServiceClient
 	Budgets pointledgerv1connect.BudgetServiceClient
+	Kinds   pointledgerv1connect.PointKindServiceClient
 
 	Store   *memory.Store
 	History *memory.History // follows Store (History.Pause: as a projector that lags)
@@ -145,6 +146,7 @@ func Start(o Options) (s *Server, stop func()) {
 	}
 	service := api.NewLedgerService(store, hist, ledger.DefaultScale, log)
 	service.SetExpiryPolicy(o.Expiry)
+	service.SetKinds(store)
 	if o.HistoryWait > 0 {
 		service.SetHistoryWait(o.HistoryWait)
 	}
@@ -166,6 +168,8 @@ func Start(o Options) (s *Server, stop func()) {
 	mux.Handle(path, api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...))
 	path, handler = pointledgerv1connect.NewBudgetServiceHandler(api.NewBudgetService(store, ledger.DefaultScale, log), options...)
 	mux.Handle(path, api.KnownProcedures(api.BudgetServiceDescriptor(), protect(handler), options...))
+	path, handler = pointledgerv1connect.NewPointKindServiceHandler(api.NewPointKindService(store, log), options...)
+	mux.Handle(path, api.KnownProcedures(api.PointKindServiceDescriptor(), protect(handler), options...))
 	mux.Handle("/", api.NoService(options...))
 
 	var served http.Handler = mux
@@ -191,6 +195,7 @@ func Start(o Options) (s *Server, stop func()) {
 		Admin:   pointledgerv1connect.NewAdminServiceClient(httpClient, srv.URL),
 		Webhook: pointledgerv1connect.NewWebhookServiceClient(httpClient, srv.URL),
 		Budgets: pointledgerv1connect.NewBudgetServiceClient(httpClient, srv.URL),
+		Kinds:   pointledgerv1connect.NewPointKindServiceClient(httpClient, srv.URL),
 		Store:   store,
 		History: hist,
 		Handler: served,

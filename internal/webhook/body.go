@@ -54,6 +54,7 @@ type EventData struct {
 	ExpireTime string          `json:"expire_time,omitempty"` // points.expiring: when the bucket expires
 	Amount     string          `json:"amount,omitempty"`      // points.expiring: what the bucket holds
 	Balance    string          `json:"balance,omitempty"`     // points.expiring: the spendable balance
+	Kind       string          `json:"kind,omitempty"`        // points.expiring: the bucket's point kind
 }
 
 // NewEventData is the data of user's event id at version.

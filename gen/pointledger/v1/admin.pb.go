@@ -726,12 +726,15 @@ func (x *BudgetReport) GetBreakage() string {
 	return ""
 }
 
-// MonthAmount is a sum of points in one month.
+// MonthAmount is a sum of points of one kind in one month.
 type MonthAmount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// YYYY-MM, or "never".
-	Month         string `protobuf:"bytes,1,opt,name=month,proto3" json:"month,omitempty"`
-	Amount        string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Month  string `protobuf:"bytes,1,opt,name=month,proto3" json:"month,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// The points' kind ("standard" for standard points): a month has a row
+	// for each kind.
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -780,6 +783,13 @@ func (x *MonthAmount) GetAmount() string {
 	return ""
 }
 
+func (x *MonthAmount) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 type AdjustRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 128 characters: letters, digits and . _ : @ + -.
@@ -810,7 +820,11 @@ type AdjustRequest struct {
 	// goes down and its remaining up by amount, closed or not. At most what
 	// the user's grants from it gave, less earlier give-backs
 	// (FAILED_PRECONDITION, GIVE_BACK_EXCEEDS_GRANTS).
-	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	BudgetId string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	// Credits: the kind of the points, as on GrantRequest; empty: "standard".
+	// Debits take from any kind, in spending order: INVALID_ARGUMENT
+	// (INVALID_KIND) with a kind.
+	Kind          string `protobuf:"bytes,30,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -932,6 +946,13 @@ func (x *AdjustRequest) GetEffectiveDelay() *durationpb.Duration {
 func (x *AdjustRequest) GetBudgetId() string {
 	if x != nil {
 		return x.BudgetId
+	}
+	return ""
+}
+
+func (x *AdjustRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -1442,10 +1463,11 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"grants_sum\x18\x06 \x01(\tR\tgrantsSum\x12\x1c\n" +
 	"\tliability\x18\a \x01(\tR\tliability\x12\x1a\n" +
-	"\bbreakage\x18\b \x01(\tR\bbreakage\";\n" +
+	"\bbreakage\x18\b \x01(\tR\bbreakage\"O\n" +
 	"\vMonthAmount\x12\x14\n" +
 	"\x05month\x18\x01 \x01(\tR\x05month\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xf5\x04\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\x89\x05\n" +
 	"\rAdjustRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -1462,7 +1484,8 @@ const file_pointledger_v1_admin_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
 	"\x0eeffective_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
 	"\x0feffective_delay\x18\f \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x12\x1b\n" +
-	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x12\x12\n" +
+	"\x04kind\x18\x1e \x01(\tR\x04kind\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8d\x01\n" +

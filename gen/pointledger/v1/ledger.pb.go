@@ -331,7 +331,16 @@ type Entry struct {
 	// adjustments (AdjustRequest.budget_id) and reversals of grants from a
 	// budget: the budget they gave back to; "" on other entries and on
 	// grants from no budget.
-	BudgetId      string `protobuf:"bytes,40,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	BudgetId string `protobuf:"bytes,40,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	// Credits (grants, credit adjustments, maturations): the kind of their
+	// points (PointKindService); "standard" for a credit that named none,
+	// and for every entry written before kinds. "" on other entries, whose
+	// draws say the kinds they moved.
+	Kind string `protobuf:"bytes,60,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Purchases, holds and captures: where they were spent (a capture: where
+	// its hold was made); "" when the request said none.
+	MerchantId    string `protobuf:"bytes,61,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category      string `protobuf:"bytes,62,opt,name=category,proto3" json:"category,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +550,27 @@ func (x *Entry) GetBudgetId() string {
 	return ""
 }
 
+func (x *Entry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Entry) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *Entry) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
 // Hold is points held for a checkout. Its id is the request_id of its
 // Authorize.
 type Hold struct {
@@ -555,8 +585,11 @@ type Hold struct {
 	// Once captured: what the capture spent; "" in any other state.
 	CapturedAmount string                 `protobuf:"bytes,7,opt,name=captured_amount,json=capturedAmount,proto3" json:"captured_amount,omitempty"`
 	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Where it was made (AuthorizeRequest); "" when it said none.
+	MerchantId    string `protobuf:"bytes,20,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category      string `protobuf:"bytes,21,opt,name=category,proto3" json:"category,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hold) Reset() {
@@ -645,12 +678,28 @@ func (x *Hold) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// Draw is the points of one expiry time an entry moved.
+func (x *Hold) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *Hold) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+// Draw is the points of one kind and expiry time an entry moved.
 type Draw struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unset (left out of JSON): the never-expiring bucket.
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Amount     string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// The points' kind ("standard" for points written before kinds).
+	Kind          string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,11 +748,20 @@ func (x *Draw) GetAmount() string {
 	return ""
 }
 
-// Bucket is what a user holds of points that expire at one time.
+func (x *Draw) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// Bucket is what a user holds of points of one kind that expire at one
+// time.
 type Bucket struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -752,6 +810,93 @@ func (x *Bucket) GetAmount() string {
 	return ""
 }
 
+func (x *Bucket) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+// KindBalance is what a user holds of one point kind.
+type KindBalance struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Its points, held ones included.
+	Balance string `protobuf:"bytes,2,opt,name=balance,proto3" json:"balance,omitempty"`
+	// Not held: what spends of this kind may draw.
+	Available string `protobuf:"bytes,3,opt,name=available,proto3" json:"available,omitempty"`
+	Held      string `protobuf:"bytes,4,opt,name=held,proto3" json:"held,omitempty"`
+	// Granted, not spendable yet (not in balance).
+	Pending       string `protobuf:"bytes,5,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KindBalance) Reset() {
+	*x = KindBalance{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KindBalance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KindBalance) ProtoMessage() {}
+
+func (x *KindBalance) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KindBalance.ProtoReflect.Descriptor instead.
+func (*KindBalance) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *KindBalance) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *KindBalance) GetBalance() string {
+	if x != nil {
+		return x.Balance
+	}
+	return ""
+}
+
+func (x *KindBalance) GetAvailable() string {
+	if x != nil {
+		return x.Available
+	}
+	return ""
+}
+
+func (x *KindBalance) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *KindBalance) GetPending() string {
+	if x != nil {
+		return x.Pending
+	}
+	return ""
+}
+
 type GrantRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 128 characters: letters, digits and . _ : @ + -.
@@ -784,14 +929,17 @@ type GrantRequest struct {
 	// (BUDGET_NOT_FOUND), for good, like every business refusal. Their
 	// ErrorInfo metadata: budget_id; BUDGET_EXHAUSTED also remaining (what
 	// the budget had left, a decimal string).
-	BudgetId      string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	BudgetId string `protobuf:"bytes,20,opt,name=budget_id,json=budgetId,proto3" json:"budget_id,omitempty"`
+	// The kind of the points (PointKindService); empty: "standard". A kind
+	// that does not exist: NOT_FOUND (KIND_NOT_FOUND), for good.
+	Kind          string `protobuf:"bytes,30,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GrantRequest) Reset() {
 	*x = GrantRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +951,7 @@ func (x *GrantRequest) String() string {
 func (*GrantRequest) ProtoMessage() {}
 
 func (x *GrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[4]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +964,7 @@ func (x *GrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantRequest.ProtoReflect.Descriptor instead.
 func (*GrantRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{4}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GrantRequest) GetUserId() string {
@@ -889,6 +1037,13 @@ func (x *GrantRequest) GetBudgetId() string {
 	return ""
 }
 
+func (x *GrantRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
 type GrantResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -907,7 +1062,7 @@ type GrantResponse struct {
 
 func (x *GrantResponse) Reset() {
 	*x = GrantResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1074,7 @@ func (x *GrantResponse) String() string {
 func (*GrantResponse) ProtoMessage() {}
 
 func (x *GrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[5]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1087,7 @@ func (x *GrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrantResponse.ProtoReflect.Descriptor instead.
 func (*GrantResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{5}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GrantResponse) GetEntry() *Entry {
@@ -974,14 +1129,21 @@ type PurchaseRequest struct {
 	OrderId string `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// At most 16 keys of 1 to 64 id characters, values of at most 256
 	// bytes of printable UTF-8, 2048 bytes in all (INVALID_METADATA).
-	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Metadata map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Where the points are spent, each optional (1 to 64 characters): the
+	// purchase draws only the points of kinds eligible there
+	// (PointKindService), in spending order. Eligible points short of the
+	// amount: FAILED_PRECONDITION (INSUFFICIENT_BALANCE), with ErrorInfo
+	// metadata "spendable", what it could have spent.
+	MerchantId    string `protobuf:"bytes,20,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category      string `protobuf:"bytes,21,opt,name=category,proto3" json:"category,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PurchaseRequest) Reset() {
 	*x = PurchaseRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1155,7 @@ func (x *PurchaseRequest) String() string {
 func (*PurchaseRequest) ProtoMessage() {}
 
 func (x *PurchaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[6]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1168,7 @@ func (x *PurchaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurchaseRequest.ProtoReflect.Descriptor instead.
 func (*PurchaseRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{6}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PurchaseRequest) GetUserId() string {
@@ -1044,6 +1206,20 @@ func (x *PurchaseRequest) GetMetadata() map[string]string {
 	return nil
 }
 
+func (x *PurchaseRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *PurchaseRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
 type PurchaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Entry *Entry                 `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
@@ -1059,7 +1235,7 @@ type PurchaseResponse struct {
 
 func (x *PurchaseResponse) Reset() {
 	*x = PurchaseResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1247,7 @@ func (x *PurchaseResponse) String() string {
 func (*PurchaseResponse) ProtoMessage() {}
 
 func (x *PurchaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[7]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1260,7 @@ func (x *PurchaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurchaseResponse.ProtoReflect.Descriptor instead.
 func (*PurchaseResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{7}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PurchaseResponse) GetEntry() *Entry {
@@ -1128,7 +1304,7 @@ type RefundRequest struct {
 
 func (x *RefundRequest) Reset() {
 	*x = RefundRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1316,7 @@ func (x *RefundRequest) String() string {
 func (*RefundRequest) ProtoMessage() {}
 
 func (x *RefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[8]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1329,7 @@ func (x *RefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundRequest.ProtoReflect.Descriptor instead.
 func (*RefundRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{8}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefundRequest) GetUserId() string {
@@ -1213,7 +1389,7 @@ type RefundResponse struct {
 
 func (x *RefundResponse) Reset() {
 	*x = RefundResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1401,7 @@ func (x *RefundResponse) String() string {
 func (*RefundResponse) ProtoMessage() {}
 
 func (x *RefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[9]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1414,7 @@ func (x *RefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundResponse.ProtoReflect.Descriptor instead.
 func (*RefundResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{9}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RefundResponse) GetEntry() *Entry {
@@ -1265,14 +1441,17 @@ func (x *RefundResponse) GetReplayed() bool {
 type GetBalanceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 128 characters: letters, digits and . _ : @ + -.
-	UserId        string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Where a purchase would be made: spendable answers what it could spend.
+	MerchantId    string `protobuf:"bytes,20,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category      string `protobuf:"bytes,21,opt,name=category,proto3" json:"category,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetBalanceRequest) Reset() {
 	*x = GetBalanceRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1463,7 @@ func (x *GetBalanceRequest) String() string {
 func (*GetBalanceRequest) ProtoMessage() {}
 
 func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[10]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,12 +1476,26 @@ func (x *GetBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceRequest.ProtoReflect.Descriptor instead.
 func (*GetBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{10}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetBalanceRequest) GetUserId() string {
 	if x != nil {
 		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetBalanceRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *GetBalanceRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
 	}
 	return ""
 }
@@ -1328,15 +1521,22 @@ type GetBalanceResponse struct {
 	// become spendable: soonest first, grants maturing at one instant
 	// together. A balance read at or after an effective time counts those
 	// points in balance at once.
-	Pending       string      `protobuf:"bytes,8,opt,name=pending,proto3" json:"pending,omitempty"`
-	Maturing      []*Maturity `protobuf:"bytes,9,rep,name=maturing,proto3" json:"maturing,omitempty"`
+	Pending  string      `protobuf:"bytes,8,opt,name=pending,proto3" json:"pending,omitempty"`
+	Maturing []*Maturity `protobuf:"bytes,9,rep,name=maturing,proto3" json:"maturing,omitempty"`
+	// Each kind the user holds or has pending, in spending order (priority,
+	// then kind_id).
+	Kinds []*KindBalance `protobuf:"bytes,20,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	// What a purchase at the request's merchant_id and category (or without
+	// them) could spend now: the available points of the kinds eligible
+	// there.
+	Spendable     string `protobuf:"bytes,21,opt,name=spendable,proto3" json:"spendable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetBalanceResponse) Reset() {
 	*x = GetBalanceResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1548,7 @@ func (x *GetBalanceResponse) String() string {
 func (*GetBalanceResponse) ProtoMessage() {}
 
 func (x *GetBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[11]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1561,7 @@ func (x *GetBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBalanceResponse.ProtoReflect.Descriptor instead.
 func (*GetBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{11}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetBalanceResponse) GetUserId() string {
@@ -1427,6 +1627,20 @@ func (x *GetBalanceResponse) GetMaturing() []*Maturity {
 	return nil
 }
 
+func (x *GetBalanceResponse) GetKinds() []*KindBalance {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *GetBalanceResponse) GetSpendable() string {
+	if x != nil {
+		return x.Spendable
+	}
+	return ""
+}
+
 // Maturity is what of a user's pending points becomes spendable at one time.
 type Maturity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1438,7 +1652,7 @@ type Maturity struct {
 
 func (x *Maturity) Reset() {
 	*x = Maturity{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1664,7 @@ func (x *Maturity) String() string {
 func (*Maturity) ProtoMessage() {}
 
 func (x *Maturity) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1677,7 @@ func (x *Maturity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Maturity.ProtoReflect.Descriptor instead.
 func (*Maturity) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Maturity) GetEffectiveTime() *timestamppb.Timestamp {
@@ -1494,7 +1708,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1720,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1733,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListEntriesRequest) GetUserId() string {
@@ -1554,7 +1768,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1780,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1793,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*Entry {
@@ -1631,13 +1845,17 @@ type HistoryItem struct {
 	// Grants: the sum of the reversals history has applied so far ("0"
 	// before any); "" on other entries.
 	ReversedAmount string `protobuf:"bytes,24,opt,name=reversed_amount,json=reversedAmount,proto3" json:"reversed_amount,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// As on Entry.
+	Kind          string `protobuf:"bytes,60,opt,name=kind,proto3" json:"kind,omitempty"`
+	MerchantId    string `protobuf:"bytes,61,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category      string `protobuf:"bytes,62,opt,name=category,proto3" json:"category,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryItem) Reset() {
 	*x = HistoryItem{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1867,7 @@ func (x *HistoryItem) String() string {
 func (*HistoryItem) ProtoMessage() {}
 
 func (x *HistoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1880,7 @@ func (x *HistoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
 func (*HistoryItem) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HistoryItem) GetEntryId() string {
@@ -1833,6 +2051,27 @@ func (x *HistoryItem) GetReversedAmount() string {
 	return ""
 }
 
+func (x *HistoryItem) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *HistoryItem) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
 type ListHistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 128 characters: letters, digits and . _ : @ + -.
@@ -1868,7 +2107,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2119,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2132,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListHistoryRequest) GetUserId() string {
@@ -1963,7 +2202,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2214,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2227,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListHistoryResponse) GetItems() []*HistoryItem {
@@ -2021,15 +2260,19 @@ type AuthorizeRequest struct {
 	// it holds (JSON "900s"); not both. Neither: the program's default hold
 	// time. Past, or beyond the program's maximum: INVALID_ARGUMENT
 	// (INVALID_EXPIRY).
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	Ttl           *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	ExpireTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	Ttl        *durationpb.Duration   `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// Where the points are spent, as on PurchaseRequest: the hold holds only
+	// points eligible there, and its capture spends them.
+	MerchantId    string `protobuf:"bytes,20,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category      string `protobuf:"bytes,21,opt,name=category,proto3" json:"category,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AuthorizeRequest) Reset() {
 	*x = AuthorizeRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2284,7 @@ func (x *AuthorizeRequest) String() string {
 func (*AuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2297,7 @@ func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AuthorizeRequest) GetUserId() string {
@@ -2106,6 +2349,20 @@ func (x *AuthorizeRequest) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *AuthorizeRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *AuthorizeRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
 type AuthorizeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Hold  *Hold                  `protobuf:"bytes,1,opt,name=hold,proto3" json:"hold,omitempty"`
@@ -2122,7 +2379,7 @@ type AuthorizeResponse struct {
 
 func (x *AuthorizeResponse) Reset() {
 	*x = AuthorizeResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2391,7 @@ func (x *AuthorizeResponse) String() string {
 func (*AuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2404,7 @@ func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AuthorizeResponse) GetHold() *Hold {
@@ -2204,7 +2461,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2473,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2486,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CaptureRequest) GetUserId() string {
@@ -2285,7 +2542,7 @@ type CaptureResponse struct {
 
 func (x *CaptureResponse) Reset() {
 	*x = CaptureResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2554,7 @@ func (x *CaptureResponse) String() string {
 func (*CaptureResponse) ProtoMessage() {}
 
 func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2567,7 @@ func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
 func (*CaptureResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CaptureResponse) GetEntry() *Entry {
@@ -2372,7 +2629,7 @@ type VoidRequest struct {
 
 func (x *VoidRequest) Reset() {
 	*x = VoidRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2641,7 @@ func (x *VoidRequest) String() string {
 func (*VoidRequest) ProtoMessage() {}
 
 func (x *VoidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2654,7 @@ func (x *VoidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidRequest.ProtoReflect.Descriptor instead.
 func (*VoidRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VoidRequest) GetUserId() string {
@@ -2446,7 +2703,7 @@ type VoidResponse struct {
 
 func (x *VoidResponse) Reset() {
 	*x = VoidResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2715,7 @@ func (x *VoidResponse) String() string {
 func (*VoidResponse) ProtoMessage() {}
 
 func (x *VoidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2728,7 @@ func (x *VoidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidResponse.ProtoReflect.Descriptor instead.
 func (*VoidResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VoidResponse) GetEntry() *Entry {
@@ -2532,7 +2789,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2801,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2814,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListHoldsRequest) GetUserId() string {
@@ -2599,7 +2856,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2868,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2881,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*Hold {
@@ -2663,7 +2920,7 @@ type ReverseGrantRequest struct {
 
 func (x *ReverseGrantRequest) Reset() {
 	*x = ReverseGrantRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2932,7 @@ func (x *ReverseGrantRequest) String() string {
 func (*ReverseGrantRequest) ProtoMessage() {}
 
 func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2945,7 @@ func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReverseGrantRequest.ProtoReflect.Descriptor instead.
 func (*ReverseGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReverseGrantRequest) GetUserId() string {
@@ -2750,7 +3007,7 @@ type ReverseGrantResponse struct {
 
 func (x *ReverseGrantResponse) Reset() {
 	*x = ReverseGrantResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3019,7 @@ func (x *ReverseGrantResponse) String() string {
 func (*ReverseGrantResponse) ProtoMessage() {}
 
 func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3032,7 @@ func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReverseGrantResponse.ProtoReflect.Descriptor instead.
 func (*ReverseGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReverseGrantResponse) GetEntry() *Entry {
@@ -2824,7 +3081,7 @@ var File_pointledger_v1_ledger_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\n" +
-	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\b\n" +
+	"\x1bpointledger/v1/ledger.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf3\b\n" +
 	"\x05Entry\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2856,10 +3113,14 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
 	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12'\n" +
 	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x12\x1b\n" +
-	"\tbudget_id\x18( \x01(\tR\bbudgetId\x1a;\n" +
+	"\tbudget_id\x18( \x01(\tR\bbudgetId\x12\x12\n" +
+	"\x04kind\x18< \x01(\tR\x04kind\x12\x1f\n" +
+	"\vmerchant_id\x18= \x01(\tR\n" +
+	"merchantId\x12\x1a\n" +
+	"\bcategory\x18> \x01(\tR\bcategory\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc5\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x03\n" +
 	"\x04Hold\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x17\n" +
@@ -2871,15 +3132,26 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\border_id\x18\x06 \x01(\tR\aorderId\x12'\n" +
 	"\x0fcaptured_amount\x18\a \x01(\tR\x0ecapturedAmount\x12;\n" +
 	"\vcreate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"[\n" +
+	"createTime\x12\x1f\n" +
+	"\vmerchant_id\x18\x14 \x01(\tR\n" +
+	"merchantId\x12\x1a\n" +
+	"\bcategory\x18\x15 \x01(\tR\bcategory\"o\n" +
 	"\x04Draw\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"]\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"q\n" +
 	"\x06Bucket\x12;\n" +
 	"\vexpire_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12\x16\n" +
-	"\x06amount\x18\x02 \x01(\tR\x06amount\"\x8c\x04\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\"\x87\x01\n" +
+	"\vKindBalance\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1c\n" +
+	"\tavailable\x18\x03 \x01(\tR\tavailable\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\tR\x04held\x12\x18\n" +
+	"\apending\x18\x05 \x01(\tR\apending\"\xa0\x04\n" +
 	"\fGrantRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -2892,7 +3164,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12A\n" +
 	"\x0eeffective_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12B\n" +
 	"\x0feffective_delay\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0eeffectiveDelay\x12\x1b\n" +
-	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x1a;\n" +
+	"\tbudget_id\x18\x14 \x01(\tR\bbudgetId\x12\x12\n" +
+	"\x04kind\x18\x1e \x01(\tR\x04kind\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8c\x01\n" +
@@ -2900,14 +3173,17 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\x12\x18\n" +
-	"\apending\x18\x04 \x01(\tR\apending\"\x84\x02\n" +
+	"\apending\x18\x04 \x01(\tR\apending\"\xc1\x02\n" +
 	"\x0fPurchaseRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x19\n" +
 	"\border_id\x18\x04 \x01(\tR\aorderId\x12I\n" +
-	"\bmetadata\x18\x05 \x03(\v2-.pointledger.v1.PurchaseRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\bmetadata\x18\x05 \x03(\v2-.pointledger.v1.PurchaseRequest.MetadataEntryR\bmetadata\x12\x1f\n" +
+	"\vmerchant_id\x18\x14 \x01(\tR\n" +
+	"merchantId\x12\x1a\n" +
+	"\bcategory\x18\x15 \x01(\tR\bcategory\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
@@ -2929,9 +3205,12 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0eRefundResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\",\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"i\n" +
 	"\x11GetBalanceRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xce\x02\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
+	"\vmerchant_id\x18\x14 \x01(\tR\n" +
+	"merchantId\x12\x1a\n" +
+	"\bcategory\x18\x15 \x01(\tR\bcategory\"\x9f\x03\n" +
 	"\x12GetBalanceResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x18\n" +
@@ -2941,7 +3220,9 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\tavailable\x18\x06 \x01(\tR\tavailable\x12\x12\n" +
 	"\x04held\x18\a \x01(\tR\x04held\x12\x18\n" +
 	"\apending\x18\b \x01(\tR\apending\x124\n" +
-	"\bmaturing\x18\t \x03(\v2\x18.pointledger.v1.MaturityR\bmaturing\"e\n" +
+	"\bmaturing\x18\t \x03(\v2\x18.pointledger.v1.MaturityR\bmaturing\x121\n" +
+	"\x05kinds\x18\x14 \x03(\v2\x1b.pointledger.v1.KindBalanceR\x05kinds\x12\x1c\n" +
+	"\tspendable\x18\x15 \x01(\tR\tspendable\"e\n" +
 	"\bMaturity\x12A\n" +
 	"\x0eeffective_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\"i\n" +
@@ -2952,7 +3233,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"n\n" +
 	"\x13ListEntriesResponse\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa9\b\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xfa\b\n" +
 	"\vHistoryItem\x12\x19\n" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x18\n" +
@@ -2983,7 +3264,11 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\rpending_after\x18\x15 \x01(\tR\fpendingAfter\x12(\n" +
 	"\x10grant_request_id\x18\x16 \x01(\tR\x0egrantRequestId\x12A\n" +
 	"\x0eeffective_time\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12'\n" +
-	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x1a;\n" +
+	"\x0freversed_amount\x18\x18 \x01(\tR\x0ereversedAmount\x12\x12\n" +
+	"\x04kind\x18< \x01(\tR\x04kind\x12\x1f\n" +
+	"\vmerchant_id\x18= \x01(\tR\n" +
+	"merchantId\x12\x1a\n" +
+	"\bcategory\x18> \x01(\tR\bcategory\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
@@ -3001,7 +3286,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"minVersion\"p\n" +
 	"\x13ListHistoryResponse\x121\n" +
 	"\x05items\x18\x01 \x03(\v2\x1b.pointledger.v1.HistoryItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xf0\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xad\x03\n" +
 	"\x10AuthorizeRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\x12\x1d\n" +
@@ -3011,7 +3296,10 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x03(\v2..pointledger.v1.AuthorizeRequest.MetadataEntryR\bmetadata\x12;\n" +
 	"\vexpire_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"expireTime\x12+\n" +
-	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a;\n" +
+	"\x03ttl\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1f\n" +
+	"\vmerchant_id\x18\x14 \x01(\tR\n" +
+	"merchantId\x12\x1a\n" +
+	"\bcategory\x18\x15 \x01(\tR\bcategory\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x01\n" +
@@ -3136,7 +3424,7 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
 	(HoldState)(0),                // 1: pointledger.v1.HoldState
@@ -3146,121 +3434,123 @@ var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(*Hold)(nil),                  // 5: pointledger.v1.Hold
 	(*Draw)(nil),                  // 6: pointledger.v1.Draw
 	(*Bucket)(nil),                // 7: pointledger.v1.Bucket
-	(*GrantRequest)(nil),          // 8: pointledger.v1.GrantRequest
-	(*GrantResponse)(nil),         // 9: pointledger.v1.GrantResponse
-	(*PurchaseRequest)(nil),       // 10: pointledger.v1.PurchaseRequest
-	(*PurchaseResponse)(nil),      // 11: pointledger.v1.PurchaseResponse
-	(*RefundRequest)(nil),         // 12: pointledger.v1.RefundRequest
-	(*RefundResponse)(nil),        // 13: pointledger.v1.RefundResponse
-	(*GetBalanceRequest)(nil),     // 14: pointledger.v1.GetBalanceRequest
-	(*GetBalanceResponse)(nil),    // 15: pointledger.v1.GetBalanceResponse
-	(*Maturity)(nil),              // 16: pointledger.v1.Maturity
-	(*ListEntriesRequest)(nil),    // 17: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 18: pointledger.v1.ListEntriesResponse
-	(*HistoryItem)(nil),           // 19: pointledger.v1.HistoryItem
-	(*ListHistoryRequest)(nil),    // 20: pointledger.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),   // 21: pointledger.v1.ListHistoryResponse
-	(*AuthorizeRequest)(nil),      // 22: pointledger.v1.AuthorizeRequest
-	(*AuthorizeResponse)(nil),     // 23: pointledger.v1.AuthorizeResponse
-	(*CaptureRequest)(nil),        // 24: pointledger.v1.CaptureRequest
-	(*CaptureResponse)(nil),       // 25: pointledger.v1.CaptureResponse
-	(*VoidRequest)(nil),           // 26: pointledger.v1.VoidRequest
-	(*VoidResponse)(nil),          // 27: pointledger.v1.VoidResponse
-	(*ListHoldsRequest)(nil),      // 28: pointledger.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 29: pointledger.v1.ListHoldsResponse
-	(*ReverseGrantRequest)(nil),   // 30: pointledger.v1.ReverseGrantRequest
-	(*ReverseGrantResponse)(nil),  // 31: pointledger.v1.ReverseGrantResponse
-	nil,                           // 32: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 33: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 34: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 35: pointledger.v1.RefundRequest.MetadataEntry
-	nil,                           // 36: pointledger.v1.HistoryItem.MetadataEntry
-	nil,                           // 37: pointledger.v1.AuthorizeRequest.MetadataEntry
-	nil,                           // 38: pointledger.v1.CaptureRequest.MetadataEntry
-	nil,                           // 39: pointledger.v1.VoidRequest.MetadataEntry
-	nil,                           // 40: pointledger.v1.ReverseGrantRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(*KindBalance)(nil),           // 8: pointledger.v1.KindBalance
+	(*GrantRequest)(nil),          // 9: pointledger.v1.GrantRequest
+	(*GrantResponse)(nil),         // 10: pointledger.v1.GrantResponse
+	(*PurchaseRequest)(nil),       // 11: pointledger.v1.PurchaseRequest
+	(*PurchaseResponse)(nil),      // 12: pointledger.v1.PurchaseResponse
+	(*RefundRequest)(nil),         // 13: pointledger.v1.RefundRequest
+	(*RefundResponse)(nil),        // 14: pointledger.v1.RefundResponse
+	(*GetBalanceRequest)(nil),     // 15: pointledger.v1.GetBalanceRequest
+	(*GetBalanceResponse)(nil),    // 16: pointledger.v1.GetBalanceResponse
+	(*Maturity)(nil),              // 17: pointledger.v1.Maturity
+	(*ListEntriesRequest)(nil),    // 18: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 19: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 20: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 21: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 22: pointledger.v1.ListHistoryResponse
+	(*AuthorizeRequest)(nil),      // 23: pointledger.v1.AuthorizeRequest
+	(*AuthorizeResponse)(nil),     // 24: pointledger.v1.AuthorizeResponse
+	(*CaptureRequest)(nil),        // 25: pointledger.v1.CaptureRequest
+	(*CaptureResponse)(nil),       // 26: pointledger.v1.CaptureResponse
+	(*VoidRequest)(nil),           // 27: pointledger.v1.VoidRequest
+	(*VoidResponse)(nil),          // 28: pointledger.v1.VoidResponse
+	(*ListHoldsRequest)(nil),      // 29: pointledger.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 30: pointledger.v1.ListHoldsResponse
+	(*ReverseGrantRequest)(nil),   // 31: pointledger.v1.ReverseGrantRequest
+	(*ReverseGrantResponse)(nil),  // 32: pointledger.v1.ReverseGrantResponse
+	nil,                           // 33: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 34: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 35: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 36: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 37: pointledger.v1.HistoryItem.MetadataEntry
+	nil,                           // 38: pointledger.v1.AuthorizeRequest.MetadataEntry
+	nil,                           // 39: pointledger.v1.CaptureRequest.MetadataEntry
+	nil,                           // 40: pointledger.v1.VoidRequest.MetadataEntry
+	nil,                           // 41: pointledger.v1.ReverseGrantRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	41, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	32, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	41, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	42, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	33, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	42, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
 	6,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
-	41, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
+	42, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: pointledger.v1.Hold.state:type_name -> pointledger.v1.HoldState
-	41, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
-	41, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
-	41, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
-	41, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
-	33, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	41, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
-	41, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
-	42, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
+	42, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
+	42, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
+	42, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
+	42, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
+	34, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	42, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
+	43, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
+	42, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
+	43, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
 	4,  // 16: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	34, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	35, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
 	4,  // 18: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	35, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	36, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
 	4,  // 20: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
 	2,  // 21: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
 	7,  // 22: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
-	16, // 23: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
-	41, // 24: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
-	4,  // 25: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	0,  // 26: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
-	41, // 27: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
-	36, // 28: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
-	3,  // 29: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
-	41, // 30: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
-	6,  // 31: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
-	41, // 32: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
-	0,  // 33: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	41, // 34: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	41, // 35: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	19, // 36: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	37, // 37: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
-	41, // 38: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 39: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
-	5,  // 40: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
-	38, // 41: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
-	4,  // 42: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 43: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
-	39, // 44: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
-	4,  // 45: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 46: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
-	1,  // 47: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
-	5,  // 48: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
-	40, // 49: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
-	4,  // 50: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
-	8,  // 51: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	10, // 52: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	12, // 53: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	14, // 54: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	17, // 55: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	20, // 56: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	22, // 57: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
-	24, // 58: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
-	26, // 59: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
-	28, // 60: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
-	30, // 61: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
-	9,  // 62: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	11, // 63: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	13, // 64: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	15, // 65: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	18, // 66: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	21, // 67: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	23, // 68: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
-	25, // 69: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
-	27, // 70: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
-	29, // 71: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
-	31, // 72: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
-	62, // [62:73] is the sub-list for method output_type
-	51, // [51:62] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	17, // 23: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
+	8,  // 24: pointledger.v1.GetBalanceResponse.kinds:type_name -> pointledger.v1.KindBalance
+	42, // 25: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
+	4,  // 26: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 27: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	42, // 28: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	37, // 29: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	3,  // 30: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	42, // 31: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 32: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
+	42, // 33: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
+	0,  // 34: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	42, // 35: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	42, // 36: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	20, // 37: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	38, // 38: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
+	42, // 39: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
+	43, // 40: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
+	5,  // 41: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
+	39, // 42: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
+	4,  // 43: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 44: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
+	40, // 45: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
+	4,  // 46: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 47: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
+	1,  // 48: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
+	5,  // 49: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
+	41, // 50: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
+	4,  // 51: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
+	9,  // 52: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	11, // 53: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	13, // 54: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	15, // 55: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	18, // 56: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	21, // 57: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	23, // 58: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
+	25, // 59: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
+	27, // 60: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
+	29, // 61: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
+	31, // 62: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
+	10, // 63: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	12, // 64: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	14, // 65: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	16, // 66: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	19, // 67: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	22, // 68: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	24, // 69: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
+	26, // 70: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
+	28, // 71: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
+	30, // 72: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
+	32, // 73: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
+	63, // [63:74] is the sub-list for method output_type
+	52, // [52:63] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -3274,7 +3564,7 @@ func file_pointledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -55,6 +55,14 @@ func (l *Ledger) Partition(ctx context.Context, user string) (ledger.Partition, 
 	if err != nil {
 		return ledger.Partition{}, err
 	}
+	// The kinds the audit checks draws by: this instance's snapshot, which
+	// knows every kind the partition names (read again if not).
+	if p.Kinds, err = l.Kinds(ctx); err == nil && namesUnknownKind(p) {
+		p.Kinds, err = l.loadKinds(ctx)
+	}
+	if err != nil {
+		return ledger.Partition{}, fmt.Errorf("audit %q: %w", user, err)
+	}
 	// The query is many reads (a page is at most 1 MB), and purchases may
 	// commit while it runs. The account comes first (A sorts before E#, H#
 	// and R#), so entries and records past its version were committed after
@@ -71,6 +79,25 @@ func (l *Ledger) Partition(ctx context.Context, user string) (ledger.Partition, 
 		}
 	}
 	return p, nil
+}
+
+// namesUnknownKind says whether p's account or entries name a kind its
+// Kinds do not know.
+func namesUnknownKind(p ledger.Partition) bool {
+	if len(p.Kinds.Missing(p.Account, ledger.Mutation{})) > 0 {
+		return true
+	}
+	for _, e := range p.Entries {
+		if _, ok := p.Kinds.Get(e.Kind); !ok {
+			return true
+		}
+		for _, d := range e.Draws {
+			if _, ok := p.Kinds.Get(d.Kind); !ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // partitionItems queries every item of a user's partition, consistently.

@@ -51,3 +51,15 @@ func auditEveryone(t *testing.T, l *Ledger) {
 		t.Errorf("audit of every user: %d users, %v", users, err)
 	}
 }
+
+// TestKindContract runs the kinds' suite on DynamoDB Local, every user
+// audited after each test (with the kinds: no ineligible draw).
+func TestKindContract(t *testing.T) {
+	t.Parallel()
+	ledgertest.KindContract(t, func(t *testing.T, now func() time.Time) ledgertest.KindStore {
+		env := dynamotest.New(t)
+		l := New(env.Client, Options{Table: env.Ledger, Now: now})
+		t.Cleanup(func() { auditEveryone(t, l) })
+		return l
+	})
+}

@@ -53,6 +53,9 @@ func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTy
 	if budget != "" && next == decide && err == nil {
 		facts.Budget, next, err = l.budgetFacts(ctx, t, c.m, budget)
 	}
+	if next == decide && err == nil {
+		facts.Kinds, err = l.kindsFor(ctx, t.running, c.m)
+	}
 	if c.m.ExplainBalance && t.running.Version > 0 && next == decide && err == nil {
 		// It explains the balance the group starts from: the entries it
 		// must add up with are those the account counts.
@@ -152,7 +155,7 @@ func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen
 		return nil, requestRecord{}, answered, err
 	}
 	rec.Amount, rec.Reversed = ge.Amount.Add(ge.PendingChange), ge.ReversedAmount
-	return &ledger.GrantRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Reversed: rec.Reversed, BudgetID: ge.BudgetID}, rec, decide, nil
+	return &ledger.GrantRef{Version: rec.Version, Type: rec.Type, Amount: rec.Amount, Reversed: rec.Reversed, BudgetID: ge.BudgetID, Kind: ge.Kind}, rec, decide, nil
 }
 
 // holdFacts reads the state of the hold a capture or void m names, as

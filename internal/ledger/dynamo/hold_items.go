@@ -29,6 +29,12 @@ func holdAttributes(h ledger.Hold) map[string]types.AttributeValue {
 	if len(h.Draws) > 0 {
 		m["draws"] = drawsItem(h.Draws)
 	}
+	if h.MerchantID != "" {
+		m["merchant_id"] = str(h.MerchantID)
+	}
+	if h.Category != "" {
+		m["category"] = str(h.Category)
+	}
 	return m
 }
 
@@ -89,6 +95,8 @@ func (d *decoder) hold(requestID, user string) ledger.Hold {
 		CreateTime: d.time("create_time"),
 		Version:    d.int("version"),
 		Draws:      d.draws("draws"),
+		MerchantID: d.optStr("merchant_id"),
+		Category:   d.optStr("category"),
 	}
 }
 
@@ -131,6 +139,9 @@ func lotsItem(ls []ledger.PendingLot) types.AttributeValue {
 		if !l.ExpireTime.IsZero() {
 			lot["expire_time"] = str(formatTime(l.ExpireTime))
 		}
+		if l.Kind != "" {
+			lot["kind"] = str(l.Kind)
+		}
 		m[l.GrantRequestID] = &types.AttributeValueMemberM{Value: lot}
 	}
 	return &types.AttributeValueMemberM{Value: m}
@@ -150,7 +161,7 @@ func (d *decoder) lots(name string) []ledger.PendingLot {
 			return nil
 		}
 		inner := decoder{item: lm.Value}
-		l := ledger.PendingLot{GrantRequestID: id, Amount: inner.num("amount"), EffectiveTime: inner.time("effective_time"), Version: inner.int("version")}
+		l := ledger.PendingLot{GrantRequestID: id, Amount: inner.num("amount"), EffectiveTime: inner.time("effective_time"), Version: inner.int("version"), Kind: inner.optStr("kind")}
 		if _, ok := lm.Value["expire_time"]; ok {
 			l.ExpireTime = inner.time("expire_time")
 		}

@@ -117,6 +117,18 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	if len(e.Draws) > 0 {
 		item["draws"] = drawsItem(e.Draws)
 	}
+	// Kinds and places: only when there are some, so that the items of a
+	// program without kinds stay as they were, and items from before
+	// kinds read as standard.
+	if e.Kind != "" {
+		item["kind"] = str(e.Kind)
+	}
+	if e.MerchantID != "" {
+		item["merchant_id"] = str(e.MerchantID)
+	}
+	if e.Category != "" {
+		item["category"] = str(e.Category)
+	}
 	if e.OrderID != "" {
 		item["order_id"] = str(e.OrderID)
 	}
@@ -183,14 +195,24 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 // neverKey names the never-expiring bucket in an account's buckets map.
 const neverKey = "never"
 
-func expiryKey(t time.Time) string {
-	if t.IsZero() {
-		return neverKey
+// kindSeparator ends a kind's name in a bucket's key: a standard
+// bucket's key is its expiry alone (as before kinds), another kind's is
+// "<kind>/<expiry or never>". Kind ids hold no '/' (ledger.ValidateKindID).
+const kindSeparator = "/"
+
+func bucketKey(b ledger.Bucket) string {
+	k := neverKey
+	if !b.Expire.IsZero() {
+		k = formatTime(b.Expire)
 	}
-	return formatTime(t)
+	if b.Kind != "" {
+		k = b.Kind + kindSeparator + k
+	}
+	return k
 }
 
-// drawsItem is a list of {expire_time, amount} maps, in order.
+// drawsItem is a list of {expire_time, amount, kind} maps, in order; the
+// standard kind is written as none.
 func drawsItem(ds []ledger.Draw) types.AttributeValue {
 	l := make([]types.AttributeValue, len(ds))
 	for i, d := range ds {
@@ -198,27 +220,37 @@ func drawsItem(ds []ledger.Draw) types.AttributeValue {
 		if !d.Expire.IsZero() {
 			m["expire_time"] = str(formatTime(d.Expire))
 		}
+		if d.Kind != "" {
+			m["kind"] = str(d.Kind)
+		}
 		l[i] = &types.AttributeValueMemberM{Value: m}
 	}
 	return &types.AttributeValueMemberL{Value: l}
 }
 
-// bucketsItem is the account's buckets as a map from expiry (or "never")
-// to amount: one attribute, bounded by ledger.DefaultMaxBuckets keys.
+// bucketsItem is the account's buckets as a map from bucket key (kind and
+// expiry, see bucketKey) to amount: one attribute, bounded by
+// ledger.DefaultMaxBuckets keys.
 //
-// Only the buckets that expire are written: the never-expiring one is the
-// balance less them, and an account whose points never expire (most, and
-// every hot one so far) keeps no map at all, so that its every update stays
-// as small as before points expired.
+// The standard never-expiring bucket is not written: it is the balance
+// less the others and what is held, and an account whose points are
+// standard and never expire (most, and every hot one so far) keeps no map
+// at all, so that its every update stays as small as before points
+// expired or had kinds. A map from before kinds has expiries alone as
+// keys: standard buckets.
 func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
 	m := make(map[string]types.AttributeValue, len(bs))
 	for _, b := range bs {
-		if !b.Expire.IsZero() {
-			m[expiryKey(b.Expire)] = num(b.Amount)
+		if kept(b) {
+			m[bucketKey(b)] = num(b.Amount)
 		}
 	}
 	return &types.AttributeValueMemberM{Value: m}
 }
+
+// kept says whether the account item keeps bucket b in its map: all but
+// the standard never-expiring one.
+func kept(b ledger.Bucket) bool { return !b.Expire.IsZero() || b.Kind != "" }
 
 func requestItem(m ledger.Mutation, e ledger.Entry, last int64) map[string]types.AttributeValue {
 	item := requestAttributes(m, e.CreateTime)
@@ -296,7 +328,7 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 		never = never.Sub(b.Amount)
 	}
 	if never.IsPositive() {
-		a.Buckets = append(a.Buckets, ledger.Bucket{Amount: never})
+		a.Buckets = ledger.SortBuckets(append(a.Buckets, ledger.Bucket{Amount: never}))
 	}
 	return a, true, d.err("account")
 }
@@ -339,6 +371,9 @@ func decodeEntry(item map[string]types.AttributeValue) (ledger.Entry, bool, erro
 		CreateTime:   d.time("create_time"),
 		Metadata:     d.strMap("metadata"),
 		Draws:        d.draws("draws"),
+		Kind:         d.optStr("kind"),
+		MerchantID:   d.optStr("merchant_id"),
+		Category:     d.optStr("category"),
 	}
 	if _, ok := item["expire_time"]; ok {
 		e.ExpireTime = d.time("expire_time")
@@ -430,7 +465,7 @@ func (d *decoder) draws(name string) []ledger.Draw {
 			return nil
 		}
 		inner := decoder{item: m.Value}
-		dr := ledger.Draw{Amount: inner.num("amount")}
+		dr := ledger.Draw{Amount: inner.num("amount"), Kind: inner.optStr("kind")}
 		if _, ok := m.Value["expire_time"]; ok {
 			dr.Expire = inner.time("expire_time")
 		}
@@ -462,6 +497,9 @@ func (d *decoder) buckets(name string) []ledger.Bucket {
 			return nil
 		}
 		b := ledger.Bucket{Amount: amount}
+		if kind, rest, ok := strings.Cut(k, kindSeparator); ok {
+			b.Kind, k = kind, rest
+		}
 		if k != neverKey {
 			if b.Expire, err = time.Parse(timeLayout, k); err != nil {
 				d.fail(name, err.Error())

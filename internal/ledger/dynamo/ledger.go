@@ -72,6 +72,13 @@ type Options struct {
 	// BudgetGrowth says when a budget's shards grow for throttles
 	// (budget_growth.go); zero: DefaultBudgetGrowth.
 	BudgetGrowth BudgetGrowth
+
+	// KindRefresh is how often the Ledger reads the point kinds again
+	// (kind.go): a change of a kind applies within twice it. 0:
+	// DefaultKindRefresh; at most MaxKindRefresh.
+	KindRefresh time.Duration
+	// MaxKinds bounds the program's point kinds; 0: ledger.DefaultMaxKinds.
+	MaxKinds int
 }
 
 // Observer watches the write path. Its methods are called on the write
@@ -143,6 +150,8 @@ type Ledger struct {
 	budgetShardCounts sync.Map // budget id -> its shards as last read or grown (budget.go)
 	budgetThrottles   sync.Map // budget id -> *budgetThrottles (budget_growth.go)
 	growth            BudgetGrowth
+
+	kinds kindCache // kind.go
 }
 
 // New returns a Ledger on db.
@@ -191,6 +200,7 @@ func New(db API, o Options) *Ledger {
 		accounts:   map[string]ledger.Account{},
 		entropy:    ulid.Monotonic(o.Entropy, 0),
 		growth:     o.BudgetGrowth,
+		kinds:      kindCache{refresh: min(cmp.Or(o.KindRefresh, DefaultKindRefresh), MaxKindRefresh), max: o.MaxKinds},
 	}
 }
 

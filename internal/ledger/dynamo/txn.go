@@ -409,7 +409,7 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 
 // expires says whether any of bs expires.
 func expires(bs []ledger.Bucket) bool {
-	return slices.ContainsFunc(bs, func(b ledger.Bucket) bool { return !b.Expire.IsZero() })
+	return slices.ContainsFunc(bs, kept)
 }
 
 // sameHolds says whether a and b hold the same open holds (a hold never

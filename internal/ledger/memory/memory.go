@@ -34,6 +34,8 @@ type Store struct {
 	tokens     *pagetoken.Codec
 	followers  []func(ledger.Entry)
 	budgets    map[string]*budget // budget.go
+	kinds      map[string]*kind   // kind.go
+	maxKinds   int
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -99,7 +101,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	if rec, ok := u.requests[m.RequestID]; ok {
 		return u.replay(m, rec)
 	}
-	facts := ledger.Facts{MaxBuckets: s.maxBuckets, MaxHolds: s.maxHolds, MaxPending: s.maxPending}
+	facts := ledger.Facts{MaxBuckets: s.maxBuckets, MaxHolds: s.maxHolds, MaxPending: s.maxPending, Kinds: s.snapshot()}
 	if h, ok := u.holds[m.HoldRequestID]; ok && m.HoldRequestID != "" {
 		facts.Hold = &ledger.HoldRef{State: h.State}
 	}
@@ -112,7 +114,7 @@ func (s *Store) Apply(_ context.Context, m ledger.Mutation) (ledger.Result, erro
 	if m.GrantRequestID != "" {
 		if rec, ok := u.requests[m.GrantRequestID]; ok && rec.Refusal == nil {
 			g := u.entries[rec.Version-1]
-			facts.Grant = &ledger.GrantRef{Version: g.Version, Type: g.Type, Amount: g.Amount.Add(g.PendingChange), Reversed: g.ReversedAmount, BudgetID: g.BudgetID}
+			facts.Grant = &ledger.GrantRef{Version: g.Version, Type: g.Type, Amount: g.Amount.Add(g.PendingChange), Reversed: g.ReversedAmount, BudgetID: g.BudgetID, Kind: g.Kind}
 		}
 	}
 	switch {
@@ -222,7 +224,7 @@ func (s *Store) Partition(_ context.Context, id string) (ledger.Partition, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := ledger.Partition{Account: ledger.NewAccount(id), Requests: map[string]ledger.RequestRecord{}}
+	p := ledger.Partition{Account: ledger.NewAccount(id), Requests: map[string]ledger.RequestRecord{}, Kinds: s.snapshot()}
 	u, ok := s.users[id]
 	if !ok {
 		return p, nil

@@ -621,3 +621,8 @@ func TestReconcilerBudgets(t *testing.T) {
 		t.Errorf("a budget off its total: findings %v, want one %s of spring", off.Findings, ledger.FindingBudgetUnbalanced)
 	}
 }
+
+func TestKindContract(t *testing.T) {
+	t.Parallel()
+	ledgertest.KindContract(t, func(_ *testing.T, now func() time.Time) ledgertest.KindStore { return New(now) })
+}
