@@ -24,6 +24,10 @@ type Ledger interface {
 	Balance(ctx context.Context, user string) (ledger.Account, error)
 	Entries(ctx context.Context, user string, q ledger.EntryQuery) ([]ledger.Entry, string, error)
 	Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error)
+	// AccountAt and Statement answer GetBalance's as_of and GetStatement
+	// (statement.go).
+	AccountAt(ctx context.Context, user string, t time.Time) (ledger.Account, error)
+	Statement(ctx context.Context, user string, q ledger.StatementQuery) (ledger.Statement, string, error)
 }
 
 // History is what the service needs of the history projection: its pages,
@@ -128,11 +132,10 @@ func (s *LedgerService) apply(ctx context.Context, t ledger.EntryType, r ledger.
 }
 
 func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.GetBalanceRequest]) (*connect.Response[pb.GetBalanceResponse], error) {
-	a, err := s.ledger.Balance(ctx, req.Msg.UserId)
+	a, now, err := s.balanceAt(ctx, req.Msg)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	now := s.expiry.Now()
 	at := a.At(now)
 	return connect.NewResponse(&pb.GetBalanceResponse{
 		UserId:    req.Msg.UserId,

@@ -1246,8 +1246,16 @@ func (x *RefundResponse) GetReplayed() bool {
 }
 
 type GetBalanceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The answer as of this time instead of now: the fold of the entries
+	// written at or before it, with what expired, was released or matured
+	// by then taken into account as a read then would have; version is the
+	// last entry's at or before it, and status is the account's now (a
+	// status change writes no entry). Before the user's first entry: zeros
+	// and version 0. Read to the microsecond. (Numbered apart from the
+	// fields of point kinds.)
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1287,6 +1295,13 @@ func (x *GetBalanceRequest) GetUserId() string {
 		return x.UserId
 	}
 	return ""
+}
+
+func (x *GetBalanceRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
 }
 
 type GetBalanceResponse struct {
@@ -1409,6 +1424,282 @@ func (x *GetBalanceResponse) GetMaturing() []*Maturity {
 	return nil
 }
 
+type GetStatementRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The window, [start_time, end_time): both required, start before end.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// At most this many entries a page: default 50; more than 500 is read
+	// as 500.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, with the same window; empty for
+	// the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatementRequest) Reset() {
+	*x = GetStatementRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatementRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatementRequest) ProtoMessage() {}
+
+func (x *GetStatementRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatementRequest.ProtoReflect.Descriptor instead.
+func (*GetStatementRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetStatementRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetStatementRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *GetStatementRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *GetStatementRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetStatementRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type GetStatementResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The balance at start_time, from the entries written before it.
+	OpeningBalance string `protobuf:"bytes,1,opt,name=opening_balance,json=openingBalance,proto3" json:"opening_balance,omitempty"`
+	// The balance at end_time, from the entries written before it.
+	ClosingBalance string           `protobuf:"bytes,2,opt,name=closing_balance,json=closingBalance,proto3" json:"closing_balance,omitempty"`
+	Totals         *StatementTotals `protobuf:"bytes,3,opt,name=totals,proto3" json:"totals,omitempty"`
+	// What points expired or matured by time changed that the window's
+	// entries do not record: negative for points that expired in the window
+	// whose EXPIRATION is written after it, positive for points that expired
+	// before it whose EXPIRATION is written in it (maturity the other way).
+	UnrecordedChange string `protobuf:"bytes,4,opt,name=unrecorded_change,json=unrecordedChange,proto3" json:"unrecorded_change,omitempty"`
+	// This page of the window's entries, in version order.
+	Entries []*Entry `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatementResponse) Reset() {
+	*x = GetStatementResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatementResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatementResponse) ProtoMessage() {}
+
+func (x *GetStatementResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatementResponse.ProtoReflect.Descriptor instead.
+func (*GetStatementResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetStatementResponse) GetOpeningBalance() string {
+	if x != nil {
+		return x.OpeningBalance
+	}
+	return ""
+}
+
+func (x *GetStatementResponse) GetClosingBalance() string {
+	if x != nil {
+		return x.ClosingBalance
+	}
+	return ""
+}
+
+func (x *GetStatementResponse) GetTotals() *StatementTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+func (x *GetStatementResponse) GetUnrecordedChange() string {
+	if x != nil {
+		return x.UnrecordedChange
+	}
+	return ""
+}
+
+func (x *GetStatementResponse) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *GetStatementResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// StatementTotals are the signed sums of a statement window's entry
+// amounts by movement: spent and expired are negative (or "0"), adjusted
+// and reversed net. Holds and releases move no amount.
+type StatementTotals struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GRANT entries (a pending grant's amount is 0: its points count in
+	// matured).
+	Granted string `protobuf:"bytes,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// MATURATION entries.
+	Matured string `protobuf:"bytes,2,opt,name=matured,proto3" json:"matured,omitempty"`
+	// PURCHASE and CAPTURE entries.
+	Spent string `protobuf:"bytes,3,opt,name=spent,proto3" json:"spent,omitempty"`
+	// REFUND entries.
+	Refunded string `protobuf:"bytes,4,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	// EXPIRATION entries.
+	Expired string `protobuf:"bytes,5,opt,name=expired,proto3" json:"expired,omitempty"`
+	// ADJUSTMENT entries.
+	Adjusted string `protobuf:"bytes,6,opt,name=adjusted,proto3" json:"adjusted,omitempty"`
+	// REVERSAL entries.
+	Reversed      string `protobuf:"bytes,7,opt,name=reversed,proto3" json:"reversed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatementTotals) Reset() {
+	*x = StatementTotals{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatementTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatementTotals) ProtoMessage() {}
+
+func (x *StatementTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatementTotals.ProtoReflect.Descriptor instead.
+func (*StatementTotals) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *StatementTotals) GetGranted() string {
+	if x != nil {
+		return x.Granted
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetMatured() string {
+	if x != nil {
+		return x.Matured
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetSpent() string {
+	if x != nil {
+		return x.Spent
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetRefunded() string {
+	if x != nil {
+		return x.Refunded
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetExpired() string {
+	if x != nil {
+		return x.Expired
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetAdjusted() string {
+	if x != nil {
+		return x.Adjusted
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetReversed() string {
+	if x != nil {
+		return x.Reversed
+	}
+	return ""
+}
+
 // Maturity is what of a user's pending points becomes spendable at one time.
 type Maturity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1420,7 +1711,7 @@ type Maturity struct {
 
 func (x *Maturity) Reset() {
 	*x = Maturity{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1432,7 +1723,7 @@ func (x *Maturity) String() string {
 func (*Maturity) ProtoMessage() {}
 
 func (x *Maturity) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[12]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1445,7 +1736,7 @@ func (x *Maturity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Maturity.ProtoReflect.Descriptor instead.
 func (*Maturity) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Maturity) GetEffectiveTime() *timestamppb.Timestamp {
@@ -1475,7 +1766,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1778,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1791,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListEntriesRequest) GetUserId() string {
@@ -1535,7 +1826,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1838,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1851,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*Entry {
@@ -1618,7 +1909,7 @@ type HistoryItem struct {
 
 func (x *HistoryItem) Reset() {
 	*x = HistoryItem{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1921,7 @@ func (x *HistoryItem) String() string {
 func (*HistoryItem) ProtoMessage() {}
 
 func (x *HistoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1934,7 @@ func (x *HistoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
 func (*HistoryItem) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HistoryItem) GetEntryId() string {
@@ -1848,7 +2139,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2151,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2164,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListHistoryRequest) GetUserId() string {
@@ -1943,7 +2234,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2246,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2259,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListHistoryResponse) GetItems() []*HistoryItem {
@@ -2004,7 +2295,7 @@ type AuthorizeRequest struct {
 
 func (x *AuthorizeRequest) Reset() {
 	*x = AuthorizeRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2307,7 @@ func (x *AuthorizeRequest) String() string {
 func (*AuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2320,7 @@ func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AuthorizeRequest) GetUserId() string {
@@ -2097,7 +2388,7 @@ type AuthorizeResponse struct {
 
 func (x *AuthorizeResponse) Reset() {
 	*x = AuthorizeResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2400,7 @@ func (x *AuthorizeResponse) String() string {
 func (*AuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2413,7 @@ func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuthorizeResponse) GetHold() *Hold {
@@ -2175,7 +2466,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2187,7 +2478,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2200,7 +2491,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CaptureRequest) GetUserId() string {
@@ -2256,7 +2547,7 @@ type CaptureResponse struct {
 
 func (x *CaptureResponse) Reset() {
 	*x = CaptureResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2559,7 @@ func (x *CaptureResponse) String() string {
 func (*CaptureResponse) ProtoMessage() {}
 
 func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2572,7 @@ func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
 func (*CaptureResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CaptureResponse) GetEntry() *Entry {
@@ -2339,7 +2630,7 @@ type VoidRequest struct {
 
 func (x *VoidRequest) Reset() {
 	*x = VoidRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2642,7 @@ func (x *VoidRequest) String() string {
 func (*VoidRequest) ProtoMessage() {}
 
 func (x *VoidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2655,7 @@ func (x *VoidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidRequest.ProtoReflect.Descriptor instead.
 func (*VoidRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *VoidRequest) GetUserId() string {
@@ -2413,7 +2704,7 @@ type VoidResponse struct {
 
 func (x *VoidResponse) Reset() {
 	*x = VoidResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2716,7 @@ func (x *VoidResponse) String() string {
 func (*VoidResponse) ProtoMessage() {}
 
 func (x *VoidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2729,7 @@ func (x *VoidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidResponse.ProtoReflect.Descriptor instead.
 func (*VoidResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VoidResponse) GetEntry() *Entry {
@@ -2498,7 +2789,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2801,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2814,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListHoldsRequest) GetUserId() string {
@@ -2565,7 +2856,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2868,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2881,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*Hold {
@@ -2625,7 +2916,7 @@ type ReverseGrantRequest struct {
 
 func (x *ReverseGrantRequest) Reset() {
 	*x = ReverseGrantRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2928,7 @@ func (x *ReverseGrantRequest) String() string {
 func (*ReverseGrantRequest) ProtoMessage() {}
 
 func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2941,7 @@ func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReverseGrantRequest.ProtoReflect.Descriptor instead.
 func (*ReverseGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReverseGrantRequest) GetUserId() string {
@@ -2712,7 +3003,7 @@ type ReverseGrantResponse struct {
 
 func (x *ReverseGrantResponse) Reset() {
 	*x = ReverseGrantResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +3015,7 @@ func (x *ReverseGrantResponse) String() string {
 func (*ReverseGrantResponse) ProtoMessage() {}
 
 func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +3028,7 @@ func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReverseGrantResponse.ProtoReflect.Descriptor instead.
 func (*ReverseGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReverseGrantResponse) GetEntry() *Entry {
@@ -2891,9 +3182,11 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0eRefundResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\",\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"]\n" +
 	"\x11GetBalanceRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xce\x02\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12/\n" +
+	"\x05as_of\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\xce\x02\n" +
 	"\x12GetBalanceResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x18\n" +
@@ -2903,7 +3196,30 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\tavailable\x18\x06 \x01(\tR\tavailable\x12\x12\n" +
 	"\x04held\x18\a \x01(\tR\x04held\x12\x18\n" +
 	"\apending\x18\b \x01(\tR\apending\x124\n" +
-	"\bmaturing\x18\t \x03(\v2\x18.pointledger.v1.MaturityR\bmaturing\"e\n" +
+	"\bmaturing\x18\t \x03(\v2\x18.pointledger.v1.MaturityR\bmaturing\"\xdc\x01\n" +
+	"\x13GetStatementRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xa7\x02\n" +
+	"\x14GetStatementResponse\x12'\n" +
+	"\x0fopening_balance\x18\x01 \x01(\tR\x0eopeningBalance\x12'\n" +
+	"\x0fclosing_balance\x18\x02 \x01(\tR\x0eclosingBalance\x127\n" +
+	"\x06totals\x18\x03 \x01(\v2\x1f.pointledger.v1.StatementTotalsR\x06totals\x12+\n" +
+	"\x11unrecorded_change\x18\x04 \x01(\tR\x10unrecordedChange\x12/\n" +
+	"\aentries\x18\x05 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
+	"\x0fStatementTotals\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\tR\agranted\x12\x18\n" +
+	"\amatured\x18\x02 \x01(\tR\amatured\x12\x14\n" +
+	"\x05spent\x18\x03 \x01(\tR\x05spent\x12\x1a\n" +
+	"\brefunded\x18\x04 \x01(\tR\brefunded\x12\x18\n" +
+	"\aexpired\x18\x05 \x01(\tR\aexpired\x12\x1a\n" +
+	"\badjusted\x18\x06 \x01(\tR\badjusted\x12\x1a\n" +
+	"\breversed\x18\a \x01(\tR\breversed\"e\n" +
 	"\bMaturity\x12A\n" +
 	"\x0eeffective_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\"i\n" +
@@ -3070,7 +3386,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREFUND_STATUS_NOT_REFUNDED\x10\x01\x12$\n" +
 	" REFUND_STATUS_PARTIALLY_REFUNDED\x10\x02\x12\x1a\n" +
-	"\x16REFUND_STATUS_REFUNDED\x10\x032\xa2\a\n" +
+	"\x16REFUND_STATUS_REFUNDED\x10\x032\x82\b\n" +
 	"\rLedgerService\x12F\n" +
 	"\x05Grant\x12\x1c.pointledger.v1.GrantRequest\x1a\x1d.pointledger.v1.GrantResponse\"\x00\x12O\n" +
 	"\bPurchase\x12\x1f.pointledger.v1.PurchaseRequest\x1a .pointledger.v1.PurchaseResponse\"\x00\x12I\n" +
@@ -3083,7 +3399,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\aCapture\x12\x1e.pointledger.v1.CaptureRequest\x1a\x1f.pointledger.v1.CaptureResponse\"\x00\x12C\n" +
 	"\x04Void\x12\x1b.pointledger.v1.VoidRequest\x1a\x1c.pointledger.v1.VoidResponse\"\x00\x12U\n" +
 	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01\x12[\n" +
-	"\fReverseGrant\x12#.pointledger.v1.ReverseGrantRequest\x1a$.pointledger.v1.ReverseGrantResponse\"\x00BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
+	"\fReverseGrant\x12#.pointledger.v1.ReverseGrantRequest\x1a$.pointledger.v1.ReverseGrantResponse\"\x00\x12^\n" +
+	"\fGetStatement\x12#.pointledger.v1.GetStatementRequest\x1a$.pointledger.v1.GetStatementResponse\"\x03\x90\x02\x01BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
 
 var (
 	file_pointledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -3098,7 +3415,7 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
 	(HoldState)(0),                // 1: pointledger.v1.HoldState
@@ -3116,113 +3433,123 @@ var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(*RefundResponse)(nil),        // 13: pointledger.v1.RefundResponse
 	(*GetBalanceRequest)(nil),     // 14: pointledger.v1.GetBalanceRequest
 	(*GetBalanceResponse)(nil),    // 15: pointledger.v1.GetBalanceResponse
-	(*Maturity)(nil),              // 16: pointledger.v1.Maturity
-	(*ListEntriesRequest)(nil),    // 17: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 18: pointledger.v1.ListEntriesResponse
-	(*HistoryItem)(nil),           // 19: pointledger.v1.HistoryItem
-	(*ListHistoryRequest)(nil),    // 20: pointledger.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),   // 21: pointledger.v1.ListHistoryResponse
-	(*AuthorizeRequest)(nil),      // 22: pointledger.v1.AuthorizeRequest
-	(*AuthorizeResponse)(nil),     // 23: pointledger.v1.AuthorizeResponse
-	(*CaptureRequest)(nil),        // 24: pointledger.v1.CaptureRequest
-	(*CaptureResponse)(nil),       // 25: pointledger.v1.CaptureResponse
-	(*VoidRequest)(nil),           // 26: pointledger.v1.VoidRequest
-	(*VoidResponse)(nil),          // 27: pointledger.v1.VoidResponse
-	(*ListHoldsRequest)(nil),      // 28: pointledger.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 29: pointledger.v1.ListHoldsResponse
-	(*ReverseGrantRequest)(nil),   // 30: pointledger.v1.ReverseGrantRequest
-	(*ReverseGrantResponse)(nil),  // 31: pointledger.v1.ReverseGrantResponse
-	nil,                           // 32: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 33: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 34: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 35: pointledger.v1.RefundRequest.MetadataEntry
-	nil,                           // 36: pointledger.v1.HistoryItem.MetadataEntry
-	nil,                           // 37: pointledger.v1.AuthorizeRequest.MetadataEntry
-	nil,                           // 38: pointledger.v1.CaptureRequest.MetadataEntry
-	nil,                           // 39: pointledger.v1.VoidRequest.MetadataEntry
-	nil,                           // 40: pointledger.v1.ReverseGrantRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(*GetStatementRequest)(nil),   // 16: pointledger.v1.GetStatementRequest
+	(*GetStatementResponse)(nil),  // 17: pointledger.v1.GetStatementResponse
+	(*StatementTotals)(nil),       // 18: pointledger.v1.StatementTotals
+	(*Maturity)(nil),              // 19: pointledger.v1.Maturity
+	(*ListEntriesRequest)(nil),    // 20: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 21: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 22: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 23: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 24: pointledger.v1.ListHistoryResponse
+	(*AuthorizeRequest)(nil),      // 25: pointledger.v1.AuthorizeRequest
+	(*AuthorizeResponse)(nil),     // 26: pointledger.v1.AuthorizeResponse
+	(*CaptureRequest)(nil),        // 27: pointledger.v1.CaptureRequest
+	(*CaptureResponse)(nil),       // 28: pointledger.v1.CaptureResponse
+	(*VoidRequest)(nil),           // 29: pointledger.v1.VoidRequest
+	(*VoidResponse)(nil),          // 30: pointledger.v1.VoidResponse
+	(*ListHoldsRequest)(nil),      // 31: pointledger.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 32: pointledger.v1.ListHoldsResponse
+	(*ReverseGrantRequest)(nil),   // 33: pointledger.v1.ReverseGrantRequest
+	(*ReverseGrantResponse)(nil),  // 34: pointledger.v1.ReverseGrantResponse
+	nil,                           // 35: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 36: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 37: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 38: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 39: pointledger.v1.HistoryItem.MetadataEntry
+	nil,                           // 40: pointledger.v1.AuthorizeRequest.MetadataEntry
+	nil,                           // 41: pointledger.v1.CaptureRequest.MetadataEntry
+	nil,                           // 42: pointledger.v1.VoidRequest.MetadataEntry
+	nil,                           // 43: pointledger.v1.ReverseGrantRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 44: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 45: google.protobuf.Duration
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	41, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	32, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	41, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	44, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	35, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	44, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
 	6,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
-	41, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
+	44, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: pointledger.v1.Hold.state:type_name -> pointledger.v1.HoldState
-	41, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
-	41, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
-	41, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
-	41, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
-	33, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	41, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
-	41, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
-	42, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
+	44, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
+	44, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
+	44, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
+	44, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
+	36, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	44, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
+	45, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
+	44, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
+	45, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
 	4,  // 16: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	34, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	37, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
 	4,  // 18: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	35, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	38, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
 	4,  // 20: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
-	2,  // 21: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
-	7,  // 22: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
-	16, // 23: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
-	41, // 24: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
-	4,  // 25: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	0,  // 26: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
-	41, // 27: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
-	36, // 28: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
-	3,  // 29: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
-	41, // 30: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
-	6,  // 31: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
-	41, // 32: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
-	0,  // 33: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	41, // 34: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	41, // 35: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	19, // 36: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	37, // 37: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
-	41, // 38: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 39: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
-	5,  // 40: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
-	38, // 41: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
-	4,  // 42: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 43: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
-	39, // 44: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
-	4,  // 45: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 46: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
-	1,  // 47: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
-	5,  // 48: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
-	40, // 49: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
-	4,  // 50: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
-	8,  // 51: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	10, // 52: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	12, // 53: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	14, // 54: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	17, // 55: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	20, // 56: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	22, // 57: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
-	24, // 58: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
-	26, // 59: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
-	28, // 60: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
-	30, // 61: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
-	9,  // 62: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	11, // 63: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	13, // 64: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	15, // 65: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	18, // 66: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	21, // 67: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	23, // 68: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
-	25, // 69: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
-	27, // 70: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
-	29, // 71: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
-	31, // 72: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
-	62, // [62:73] is the sub-list for method output_type
-	51, // [51:62] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	44, // 21: pointledger.v1.GetBalanceRequest.as_of:type_name -> google.protobuf.Timestamp
+	2,  // 22: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
+	7,  // 23: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
+	19, // 24: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
+	44, // 25: pointledger.v1.GetStatementRequest.start_time:type_name -> google.protobuf.Timestamp
+	44, // 26: pointledger.v1.GetStatementRequest.end_time:type_name -> google.protobuf.Timestamp
+	18, // 27: pointledger.v1.GetStatementResponse.totals:type_name -> pointledger.v1.StatementTotals
+	4,  // 28: pointledger.v1.GetStatementResponse.entries:type_name -> pointledger.v1.Entry
+	44, // 29: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
+	4,  // 30: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 31: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	44, // 32: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	39, // 33: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	3,  // 34: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	44, // 35: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 36: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
+	44, // 37: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
+	0,  // 38: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	44, // 39: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	44, // 40: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	22, // 41: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	40, // 42: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
+	44, // 43: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
+	45, // 44: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
+	5,  // 45: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
+	41, // 46: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
+	4,  // 47: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 48: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
+	42, // 49: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
+	4,  // 50: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 51: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
+	1,  // 52: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
+	5,  // 53: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
+	43, // 54: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
+	4,  // 55: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
+	8,  // 56: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	10, // 57: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	12, // 58: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	14, // 59: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	20, // 60: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	23, // 61: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	25, // 62: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
+	27, // 63: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
+	29, // 64: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
+	31, // 65: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
+	33, // 66: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
+	16, // 67: pointledger.v1.LedgerService.GetStatement:input_type -> pointledger.v1.GetStatementRequest
+	9,  // 68: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	11, // 69: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	13, // 70: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	15, // 71: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	21, // 72: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	24, // 73: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	26, // 74: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
+	28, // 75: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
+	30, // 76: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
+	32, // 77: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
+	34, // 78: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
+	17, // 79: pointledger.v1.LedgerService.GetStatement:output_type -> pointledger.v1.GetStatementResponse
+	68, // [68:80] is the sub-list for method output_type
+	56, // [56:68] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -3236,7 +3563,7 @@ func file_pointledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
