@@ -262,7 +262,17 @@ func asOfRandomHistories(t *testing.T, s AsOfStore, clk *Clock) {
 				r.at.Format(time.RFC3339Nano), a.Version, got.Balance, got.Held, got.Pending, r.acct.Version, want.Balance, want.Held, want.Pending)
 		}
 	}
-	span := int64(clk.Now().Sub(t0))
+	statementsAddUp(t, s, rng, t0, clk.Now())
+}
+
+// statementsAddUp pages through random statements of "u" between from and
+// to: each page has the same balances and totals, the entries are the
+// window's in version order, and opening + their amounts +
+// unrecorded_change = closing.
+func statementsAddUp(t *testing.T, s AsOfStore, rng *rand.Rand, from, to time.Time) {
+	ctx := context.Background()
+	span := int64(to.Sub(from))
+	t0 := from
 	for range 12 {
 		start := t0.Add(time.Duration(rng.Int64N(span)))
 		q := ledger.StatementQuery{Start: start, End: start.Add(time.Duration(1 + rng.Int64N(span/2))), Page: ledger.Page{PageSize: 1 + rng.IntN(40)}}

@@ -24,7 +24,9 @@ import (
 // write more every 64 entries, no extra call. Sorted by time, then version,
 // the latest at or before t is one Query (newest first, Limit 1); the
 // entries after it up to t are fewer than SnapshotEvery and a
-// transaction's entries (maxAsOfEntries), read by a second Query. A user
+// transaction's entries (maxAsOfEntries), read by a second Query (more,
+// in pages of SnapshotEvery, when a transaction carried the account far
+// past the boundary). A user
 // whose entries were written before snapshots existed has none for them:
 // the account as of a time before the first snapshot folds from version 1,
 // at a cost that grows with what was written before it (no snapshot is
@@ -81,7 +83,17 @@ func (l *Ledger) AccountAt(ctx context.Context, user string, t time.Time) (ledge
 		}
 	}
 	var entries []ledger.Entry
-	err = l.versions(ctx, user, entryPrefix, base.Version, func() int { return maxAsOfEntries }, func(item map[string]types.AttributeValue) (bool, error) {
+	// Pages of SnapshotEvery: the next snapshot is usually that far, and a
+	// page reads all its items whether t needs them or not. Past what a
+	// snapshot bounds (a user whose entries predate snapshots), pages of
+	// maxAsOfEntries.
+	page := func() int {
+		if len(entries) < maxAsOfEntries {
+			return min(ledger.SnapshotEvery, maxAsOfEntries-len(entries))
+		}
+		return maxAsOfEntries
+	}
+	err = l.versions(ctx, user, entryPrefix, base.Version, page, func(item map[string]types.AttributeValue) (bool, error) {
 		e, _, err := decodeEntry(item)
 		if err != nil || e.CreateTime.After(t) {
 			return false, err
