@@ -137,10 +137,10 @@ type LedgerServiceClient interface {
 	// version order, paged; and unrecorded_change, what time decided that
 	// no entry of the window records, so that opening_balance + the sum of
 	// the window's amounts + unrecorded_change = closing_balance. Balances
-	// and totals are the same on every page. Times are read to the
-	// microsecond. INVALID_ARGUMENT (INVALID_FILTER) for a window that is
-	// missing an end or does not start before it ends. A user token reads
-	// its own statement.
+	// and totals are the same on every page of a window that has ended.
+	// Times are read to the microsecond. INVALID_ARGUMENT (INVALID_FILTER)
+	// for a window that is missing an end or does not start before it
+	// ends. A user token reads its own statement.
 	GetStatement(context.Context, *connect.Request[v1.GetStatementRequest]) (*connect.Response[v1.GetStatementResponse], error)
 }
 
@@ -384,10 +384,10 @@ type LedgerServiceHandler interface {
 	// version order, paged; and unrecorded_change, what time decided that
 	// no entry of the window records, so that opening_balance + the sum of
 	// the window's amounts + unrecorded_change = closing_balance. Balances
-	// and totals are the same on every page. Times are read to the
-	// microsecond. INVALID_ARGUMENT (INVALID_FILTER) for a window that is
-	// missing an end or does not start before it ends. A user token reads
-	// its own statement.
+	// and totals are the same on every page of a window that has ended.
+	// Times are read to the microsecond. INVALID_ARGUMENT (INVALID_FILTER)
+	// for a window that is missing an end or does not start before it
+	// ends. A user token reads its own statement.
 	GetStatement(context.Context, *connect.Request[v1.GetStatementRequest]) (*connect.Response[v1.GetStatementResponse], error)
 }
 
