@@ -40,8 +40,16 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	fs.DurationVar(&o.ProjectionGrace, "projection-grace", 5*time.Second, "how long a projection behind the ledger may take to catch up before it is a finding")
 	fs.DurationVar(&o.SweepGrace, "sweep-grace", reconcile.DefaultSweepGrace, "how long an expired bucket or hold may stay off the record before it is a finding (expiry_not_recorded)")
 	jsonFile := fs.String("json", "", "write the report as JSON to this file")
+	asOf := fs.String("as-of", "", "liability, breakage and pending as of this time (RFC 3339, e.g. 2026-03-31T23:59:59.999999Z, a month's last instant); empty: now")
 	if err := fs.Parse(args); err != nil {
 		return fail(err)
+	}
+	if *asOf != "" {
+		t, err := time.Parse(time.RFC3339Nano, *asOf)
+		if err != nil {
+			return fail(fmt.Errorf("-as-of: %w", err))
+		}
+		o.AsOf = t
 	}
 	log, err := c.logger(stderr)
 	if err != nil {
@@ -133,7 +141,7 @@ func printReport(w io.Writer, r reconcile.Report) {
 		title string
 		rows  []reconcile.MonthAmount
 	}{
-		{"Liability (points outstanding, by the month they expire in, and kind):", r.Liability},
+		{"Liability (points outstanding, by the month they expire in, and kind)" + asOfNote(r.AsOf) + ":", r.Liability},
 		{"Breakage (points expired unused, by the month they expired in, and kind):", r.Breakage},
 		{"Pending (points not yet spendable, by the month they mature in, and kind):", r.Pending},
 	} {
@@ -178,4 +186,13 @@ func orAll(user string) string {
 		return "all users"
 	}
 	return "user " + user
+}
+
+// asOfNote says of what time the report's liability is, when it is not the
+// start's.
+func asOfNote(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return ", as of " + t.Format(time.RFC3339Nano)
 }

@@ -68,6 +68,13 @@ func (s *AdminService) Reconcile(ctx context.Context, req *connect.Request[pb.Re
 	if o.Segments < 0 || o.Segments > 64 || o.Rate < 0 {
 		return toConnect(ctx, s.log, ledger.Errorf(ledger.KindInvalid, ledger.ReasonInvalidFilter, "segments must be 0 to 64 and rate not negative"))
 	}
+	if r.AsOf != nil {
+		at, err := timeField(r.AsOf, "as_of")
+		if err != nil {
+			return toConnect(ctx, s.log, err)
+		}
+		o.AsOf = at
+	}
 	var sendErr error
 	o.Progress = func(p reconcile.Progress) {
 		if sendErr == nil {

@@ -24,6 +24,10 @@ type Ledger interface {
 	Balance(ctx context.Context, user string) (ledger.Account, error)
 	Entries(ctx context.Context, user string, q ledger.EntryQuery) ([]ledger.Entry, string, error)
 	Holds(ctx context.Context, user string, q ledger.HoldQuery) ([]ledger.Hold, string, error)
+	// AccountAt and Statement answer GetBalance's as_of and GetStatement
+	// (statement.go).
+	AccountAt(ctx context.Context, user string, t time.Time) (ledger.Account, error)
+	Statement(ctx context.Context, user string, q ledger.StatementQuery) (ledger.Statement, string, error)
 }
 
 // History is what the service needs of the history projection: its pages,
@@ -132,7 +136,7 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 	if _, err := ledger.NewMutation(ledger.EntryPurchase, ledger.Request{UserID: r.UserId, RequestID: "balance", Amount: "1", MerchantID: r.MerchantId, Category: r.Category}, s.scale); err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	a, err := s.ledger.Balance(ctx, r.UserId)
+	a, now, err := s.balanceAt(ctx, r)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -140,7 +144,6 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	now := s.expiry.Now()
 	at := a.At(now)
 	return connect.NewResponse(&pb.GetBalanceResponse{
 		UserId:    req.Msg.UserId,

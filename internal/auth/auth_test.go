@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
@@ -129,6 +130,12 @@ var calls = []struct {
 	}, false},
 	{"ListHistory", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
 		_, err := l.ListHistory(ctx, connect.NewRequest(&pb.ListHistoryRequest{UserId: "alice"}))
+		return err
+	}, false},
+	{"GetStatement", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, _ string) error {
+		_, err := l.GetStatement(ctx, connect.NewRequest(&pb.GetStatementRequest{
+			UserId: "alice", StartTime: timestamppb.New(time.Unix(0, 0)), EndTime: timestamppb.New(time.Now().Add(time.Hour)),
+		}))
 		return err
 	}, false},
 	{"Authorize", func(ctx context.Context, l pointledgerv1connect.LedgerServiceClient, _ pointledgerv1connect.AdminServiceClient, id string) error {
@@ -250,11 +257,11 @@ func TestRolesPerProcedure(t *testing.T) {
 		want  map[string]connect.Code // missing: denied
 	}{
 		{"service", s.creds.ServiceToken, map[string]connect.Code{
-			"Grant": ok, "Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"Grant": ok, "Purchase": ok, "Refund": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "GetStatement": ok,
 			"Authorize": ok, "Capture": ok, "Void": ok, "ListHolds": ok, "ReverseGrant": ok,
 		}},
 		{"admin", s.creds.AdminToken, map[string]connect.Code{
-			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "ListHolds": ok, "Void": ok,
+			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "GetStatement": ok, "ListHolds": ok, "Void": ok,
 			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "RebuildProjection": ok, "GetProjectionStatus": ok,
 			"CreateWebhookEndpoint": reached, "ListWebhookEndpoints": reached, "UpdateWebhookEndpoint": reached,
 			"DeleteWebhookEndpoint": reached, "RotateWebhookSecret": reached, "ListWebhookDeliveries": reached,
@@ -268,7 +275,7 @@ func TestRolesPerProcedure(t *testing.T) {
 			"ListWebhookEndpoints": reached, "ListWebhookDeliveries": reached,
 		}},
 		{"user alice", s.userToken(t, "alice", time.Hour), map[string]connect.Code{
-			"Purchase": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok,
+			"Purchase": ok, "GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "GetStatement": ok,
 			"Authorize": ok, "Void": ok, "ListHolds": ok,
 		}},
 		{"user bob, for alice", s.userToken(t, "bob", time.Hour), map[string]connect.Code{}},

@@ -33,6 +33,8 @@ var policy = map[string]rule{
 	pointledgerv1connect.LedgerServiceGetBalanceProcedure:  {service: true, admin: true, user: true, support: true},
 	pointledgerv1connect.LedgerServiceListEntriesProcedure: {service: true, admin: true, user: true, support: true},
 	pointledgerv1connect.LedgerServiceListHistoryProcedure: {service: true, admin: true, user: true, support: true},
+	// A user reads its own statement (the user_id check of every user rule).
+	pointledgerv1connect.LedgerServiceGetStatementProcedure: {service: true, admin: true, user: true, support: true},
 	// A user holds its own points at a checkout and may let go of its own
 	// holds; capturing is the shop's decision. An admin may read and void.
 	pointledgerv1connect.LedgerServiceAuthorizeProcedure: {service: true, user: true, peer: true},

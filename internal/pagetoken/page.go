@@ -21,6 +21,8 @@ const (
 	EntriesRead = "ListEntries"
 	HistoryRead = "ListHistory"
 	HoldsRead   = "ListHolds"
+	// StatementRead pages GetStatement's entries, in version order.
+	StatementRead = "GetStatement"
 )
 
 // Window is the versions one page reads, in the order of its query
@@ -36,7 +38,7 @@ type Window struct {
 // (the user id too), and embeds the ledger.Page it asks for. Its type
 // names the list, its order and its items.
 type Query[Q any] interface {
-	ledger.EntryQuery | ledger.HistoryQuery | ledger.HoldQuery
+	ledger.EntryQuery | ledger.HistoryQuery | ledger.HoldQuery | ledger.StatementQuery
 	Check(user string) (Q, error)
 	Paged() ledger.Page
 }
@@ -99,6 +101,8 @@ func listOf(user string, q any) (scope []string, oldestFirst bool) {
 		return HistoryScope(user, q), q.OldestFirst
 	case ledger.HoldQuery:
 		return []string{HoldsRead, user, fmt.Sprint(q.States)}, true
+	case ledger.StatementQuery: // checked: its times are at the stores' precision
+		return []string{StatementRead, user, fmt.Sprint(q.Start.UnixMicro()), fmt.Sprint(q.End.UnixMicro())}, true
 	default: // ledger.EntryQuery, as Query allows no other
 		return []string{EntriesRead, user}, true
 	}

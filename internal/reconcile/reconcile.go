@@ -69,6 +69,11 @@ type Options struct {
 	Owner            string        // name in the lease table; default "reconcile-<time>"
 	LeaseTTL         time.Duration // default 30s
 	Progress         func(Progress)
+	// AsOf: the liability, breakage and pending of the report as of this
+	// time instead of the start (each user's entries written by then,
+	// with what time decided by then); zero: the start. The checks are of
+	// the ledger as it is.
+	AsOf time.Time
 }
 
 // Progress is reported while a reconciliation runs.
@@ -111,7 +116,7 @@ type Report struct {
 	Clean               bool             `json:"clean"` // no finding is left unrepaired
 
 	// Liability is the points outstanding by the month they expire in
-	// ("never" last), as of the start; Breakage the points that expired
+	// ("never" last), as of the start (or AsOf); Breakage the points that expired
 	// unused, by the month they expired in (EXPIRATION entries, and points
 	// past their expiry not yet on the record). Only matured points count
 	// in either: a pending grant's points whose effective time had come by
@@ -121,6 +126,9 @@ type Report struct {
 	Liability []MonthAmount `json:"liability"`
 	Breakage  []MonthAmount `json:"breakage"`
 	Pending   []MonthAmount `json:"pending"`
+	// AsOf is the time Liability, Breakage and Pending are of, when
+	// Options.AsOf asked for one.
+	AsOf time.Time `json:"as_of,omitzero"`
 
 	// Budgets is every budget, with what the users' entries show of it
 	// (budget.go); empty when one user is reconciled.
@@ -380,8 +388,19 @@ func (p *pass) user(ctx context.Context, user string) error {
 // released, buckets expired), so a grant whose effective time has come
 // counts as matured points, and one still pending in neither liability
 // nor breakage.
+//
+// With Options.AsOf, it is the account as of then: the fold of the
+// entries written by then (ledger.FoldAsOf, the partition holds them all),
+// and the EXPIRATION entries among them.
 func (p *pass) outstanding(a ledger.Partition) {
-	due := ledger.DecideExpiry(a.Account, p.start)
+	acct, entries, at := a.Account, a.Entries, p.start
+	if !p.o.AsOf.IsZero() {
+		at = ledger.Instant(p.o.AsOf)
+		// A gap stops the fold; the audit reports it.
+		acct, _ = ledger.FoldAsOf(ledger.NewAccount(a.Account.UserID), a.Entries, at)
+		entries = entries[:min(int(acct.Version), len(entries))]
+	}
+	due := ledger.DecideExpiry(acct, at)
 	after := due.After
 	for _, b := range after.Buckets {
 		p.liability.add(b.Expire, b.Kind, b.Amount)
@@ -393,7 +412,7 @@ func (p *pass) outstanding(a ledger.Partition) {
 			}
 		}
 	}
-	for _, e := range a.Entries {
+	for _, e := range entries {
 		if e.Type == ledger.EntryExpiration {
 			rest := e.Amount.Neg()
 			for _, d := range e.Draws {
@@ -551,6 +570,7 @@ func (p *pass) report() Report {
 		Findings:      append([]ledger.Finding{}, p.findings...),
 		Proposed:      append([]Adjustment{}, p.proposed...),
 		Liability:     p.liability.list(),
+		AsOf:          asOf(p.o.AsOf),
 		Breakage:      p.breakage.list(),
 		Pending:       p.pending.list(),
 		Budgets:       append([]BudgetReport{}, p.budgets...),
@@ -608,4 +628,13 @@ func (l *limiter) wait(ctx context.Context, n int) error {
 	case <-time.After(d):
 		return nil
 	}
+}
+
+// asOf is the time a report's figures are of, as Options.AsOf asked it:
+// at the stores' precision, or zero.
+func asOf(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return ledger.Instant(t)
 }

@@ -33,8 +33,12 @@ type ReconcileRequest struct {
 	Rate int32 `protobuf:"varint,3,opt,name=rate,proto3" json:"rate,omitempty"`
 	// Rebuild the history of users whose projection disagrees.
 	RepairProjection bool `protobuf:"varint,4,opt,name=repair_projection,json=repairProjection,proto3" json:"repair_projection,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The liability and breakage of the report as of this time: each
+	// user's account as of then (GetBalance's as_of), by expiry month.
+	// The checks of the ledger are of the ledger now.
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReconcileRequest) Reset() {
@@ -93,6 +97,13 @@ func (x *ReconcileRequest) GetRepairProjection() bool {
 		return x.RepairProjection
 	}
 	return false
+}
+
+func (x *ReconcileRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
 }
 
 type ReconcileResponse struct {
@@ -1401,12 +1412,13 @@ var File_pointledger_v1_admin_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1apointledger/v1/admin.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bpointledger/v1/budget.proto\x1a\x1bpointledger/v1/ledger.proto\"\x88\x01\n" +
+	"\x1apointledger/v1/admin.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1bpointledger/v1/budget.proto\x1a\x1bpointledger/v1/ledger.proto\"\xb9\x01\n" +
 	"\x10ReconcileRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1a\n" +
 	"\bsegments\x18\x02 \x01(\x05R\bsegments\x12\x12\n" +
 	"\x04rate\x18\x03 \x01(\x05R\x04rate\x12+\n" +
-	"\x11repair_projection\x18\x04 \x01(\bR\x10repairProjection\"\x98\x01\n" +
+	"\x11repair_projection\x18\x04 \x01(\bR\x10repairProjection\x12/\n" +
+	"\x05as_of\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\x98\x01\n" +
 	"\x11ReconcileResponse\x12?\n" +
 	"\bprogress\x18\x01 \x01(\v2!.pointledger.v1.ReconcileProgressH\x00R\bprogress\x129\n" +
 	"\x06report\x18\x02 \x01(\v2\x1f.pointledger.v1.ReconcileReportH\x00R\x06reportB\a\n" +
@@ -1563,42 +1575,43 @@ var file_pointledger_v1_admin_proto_goTypes = []any{
 	(AccountStatus)(0),                  // 21: pointledger.v1.AccountStatus
 }
 var file_pointledger_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: pointledger.v1.ReconcileResponse.progress:type_name -> pointledger.v1.ReconcileProgress
-	5,  // 1: pointledger.v1.ReconcileResponse.report:type_name -> pointledger.v1.ReconcileReport
-	17, // 2: pointledger.v1.ReconcileReport.start_time:type_name -> google.protobuf.Timestamp
-	18, // 3: pointledger.v1.ReconcileReport.duration:type_name -> google.protobuf.Duration
-	3,  // 4: pointledger.v1.ReconcileReport.findings:type_name -> pointledger.v1.Finding
-	4,  // 5: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
-	7,  // 6: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
-	7,  // 7: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
-	7,  // 8: pointledger.v1.ReconcileReport.pending:type_name -> pointledger.v1.MonthAmount
-	6,  // 9: pointledger.v1.ReconcileReport.budgets:type_name -> pointledger.v1.BudgetReport
-	19, // 10: pointledger.v1.BudgetReport.status:type_name -> pointledger.v1.BudgetStatus
-	16, // 11: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
-	17, // 12: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
-	18, // 13: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
-	17, // 14: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
-	18, // 15: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
-	20, // 16: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
-	21, // 17: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
-	21, // 18: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
-	17, // 19: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
-	18, // 20: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
-	0,  // 21: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
-	8,  // 22: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
-	10, // 23: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
-	12, // 24: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
-	14, // 25: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
-	1,  // 26: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
-	9,  // 27: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
-	11, // 28: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
-	13, // 29: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
-	15, // 30: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	17, // 0: pointledger.v1.ReconcileRequest.as_of:type_name -> google.protobuf.Timestamp
+	2,  // 1: pointledger.v1.ReconcileResponse.progress:type_name -> pointledger.v1.ReconcileProgress
+	5,  // 2: pointledger.v1.ReconcileResponse.report:type_name -> pointledger.v1.ReconcileReport
+	17, // 3: pointledger.v1.ReconcileReport.start_time:type_name -> google.protobuf.Timestamp
+	18, // 4: pointledger.v1.ReconcileReport.duration:type_name -> google.protobuf.Duration
+	3,  // 5: pointledger.v1.ReconcileReport.findings:type_name -> pointledger.v1.Finding
+	4,  // 6: pointledger.v1.ReconcileReport.proposed_adjustments:type_name -> pointledger.v1.ProposedAdjustment
+	7,  // 7: pointledger.v1.ReconcileReport.liability:type_name -> pointledger.v1.MonthAmount
+	7,  // 8: pointledger.v1.ReconcileReport.breakage:type_name -> pointledger.v1.MonthAmount
+	7,  // 9: pointledger.v1.ReconcileReport.pending:type_name -> pointledger.v1.MonthAmount
+	6,  // 10: pointledger.v1.ReconcileReport.budgets:type_name -> pointledger.v1.BudgetReport
+	19, // 11: pointledger.v1.BudgetReport.status:type_name -> pointledger.v1.BudgetStatus
+	16, // 12: pointledger.v1.AdjustRequest.metadata:type_name -> pointledger.v1.AdjustRequest.MetadataEntry
+	17, // 13: pointledger.v1.AdjustRequest.expire_time:type_name -> google.protobuf.Timestamp
+	18, // 14: pointledger.v1.AdjustRequest.ttl:type_name -> google.protobuf.Duration
+	17, // 15: pointledger.v1.AdjustRequest.effective_time:type_name -> google.protobuf.Timestamp
+	18, // 16: pointledger.v1.AdjustRequest.effective_delay:type_name -> google.protobuf.Duration
+	20, // 17: pointledger.v1.AdjustResponse.entry:type_name -> pointledger.v1.Entry
+	21, // 18: pointledger.v1.SetAccountStatusRequest.status:type_name -> pointledger.v1.AccountStatus
+	21, // 19: pointledger.v1.SetAccountStatusResponse.status:type_name -> pointledger.v1.AccountStatus
+	17, // 20: pointledger.v1.GetProjectionStatusResponse.newest_applied_entry_time:type_name -> google.protobuf.Timestamp
+	18, // 21: pointledger.v1.GetProjectionStatusResponse.lag:type_name -> google.protobuf.Duration
+	0,  // 22: pointledger.v1.AdminService.Reconcile:input_type -> pointledger.v1.ReconcileRequest
+	8,  // 23: pointledger.v1.AdminService.Adjust:input_type -> pointledger.v1.AdjustRequest
+	10, // 24: pointledger.v1.AdminService.SetAccountStatus:input_type -> pointledger.v1.SetAccountStatusRequest
+	12, // 25: pointledger.v1.AdminService.RebuildProjection:input_type -> pointledger.v1.RebuildProjectionRequest
+	14, // 26: pointledger.v1.AdminService.GetProjectionStatus:input_type -> pointledger.v1.GetProjectionStatusRequest
+	1,  // 27: pointledger.v1.AdminService.Reconcile:output_type -> pointledger.v1.ReconcileResponse
+	9,  // 28: pointledger.v1.AdminService.Adjust:output_type -> pointledger.v1.AdjustResponse
+	11, // 29: pointledger.v1.AdminService.SetAccountStatus:output_type -> pointledger.v1.SetAccountStatusResponse
+	13, // 30: pointledger.v1.AdminService.RebuildProjection:output_type -> pointledger.v1.RebuildProjectionResponse
+	15, // 31: pointledger.v1.AdminService.GetProjectionStatus:output_type -> pointledger.v1.GetProjectionStatusResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_admin_proto_init() }

@@ -1443,8 +1443,16 @@ type GetBalanceRequest struct {
 	// 1 to 128 characters: letters, digits and . _ : @ + -.
 	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Where a purchase would be made: spendable answers what it could spend.
-	MerchantId    string `protobuf:"bytes,20,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
-	Category      string `protobuf:"bytes,21,opt,name=category,proto3" json:"category,omitempty"`
+	MerchantId string `protobuf:"bytes,20,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Category   string `protobuf:"bytes,21,opt,name=category,proto3" json:"category,omitempty"`
+	// The answer as of this time instead of now: the fold of the entries
+	// written at or before it, with what expired, was released or matured
+	// by then taken into account as a read then would have; version is the
+	// last entry's at or before it, and status is the account's now (a
+	// status change writes no entry). Before the user's first entry: zeros
+	// and version 0. Read to the microsecond. (Numbered apart from the
+	// fields of point kinds.)
+	AsOf          *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1498,6 +1506,13 @@ func (x *GetBalanceRequest) GetCategory() string {
 		return x.Category
 	}
 	return ""
+}
+
+func (x *GetBalanceRequest) GetAsOf() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AsOf
+	}
+	return nil
 }
 
 type GetBalanceResponse struct {
@@ -1641,6 +1656,282 @@ func (x *GetBalanceResponse) GetSpendable() string {
 	return ""
 }
 
+type GetStatementRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The window, [start_time, end_time): both required, start before end.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// At most this many entries a page: default 50; more than 500 is read
+	// as 500.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, with the same window; empty for
+	// the first page.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatementRequest) Reset() {
+	*x = GetStatementRequest{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatementRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatementRequest) ProtoMessage() {}
+
+func (x *GetStatementRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatementRequest.ProtoReflect.Descriptor instead.
+func (*GetStatementRequest) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *GetStatementRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetStatementRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *GetStatementRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *GetStatementRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetStatementRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type GetStatementResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The balance at start_time, from the entries written before it.
+	OpeningBalance string `protobuf:"bytes,1,opt,name=opening_balance,json=openingBalance,proto3" json:"opening_balance,omitempty"`
+	// The balance at end_time, from the entries written before it.
+	ClosingBalance string           `protobuf:"bytes,2,opt,name=closing_balance,json=closingBalance,proto3" json:"closing_balance,omitempty"`
+	Totals         *StatementTotals `protobuf:"bytes,3,opt,name=totals,proto3" json:"totals,omitempty"`
+	// What points expired or matured by time changed that the window's
+	// entries do not record: negative for points that expired in the window
+	// whose EXPIRATION is written after it, positive for points that expired
+	// before it whose EXPIRATION is written in it (maturity the other way).
+	UnrecordedChange string `protobuf:"bytes,4,opt,name=unrecorded_change,json=unrecordedChange,proto3" json:"unrecorded_change,omitempty"`
+	// This page of the window's entries, in version order.
+	Entries []*Entry `protobuf:"bytes,5,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatementResponse) Reset() {
+	*x = GetStatementResponse{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatementResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatementResponse) ProtoMessage() {}
+
+func (x *GetStatementResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatementResponse.ProtoReflect.Descriptor instead.
+func (*GetStatementResponse) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetStatementResponse) GetOpeningBalance() string {
+	if x != nil {
+		return x.OpeningBalance
+	}
+	return ""
+}
+
+func (x *GetStatementResponse) GetClosingBalance() string {
+	if x != nil {
+		return x.ClosingBalance
+	}
+	return ""
+}
+
+func (x *GetStatementResponse) GetTotals() *StatementTotals {
+	if x != nil {
+		return x.Totals
+	}
+	return nil
+}
+
+func (x *GetStatementResponse) GetUnrecordedChange() string {
+	if x != nil {
+		return x.UnrecordedChange
+	}
+	return ""
+}
+
+func (x *GetStatementResponse) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *GetStatementResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// StatementTotals are the signed sums of a statement window's entry
+// amounts by movement: spent and expired are negative (or "0"), adjusted
+// and reversed net. Holds and releases move no amount.
+type StatementTotals struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GRANT entries (a pending grant's amount is 0: its points count in
+	// matured).
+	Granted string `protobuf:"bytes,1,opt,name=granted,proto3" json:"granted,omitempty"`
+	// MATURATION entries.
+	Matured string `protobuf:"bytes,2,opt,name=matured,proto3" json:"matured,omitempty"`
+	// PURCHASE and CAPTURE entries.
+	Spent string `protobuf:"bytes,3,opt,name=spent,proto3" json:"spent,omitempty"`
+	// REFUND entries.
+	Refunded string `protobuf:"bytes,4,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	// EXPIRATION entries.
+	Expired string `protobuf:"bytes,5,opt,name=expired,proto3" json:"expired,omitempty"`
+	// ADJUSTMENT entries.
+	Adjusted string `protobuf:"bytes,6,opt,name=adjusted,proto3" json:"adjusted,omitempty"`
+	// REVERSAL entries.
+	Reversed      string `protobuf:"bytes,7,opt,name=reversed,proto3" json:"reversed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatementTotals) Reset() {
+	*x = StatementTotals{}
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatementTotals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatementTotals) ProtoMessage() {}
+
+func (x *StatementTotals) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatementTotals.ProtoReflect.Descriptor instead.
+func (*StatementTotals) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *StatementTotals) GetGranted() string {
+	if x != nil {
+		return x.Granted
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetMatured() string {
+	if x != nil {
+		return x.Matured
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetSpent() string {
+	if x != nil {
+		return x.Spent
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetRefunded() string {
+	if x != nil {
+		return x.Refunded
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetExpired() string {
+	if x != nil {
+		return x.Expired
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetAdjusted() string {
+	if x != nil {
+		return x.Adjusted
+	}
+	return ""
+}
+
+func (x *StatementTotals) GetReversed() string {
+	if x != nil {
+		return x.Reversed
+	}
+	return ""
+}
+
 // Maturity is what of a user's pending points becomes spendable at one time.
 type Maturity struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1652,7 +1943,7 @@ type Maturity struct {
 
 func (x *Maturity) Reset() {
 	*x = Maturity{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1664,7 +1955,7 @@ func (x *Maturity) String() string {
 func (*Maturity) ProtoMessage() {}
 
 func (x *Maturity) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[13]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1677,7 +1968,7 @@ func (x *Maturity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Maturity.ProtoReflect.Descriptor instead.
 func (*Maturity) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Maturity) GetEffectiveTime() *timestamppb.Timestamp {
@@ -1708,7 +1999,7 @@ type ListEntriesRequest struct {
 
 func (x *ListEntriesRequest) Reset() {
 	*x = ListEntriesRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +2011,7 @@ func (x *ListEntriesRequest) String() string {
 func (*ListEntriesRequest) ProtoMessage() {}
 
 func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[14]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +2024,7 @@ func (x *ListEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListEntriesRequest) GetUserId() string {
@@ -1768,7 +2059,7 @@ type ListEntriesResponse struct {
 
 func (x *ListEntriesResponse) Reset() {
 	*x = ListEntriesResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2071,7 @@ func (x *ListEntriesResponse) String() string {
 func (*ListEntriesResponse) ProtoMessage() {}
 
 func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[15]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2084,7 @@ func (x *ListEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{15}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListEntriesResponse) GetEntries() []*Entry {
@@ -1855,7 +2146,7 @@ type HistoryItem struct {
 
 func (x *HistoryItem) Reset() {
 	*x = HistoryItem{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1867,7 +2158,7 @@ func (x *HistoryItem) String() string {
 func (*HistoryItem) ProtoMessage() {}
 
 func (x *HistoryItem) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[16]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1880,7 +2171,7 @@ func (x *HistoryItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryItem.ProtoReflect.Descriptor instead.
 func (*HistoryItem) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{16}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HistoryItem) GetEntryId() string {
@@ -2107,7 +2398,7 @@ type ListHistoryRequest struct {
 
 func (x *ListHistoryRequest) Reset() {
 	*x = ListHistoryRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2410,7 @@ func (x *ListHistoryRequest) String() string {
 func (*ListHistoryRequest) ProtoMessage() {}
 
 func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[17]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2423,7 @@ func (x *ListHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryRequest.ProtoReflect.Descriptor instead.
 func (*ListHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{17}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListHistoryRequest) GetUserId() string {
@@ -2202,7 +2493,7 @@ type ListHistoryResponse struct {
 
 func (x *ListHistoryResponse) Reset() {
 	*x = ListHistoryResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2505,7 @@ func (x *ListHistoryResponse) String() string {
 func (*ListHistoryResponse) ProtoMessage() {}
 
 func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[18]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2518,7 @@ func (x *ListHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHistoryResponse.ProtoReflect.Descriptor instead.
 func (*ListHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{18}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListHistoryResponse) GetItems() []*HistoryItem {
@@ -2272,7 +2563,7 @@ type AuthorizeRequest struct {
 
 func (x *AuthorizeRequest) Reset() {
 	*x = AuthorizeRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2575,7 @@ func (x *AuthorizeRequest) String() string {
 func (*AuthorizeRequest) ProtoMessage() {}
 
 func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[19]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2588,7 @@ func (x *AuthorizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeRequest.ProtoReflect.Descriptor instead.
 func (*AuthorizeRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{19}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AuthorizeRequest) GetUserId() string {
@@ -2379,7 +2670,7 @@ type AuthorizeResponse struct {
 
 func (x *AuthorizeResponse) Reset() {
 	*x = AuthorizeResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2682,7 @@ func (x *AuthorizeResponse) String() string {
 func (*AuthorizeResponse) ProtoMessage() {}
 
 func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[20]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2695,7 @@ func (x *AuthorizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthorizeResponse.ProtoReflect.Descriptor instead.
 func (*AuthorizeResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{20}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AuthorizeResponse) GetHold() *Hold {
@@ -2461,7 +2752,7 @@ type CaptureRequest struct {
 
 func (x *CaptureRequest) Reset() {
 	*x = CaptureRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2473,7 +2764,7 @@ func (x *CaptureRequest) String() string {
 func (*CaptureRequest) ProtoMessage() {}
 
 func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[21]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2486,7 +2777,7 @@ func (x *CaptureRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureRequest.ProtoReflect.Descriptor instead.
 func (*CaptureRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{21}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CaptureRequest) GetUserId() string {
@@ -2542,7 +2833,7 @@ type CaptureResponse struct {
 
 func (x *CaptureResponse) Reset() {
 	*x = CaptureResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2845,7 @@ func (x *CaptureResponse) String() string {
 func (*CaptureResponse) ProtoMessage() {}
 
 func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[22]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2858,7 @@ func (x *CaptureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureResponse.ProtoReflect.Descriptor instead.
 func (*CaptureResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{22}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CaptureResponse) GetEntry() *Entry {
@@ -2629,7 +2920,7 @@ type VoidRequest struct {
 
 func (x *VoidRequest) Reset() {
 	*x = VoidRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2932,7 @@ func (x *VoidRequest) String() string {
 func (*VoidRequest) ProtoMessage() {}
 
 func (x *VoidRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[23]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2945,7 @@ func (x *VoidRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidRequest.ProtoReflect.Descriptor instead.
 func (*VoidRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{23}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *VoidRequest) GetUserId() string {
@@ -2703,7 +2994,7 @@ type VoidResponse struct {
 
 func (x *VoidResponse) Reset() {
 	*x = VoidResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +3006,7 @@ func (x *VoidResponse) String() string {
 func (*VoidResponse) ProtoMessage() {}
 
 func (x *VoidResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[24]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +3019,7 @@ func (x *VoidResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidResponse.ProtoReflect.Descriptor instead.
 func (*VoidResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{24}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *VoidResponse) GetEntry() *Entry {
@@ -2789,7 +3080,7 @@ type ListHoldsRequest struct {
 
 func (x *ListHoldsRequest) Reset() {
 	*x = ListHoldsRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +3092,7 @@ func (x *ListHoldsRequest) String() string {
 func (*ListHoldsRequest) ProtoMessage() {}
 
 func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[25]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +3105,7 @@ func (x *ListHoldsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsRequest.ProtoReflect.Descriptor instead.
 func (*ListHoldsRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{25}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListHoldsRequest) GetUserId() string {
@@ -2856,7 +3147,7 @@ type ListHoldsResponse struct {
 
 func (x *ListHoldsResponse) Reset() {
 	*x = ListHoldsResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3159,7 @@ func (x *ListHoldsResponse) String() string {
 func (*ListHoldsResponse) ProtoMessage() {}
 
 func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[26]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3172,7 @@ func (x *ListHoldsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHoldsResponse.ProtoReflect.Descriptor instead.
 func (*ListHoldsResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{26}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListHoldsResponse) GetHolds() []*Hold {
@@ -2920,7 +3211,7 @@ type ReverseGrantRequest struct {
 
 func (x *ReverseGrantRequest) Reset() {
 	*x = ReverseGrantRequest{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2932,7 +3223,7 @@ func (x *ReverseGrantRequest) String() string {
 func (*ReverseGrantRequest) ProtoMessage() {}
 
 func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[27]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2945,7 +3236,7 @@ func (x *ReverseGrantRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReverseGrantRequest.ProtoReflect.Descriptor instead.
 func (*ReverseGrantRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{27}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReverseGrantRequest) GetUserId() string {
@@ -3007,7 +3298,7 @@ type ReverseGrantResponse struct {
 
 func (x *ReverseGrantResponse) Reset() {
 	*x = ReverseGrantResponse{}
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3310,7 @@ func (x *ReverseGrantResponse) String() string {
 func (*ReverseGrantResponse) ProtoMessage() {}
 
 func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_ledger_proto_msgTypes[28]
+	mi := &file_pointledger_v1_ledger_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3323,7 @@ func (x *ReverseGrantResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReverseGrantResponse.ProtoReflect.Descriptor instead.
 func (*ReverseGrantResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{28}
+	return file_pointledger_v1_ledger_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReverseGrantResponse) GetEntry() *Entry {
@@ -3205,12 +3496,14 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x0eRefundResponse\x12+\n" +
 	"\x05entry\x18\x01 \x01(\v2\x15.pointledger.v1.EntryR\x05entry\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x1a\n" +
-	"\breplayed\x18\x03 \x01(\bR\breplayed\"i\n" +
+	"\breplayed\x18\x03 \x01(\bR\breplayed\"\x9a\x01\n" +
 	"\x11GetBalanceRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1f\n" +
 	"\vmerchant_id\x18\x14 \x01(\tR\n" +
 	"merchantId\x12\x1a\n" +
-	"\bcategory\x18\x15 \x01(\tR\bcategory\"\x9f\x03\n" +
+	"\bcategory\x18\x15 \x01(\tR\bcategory\x12/\n" +
+	"\x05as_of\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x04asOf\"\x9f\x03\n" +
 	"\x12GetBalanceResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
 	"\abalance\x18\x02 \x01(\tR\abalance\x12\x18\n" +
@@ -3222,7 +3515,30 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\apending\x18\b \x01(\tR\apending\x124\n" +
 	"\bmaturing\x18\t \x03(\v2\x18.pointledger.v1.MaturityR\bmaturing\x121\n" +
 	"\x05kinds\x18\x14 \x03(\v2\x1b.pointledger.v1.KindBalanceR\x05kinds\x12\x1c\n" +
-	"\tspendable\x18\x15 \x01(\tR\tspendable\"e\n" +
+	"\tspendable\x18\x15 \x01(\tR\tspendable\"\xdc\x01\n" +
+	"\x13GetStatementRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x129\n" +
+	"\n" +
+	"start_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"\xa7\x02\n" +
+	"\x14GetStatementResponse\x12'\n" +
+	"\x0fopening_balance\x18\x01 \x01(\tR\x0eopeningBalance\x12'\n" +
+	"\x0fclosing_balance\x18\x02 \x01(\tR\x0eclosingBalance\x127\n" +
+	"\x06totals\x18\x03 \x01(\v2\x1f.pointledger.v1.StatementTotalsR\x06totals\x12+\n" +
+	"\x11unrecorded_change\x18\x04 \x01(\tR\x10unrecordedChange\x12/\n" +
+	"\aentries\x18\x05 \x03(\v2\x15.pointledger.v1.EntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"\xc9\x01\n" +
+	"\x0fStatementTotals\x12\x18\n" +
+	"\agranted\x18\x01 \x01(\tR\agranted\x12\x18\n" +
+	"\amatured\x18\x02 \x01(\tR\amatured\x12\x14\n" +
+	"\x05spent\x18\x03 \x01(\tR\x05spent\x12\x1a\n" +
+	"\brefunded\x18\x04 \x01(\tR\brefunded\x12\x18\n" +
+	"\aexpired\x18\x05 \x01(\tR\aexpired\x12\x1a\n" +
+	"\badjusted\x18\x06 \x01(\tR\badjusted\x12\x1a\n" +
+	"\breversed\x18\a \x01(\tR\breversed\"e\n" +
 	"\bMaturity\x12A\n" +
 	"\x0eeffective_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\reffectiveTime\x12\x16\n" +
 	"\x06amount\x18\x02 \x01(\tR\x06amount\"i\n" +
@@ -3396,7 +3712,7 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\x19REFUND_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aREFUND_STATUS_NOT_REFUNDED\x10\x01\x12$\n" +
 	" REFUND_STATUS_PARTIALLY_REFUNDED\x10\x02\x12\x1a\n" +
-	"\x16REFUND_STATUS_REFUNDED\x10\x032\xa2\a\n" +
+	"\x16REFUND_STATUS_REFUNDED\x10\x032\x82\b\n" +
 	"\rLedgerService\x12F\n" +
 	"\x05Grant\x12\x1c.pointledger.v1.GrantRequest\x1a\x1d.pointledger.v1.GrantResponse\"\x00\x12O\n" +
 	"\bPurchase\x12\x1f.pointledger.v1.PurchaseRequest\x1a .pointledger.v1.PurchaseResponse\"\x00\x12I\n" +
@@ -3409,7 +3725,8 @@ const file_pointledger_v1_ledger_proto_rawDesc = "" +
 	"\aCapture\x12\x1e.pointledger.v1.CaptureRequest\x1a\x1f.pointledger.v1.CaptureResponse\"\x00\x12C\n" +
 	"\x04Void\x12\x1b.pointledger.v1.VoidRequest\x1a\x1c.pointledger.v1.VoidResponse\"\x00\x12U\n" +
 	"\tListHolds\x12 .pointledger.v1.ListHoldsRequest\x1a!.pointledger.v1.ListHoldsResponse\"\x03\x90\x02\x01\x12[\n" +
-	"\fReverseGrant\x12#.pointledger.v1.ReverseGrantRequest\x1a$.pointledger.v1.ReverseGrantResponse\"\x00BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
+	"\fReverseGrant\x12#.pointledger.v1.ReverseGrantRequest\x1a$.pointledger.v1.ReverseGrantResponse\"\x00\x12^\n" +
+	"\fGetStatement\x12#.pointledger.v1.GetStatementRequest\x1a$.pointledger.v1.GetStatementResponse\"\x03\x90\x02\x01BEZCgithub.com/pointledger/pointledger/gen/pointledger/v1;pointledgerv1b\x06proto3"
 
 var (
 	file_pointledger_v1_ledger_proto_rawDescOnce sync.Once
@@ -3424,7 +3741,7 @@ func file_pointledger_v1_ledger_proto_rawDescGZIP() []byte {
 }
 
 var file_pointledger_v1_ledger_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_pointledger_v1_ledger_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(EntryType)(0),                // 0: pointledger.v1.EntryType
 	(HoldState)(0),                // 1: pointledger.v1.HoldState
@@ -3443,114 +3760,124 @@ var file_pointledger_v1_ledger_proto_goTypes = []any{
 	(*RefundResponse)(nil),        // 14: pointledger.v1.RefundResponse
 	(*GetBalanceRequest)(nil),     // 15: pointledger.v1.GetBalanceRequest
 	(*GetBalanceResponse)(nil),    // 16: pointledger.v1.GetBalanceResponse
-	(*Maturity)(nil),              // 17: pointledger.v1.Maturity
-	(*ListEntriesRequest)(nil),    // 18: pointledger.v1.ListEntriesRequest
-	(*ListEntriesResponse)(nil),   // 19: pointledger.v1.ListEntriesResponse
-	(*HistoryItem)(nil),           // 20: pointledger.v1.HistoryItem
-	(*ListHistoryRequest)(nil),    // 21: pointledger.v1.ListHistoryRequest
-	(*ListHistoryResponse)(nil),   // 22: pointledger.v1.ListHistoryResponse
-	(*AuthorizeRequest)(nil),      // 23: pointledger.v1.AuthorizeRequest
-	(*AuthorizeResponse)(nil),     // 24: pointledger.v1.AuthorizeResponse
-	(*CaptureRequest)(nil),        // 25: pointledger.v1.CaptureRequest
-	(*CaptureResponse)(nil),       // 26: pointledger.v1.CaptureResponse
-	(*VoidRequest)(nil),           // 27: pointledger.v1.VoidRequest
-	(*VoidResponse)(nil),          // 28: pointledger.v1.VoidResponse
-	(*ListHoldsRequest)(nil),      // 29: pointledger.v1.ListHoldsRequest
-	(*ListHoldsResponse)(nil),     // 30: pointledger.v1.ListHoldsResponse
-	(*ReverseGrantRequest)(nil),   // 31: pointledger.v1.ReverseGrantRequest
-	(*ReverseGrantResponse)(nil),  // 32: pointledger.v1.ReverseGrantResponse
-	nil,                           // 33: pointledger.v1.Entry.MetadataEntry
-	nil,                           // 34: pointledger.v1.GrantRequest.MetadataEntry
-	nil,                           // 35: pointledger.v1.PurchaseRequest.MetadataEntry
-	nil,                           // 36: pointledger.v1.RefundRequest.MetadataEntry
-	nil,                           // 37: pointledger.v1.HistoryItem.MetadataEntry
-	nil,                           // 38: pointledger.v1.AuthorizeRequest.MetadataEntry
-	nil,                           // 39: pointledger.v1.CaptureRequest.MetadataEntry
-	nil,                           // 40: pointledger.v1.VoidRequest.MetadataEntry
-	nil,                           // 41: pointledger.v1.ReverseGrantRequest.MetadataEntry
-	(*timestamppb.Timestamp)(nil), // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 43: google.protobuf.Duration
+	(*GetStatementRequest)(nil),   // 17: pointledger.v1.GetStatementRequest
+	(*GetStatementResponse)(nil),  // 18: pointledger.v1.GetStatementResponse
+	(*StatementTotals)(nil),       // 19: pointledger.v1.StatementTotals
+	(*Maturity)(nil),              // 20: pointledger.v1.Maturity
+	(*ListEntriesRequest)(nil),    // 21: pointledger.v1.ListEntriesRequest
+	(*ListEntriesResponse)(nil),   // 22: pointledger.v1.ListEntriesResponse
+	(*HistoryItem)(nil),           // 23: pointledger.v1.HistoryItem
+	(*ListHistoryRequest)(nil),    // 24: pointledger.v1.ListHistoryRequest
+	(*ListHistoryResponse)(nil),   // 25: pointledger.v1.ListHistoryResponse
+	(*AuthorizeRequest)(nil),      // 26: pointledger.v1.AuthorizeRequest
+	(*AuthorizeResponse)(nil),     // 27: pointledger.v1.AuthorizeResponse
+	(*CaptureRequest)(nil),        // 28: pointledger.v1.CaptureRequest
+	(*CaptureResponse)(nil),       // 29: pointledger.v1.CaptureResponse
+	(*VoidRequest)(nil),           // 30: pointledger.v1.VoidRequest
+	(*VoidResponse)(nil),          // 31: pointledger.v1.VoidResponse
+	(*ListHoldsRequest)(nil),      // 32: pointledger.v1.ListHoldsRequest
+	(*ListHoldsResponse)(nil),     // 33: pointledger.v1.ListHoldsResponse
+	(*ReverseGrantRequest)(nil),   // 34: pointledger.v1.ReverseGrantRequest
+	(*ReverseGrantResponse)(nil),  // 35: pointledger.v1.ReverseGrantResponse
+	nil,                           // 36: pointledger.v1.Entry.MetadataEntry
+	nil,                           // 37: pointledger.v1.GrantRequest.MetadataEntry
+	nil,                           // 38: pointledger.v1.PurchaseRequest.MetadataEntry
+	nil,                           // 39: pointledger.v1.RefundRequest.MetadataEntry
+	nil,                           // 40: pointledger.v1.HistoryItem.MetadataEntry
+	nil,                           // 41: pointledger.v1.AuthorizeRequest.MetadataEntry
+	nil,                           // 42: pointledger.v1.CaptureRequest.MetadataEntry
+	nil,                           // 43: pointledger.v1.VoidRequest.MetadataEntry
+	nil,                           // 44: pointledger.v1.ReverseGrantRequest.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 46: google.protobuf.Duration
 }
 var file_pointledger_v1_ledger_proto_depIdxs = []int32{
 	0,  // 0: pointledger.v1.Entry.type:type_name -> pointledger.v1.EntryType
-	42, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
-	33, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
-	42, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
+	45, // 1: pointledger.v1.Entry.create_time:type_name -> google.protobuf.Timestamp
+	36, // 2: pointledger.v1.Entry.metadata:type_name -> pointledger.v1.Entry.MetadataEntry
+	45, // 3: pointledger.v1.Entry.expire_time:type_name -> google.protobuf.Timestamp
 	6,  // 4: pointledger.v1.Entry.draws:type_name -> pointledger.v1.Draw
-	42, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
+	45, // 5: pointledger.v1.Entry.effective_time:type_name -> google.protobuf.Timestamp
 	1,  // 6: pointledger.v1.Hold.state:type_name -> pointledger.v1.HoldState
-	42, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
-	42, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
-	42, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
-	34, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
-	42, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
-	43, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
-	42, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
-	43, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
+	45, // 7: pointledger.v1.Hold.expire_time:type_name -> google.protobuf.Timestamp
+	45, // 8: pointledger.v1.Hold.create_time:type_name -> google.protobuf.Timestamp
+	45, // 9: pointledger.v1.Draw.expire_time:type_name -> google.protobuf.Timestamp
+	45, // 10: pointledger.v1.Bucket.expire_time:type_name -> google.protobuf.Timestamp
+	37, // 11: pointledger.v1.GrantRequest.metadata:type_name -> pointledger.v1.GrantRequest.MetadataEntry
+	45, // 12: pointledger.v1.GrantRequest.expire_time:type_name -> google.protobuf.Timestamp
+	46, // 13: pointledger.v1.GrantRequest.ttl:type_name -> google.protobuf.Duration
+	45, // 14: pointledger.v1.GrantRequest.effective_time:type_name -> google.protobuf.Timestamp
+	46, // 15: pointledger.v1.GrantRequest.effective_delay:type_name -> google.protobuf.Duration
 	4,  // 16: pointledger.v1.GrantResponse.entry:type_name -> pointledger.v1.Entry
-	35, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
+	38, // 17: pointledger.v1.PurchaseRequest.metadata:type_name -> pointledger.v1.PurchaseRequest.MetadataEntry
 	4,  // 18: pointledger.v1.PurchaseResponse.entry:type_name -> pointledger.v1.Entry
-	36, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
+	39, // 19: pointledger.v1.RefundRequest.metadata:type_name -> pointledger.v1.RefundRequest.MetadataEntry
 	4,  // 20: pointledger.v1.RefundResponse.entry:type_name -> pointledger.v1.Entry
-	2,  // 21: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
-	7,  // 22: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
-	17, // 23: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
-	8,  // 24: pointledger.v1.GetBalanceResponse.kinds:type_name -> pointledger.v1.KindBalance
-	42, // 25: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
-	4,  // 26: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
-	0,  // 27: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
-	42, // 28: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
-	37, // 29: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
-	3,  // 30: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
-	42, // 31: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
-	6,  // 32: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
-	42, // 33: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
-	0,  // 34: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
-	42, // 35: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
-	42, // 36: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
-	20, // 37: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
-	38, // 38: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
-	42, // 39: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
-	43, // 40: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
-	5,  // 41: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
-	39, // 42: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
-	4,  // 43: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 44: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
-	40, // 45: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
-	4,  // 46: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
-	5,  // 47: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
-	1,  // 48: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
-	5,  // 49: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
-	41, // 50: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
-	4,  // 51: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
-	9,  // 52: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
-	11, // 53: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
-	13, // 54: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
-	15, // 55: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
-	18, // 56: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
-	21, // 57: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
-	23, // 58: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
-	25, // 59: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
-	27, // 60: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
-	29, // 61: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
-	31, // 62: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
-	10, // 63: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
-	12, // 64: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
-	14, // 65: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
-	16, // 66: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
-	19, // 67: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
-	22, // 68: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
-	24, // 69: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
-	26, // 70: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
-	28, // 71: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
-	30, // 72: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
-	32, // 73: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
-	63, // [63:74] is the sub-list for method output_type
-	52, // [52:63] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	45, // 21: pointledger.v1.GetBalanceRequest.as_of:type_name -> google.protobuf.Timestamp
+	2,  // 22: pointledger.v1.GetBalanceResponse.status:type_name -> pointledger.v1.AccountStatus
+	7,  // 23: pointledger.v1.GetBalanceResponse.expiring:type_name -> pointledger.v1.Bucket
+	20, // 24: pointledger.v1.GetBalanceResponse.maturing:type_name -> pointledger.v1.Maturity
+	8,  // 25: pointledger.v1.GetBalanceResponse.kinds:type_name -> pointledger.v1.KindBalance
+	45, // 26: pointledger.v1.GetStatementRequest.start_time:type_name -> google.protobuf.Timestamp
+	45, // 27: pointledger.v1.GetStatementRequest.end_time:type_name -> google.protobuf.Timestamp
+	19, // 28: pointledger.v1.GetStatementResponse.totals:type_name -> pointledger.v1.StatementTotals
+	4,  // 29: pointledger.v1.GetStatementResponse.entries:type_name -> pointledger.v1.Entry
+	45, // 30: pointledger.v1.Maturity.effective_time:type_name -> google.protobuf.Timestamp
+	4,  // 31: pointledger.v1.ListEntriesResponse.entries:type_name -> pointledger.v1.Entry
+	0,  // 32: pointledger.v1.HistoryItem.type:type_name -> pointledger.v1.EntryType
+	45, // 33: pointledger.v1.HistoryItem.create_time:type_name -> google.protobuf.Timestamp
+	40, // 34: pointledger.v1.HistoryItem.metadata:type_name -> pointledger.v1.HistoryItem.MetadataEntry
+	3,  // 35: pointledger.v1.HistoryItem.refund_status:type_name -> pointledger.v1.RefundStatus
+	45, // 36: pointledger.v1.HistoryItem.expire_time:type_name -> google.protobuf.Timestamp
+	6,  // 37: pointledger.v1.HistoryItem.draws:type_name -> pointledger.v1.Draw
+	45, // 38: pointledger.v1.HistoryItem.effective_time:type_name -> google.protobuf.Timestamp
+	0,  // 39: pointledger.v1.ListHistoryRequest.types:type_name -> pointledger.v1.EntryType
+	45, // 40: pointledger.v1.ListHistoryRequest.start_time:type_name -> google.protobuf.Timestamp
+	45, // 41: pointledger.v1.ListHistoryRequest.end_time:type_name -> google.protobuf.Timestamp
+	23, // 42: pointledger.v1.ListHistoryResponse.items:type_name -> pointledger.v1.HistoryItem
+	41, // 43: pointledger.v1.AuthorizeRequest.metadata:type_name -> pointledger.v1.AuthorizeRequest.MetadataEntry
+	45, // 44: pointledger.v1.AuthorizeRequest.expire_time:type_name -> google.protobuf.Timestamp
+	46, // 45: pointledger.v1.AuthorizeRequest.ttl:type_name -> google.protobuf.Duration
+	5,  // 46: pointledger.v1.AuthorizeResponse.hold:type_name -> pointledger.v1.Hold
+	42, // 47: pointledger.v1.CaptureRequest.metadata:type_name -> pointledger.v1.CaptureRequest.MetadataEntry
+	4,  // 48: pointledger.v1.CaptureResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 49: pointledger.v1.CaptureResponse.hold:type_name -> pointledger.v1.Hold
+	43, // 50: pointledger.v1.VoidRequest.metadata:type_name -> pointledger.v1.VoidRequest.MetadataEntry
+	4,  // 51: pointledger.v1.VoidResponse.entry:type_name -> pointledger.v1.Entry
+	5,  // 52: pointledger.v1.VoidResponse.hold:type_name -> pointledger.v1.Hold
+	1,  // 53: pointledger.v1.ListHoldsRequest.states:type_name -> pointledger.v1.HoldState
+	5,  // 54: pointledger.v1.ListHoldsResponse.holds:type_name -> pointledger.v1.Hold
+	44, // 55: pointledger.v1.ReverseGrantRequest.metadata:type_name -> pointledger.v1.ReverseGrantRequest.MetadataEntry
+	4,  // 56: pointledger.v1.ReverseGrantResponse.entry:type_name -> pointledger.v1.Entry
+	9,  // 57: pointledger.v1.LedgerService.Grant:input_type -> pointledger.v1.GrantRequest
+	11, // 58: pointledger.v1.LedgerService.Purchase:input_type -> pointledger.v1.PurchaseRequest
+	13, // 59: pointledger.v1.LedgerService.Refund:input_type -> pointledger.v1.RefundRequest
+	15, // 60: pointledger.v1.LedgerService.GetBalance:input_type -> pointledger.v1.GetBalanceRequest
+	21, // 61: pointledger.v1.LedgerService.ListEntries:input_type -> pointledger.v1.ListEntriesRequest
+	24, // 62: pointledger.v1.LedgerService.ListHistory:input_type -> pointledger.v1.ListHistoryRequest
+	26, // 63: pointledger.v1.LedgerService.Authorize:input_type -> pointledger.v1.AuthorizeRequest
+	28, // 64: pointledger.v1.LedgerService.Capture:input_type -> pointledger.v1.CaptureRequest
+	30, // 65: pointledger.v1.LedgerService.Void:input_type -> pointledger.v1.VoidRequest
+	32, // 66: pointledger.v1.LedgerService.ListHolds:input_type -> pointledger.v1.ListHoldsRequest
+	34, // 67: pointledger.v1.LedgerService.ReverseGrant:input_type -> pointledger.v1.ReverseGrantRequest
+	17, // 68: pointledger.v1.LedgerService.GetStatement:input_type -> pointledger.v1.GetStatementRequest
+	10, // 69: pointledger.v1.LedgerService.Grant:output_type -> pointledger.v1.GrantResponse
+	12, // 70: pointledger.v1.LedgerService.Purchase:output_type -> pointledger.v1.PurchaseResponse
+	14, // 71: pointledger.v1.LedgerService.Refund:output_type -> pointledger.v1.RefundResponse
+	16, // 72: pointledger.v1.LedgerService.GetBalance:output_type -> pointledger.v1.GetBalanceResponse
+	22, // 73: pointledger.v1.LedgerService.ListEntries:output_type -> pointledger.v1.ListEntriesResponse
+	25, // 74: pointledger.v1.LedgerService.ListHistory:output_type -> pointledger.v1.ListHistoryResponse
+	27, // 75: pointledger.v1.LedgerService.Authorize:output_type -> pointledger.v1.AuthorizeResponse
+	29, // 76: pointledger.v1.LedgerService.Capture:output_type -> pointledger.v1.CaptureResponse
+	31, // 77: pointledger.v1.LedgerService.Void:output_type -> pointledger.v1.VoidResponse
+	33, // 78: pointledger.v1.LedgerService.ListHolds:output_type -> pointledger.v1.ListHoldsResponse
+	35, // 79: pointledger.v1.LedgerService.ReverseGrant:output_type -> pointledger.v1.ReverseGrantResponse
+	18, // 80: pointledger.v1.LedgerService.GetStatement:output_type -> pointledger.v1.GetStatementResponse
+	69, // [69:81] is the sub-list for method output_type
+	57, // [57:69] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_ledger_proto_init() }
@@ -3564,7 +3891,7 @@ func file_pointledger_v1_ledger_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_ledger_proto_rawDesc), len(file_pointledger_v1_ledger_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   38,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

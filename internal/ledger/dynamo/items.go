@@ -1,6 +1,7 @@
 package dynamo
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -331,6 +332,31 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 		a.Buckets = ledger.SortBuckets(append(a.Buckets, ledger.Bucket{Amount: never}))
 	}
 	return a, true, d.err("account")
+}
+
+// accountAttributes are the attributes of an account item that hold a, as
+// decodeAccount reads them, without its key: what a snapshot of the
+// aggregate keeps (asof.go). accountUpdate writes the same attributes by
+// parts; a field the aggregate gains goes into both.
+func accountAttributes(a ledger.Account) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		"user_id":     str(a.UserID),
+		"balance":     num(a.Balance),
+		"version":     numInt(a.Version),
+		"status":      str(string(cmp.Or(a.Status, ledger.StatusActive))),
+		"create_time": str(formatTime(a.CreateTime)),
+		"update_time": str(formatTime(a.UpdateTime)),
+	}
+	if expires(a.Buckets) {
+		m["buckets"] = bucketsItem(a.Buckets)
+	}
+	if len(a.Holds) > 0 {
+		m["held"], m["holds"] = num(a.Held), holdsItem(a.Holds)
+	}
+	if len(a.PendingLots) > 0 {
+		m["pending"], m["pending_lots"] = num(a.Pending), lotsItem(a.PendingLots)
+	}
+	return m
 }
 
 // EntryAttributes are the attributes of an entry item without its key: the

@@ -112,7 +112,7 @@ func (noObserver) Retried(string)       {}
 func (noObserver) BudgetGrown(int, int) {}
 
 // DefaultMaxBatch fills the 100 items of a transaction: an account update,
-// room for the index of next expiries (indexReserve) and two items a
+// room for the index of next expiries and a snapshot (indexReserve) and two items a
 // mutation. A refund, an authorization, a capture or a void takes three, an
 // expiration before a mutation one more and a release of an expired hold
 // two, and planning closes a group early when the next mutation would not

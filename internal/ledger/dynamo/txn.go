@@ -245,6 +245,11 @@ func (t *txn) refuse(c *call, err error) {
 func (t *txn) close() group {
 	t.after = t.running
 	t.items = append(t.items, expiryIndexItems(t.table, t.before, t.after)...)
+	if ledger.SnapshotDue(t.before.Version, t.after.Version) {
+		// One item more every ledger.SnapshotEvery entries, in this
+		// transaction: the account as of any time folds from it (asof.go).
+		t.items = append(t.items, types.TransactWriteItem{Put: &types.Put{TableName: t.table, Item: snapshotItem(t.after)}})
+	}
 	// A recorded refusal rests on the whole account as read, its status
 	// too: a refusal on a frozen account must not be recorded after an
 	// unfreeze, which moves no version.
@@ -297,9 +302,10 @@ func entryItems(entries []ledger.Entry) int {
 	return n
 }
 
-// indexReserve is the room a group keeps for the index of next expiries:
-// the old item's delete and the new one's put.
-const indexReserve = 2
+// indexReserve is the room a group keeps for the index of next expiries
+// (the old item's delete and the new one's put) and a snapshot of the
+// account (asof.go).
+const indexReserve = 3
 
 // condition is a condition expression with its names and values.
 type condition struct {

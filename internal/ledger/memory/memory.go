@@ -45,6 +45,9 @@ type user struct {
 	entries  []ledger.Entry
 	requests map[string]record
 	holds    map[string]ledger.Hold // every hold, by request_id, as it is now
+	// snapshots of the account, as the DynamoDB store writes them: one
+	// each time it passes a multiple of ledger.SnapshotEvery, oldest first.
+	snapshots []ledger.Account
 }
 
 // record is a request_id's idempotency record: the request's hash, what
@@ -170,6 +173,9 @@ func (s *Store) commit(u *user, dec ledger.Decision) {
 		case e.HoldRequestID != "":
 			u.holds[e.HoldRequestID] = ledger.ResolvedHold(u.holds[e.HoldRequestID], e)
 		}
+	}
+	if ledger.SnapshotDue(u.acct.Version, dec.After.Version) {
+		u.snapshots = append(u.snapshots, dec.After) // asof.go
 	}
 	u.acct = dec.After
 	for _, e := range u.entries[len(u.entries)-len(dec.Entries):] {

@@ -36,8 +36,9 @@ func (s Snapshot) Diff(after Snapshot) (added, changed, removed []string) {
 // RefusalPrefix starts the text of a request record that holds a refusal.
 const RefusalPrefix = "refusal "
 
-// Snapshot writes out every user's account (once it has one), entries and
-// request records, a refusal's record with its refusal.
+// Snapshot writes out every user's account (once it has one), entries,
+// snapshots of the account and request records, a refusal's record with
+// its refusal.
 func (s *Store) Snapshot() Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -48,6 +49,9 @@ func (s *Store) Snapshot() Snapshot {
 		}
 		for _, e := range u.entries {
 			out[fmt.Sprintf("ledger %q entry %020d", id, e.Version)] = fmt.Sprintf("%+v", e)
+		}
+		for _, a := range u.snapshots { // of the account, every ledger.SnapshotEvery entries (asof.go)
+			out[fmt.Sprintf("ledger %q snapshot %020d", id, a.Version)] = fmt.Sprintf("%+v", a)
 		}
 		for requestID, r := range u.requests {
 			text := fmt.Sprintf("hash %s entry %d", r.hash, r.Version)

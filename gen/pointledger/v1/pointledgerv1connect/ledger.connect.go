@@ -59,6 +59,9 @@ const (
 	// LedgerServiceReverseGrantProcedure is the fully-qualified name of the LedgerService's
 	// ReverseGrant RPC.
 	LedgerServiceReverseGrantProcedure = "/pointledger.v1.LedgerService/ReverseGrant"
+	// LedgerServiceGetStatementProcedure is the fully-qualified name of the LedgerService's
+	// GetStatement RPC.
+	LedgerServiceGetStatementProcedure = "/pointledger.v1.LedgerService/GetStatement"
 )
 
 // LedgerServiceClient is a client for the pointledger.v1.LedgerService service.
@@ -126,6 +129,19 @@ type LedgerServiceClient interface {
 	// cover the spendable part), GIVE_BACK_EXCEEDS_GRANTS (an Adjust gave
 	// the user's points of the budget back already). Service role.
 	ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error)
+	// GetStatement is a user's account over [start_time, end_time): the
+	// balance at each end, from the entries written before it and with the
+	// expiry, hold expiry and maturity decided by time at that instant (an
+	// entry written at start_time is in the window, not in the opening);
+	// the window's amounts summed by movement; the window's entries in
+	// version order, paged; and unrecorded_change, what time decided that
+	// no entry of the window records, so that opening_balance + the sum of
+	// the window's amounts + unrecorded_change = closing_balance. Balances
+	// and totals are the same on every page of a window that has ended.
+	// Times are read to the microsecond. INVALID_ARGUMENT (INVALID_FILTER)
+	// for a window that is missing an end or does not start before it
+	// ends. A user token reads its own statement.
+	GetStatement(context.Context, *connect.Request[v1.GetStatementRequest]) (*connect.Response[v1.GetStatementResponse], error)
 }
 
 // NewLedgerServiceClient constructs a client for the pointledger.v1.LedgerService service. By
@@ -209,6 +225,13 @@ func NewLedgerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(ledgerServiceMethods.ByName("ReverseGrant")),
 			connect.WithClientOptions(opts...),
 		),
+		getStatement: connect.NewClient[v1.GetStatementRequest, v1.GetStatementResponse](
+			httpClient,
+			baseURL+LedgerServiceGetStatementProcedure,
+			connect.WithSchema(ledgerServiceMethods.ByName("GetStatement")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -225,6 +248,7 @@ type ledgerServiceClient struct {
 	void         *connect.Client[v1.VoidRequest, v1.VoidResponse]
 	listHolds    *connect.Client[v1.ListHoldsRequest, v1.ListHoldsResponse]
 	reverseGrant *connect.Client[v1.ReverseGrantRequest, v1.ReverseGrantResponse]
+	getStatement *connect.Client[v1.GetStatementRequest, v1.GetStatementResponse]
 }
 
 // Grant calls pointledger.v1.LedgerService.Grant.
@@ -280,6 +304,11 @@ func (c *ledgerServiceClient) ListHolds(ctx context.Context, req *connect.Reques
 // ReverseGrant calls pointledger.v1.LedgerService.ReverseGrant.
 func (c *ledgerServiceClient) ReverseGrant(ctx context.Context, req *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error) {
 	return c.reverseGrant.CallUnary(ctx, req)
+}
+
+// GetStatement calls pointledger.v1.LedgerService.GetStatement.
+func (c *ledgerServiceClient) GetStatement(ctx context.Context, req *connect.Request[v1.GetStatementRequest]) (*connect.Response[v1.GetStatementResponse], error) {
+	return c.getStatement.CallUnary(ctx, req)
 }
 
 // LedgerServiceHandler is an implementation of the pointledger.v1.LedgerService service.
@@ -347,6 +376,19 @@ type LedgerServiceHandler interface {
 	// cover the spendable part), GIVE_BACK_EXCEEDS_GRANTS (an Adjust gave
 	// the user's points of the budget back already). Service role.
 	ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error)
+	// GetStatement is a user's account over [start_time, end_time): the
+	// balance at each end, from the entries written before it and with the
+	// expiry, hold expiry and maturity decided by time at that instant (an
+	// entry written at start_time is in the window, not in the opening);
+	// the window's amounts summed by movement; the window's entries in
+	// version order, paged; and unrecorded_change, what time decided that
+	// no entry of the window records, so that opening_balance + the sum of
+	// the window's amounts + unrecorded_change = closing_balance. Balances
+	// and totals are the same on every page of a window that has ended.
+	// Times are read to the microsecond. INVALID_ARGUMENT (INVALID_FILTER)
+	// for a window that is missing an end or does not start before it
+	// ends. A user token reads its own statement.
+	GetStatement(context.Context, *connect.Request[v1.GetStatementRequest]) (*connect.Response[v1.GetStatementResponse], error)
 }
 
 // NewLedgerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -426,6 +468,13 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(ledgerServiceMethods.ByName("ReverseGrant")),
 		connect.WithHandlerOptions(opts...),
 	)
+	ledgerServiceGetStatementHandler := connect.NewUnaryHandler(
+		LedgerServiceGetStatementProcedure,
+		svc.GetStatement,
+		connect.WithSchema(ledgerServiceMethods.ByName("GetStatement")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/pointledger.v1.LedgerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LedgerServiceGrantProcedure:
@@ -450,6 +499,8 @@ func NewLedgerServiceHandler(svc LedgerServiceHandler, opts ...connect.HandlerOp
 			ledgerServiceListHoldsHandler.ServeHTTP(w, r)
 		case LedgerServiceReverseGrantProcedure:
 			ledgerServiceReverseGrantHandler.ServeHTTP(w, r)
+		case LedgerServiceGetStatementProcedure:
+			ledgerServiceGetStatementHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -501,4 +552,8 @@ func (UnimplementedLedgerServiceHandler) ListHolds(context.Context, *connect.Req
 
 func (UnimplementedLedgerServiceHandler) ReverseGrant(context.Context, *connect.Request[v1.ReverseGrantRequest]) (*connect.Response[v1.ReverseGrantResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.ReverseGrant is not implemented"))
+}
+
+func (UnimplementedLedgerServiceHandler) GetStatement(context.Context, *connect.Request[v1.GetStatementRequest]) (*connect.Response[v1.GetStatementResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("pointledger.v1.LedgerService.GetStatement is not implemented"))
 }
