@@ -216,6 +216,14 @@ func Reasons() []Reason {
 		ReasonInvalidBudget,
 		ReasonBudgetExists,
 		ReasonGiveBackExceedsGrants,
+		ReasonAdjustmentOverLimit,
+		ReasonDailyLimitReached,
+		ReasonKindNotFound,
+		ReasonTooManyKinds,
+		ReasonKindExists,
+		ReasonInvalidKind,
+		ReasonInvalidMerchantID,
+		ReasonInvalidCategory,
 	}
 }
 

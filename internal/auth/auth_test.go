@@ -270,7 +270,7 @@ func TestRolesPerProcedure(t *testing.T) {
 		// The people who answer members: read, adjust (within limits),
 		// freeze, void.
 		{"support", s.creds.SupportToken, map[string]connect.Code{
-			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "ListHolds": ok, "Void": ok,
+			"GetBalance": ok, "ListEntries": ok, "ListHistory": ok, "GetStatement": ok, "ListHolds": ok, "Void": ok,
 			"Reconcile": ok, "Adjust": ok, "SetAccountStatus": ok, "GetProjectionStatus": ok,
 			"ListWebhookEndpoints": reached, "ListWebhookDeliveries": reached,
 		}},
