@@ -56,9 +56,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if authn.Insecure() {
 		warnInsecure(ctx, log, time.Minute)
 	}
-	// Every procedure's series start at 0, before its first call.
-	c.metrics = metrics.New(slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()),
-		api.Procedures(api.WebhookServiceDescriptor()), api.Procedures(api.BudgetServiceDescriptor()))...)
+	c.metrics = servedMetrics()
 	peers, err := c.affinity.newPeers(ctx, authn, getenv, c.metrics, log)
 	if err != nil {
 		return err
@@ -111,6 +109,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		go peers.Run(ctx)
 	}
 	return c.serveUntilDone(ctx, srv, ports.api, projector, sweeper, delivering, log)
+}
+
+// servedMetrics is serve's registry, every procedure's series at 0 before
+// its first call.
+func servedMetrics() *metrics.Metrics {
+	return metrics.New(slices.Concat(api.Procedures(api.LedgerServiceDescriptor()), api.Procedures(api.AdminServiceDescriptor()),
+		api.Procedures(api.WebhookServiceDescriptor()), api.Procedures(api.BudgetServiceDescriptor()))...)
 }
 
 // serveConfig is what serve is told: the options every command shares, and
