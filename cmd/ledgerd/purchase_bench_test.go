@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,7 @@ func benchLedgerd(b *testing.B) (http.Handler, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	setGCPercent(os.Getenv)
 	authn, err := c.auth.authenticator(getenv)
 	if err != nil {
 		b.Fatal(err)
