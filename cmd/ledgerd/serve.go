@@ -115,7 +115,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 // defaultGCPercent is serve's GOGC when the environment sets none. Go's
 // default, 100, collects each time the heap has grown by its live size;
-// serve's live heap is small (tens of MB) and its garbage comes fast
+// serve's live heap is small (a few MB under uniform) and its garbage comes fast
 // (about 53 KB a purchase, BenchmarkPurchasePath), so at 100 the collector
 // ran several times a second under load and took about a tenth of
 // serve's CPU (issue 37). At 400 it runs a quarter as often, for a heap
