@@ -63,6 +63,9 @@ func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	if f.Total.Committed == 0 || f.Total.Groups == 0 || f.Total.Forwarded == 0 {
 		t.Errorf("total = %+v, want the write path's commits and forwards from /metrics", f.Total)
 	}
+	if c := rep.Runs[0].LedgerdCPU; c == nil || c.Seconds <= 0 || c.PerPurchaseMS <= 0 || c.PerGrantMS != 0 {
+		t.Errorf("ledgerd's CPU = %+v, want seconds and a cost per purchase (and none per grant: uniform grants before it measures)", c)
+	}
 	k := f.Kill
 	if k == nil || k.TakenOutAfterMS < 0 || k.ServedLater == 0 || len(k.Late) != 0 {
 		t.Fatalf("kill = %+v, want the instance taken out and the users served after the window", k)
@@ -406,6 +409,9 @@ func TestCampaignRunsOneItemThenShardsUntilExhausted(t *testing.T) {
 		// 20 grants in 20 s: exhausted, however slow a busy machine is.
 		if !c.Exhausted || c.GrantsAcked != 20 || c.Granted != "200" || c.Remaining != "0" || c.Total != "200" || c.GrantsPerS <= 0 {
 			t.Errorf("%s: %+v, want every grant of the budget acknowledged, then BUDGET_EXHAUSTED", r.Name, c)
+		}
+		if cpu := r.LedgerdCPU; cpu == nil || cpu.Seconds <= 0 || cpu.PerGrantMS <= 0 {
+			t.Errorf("%s: ledgerd's CPU = %+v, want a cost per grant", r.Name, cpu)
 		}
 		if r.DurationS >= 20 {
 			t.Errorf("%s measured for %.1f s, first BUDGET_EXHAUSTED at %.1f s: want the measurement to end there", r.Name, r.DurationS, c.FirstExhaustedS)

@@ -312,6 +312,7 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	instancesCPU := -1.0
 	if run.Fleet != nil && r.f.target == "" {
 		instancesCPU = run.Fleet.Total.CPU
+		run.LedgerdCPU = report.NewCPUCost(instancesCPU*run.DurationS, run)
 	}
 	if note := cpu.Note(instancesCPU); note != "" {
 		run.Notes = append(run.Notes, note)

@@ -130,6 +130,7 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 		cfg.APIOptions = append(cfg.APIOptions, c.metrics.DynamoDBMiddleware)
 	}
 	db := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.HTTPClient = ddbhttp.OneWrite(o.HTTPClient)
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 			// DynamoDB Local's CRC32 header does not match its error bodies;
@@ -138,6 +139,7 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 		}
 	})
 	streams := dynamodbstreams.NewFromConfig(cfg, func(o *dynamodbstreams.Options) {
+		o.HTTPClient = ddbhttp.OneWrite(o.HTTPClient)
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 		}

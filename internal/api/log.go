@@ -19,6 +19,11 @@ func LogRequests(log *slog.Logger) connect.UnaryInterceptorFunc {
 			if err != nil {
 				level, code = slog.LevelInfo, connect.CodeOf(err).String()
 			}
+			// Not logged (a success below debug, the default): nothing to
+			// build. The attributes cost a purchase a few allocations.
+			if !log.Enabled(ctx, level) {
+				return res, err
+			}
 			log.Log(ctx, level, "rpc", "procedure", req.Spec().Procedure, "code", code,
 				"duration_ms", float64(time.Since(start).Microseconds())/1000, "protocol", req.Peer().Protocol)
 			return res, err

@@ -220,7 +220,7 @@ func NewClient(endpoint string) *dynamodb.Client {
 		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
 		// DynamoDB Local's CRC32 header does not match its error bodies.
 		DisableValidateResponseChecksum: true,
-	})
+	}, func(o *dynamodb.Options) { o.HTTPClient = ddbhttp.OneWrite(o.HTTPClient) })
 }
 
 // NewStreamsClient returns a DynamoDB Streams client for an emulator endpoint.

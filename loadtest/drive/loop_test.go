@@ -161,6 +161,9 @@ func TestRecorderMeasuresOnlyTheWindow(t *testing.T) {
 	if run.Requests != 3 || run.OK != 2 || run.Codes["failed_precondition"] != 1 {
 		t.Errorf("requests %d ok %d codes %v, want 3, 2 and one failed_precondition", run.Requests, run.OK, run.Codes)
 	}
+	if run.PurchaseCount != 1 || run.GrantCount != 0 || run.Mutations != 1 {
+		t.Errorf("purchases %d, grants %d, mutations %d acknowledged, want 1, 0 and 1", run.PurchaseCount, run.GrantCount, run.Mutations)
+	}
 	if run.Latency.Max < 39.9 || run.Latency.Max > 40.1 || run.ByOp["purchase"].Count != 2 || run.ByOp["balance"].Count != 1 {
 		t.Errorf("latency %+v by op %+v", run.Latency, run.ByOp)
 	}
@@ -205,5 +208,23 @@ func TestEndNowEndsTheMeasurement(t *testing.T) {
 	rec.record("purchase", Outcome{Code: "ok"}, time.Millisecond, late)
 	if after := rec.Run(); after.OK != run.OK {
 		t.Errorf("an answer after the end was measured: %d ok, was %d", after.OK, run.OK)
+	}
+}
+
+// TestRecorderCountsPurchasesAndGrants: acknowledged purchases and grants,
+// replays and refusals left out, for what ledgerd's CPU is divided by.
+func TestRecorderCountsPurchasesAndGrants(t *testing.T) {
+	rec := NewRecorder()
+	rec.Measure(time.Minute)
+	now := time.Now()
+	rec.record("grant", Outcome{Code: "ok"}, time.Millisecond, now)
+	rec.record("grant", Outcome{Code: "ok", Replayed: true}, time.Millisecond, now)
+	rec.record("grant", Outcome{Code: "resource_exhausted"}, time.Millisecond, now)
+	rec.record("purchase", Outcome{Code: "ok"}, time.Millisecond, now)
+	rec.record("purchase", Outcome{Code: "ok"}, time.Millisecond, now)
+	rec.record("refund", Outcome{Code: "ok"}, time.Millisecond, now)
+	run := rec.Run()
+	if run.GrantCount != 1 || run.PurchaseCount != 2 || run.Mutations != 4 {
+		t.Errorf("grants %d, purchases %d, mutations %d acknowledged, want 1, 2 and 4", run.GrantCount, run.PurchaseCount, run.Mutations)
 	}
 }

@@ -27,6 +27,7 @@ type Recorder struct {
 	codes      map[string]int64
 	codesByOp  map[string]map[string]int64
 	purchases  int64 // acknowledged, replays left out
+	grants     int64 // the same
 	mutations  int64 // acknowledged requests that write (op.mutates), replays left out
 	steps      int64 // scenario steps completed
 }
@@ -114,8 +115,11 @@ func (r *Recorder) record(kind string, out Outcome, latency time.Duration, at ti
 	if out.Replayed {
 		return // a retry's answer: the purchase was counted when it was made
 	}
-	if kind == "purchase" {
+	switch kind {
+	case "purchase":
 		r.purchases++
+	case "grant":
+		r.grants++
 	}
 	if (Op{Kind: kind}).Mutates() {
 		r.mutations++
@@ -164,7 +168,7 @@ func (r *Recorder) Run() report.Run {
 		run.Requests += n
 	}
 	run.OK = r.codes["ok"]
-	run.Mutations = r.mutations
+	run.Mutations, run.PurchaseCount, run.GrantCount = r.mutations, r.purchases, r.grants
 	if d > 0 {
 		run.Throughput = float64(run.OK) / d
 		run.Purchases = float64(r.purchases) / d

@@ -105,3 +105,47 @@ func (w *CPUWatch) Note(instances float64) string {
 	}
 	return "CPUs kept busy on average while measured: " + strings.Join(parts, ", ")
 }
+
+// CPUCost is the CPU ledgerd used over a run's measurement, every
+// instance's (from their process_cpu_seconds_total), and that CPU per
+// request it acknowledged: what a fleet on DynamoDB pays for, whatever the
+// emulator bounds (issue 37). Each figure per kind charges all of the CPU
+// to that kind, reads and the other kinds included: per purchase is
+// exact for a run of purchases alone (uniform, zipf, hot), per grant for
+// one of grants alone (campaign's).
+type CPUCost struct {
+	Seconds       float64 `json:"seconds"`
+	PerPurchaseMS float64 `json:"per_purchase_ms,omitempty"` // per acknowledged purchase, replays left out
+	PerGrantMS    float64 `json:"per_grant_ms,omitempty"`    // per acknowledged grant, replays left out
+	PerMutationMS float64 `json:"per_mutation_ms,omitempty"` // per acknowledged mutation of any kind
+}
+
+// NewCPUCost is seconds of ledgerd's CPU over run's measurement, per what
+// run acknowledged.
+func NewCPUCost(seconds float64, run Run) *CPUCost {
+	per := func(n int64) float64 {
+		if n <= 0 {
+			return 0
+		}
+		return seconds * 1000 / float64(n)
+	}
+	return &CPUCost{Seconds: seconds, PerPurchaseMS: per(run.PurchaseCount), PerGrantMS: per(run.GrantCount), PerMutationMS: per(run.Mutations)}
+}
+
+// Summary is the cost in words, for the summary and the page.
+func (c *CPUCost) Summary() string {
+	s := fmt.Sprintf("ledgerd's own CPU %.2f s over the measurement", c.Seconds)
+	var per []string
+	for _, f := range []struct {
+		ms   float64
+		what string
+	}{{c.PerPurchaseMS, "per acknowledged purchase"}, {c.PerGrantMS, "per acknowledged grant"}, {c.PerMutationMS, "per acknowledged mutation"}} {
+		if f.ms > 0 {
+			per = append(per, fmt.Sprintf("%.3f ms %s", f.ms, f.what))
+		}
+	}
+	if len(per) == 0 {
+		return s + ", nothing acknowledged"
+	}
+	return s + ": " + strings.Join(per, ", ")
+}

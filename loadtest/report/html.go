@@ -283,7 +283,8 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 <tr><th>operation</th><th>requests</th><th>mean ms</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>outcomes</th></tr>
 {{range $op, $p := .ByOp}}<tr><td>{{$op}}</td><td>{{$p.Count}}</td><td>{{printf "%.1f" $p.Mean}}</td><td>{{printf "%.1f" $p.P50}}</td><td>{{printf "%.1f" $p.P90}}</td><td>{{printf "%.1f" $p.P99}}</td><td>{{printf "%.1f" $p.P999}}</td><td>{{printf "%.1f" $p.Max}}</td><td class="text">{{codes (index $run.CodesByOp $op)}}</td></tr>
 {{end}}</table>{{end}}
-{{if or (gt .ItemWritesPerPurchase 0.0) (gt .ItemWritesPerMutation 0.0) .Notes .Throttles}}<ul>
+{{if or (gt .ItemWritesPerPurchase 0.0) (gt .ItemWritesPerMutation 0.0) .Notes .Throttles .LedgerdCPU}}<ul>
+{{with .LedgerdCPU}}<li>{{.Summary}}</li>{{end}}
 {{if gt .ItemWritesPerPurchase 0.0}}<li>{{printf "%.2f" .ItemWritesPerPurchase}} ledger item writes per acknowledged purchase ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{else if gt .ItemWritesPerMutation 0.0}}<li>{{printf "%.2f" .ItemWritesPerMutation}} ledger item writes per acknowledged mutation ({{.Transactions}} transactions, {{.Conflicts}} cancelled for conflict)</li>{{end}}
 {{if gt .WriteUnitsPerPurchase 0.0}}<li>{{printf "%.2f" .WriteUnitsPerPurchase}} ledger write units per acknowledged purchase, by DynamoDB's rules</li>{{end}}
 {{with .Throttles}}<li>throttled by the partition limits (requests, by table and key kind): {{throttles .}}</li>{{end}}

@@ -91,6 +91,14 @@ type Run struct {
 	Purchases  float64          `json:"purchases_per_s"`        // acknowledged, replays left out
 	Mutations  int64            `json:"mutations_acknowledged"` // grants, purchases, refunds, authorizations, captures and voids, replays left out
 	Steps      float64          `json:"steps_per_s"`            // scenario steps completed (a retry burst, a double-spend round: one)
+	// PurchaseCount and GrantCount: acknowledged purchases and grants,
+	// replays left out.
+	PurchaseCount int64 `json:"purchases_acknowledged"`
+	GrantCount    int64 `json:"grants_acknowledged"`
+	// LedgerdCPU: what ledgerd's instances spent of CPU over the
+	// measurement, per what they acknowledged (the runs of a ledgerd the
+	// load test started).
+	LedgerdCPU *CPUCost `json:"ledgerd_cpu,omitempty"`
 
 	// Latency of every request, whatever its outcome. Open loop: from the
 	// time the schedule meant to send it (coordinated omission corrected).
@@ -390,6 +398,9 @@ func (r *Report) PrintSummary(w io.Writer) {
 		} else if run.ItemWritesPerMutation > 0 {
 			fmt.Fprintf(w, "%s: %.2f ledger item writes per acknowledged mutation (%d transactions, %d cancelled for conflict)\n",
 				run.Name, run.ItemWritesPerMutation, run.Transactions, run.Conflicts)
+		}
+		if run.LedgerdCPU != nil {
+			fmt.Fprintf(w, "%s: %s\n", run.Name, run.LedgerdCPU.Summary())
 		}
 		if run.WriteUnitsPerPurchase > 0 {
 			fmt.Fprintf(w, "%s: %.2f ledger write units per acknowledged purchase, by DynamoDB's rules\n", run.Name, run.WriteUnitsPerPurchase)
