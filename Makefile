@@ -119,11 +119,17 @@ test: ## install what is missing, then lint, check generated code and run all te
 test-packages: $(TEST_NEEDS) ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
 	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
-# The steps at once: each Go build is waiting on the module proxy, linking
-# or compiling one last package for part of its time, which the others fill.
+# The steps SETUP_JOBS at once: each Go build is waiting on the module proxy,
+# linking or compiling one last package for part of its time, which the
+# others fill; but on an empty build cache each also compiles the standard
+# library packages it needs, which serial builds share. Which wins on a
+# quiet 2-core machine is not measured yet (docs/performance.md, "A fresh
+# machine"): SETUP_JOBS=1 is the serial setup, to compare.
+SETUP_JOBS ?= 4
+
 .PHONY: setup
-setup: ## install what make test needs, every step at once, a line and its time for each step that does something
-	$(MAKE) --no-print-directory -j4 $(TEST_NEEDS) tools $(GOLANGCI_LINT)
+setup: ## install what make test needs, SETUP_JOBS (4) steps at once, a line and its time for each step that does something
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_NEEDS) tools $(GOLANGCI_LINT)
 
 .PHONY: test-faults
 test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see docs/testing.md)
