@@ -97,19 +97,39 @@ user-token: ## print a user token (1 h) for USER_ID (alice) of make run's ledger
 	@test -f $(DEV_ENV) || { echo "no $(DEV_ENV): start 'make run' first"; exit 1; }
 	@. ./$(DEV_ENV) && bin/ledgerd token -auth-file "$$LEDGER_AUTH_FILE" -user $(USER_ID)
 
+# The tools' make targets (links named after the version and the Go that
+# built them), by what needs them.
+GOTESTSUM := $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD)
+GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD)
+BUF := $(TOOLS)/buf-$(BUF_VERSION)
+# The tests: DynamoDB Local, Chromium for the browser test, buf for the
+# proto and TypeScript tests, gotestsum for the output.
+TEST_NEEDS := dynamodb-local chromium $(BUF) $(GOTESTSUM)
+
 .PHONY: test
-# The three at once: the tests leave about a core's worth of their time idle
-# (waiting on DynamoDB Local, on faults, on processes), which lint and the
-# generated-code check use (docs/performance.md, "Test suite time").
-test: setup ## lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
-	$(MAKE) --no-print-directory -j3 generate-check lint test-packages
+# The three at once, each installing what it needs first: the tests leave
+# about a core's worth of their time idle (waiting on DynamoDB Local, on
+# faults, on processes), which lint, the generated-code check and, on a
+# fresh machine, the builds of their tools use (docs/performance.md, "Test
+# suite time"). The tests come first: they take longest.
+test: ## install what is missing, then lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
+	$(MAKE) --no-print-directory -j4 test-packages lint generate-check
 
 .PHONY: test-packages
-test-packages: setup ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
+test-packages: $(TEST_NEEDS) ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
 	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
+# The steps SETUP_JOBS at once: each Go build is waiting on the module proxy,
+# linking or compiling one last package for part of its time, which the
+# others fill; but on an empty build cache each also compiles the standard
+# library packages it needs, which serial builds share. Which wins on a
+# quiet 2-core machine is not measured yet (docs/performance.md, "A fresh
+# machine"): SETUP_JOBS=1 is the serial setup, to compare.
+SETUP_JOBS ?= 4
+
 .PHONY: setup
-setup: dynamodb-local chromium tools $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD) ## install what make test needs, a line and its time for each step that does something
+setup: ## install what make test needs, SETUP_JOBS (4) steps at once, a line and its time for each step that does something
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_NEEDS) tools $(GOLANGCI_LINT)
 
 .PHONY: test-faults
 test-faults: dynamodb-local ## ledgerd through faults alone, verbose (also part of make test; see docs/testing.md)
@@ -263,7 +283,7 @@ $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD):
 	@$(call go-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 
 .PHONY: lint
-lint: $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
+lint: $(GOLANGCI_LINT) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
 	# Serial runners: a second lint at the same time (two checkouts' make
 	# test) waits for the first's lock instead of failing.
 	golangci-lint run --allow-serial-runners ./...

@@ -11,9 +11,15 @@ import (
 // TestUsableFromAnotherModule builds a program in a module of its own that
 // depends on this one with the go.mod lines docs/clients.md shows (the module path is not
 // published, so a require alone asks the proxy and fails): a require of
-// the placeholder version and a replace by the checkout's folder. It reads
-// nothing from the network (GOPROXY=off, GOSUMDB=off): what it needs is in
-// the module cache, as it is for this module's own build (issue 22, item 7).
+// the placeholder version and a replace by the checkout's folder. The module
+// of its own reads nothing from the network (GOPROXY=off, GOSUMDB=off): what
+// it needs is in the module cache (issue 22, item 7). A build of this module
+// does not put all of that there, and an empty module cache has none of the
+// rest (issue 31): `go mod tidy` reads the go.mod of every module in the
+// graph (oklog/ulid/v2's go.mod is of go 1.15, so the graph holds its
+// requirement pborman/getopt, unpruned) and the packages that dependencies'
+// tests import (connect's tests import go-cmp). So prefetch first fetches
+// those, then the test goes offline.
 func TestUsableFromAnotherModule(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs("..")
@@ -57,6 +63,7 @@ func main() {
 			t.Fatal(err)
 		}
 	}
+	prefetch(t, root, "github.com/pointledger/pointledger/client", "github.com/pointledger/pointledger/gen/pointledger/v1")
 	run := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command("go", args...)
@@ -72,4 +79,31 @@ func main() {
 	if out := run("run", "."); !strings.Contains(out, "INSUFFICIENT_BALANCE alice") {
 		t.Errorf("the program printed %q", out)
 	}
+}
+
+// prefetch puts in the module cache what `go mod tidy` of a module that
+// imports pkgs (of this module, in root) reads, with the go command's own
+// settings (GOPROXY as the build's: it fetches what the cache lacks, and
+// nothing when it has it all): the go.mod files of this module's whole
+// graph (`go mod graph`, not `go list -m`, which
+// also wants each module's .info), and the modules of the packages that pkgs import and that their
+// tests import, one level down, as tidy loads them.
+func prefetch(t *testing.T, root string, pkgs ...string) {
+	t.Helper()
+	goCmd := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s in %s, to fill the module cache before going offline: %v\n%s", strings.Join(args, " "), root, err, stderr.String())
+		}
+		return string(out)
+	}
+	goCmd("mod", "graph")
+	deps := strings.Fields(goCmd(append([]string{"list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, pkgs...)...))
+	goCmd(append([]string{"list", "-test", "-deps", "-f", "{{.ImportPath}}"}, deps...)...)
 }

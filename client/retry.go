@@ -90,6 +90,9 @@ func (r retry) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				return nil, err // the last answer says more than the caller's own cancellation
 			case <-wait.C:
 			}
+			if callerDone(ctx) {
+				return nil, err
+			}
 		}
 	}
 }
@@ -107,7 +110,7 @@ func (r retry) attempt(ctx context.Context, next connect.UnaryFunc, req connect.
 // its outcome is unknown or the failure passing, and the caller still
 // waits.
 func retryable(ctx context.Context, err error) bool {
-	if ctx.Err() != nil {
+	if callerDone(ctx) {
 		return false
 	}
 	switch connect.CodeOf(err) {
@@ -126,4 +129,15 @@ func (r retry) WrapStreamingClient(next connect.StreamingClientFunc) connect.Str
 
 func (r retry) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return next
+}
+
+// callerDone says whether the caller's context is done, or its deadline is
+// past by the clock: a context's Err is set by a timer, which a busy
+// machine runs late, after an attempt's answer has come back (issue 31).
+func callerDone(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }

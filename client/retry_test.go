@@ -163,6 +163,23 @@ func TestRetryEndsWithTheCallersContext(t *testing.T) {
 			t.Errorf("%d attempts: retried after the caller's deadline", n)
 		}
 	})
+	// A busy machine runs the context's timer late: its deadline is past
+	// while Err is still nil, and an answer may come back in between (issue
+	// 31: an attempt answered deadline_exceeded by the server, and a second
+	// one sent, after the caller's 50 ms). The clock decides, not the timer.
+	t.Run("deadline past, timer not run", func(t *testing.T) {
+		t.Parallel()
+		unavailable := connect.NewError(connect.CodeUnavailable, errors.New("down"))
+		f := &flaky{errs: []error{unavailable}}
+		c := client.New(serveFlaky(t, f), client.WithRetry(fast))
+		ctx := lateTimer{context.Background(), time.Now().Add(-time.Second)}
+		if err := grant(ctx, c, "g"); connect.CodeOf(err) != connect.CodeUnavailable {
+			t.Errorf("grant: %v, want the attempt's unavailable", err)
+		}
+		if n := len(f.sent()); n > 1 {
+			t.Errorf("%d attempts: retried after the caller's deadline", n)
+		}
+	})
 	t.Run("backoff", func(t *testing.T) {
 		t.Parallel()
 		aborted := connect.NewError(connect.CodeAborted, errors.New("conflict"))
@@ -230,3 +247,12 @@ func TestRetryReachesForAServerThatIsNotThere(t *testing.T) {
 		t.Errorf("%d dials, want %d", n, fast.MaxAttempts)
 	}
 }
+
+// lateTimer is a context whose deadline is past and whose timer has not
+// run yet: Done and Err say nothing of it.
+type lateTimer struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.deadline, true }

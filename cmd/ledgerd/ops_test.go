@@ -311,7 +311,15 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	sw := &tcpSwitch{target: strings.TrimPrefix(emu.Endpoint, "http://")}
 	sw.up(t)
 	t.Cleanup(sw.down)
-	p := startLedgerd(t, "LEDGER_DYNAMODB_ENDPOINT=http://"+sw.addr, "LEDGER_PROJECTOR=false")
+	// Nothing in the background reads DynamoDB (no projector, dispatcher or
+	// sweeper): the health checks' reads are then the only GetItems the
+	// metrics count below. The dispatcher's stream consumer reads its
+	// leases with GetItem, and after the outage it resumes its shards at a
+	// time of the scheduler's choosing: on a busy machine, within the
+	// probes' fraction of a second (issue 31: 4 and 5 reads against at
+	// most 3, `nice -n 19 ./ledgerd.test -test.run '^TestHealthFollowsDynamoDB$'`
+	// beside the load of other builds).
+	p := startLedgerd(t, "LEDGER_DYNAMODB_ENDPOINT=http://"+sw.addr, "LEDGER_PROJECTOR=false", "LEDGER_DISPATCHER=false", "LEDGER_SWEEPER=false")
 	check := grpcHealthCheck(t, "http://"+p.addr)
 	services := []string{"", pointledgerv1connect.LedgerServiceName, pointledgerv1connect.AdminServiceName, pointledgerv1connect.WebhookServiceName}
 	// Health answers are cached for a second: wait for the new one (the
@@ -372,8 +380,8 @@ func TestHealthFollowsDynamoDB(t *testing.T) {
 	}
 	// At most one read for each second the probes span, the second they
 	// start in, one already under way when counting began, and one of the
-	// gRPC health watch above: against 200 without the cache. (Two, the
-	// bound before, failed once on a machine loaded 15 times over.)
+	// gRPC health watch above: against 200 without the cache. A busy
+	// machine stretches the seconds, and the bound with them.
 	if got, most := reads()-before, time.Since(start).Seconds()+3; got > most {
 		t.Errorf("%d health probes in %.1f s made %v DynamoDB reads, want at most %.0f (one a second)", probes, time.Since(start).Seconds(), got, most)
 	}
