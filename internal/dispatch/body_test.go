@@ -32,6 +32,7 @@ type typedEvent struct {
 		ExpireTime string `json:"expire_time"`
 		Amount     string `json:"amount"`
 		Balance    string `json:"balance"`
+		Kind       string `json:"kind"`
 	} `json:"data"`
 }
 
@@ -55,6 +56,7 @@ func (e *typedEvent) UnmarshalJSON(b []byte) error {
 			ExpireTime string          `json:"expire_time"`
 			Amount     string          `json:"amount"`
 			Balance    string          `json:"balance"`
+			Kind       string          `json:"kind"`
 		} `json:"data"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -65,7 +67,7 @@ func (e *typedEvent) UnmarshalJSON(b []byte) error {
 	*e = typedEvent(aux.plain)
 	d := aux.Data
 	e.Data.EventID, e.Data.UserID, e.Data.Version = d.EventID, d.UserID, d.Version
-	e.Data.ExpireTime, e.Data.Amount, e.Data.Balance = d.ExpireTime, d.Amount, d.Balance
+	e.Data.ExpireTime, e.Data.Amount, e.Data.Balance, e.Data.Kind = d.ExpireTime, d.Amount, d.Balance, d.Kind
 	if d.Entry != nil {
 		e.Data.Entry = new(typedEntry)
 		return json.Unmarshal(d.Entry, e.Data.Entry)
@@ -151,8 +153,8 @@ func TestEveryEventTypeHasOneBodyShape(t *testing.T) {
 		}
 		switch {
 		case typ == "points.expiring":
-			if ev.Data.Entry != nil || ev.Data.ExpireTime == "" || ev.Data.Amount == "" || ev.Data.Balance == "" {
-				t.Errorf("notice %s: want expire_time, amount and balance, no entry", body)
+			if ev.Data.Entry != nil || ev.Data.ExpireTime == "" || ev.Data.Amount == "" || ev.Data.Balance == "" || ev.Data.Kind == "" {
+				t.Errorf("notice %s: want expire_time, amount, balance and kind, no entry", body)
 			}
 		case ev.Data.Entry == nil || ev.Data.Entry.Version != ev.Data.Version || ev.Data.Entry.EntryID != ev.Data.EventID:
 			t.Errorf("%s: %s: want its entry, of the same version and id", typ, body)
