@@ -36,7 +36,6 @@ const (
 var testFileCeilings = map[string]int{
 	"internal/api/hostile_test.go":           753,
 	"internal/api/webhook_test.go":           710,
-	"internal/auth/auth_test.go":             711,
 	"internal/dispatch/dispatcher_test.go":   802,
 	"internal/ledger/dynamo/ledger_test.go":  1357,
 	"internal/projection/projection_test.go": 1111,
