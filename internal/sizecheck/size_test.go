@@ -34,9 +34,8 @@ const (
 // `wc -l`), each with its lines as a ceiling: a file may shrink, not grow.
 // Remove a file's row when it is split under maxFileLines; add none.
 var testFileCeilings = map[string]int{
-	"internal/dispatch/dispatcher_test.go":   802,
-	"internal/projection/projection_test.go": 1111,
-	"internal/reconcile/reconcile_test.go":   743,
+	"internal/dispatch/dispatcher_test.go": 802,
+	"internal/reconcile/reconcile_test.go": 743,
 }
 
 // TestSizes walks every .go file under internal/ and reports each function
