@@ -5,10 +5,8 @@
 // How it counts: a function's length is the lines from its body's opening
 // brace to its closing brace inclusive, for every FuncDecl and FuncLit
 // (go/ast, positions from go/token); a file's length is what `wc -l` says,
-// its newline characters. Functions in test files are held to the rule;
-// test files over maxFileLines are not yet (they are to be split), but only
-// those in testFileCeilings, each at most the lines it has today, so that
-// the list can only shrink.
+// its newline characters. Test files are held to the rule as all others:
+// there are no exceptions.
 package sizecheck
 
 import (
@@ -30,25 +28,11 @@ const (
 	maxFileLines = 700
 )
 
-// testFileCeilings are the test files over maxFileLines today (2026-11-28,
-// `wc -l`), each with its lines as a ceiling: a file may shrink, not grow.
-// Remove a file's row when it is split under maxFileLines; add none.
-var testFileCeilings = map[string]int{
-	"internal/api/hostile_test.go":           753,
-	"internal/api/webhook_test.go":           710,
-	"internal/auth/auth_test.go":             711,
-	"internal/dispatch/dispatcher_test.go":   802,
-	"internal/ledger/dynamo/ledger_test.go":  1357,
-	"internal/projection/projection_test.go": 1111,
-	"internal/reconcile/reconcile_test.go":   743,
-}
-
 // TestSizes walks every .go file under internal/ and reports each function
 // and file over the rule.
 func TestSizes(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var problems []string
-	seen := map[string]bool{}
 	err := filepath.WalkDir(filepath.Join(root, "internal"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -71,18 +55,12 @@ func TestSizes(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		seen[rel] = true
 		p, err := check(rel, src)
 		problems = append(problems, p...)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	for file := range testFileCeilings {
-		if !seen[file] {
-			problems = append(problems, fmt.Sprintf("%s: listed in testFileCeilings but not found: remove its row", file))
-		}
 	}
 	slices.Sort(problems)
 	for _, p := range problems {
@@ -95,15 +73,7 @@ func TestSizes(t *testing.T) {
 func check(rel string, src []byte) ([]string, error) {
 	var problems []string
 	lines := bytes.Count(src, []byte("\n"))
-	ceiling, excepted := testFileCeilings[rel]
-	switch {
-	case excepted && !strings.HasSuffix(rel, "_test.go"):
-		problems = append(problems, fmt.Sprintf("%s: only test files may be in testFileCeilings", rel))
-	case excepted && lines <= maxFileLines:
-		problems = append(problems, fmt.Sprintf("%s: %d lines, within %d: remove its row from testFileCeilings", rel, lines, maxFileLines))
-	case excepted && lines > ceiling:
-		problems = append(problems, fmt.Sprintf("%s: %d lines, over its ceiling of %d (and the rule's %d): it may shrink, not grow", rel, lines, ceiling, maxFileLines))
-	case !excepted && lines > maxFileLines:
+	if lines > maxFileLines {
 		problems = append(problems, fmt.Sprintf("%s: %d lines, over %d: split it along its concerns", rel, lines, maxFileLines))
 	}
 	fset := token.NewFileSet()
@@ -133,8 +103,8 @@ func check(rel string, src []byte) ([]string, error) {
 }
 
 // TestCheckCounts proves the checker can fail: a function of 101 lines (its
-// body's braces included) and a file of 701, anywhere, and a test file
-// grown past its ceiling, are reported; 100 and 700 are not.
+// body's braces included) and a file of 701, test files included, are
+// reported; 100 and 700 are not.
 func TestCheckCounts(t *testing.T) {
 	// source is a file of a function whose body spans bodyLines lines,
 	// padded with comment lines to fileLines lines.
@@ -160,7 +130,6 @@ func TestCheckCounts(t *testing.T) {
 		b.WriteString("}\n")
 		return []byte(b.String())
 	}
-	listed := "internal/ledger/dynamo/ledger_test.go"
 	for _, c := range []struct {
 		name, rel string
 		src       []byte
@@ -172,13 +141,11 @@ func TestCheckCounts(t *testing.T) {
 		{"function literal of 101", "internal/p/p_test.go", literal(101), 1},
 		{"file of 700", "internal/p/p.go", source(10, 700), 0},
 		{"file of 701", "internal/p/p.go", source(10, 701), 1},
+		{"test file of 700", "internal/p/p_test.go", source(10, 700), 0},
 		{"test file of 701", "internal/p/p_test.go", source(10, 701), 1},
-		{"listed test file at its ceiling", listed, source(10, testFileCeilings[listed]), 0},
-		{"listed test file past its ceiling", listed, source(10, testFileCeilings[listed]+1), 1},
-		{"listed test file within the rule", listed, source(10, 700), 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := bytes.Count(c.src, []byte("\n")); c.want == 0 && got > maxFileLines && c.rel != listed {
+			if got := bytes.Count(c.src, []byte("\n")); c.want == 0 && got > maxFileLines {
 				t.Fatalf("bad case: %d lines", got)
 			}
 			problems, err := check(c.rel, c.src)
