@@ -265,7 +265,7 @@ func normalize(t *testing.T, s string) any {
 				// A webhook endpoint's id and secret are drawn at random.
 				// A reconciliation's start, duration and months of
 				// liability are those of the run.
-				if k == "entry_id" || k == "create_time" || k == "next_page_token" || k == "expire_time" ||
+				if k == "entry_id" || k == "create_time" || k == "update_time" || k == "next_page_token" || k == "expire_time" ||
 					k == "effective_time" || k == "endpoint_id" || k == "secret" ||
 					k == "startTime" || k == "duration" || k == "month" {
 					v[k] = "<" + k + ">"
@@ -388,7 +388,8 @@ func (r *docRun) command(text string) *exec.Cmd {
 // answers compared, the receiver's lines waited for), and the webhook
 // operations that follow it (operations.md, webhooks: each exits 0 and
 // answers no error; the redelivery reaches the receiver as a backfill and
-// a duplicate, nothing OUT OF ORDER).
+// a duplicate, nothing OUT OF ORDER), and last the point kinds (design.md,
+// kinds: each answer compared; hanako's, so no answer above changes).
 func docsAfterQuickstart(t *testing.T, p *ledgerdProcess) {
 	t.Helper()
 	r := newDocRun(t, p)
@@ -396,6 +397,7 @@ func docsAfterQuickstart(t *testing.T, p *ledgerdProcess) {
 	r.runAnswered(t, "../../docs/design.md", "pending")
 	r.runReceiver(t)
 	r.runOperationsWebhooks(t)
+	r.runAnswered(t, "../../docs/design.md", "kinds")
 }
 
 // runReconcile runs operations.md's AdminService.Reconcile command (buf
