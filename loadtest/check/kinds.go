@@ -105,7 +105,9 @@ func IneligibleDraws(user string, entries []ledger.Entry, ks ledger.Kinds) (chec
 // a violation for each kind whose balance, available, held or pending
 // points differ, or that one side has and the other lacks.
 func KindBalancesDiffer(user string, folded ledger.Account, now time.Time, ks ledger.Kinds, got []*pb.KindBalance) []string {
-	show := func(b, a, h, p string) string { return fmt.Sprintf("balance %s, available %s, held %s, pending %s", b, a, h, p) }
+	show := func(b, a, h, p string) string {
+		return fmt.Sprintf("balance %s, available %s, held %s, pending %s", b, a, h, p)
+	}
 	want := map[string]string{}
 	for _, kb := range folded.KindBalances(now, ks) {
 		want[ledger.KindName(kb.Kind)] = show(kb.Balance.String(), kb.Available.String(), kb.Held.String(), kb.Pending.String())

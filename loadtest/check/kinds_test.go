@@ -33,7 +33,7 @@ func kindedEntries(t *testing.T) []ledger.Entry {
 		{ledger.EntryGrant, ledger.Request{Amount: "20", Kind: "lt-campaign", Expire: t0.Add(72 * time.Hour)}},
 		{ledger.EntryGrant, ledger.Request{Amount: "20", Kind: "lt-store-a"}},
 		{ledger.EntryGrant, ledger.Request{Amount: "20", Kind: "lt-no-exchange"}},
-		{ledger.EntryPurchase, ledger.Request{Amount: "30", MerchantID: "shop-a", Category: "food"}},  // campaign 20, store-a 10
+		{ledger.EntryPurchase, ledger.Request{Amount: "30", MerchantID: "shop-a", Category: "food"}},     // campaign 20, store-a 10
 		{ledger.EntryPurchase, ledger.Request{Amount: "10", MerchantID: "mall-1", Category: "exchange"}}, // standard only
 		{ledger.EntryPurchase, ledger.Request{Amount: "5", Category: "food"}},                            // no-exchange
 	} {
