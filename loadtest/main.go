@@ -28,6 +28,12 @@
 // beside them, and the grants a second of each against the first's
 // (campaign.go).
 //
+// -scenario kinds runs a program of point kinds (drive/kinds.go): standard,
+// limited-time campaign, store-only and exchange-barred points, purchases
+// at merchants and in categories, refunds; after the checks of every run it
+// checks that no purchase drew an ineligible kind and that GetBalance's
+// kinds are the fold's (check/kinds.go), and reports the draws by kind.
+//
 // -instances N starts N ledgerd on the one DynamoDB, behind the load tool
 // as their round-robin load balancer (stack.Balancer), and reports each one's
 // part from its /metrics; -affinity gives them their peers; -compare
@@ -223,6 +229,9 @@ func parseFlags(args []string) (flags, error) {
 	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
 	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement, which ends at the first BUDGET_EXHAUSTED (or after -duration)")
 	err := fs.Parse(args)
+	if err == nil && f.scenario == "kinds" {
+		f.baselines = false // a baseline has no kinds
+	}
 	if err == nil && f.scenario == "campaign" {
 		f.baselines = false // a baseline sends no grants from a budget
 		f.campaignShards, err = parseShards(f.campaignShardList)
@@ -272,6 +281,9 @@ func (f flags) params() (p *drive.Params, rate float64, err error) {
 		if f.rate != "" {
 			return nil, 0, errors.New("-scenario campaign runs a closed loop until its budget is exhausted: not with -rate")
 		}
+	}
+	if f.scenario == "kinds" && f.target != "" {
+		return nil, 0, errors.New("-scenario kinds creates its point kinds with the admin token of the ledgerd it starts: not with -target")
 	}
 	if f.scenario == "mixed" {
 		if p.Mix, err = drive.ParseMix(f.mix); err != nil {

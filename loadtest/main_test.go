@@ -418,3 +418,42 @@ func TestCampaignRunsOneItemThenShardsUntilExhausted(t *testing.T) {
 		}
 	}
 }
+
+// The kinds scenario end to end, briefly: the program's kinds created
+// through PointKindService, purchases at merchants and in categories,
+// refunds; the reconcile, the eligibility of every draw and GetBalance's
+// kinds all clean, and the report's kinds section filled.
+func TestKindsScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-webhooks=false",
+		"-scenario", "kinds", "-users", "4", "-concurrency", "4", "-warmup", "1s", "-duration", "3s", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Kinds == nil {
+		t.Fatalf("runs %+v: want one run of ledgerd, with its kinds", rep.Runs)
+	}
+	k := rep.Runs[0].Kinds
+	// Campaign points are spent first, wherever a purchase spends.
+	if k.Purchases == 0 || k.DrawsByKind["lt-campaign"] == "" {
+		t.Errorf("kinds %+v: want purchases, and campaign points drawn first", k)
+	}
+	if len(k.Checks) != 2 {
+		t.Fatalf("checks %+v: want the eligibility of draws and the balances by kind", k.Checks)
+	}
+	for _, c := range k.Checks {
+		if c.Checked == 0 || c.Violations != 0 {
+			t.Errorf("%s: %d checked, %d violations; want some checked, none", c.Name, c.Checked, c.Violations)
+		}
+	}
+	if !slices.ContainsFunc(rep.Invariants.Checked, func(s string) bool { return strings.Contains(s, "reconciliation") }) {
+		t.Errorf("checked %q: want the reconcile too", rep.Invariants.Checked)
+	}
+}
