@@ -445,6 +445,9 @@ func TestKindsScenario(t *testing.T) {
 	if k.Purchases == 0 || k.DrawsByKind["lt-campaign"] == "" {
 		t.Errorf("kinds %+v: want purchases, and campaign points drawn first", k)
 	}
+	if k.Refusals["INSUFFICIENT_BALANCE"] == 0 {
+		t.Errorf("refusals %v: want the purchases beyond what a user holds refused INSUFFICIENT_BALANCE", k.Refusals)
+	}
 	if len(k.Checks) != 2 {
 		t.Fatalf("checks %+v: want the eligibility of draws and the balances by kind", k.Checks)
 	}

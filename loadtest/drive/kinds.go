@@ -110,7 +110,8 @@ func (s *kindsScenario) Setup(ctx context.Context, send Sender) error {
 	})
 }
 
-// Of 100 steps: 10 refunds, 5 grants of campaign points, 85 purchases.
+// Of 100 steps: 10 refunds, 5 grants of campaign points, 85 purchases
+// (of which 2 in 100 ask for more than the user holds).
 func (s *kindsScenario) Step(ctx context.Context, rng *rand.Rand, send Sender) {
 	user := s.p.userName(rng.IntN(s.p.Users))
 	switch x := rng.IntN(100); {
@@ -133,6 +134,11 @@ func (s *kindsScenario) Step(ctx context.Context, rng *rand.Rand, send Sender) {
 	}
 	o := Op{Kind: "purchase", User: user, RequestID: s.p.newID("p"), Amount: s.p.Amount,
 		Merchant: KindMerchants[rng.IntN(len(KindMerchants))], Category: KindCategories[rng.IntN(len(KindCategories))]}
+	if rng.IntN(100) < 2 {
+		// More than the user was ever granted: refused, INSUFFICIENT_BALANCE
+		// with what it could have spent there, and counted by reason.
+		o.Amount = s.p.Grant.Add(s.p.Amount.Mul(decimal.NewFromInt(100)))
+	}
 	out := send(ctx, o)
 	s.p.Kinds.refused(out)
 	if out.Code == "ok" {

@@ -10,11 +10,13 @@ import (
 
 // Kinds is what a kinds run's purchases did with the program's point
 // kinds: the points they drew of each kind, the purchases refused by
-// reason, and the checks of the kinds after the run.
+// reason, and the checks of the kinds after the run. Unlike the run's
+// other figures they count the whole run, warm-up included: the ledger's
+// purchase entries, and every refusal the scenario was answered.
 type Kinds struct {
-	Purchases   int64             `json:"purchases"`     // purchase entries in the ledger
-	DrawsByKind map[string]string `json:"draws_by_kind"` // points the purchases drew (net of nothing), by kind
-	Refusals    map[string]int64  `json:"refusals,omitempty"`
+	Purchases   int64             `json:"purchases"`          // purchase entries in the ledger
+	DrawsByKind map[string]string `json:"draws_by_kind"`      // points the purchases drew, by kind (refunds not taken off)
+	Refusals    map[string]int64  `json:"refusals,omitempty"` // purchases refused, by reason (or code, if none)
 	Checks      []KindCheck       `json:"checks"`
 }
 
