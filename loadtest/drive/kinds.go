@@ -82,14 +82,18 @@ type kindsScenario struct {
 	refundOf []Op // acknowledged purchases not refunded yet
 }
 
-func (s *kindsScenario) Setup(ctx context.Context, send Sender) error {
-	k := s.p.Kinds
+func (s *kindsScenario) Setup(ctx context.Context, send Sender) error { return s.p.setupKinds(ctx, send) }
+
+// setupKinds creates the program's kinds and grants every user -grant
+// standard points and 5 x -amount of each kind.
+func (p *Params) setupKinds(ctx context.Context, send Sender) error {
+	k := p.Kinds
 	if k == nil || k.Admin == nil {
 		return errors.New("kinds: no point kind service to create the kinds with")
 	}
 	for _, r := range ProgramKinds {
 		req := &pb.CreatePointKindRequest{KindId: r.KindId, Description: r.Description, Priority: r.Priority, Merchants: r.Merchants,
-			Categories: r.Categories, ExcludedCategories: r.ExcludedCategories, RequestId: "kind-" + r.KindId + "-" + s.p.RunID}
+			Categories: r.Categories, ExcludedCategories: r.ExcludedCategories, RequestId: "kind-" + r.KindId + "-" + p.RunID}
 		_, err := k.Admin.CreatePointKind(ctx, connect.NewRequest(req))
 		// A kind made by an earlier invocation on the same tables (-target)
 		// is used as it is: the checks read the kinds after the run.
@@ -97,11 +101,11 @@ func (s *kindsScenario) Setup(ctx context.Context, send Sender) error {
 			return fmt.Errorf("create point kind %s: %w", r.KindId, err)
 		}
 	}
-	units := func(n int64) decimal.Decimal { return s.p.Amount.Mul(decimal.NewFromInt(n)) }
-	return seed(ctx, send, s.p.Users, func(i int) []Op {
-		u := s.p.userName(i)
+	units := func(n int64) decimal.Decimal { return p.Amount.Mul(decimal.NewFromInt(n)) }
+	return seed(ctx, send, p.Users, func(i int) []Op {
+		u := p.userName(i)
 		return []Op{
-			{Kind: "grant", User: u, RequestID: "grant-" + u, Amount: s.p.Grant},
+			{Kind: "grant", User: u, RequestID: "grant-" + u, Amount: p.Grant},
 			{Kind: "grant", User: u, RequestID: "grant-campaign-" + u, Amount: units(5), PointKind: "lt-campaign", TTL: CampaignTTL},
 			{Kind: "grant", User: u, RequestID: "grant-store-a-" + u, Amount: units(5), PointKind: "lt-store-a"},
 			{Kind: "grant", User: u, RequestID: "grant-store-b-" + u, Amount: units(5), PointKind: "lt-store-b"},
@@ -132,8 +136,8 @@ func (s *kindsScenario) Step(ctx context.Context, rng *rand.Rand, send Sender) {
 			PointKind: "lt-campaign", TTL: CampaignTTL})
 		return
 	}
-	o := Op{Kind: "purchase", User: user, RequestID: s.p.newID("p"), Amount: s.p.Amount,
-		Merchant: KindMerchants[rng.IntN(len(KindMerchants))], Category: KindCategories[rng.IntN(len(KindCategories))]}
+	o := Op{Kind: "purchase", User: user, RequestID: s.p.newID("p"), Amount: s.p.Amount}
+	o.Merchant, o.Category = where(rng)
 	if rng.IntN(100) < 2 {
 		// More than the user was ever granted: refused, INSUFFICIENT_BALANCE
 		// with what it could have spent there, and counted by reason.
@@ -146,4 +150,9 @@ func (s *kindsScenario) Step(ctx context.Context, rng *rand.Rand, send Sender) {
 		s.refundOf = append(s.refundOf, o)
 		s.mu.Unlock()
 	}
+}
+
+// where picks a purchase's merchant and category.
+func where(rng *rand.Rand) (merchant, category string) {
+	return KindMerchants[rng.IntN(len(KindMerchants))], KindCategories[rng.IntN(len(KindCategories))]
 }

@@ -148,12 +148,24 @@ type spread struct {
 	pick func(*rand.Rand) int
 }
 
+// With p.Kinds (-kinds), the users also hold points of the kinds
+// scenario's kinds, and each purchase spends at a merchant and in a
+// category as the kinds scenario's do: the same load, with kinds in use.
 func (s *spread) Setup(ctx context.Context, send Sender) error {
+	if s.p.Kinds != nil {
+		return s.p.setupKinds(ctx, send)
+	}
 	return s.p.grantAll(ctx, send, s.p.Users)
 }
 
 func (s *spread) Step(ctx context.Context, rng *rand.Rand, send Sender) {
-	send(ctx, Op{Kind: "purchase", User: s.p.userName(s.pick(rng)), RequestID: s.p.newID("p"), Amount: s.p.Amount})
+	o := Op{Kind: "purchase", User: s.p.userName(s.pick(rng)), RequestID: s.p.newID("p"), Amount: s.p.Amount}
+	if s.p.Kinds == nil {
+		send(ctx, o)
+		return
+	}
+	o.Merchant, o.Category = where(rng)
+	s.p.Kinds.refused(send(ctx, o))
 }
 
 // doubleSpend: each step is a round on a fresh user granted covers x amount,
