@@ -82,7 +82,9 @@ type kindsScenario struct {
 	refundOf []Op // acknowledged purchases not refunded yet
 }
 
-func (s *kindsScenario) Setup(ctx context.Context, send Sender) error { return s.p.setupKinds(ctx, send) }
+func (s *kindsScenario) Setup(ctx context.Context, send Sender) error {
+	return s.p.setupKinds(ctx, send)
+}
 
 // setupKinds creates the program's kinds and grants every user -grant
 // standard points and 5 x -amount of each kind.
