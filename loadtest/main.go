@@ -28,6 +28,12 @@
 // beside them, and the grants a second of each against the first's
 // (campaign.go).
 //
+// -scenario kinds runs a program of point kinds (drive/kinds.go): standard,
+// limited-time campaign, store-only and exchange-barred points, purchases
+// at merchants and in categories, refunds; after the checks of every run it
+// checks that no purchase drew an ineligible kind and that GetBalance's
+// kinds are the fold's (check/kinds.go), and reports the draws by kind.
+//
 // -instances N starts N ledgerd on the one DynamoDB, behind the load tool
 // as their round-robin load balancer (stack.Balancer), and reports each one's
 // part from its /metrics; -affinity gives them their peers; -compare
@@ -116,6 +122,7 @@ type flags struct {
 	campaignShardList string        // -campaign-shards, as given
 	campaignShards    []int         // the campaign's runs: one budget of each of these shard counts
 	campaignGrants    int           // the campaign's budget, in grants
+	kinds             bool          // -kinds: uniform, zipf or hot with the kinds scenario's kinds in use
 }
 
 // run makes the runs args ask for, then prints and writes the report; ok
@@ -222,7 +229,11 @@ func parseFlags(args []string) (flags, error) {
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
 	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement, which ends at the first BUDGET_EXHAUSTED (or after -duration)")
+	fs.BoolVar(&f.kinds, "kinds", false, "uniform, zipf, hot: the users also hold the kinds scenario's point kinds (created first with the admin token) and each purchase spends at a merchant and in a category; the kinds are checked after each run of ledgerd")
 	err := fs.Parse(args)
+	if err == nil && f.scenario == "kinds" {
+		f.baselines = false // a baseline has no kinds
+	}
 	if err == nil && f.scenario == "campaign" {
 		f.baselines = false // a baseline sends no grants from a budget
 		f.campaignShards, err = parseShards(f.campaignShardList)
@@ -272,6 +283,12 @@ func (f flags) params() (p *drive.Params, rate float64, err error) {
 		if f.rate != "" {
 			return nil, 0, errors.New("-scenario campaign runs a closed loop until its budget is exhausted: not with -rate")
 		}
+	}
+	if (f.scenario == "kinds" || f.kinds) && f.target != "" {
+		return nil, 0, errors.New("-scenario kinds and -kinds create their point kinds with the admin token of the ledgerd the load test starts: not with -target")
+	}
+	if f.kinds && !slices.Contains([]string{"uniform", "zipf", "hot"}, f.scenario) {
+		return nil, 0, fmt.Errorf("-kinds is for uniform, zipf and hot (-scenario kinds has its own), not %s", f.scenario)
 	}
 	if f.scenario == "mixed" {
 		if p.Mix, err = drive.ParseMix(f.mix); err != nil {

@@ -422,3 +422,98 @@ func TestCampaignRunsOneItemThenShardsUntilExhausted(t *testing.T) {
 		}
 	}
 }
+
+// The kinds scenario end to end, briefly: the program's kinds created
+// through PointKindService, purchases at merchants and in categories,
+// refunds; the reconcile, the eligibility of every draw and GetBalance's
+// kinds all clean, and the report's kinds section filled.
+func TestKindsScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-webhooks=false",
+		"-scenario", "kinds", "-users", "4", "-concurrency", "4", "-warmup", "1s", "-duration", "3s", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Kinds == nil {
+		t.Fatalf("runs %+v: want one run of ledgerd, with its kinds", rep.Runs)
+	}
+	k := rep.Runs[0].Kinds
+	// Campaign points are spent first, wherever a purchase spends.
+	if k.Purchases == 0 || k.DrawsByKind["lt-campaign"] == "" {
+		t.Errorf("kinds %+v: want purchases, and campaign points drawn first", k)
+	}
+	if k.Refusals["INSUFFICIENT_BALANCE"] == 0 {
+		t.Errorf("refusals %v: want the purchases beyond what a user holds refused INSUFFICIENT_BALANCE", k.Refusals)
+	}
+	if len(k.Checks) != 2 {
+		t.Fatalf("checks %+v: want the eligibility of draws and the balances by kind", k.Checks)
+	}
+	for _, c := range k.Checks {
+		if c.Checked == 0 || c.Violations != 0 {
+			t.Errorf("%s: %d checked, %d violations; want some checked, none", c.Name, c.Checked, c.Violations)
+		}
+	}
+	if !slices.ContainsFunc(rep.Invariants.Checked, func(s string) bool { return strings.Contains(s, "reconciliation") }) {
+		t.Errorf("checked %q: want the reconcile too", rep.Invariants.Checked)
+	}
+}
+
+func TestKindsFlags(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string // "" for valid, else a part of the error
+	}{
+		{[]string{"-scenario", "kinds"}, ""},
+		{[]string{"-scenario", "uniform", "-kinds"}, ""},
+		{[]string{"-scenario", "hot", "-kinds", "-rate", "half"}, ""},
+		{[]string{"-scenario", "mixed", "-kinds"}, "-kinds is for uniform, zipf and hot"},
+		{[]string{"-scenario", "kinds", "-kinds"}, "-kinds is for uniform, zipf and hot"},
+		{[]string{"-scenario", "kinds", "-target", "http://127.0.0.1:1"}, "not with -target"},
+		{[]string{"-kinds", "-target", "http://127.0.0.1:1"}, "not with -target"},
+	} {
+		f, err := parseFlags(c.args)
+		if err == nil {
+			_, _, err = f.params()
+		}
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+	if f, err := parseFlags([]string{"-scenario", "kinds"}); err != nil || f.baselines {
+		t.Errorf("-scenario kinds: baselines %t, %v; want none (a baseline has no kinds)", f.baselines, err)
+	}
+}
+
+// uniform with -kinds: the same purchases, at merchants and in categories,
+// over users who hold the kinds too; checked as the kinds scenario is.
+func TestUniformWithKinds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds ledgerd and runs it for a few seconds")
+	}
+	out := t.TempDir()
+	ok, err := run(context.Background(), []string{"-dynamodb-endpoint", dynamotest.Emulator(t).Endpoint, "-webhooks=false", "-baselines=false",
+		"-scenario", "uniform", "-kinds", "-users", "8", "-concurrency", "4", "-warmup", "1s", "-duration", "2s", "-out", out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
+	if !ok {
+		t.Fatalf("the run failed its checks: %q", rep.Invariants.Violations)
+	}
+	if len(rep.Runs) != 1 || rep.Runs[0].Kinds == nil || rep.Runs[0].Kinds.DrawsByKind["lt-campaign"] == "" {
+		t.Fatalf("runs %+v: want one run of ledgerd whose purchases drew campaign points", rep.Runs)
+	}
+	for _, c := range rep.Runs[0].Kinds.Checks {
+		if c.Checked == 0 || c.Violations != 0 {
+			t.Errorf("%s: %d checked, %d violations; want some checked, none", c.Name, c.Checked, c.Violations)
+		}
+	}
+}

@@ -284,6 +284,9 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	p := *r.p
 	p.UserTag = name
 	r.campaign.prepare(&p, rec, r.http, instances[0].URL, adminToken)
+	if r.f.scenario == "kinds" || r.f.kinds {
+		prepareKinds(&p, r.http, instances[0].URL, adminToken)
+	}
 	s := drive.NewScenario(r.f.scenario, &p, false)
 	lagCtx, stopLag := context.WithCancel(ctx)
 	lags := stack.SampleLag(lagCtx, r.http, x.OpsURL)
@@ -361,6 +364,13 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	}
 	if err := r.campaign.check(ctx, chk, store, b, run, &inv); err != nil {
 		return report.Run{}, err
+	}
+	if r.f.scenario == "kinds" || r.f.kinds {
+		fmt.Printf("%s: checking the draws and balances of each kind...\n", name)
+		if err := checkKinds(ctx, chk, store, x.Client(), &p, b, reported, &inv); err != nil {
+			return report.Run{}, err
+		}
+		run.Kinds = reported.Kinds
 	}
 	r.rep.Invariants.Add(name, inv)
 	return run, nil

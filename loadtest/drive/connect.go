@@ -66,7 +66,7 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 	switch o.Kind {
 	case "grant":
 		var res *connect.Response[pb.GrantResponse]
-		req := &pb.GrantRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID, BudgetId: o.Budget}
+		req := &pb.GrantRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID, BudgetId: o.Budget, Kind: o.PointKind}
 		if o.TTL > 0 {
 			req.Ttl = durationpb.New(o.TTL)
 		}
@@ -78,7 +78,8 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 		}
 	case "purchase":
 		var res *connect.Response[pb.PurchaseResponse]
-		if res, err = x.c.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID})); err == nil {
+		if res, err = x.c.Purchase(ctx, connect.NewRequest(&pb.PurchaseRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID,
+			MerchantId: o.Merchant, Category: o.Category})); err == nil {
 			e, replayed = res.Msg.Entry, res.Msg.Replayed
 		}
 	case "refund":
@@ -88,7 +89,8 @@ func (x *ConnectExec) Do(ctx context.Context, o Op) Outcome {
 		}
 	case "authorize":
 		var res *connect.Response[pb.AuthorizeResponse]
-		req := &pb.AuthorizeRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID, OrderId: "order-" + o.RequestID}
+		req := &pb.AuthorizeRequest{UserId: o.User, Amount: o.Amount.String(), RequestId: o.RequestID, OrderId: "order-" + o.RequestID,
+			MerchantId: o.Merchant, Category: o.Category}
 		if o.TTL > 0 {
 			req.Ttl = durationpb.New(o.TTL)
 		}

@@ -35,6 +35,9 @@ type Op struct {
 	Whole     bool            // capture: send no amount, which captures all of the hold (Amount)
 	Expect    string          // a code the scenario expects instead of "ok" (a probe)
 	Budget    string          // grant: the budget it draws on (campaign)
+	PointKind string          // grant: the kind of its points ("": standard)
+	Merchant  string          // purchase, authorize: the merchant_id it spends at ("": none said)
+	Category  string          // purchase, authorize: the category it spends in ("": none said)
 }
 
 // Mutates says whether the op writes to the ledger.
@@ -103,6 +106,8 @@ type Params struct {
 	UserTag string        // distinguishes the users of one run (service, baselines)
 	// Campaign: the campaign scenario's budget, set for each of its runs.
 	Campaign *Campaign
+	// Kinds: the kinds scenario's point kinds, set for each of its runs.
+	Kinds *Kinds
 }
 
 func (p *Params) newID(prefix string) string {
@@ -143,12 +148,24 @@ type spread struct {
 	pick func(*rand.Rand) int
 }
 
+// With p.Kinds (-kinds), the users also hold points of the kinds
+// scenario's kinds, and each purchase spends at a merchant and in a
+// category as the kinds scenario's do: the same load, with kinds in use.
 func (s *spread) Setup(ctx context.Context, send Sender) error {
+	if s.p.Kinds != nil {
+		return s.p.setupKinds(ctx, send)
+	}
 	return s.p.grantAll(ctx, send, s.p.Users)
 }
 
 func (s *spread) Step(ctx context.Context, rng *rand.Rand, send Sender) {
-	send(ctx, Op{Kind: "purchase", User: s.p.userName(s.pick(rng)), RequestID: s.p.newID("p"), Amount: s.p.Amount})
+	o := Op{Kind: "purchase", User: s.p.userName(s.pick(rng)), RequestID: s.p.newID("p"), Amount: s.p.Amount}
+	if s.p.Kinds == nil {
+		send(ctx, o)
+		return
+	}
+	o.Merchant, o.Category = where(rng)
+	s.p.Kinds.refused(send(ctx, o))
 }
 
 // doubleSpend: each step is a round on a fresh user granted covers x amount,
@@ -373,9 +390,9 @@ func pickZipf(n int) func(*rand.Rand) int {
 
 // NewScenario builds the scenario name; baseline: the variant a baseline
 // runs, which only grants and purchases (mixed, retry-storm, checkout and
-// returns and campaign become uniform purchases).
+// returns, campaign and kinds become uniform purchases).
 func NewScenario(name string, p *Params, baseline bool) Scenario {
-	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout" || name == "returns" || name == "campaign") {
+	if baseline && (name == "mixed" || name == "retry-storm" || name == "checkout" || name == "returns" || name == "campaign" || name == "kinds") {
 		name = "uniform"
 	}
 	switch name {
@@ -395,12 +412,14 @@ func NewScenario(name string, p *Params, baseline bool) Scenario {
 		return &returns{p: p, grants: map[string][]Op{}}
 	case "campaign":
 		return &campaign{p: p}
+	case "kinds":
+		return &kindsScenario{p: p}
 	}
 	return &spread{p, pickUniform(p.Users)}
 }
 
 // Scenarios are the names NewScenario knows.
-var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout", "returns", "campaign"}
+var Scenarios = []string{"uniform", "zipf", "hot", "double-spend", "retry-storm", "mixed", "checkout", "returns", "campaign", "kinds"}
 
 // parallelDo runs f(0..n-1) on k goroutines.
 func parallelDo(ctx context.Context, k, n int, f func(int)) {

@@ -294,6 +294,13 @@ th:first-child,td:first-child,td.text{text-align:left}code{background:#f4f4f4;pa
 {{with .Campaign}}<p>campaign: budget {{.BudgetID}} on {{.Shards}} shard(s), {{.Grants}} grants of {{.GrantAmount}}: {{.GrantsSent}} sent, {{.GrantsAcked}} acknowledged, {{printf "%.1f" .GrantsPerS}} grants/s; granted {{.Granted}}, remaining {{.Remaining}} of {{.Total}}, overspent {{template "overspent" .}}</p>
 <p>{{if .Exhausted}}first BUDGET_EXHAUSTED {{printf "%.1f" .FirstExhaustedS}} s into the measurement, after {{.AckedBeforeFirstExhausted}} grants acknowledged ({{printf "%.1f" .AckedShare}}% of the budget's {{.Grants}}), {{.SentBeforeFirstExhausted}} sent{{else}}the budget was not exhausted within the measurement{{end}}{{with .Refusals}}; grants refused or failed: {{codes .}}{{end}}</p>
 {{end}}
+{{with .Kinds}}<h3>Point kinds</h3>
+<p>{{.Purchases}} purchases drew, by kind: {{.DrawList}}; purchases refused, by reason: {{.RefusalList}}</p>
+<table>
+<tr><th>check</th><th>checked</th><th>result</th></tr>
+{{range .Checks}}<tr><td class="text">{{.Name}}</td><td>{{.Checked}}</td><td{{if .Violations}} class="bad"{{end}}>{{.Result}}</td></tr>
+{{end}}</table>
+{{end}}
 {{with .Fleet}}<p>{{.Instances}} instances{{if .Affinity}} with affinity{{end}}, balanced by {{.Balancer}}; the write path from each one's <code>/metrics</code>:</p>
 <table>
 <tr><th>instance</th><th>calls</th><th>ok</th><th>purchases/s</th><th>committed</th><th>groups</th><th>mean group</th><th>conflicts</th><th>CPUs</th><th>retries</th><th>group sizes</th><th>outcomes</th></tr>

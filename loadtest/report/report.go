@@ -135,6 +135,8 @@ type Run struct {
 
 	// Campaign: the campaign scenario's budget and grants.
 	Campaign *Campaign `json:"campaign,omitempty"`
+	// Kinds: the kinds scenario's draws by kind, refusals and checks.
+	Kinds *Kinds `json:"kinds,omitempty"`
 }
 
 // Fleet is how the instances of a run shared its load.
@@ -419,6 +421,9 @@ func (r *Report) PrintSummary(w io.Writer) {
 		}
 		if run.Campaign != nil {
 			printCampaign(w, run.Name, run.Campaign)
+		}
+		if run.Kinds != nil {
+			printKinds(w, run.Name, run.Kinds)
 		}
 	}
 	printCampaignRatios(w, r.Runs)
