@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
@@ -528,10 +529,8 @@ func TestWebhooksPage(t *testing.T) {
 
 // Point kinds through the console: an admin creates and changes a kind
 // (its hostile description shown as text), a support operator reads and
-// is refused the change; the user page shows each kind with its hooks,
-// spendable, an adjustment of a kind, draws by kind; a month's statement
-// with its totals and entries, paged.
-func TestKindsAndStatement(t *testing.T) {
+// is refused the change.
+func TestKindsPage(t *testing.T) {
 	t.Parallel()
 	s := newSite(t)
 	hostile := `"><script>alert(1)</script><img src=x onerror=alert(2)>`
@@ -576,17 +575,30 @@ func TestKindsAndStatement(t *testing.T) {
 	if status, body = support.post("/console/kinds/create", url.Values{"kind_id": {"gold"}, "request_id": {"k-s"}}); status != http.StatusForbidden || field(body, "reason") != "ROLE_NOT_ALLOWED" {
 		t.Errorf("a support operator creates a kind: %d %q", status, field(body, "reason"))
 	}
+}
 
-	// The user page: an adjustment of a kind, then a purchase drawing it first.
+// The user page shows each kind with its hooks, spendable, an adjustment
+// of a kind, draws by kind; a month's statement with its totals and
+// entries, paged.
+func TestUserPageKindsAndStatement(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	kinds := pointledgerv1connect.NewPointKindServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.AdminToken)))
+	if _, err := kinds.CreatePointKind(context.Background(), connect.NewRequest(&pb.CreatePointKindRequest{KindId: "limited", Priority: proto.Int32(10), RequestId: "k1"})); err != nil {
+		t.Fatal(err)
+	}
+	admin := s.browser(t)
+	admin.signIn(s.creds.AdminToken)
+	// An adjustment of a kind, then a purchase drawing it first.
 	s.grant(t, "alice", "10", "g1", "", nil)
-	_, body = admin.get("/console/users/alice")
+	_, body := admin.get("/console/users/alice")
 	if !strings.Contains(body, `<option value="limited">limited</option>`) {
 		t.Errorf("the adjust form offers no kind limited\n%s", body)
 	}
 	if _, body = admin.post("/console/users/alice/adjust", url.Values{"amount": {"30"}, "kind": {"limited"}, "reason": {"spring"}, "request_id": {"a1"}}); field(body, "balance") != "40" {
 		t.Fatalf("after adjusting 30 limited: balance %q\n%s", field(body, "balance"), body)
 	}
-	if status, body = admin.post("/console/users/alice/adjust", url.Values{"amount": {"1"}, "kind": {"gold"}, "reason": {"r"}, "request_id": {"a2"}}); status != http.StatusNotFound || field(body, "reason") != "KIND_NOT_FOUND" {
+	if status, body := admin.post("/console/users/alice/adjust", url.Values{"amount": {"1"}, "kind": {"gold"}, "reason": {"r"}, "request_id": {"a2"}}); status != http.StatusNotFound || field(body, "reason") != "KIND_NOT_FOUND" {
 		t.Errorf("an adjustment of a kind there is none of: %d %q", status, field(body, "reason"))
 	}
 	l := clientFor(s, s.creds.ServiceToken)
@@ -624,7 +636,7 @@ func TestKindsAndStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	month := entries.Msg.Entries[0].CreateTime.AsTime().UTC().Format("2006-01")
-	status, body = admin.get("/console/users/alice?statement=" + month)
+	status, body := admin.get("/console/users/alice?statement=" + month)
 	if status != http.StatusOK || field(body, "opening_balance") != "0" || field(body, "closing_balance") != "55" || field(body, "granted") != "60" ||
 		field(body, "adjusted") != "30" || field(body, "spent") != "-35" || field(body, "unrecorded_change") != "0" {
 		t.Errorf("the statement of %s: %d, opening %q closing %q granted %q adjusted %q spent %q unrecorded %q\n%s", month, status, field(body, "opening_balance"),
@@ -646,6 +658,7 @@ func TestKindsAndStatement(t *testing.T) {
 	if _, body = admin.get("/console/users/alice?statement=2001-01"); field(body, "closing_balance") != "0" || !strings.Contains(body, "No entries in the month.") {
 		t.Errorf("the statement of a month before alice:\n%s", body)
 	}
+	hostile := `"><script>alert(1)</script>`
 	if status, body = admin.get("/console/users/alice?statement=" + url.QueryEscape(hostile)); status != http.StatusUnprocessableEntity ||
 		!strings.Contains(body, "YYYY-MM") || strings.Contains(body, "<script>alert(1)") {
 		t.Errorf("a month that is no month: %d\n%s", status, body)
