@@ -27,8 +27,10 @@ const screenshotPath = "../../docs/console-user.png"
 
 // TestConsoleInABrowser drives Debian's Chromium, headless, through the
 // console of a ledgerd on DynamoDB Local, as a person would: an admin signs
-// in, looks a user up, adjusts, sees the new entry, is refused a debit past
-// the balance with its reason, and signs out; a support operator is
+// in, creates a point kind (its hostile description shown as text), looks a
+// user up, adjusts, adjusts in the kind and sees it in the kinds' table,
+// reads the month's statement, is refused a debit past the balance with
+// its reason, and signs out; a support operator is
 // refused past its limits. No page may raise a JavaScript error (there is
 // no script) or break its Content-Security-Policy.
 func TestConsoleInABrowser(t *testing.T) {
@@ -106,8 +108,22 @@ func TestConsoleInABrowser(t *testing.T) {
 		do("adjust "+amount, append(steps, chromedp.Click(chromedp.CSS(`#adjust button`)))...)
 	}
 
-	// An admin signs in and looks alice up.
+	// An admin signs in, creates a point kind through its page (its
+	// description, hostile, shown as text), and looks alice up.
 	signIn(p.creds.AdminToken)
+	hostile := `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+	do("create a kind", chromedp.Navigate(base+"kinds"), chromedp.WaitVisible(chromedp.CSS("#create-kind")),
+		chromedp.SendKeys(chromedp.CSS(`#create-kind input[name="kind_id"]`), "limited"),
+		chromedp.SendKeys(chromedp.CSS(`#create-kind input[name="description"]`), hostile),
+		chromedp.SendKeys(chromedp.CSS(`#create-kind input[name="priority"]`), "10"),
+		chromedp.Click(chromedp.CSS("#create-kind button")), chromedp.WaitVisible(chromedp.CSS(`tr[data-kind="limited"]`)))
+	if got := text(`tr[data-kind="limited"] [data-field="description"]`); got != hostile {
+		t.Errorf("the kind's description on the page: %q, want the text %q", got, hostile)
+	}
+	if got := text(`tr[data-kind="limited"] [data-field="priority"]`); got != "10" {
+		t.Errorf("the kind's priority: %q, want 10", got)
+	}
+	do("home", chromedp.Navigate(base), chromedp.WaitVisible(chromedp.CSS("#user_id")))
 	do("look alice up", chromedp.SendKeys(chromedp.CSS("#user_id"), "alice"), chromedp.Click(chromedp.CSS("#lookup")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-field="balance"]`)))
 	if got := text(`[data-field="balance"]`); got != "165" {
@@ -126,6 +142,38 @@ func TestConsoleInABrowser(t *testing.T) {
 	if row := text(`tr[data-version="6"]`); !strings.Contains(row, "goodwill: late delivery") || !strings.Contains(row, "operator=dev-admin") {
 		t.Errorf("the adjustment's row: %q, want its reason and operator", row)
 	}
+	// An adjustment of a kind: the kinds' table has it, in spending order.
+	do("choose the kind", chromedp.SetValue(chromedp.CSS(`#adjust select[name="kind"]`), "limited"))
+	adjust("20", false, "spring campaign")
+	do("see the kind", chromedp.WaitVisible(chromedp.CSS(`tr[data-version="7"]`)), chromedp.WaitVisible(chromedp.CSS(`tr[data-kind="limited"]`)))
+	for sel, want := range map[string]string{
+		`tr[data-kind="limited"] [data-field="kind-balance"]`:    "20",
+		`tr[data-kind="standard"] [data-field="kind-balance"]`:   "190",
+		`tr[data-kind="standard"] [data-field="kind-available"]`: "180",
+		`tr[data-kind="standard"] [data-field="kind-held"]`:      "10",
+		`[data-field="spendable"]`:                               "200",
+		`[data-field="balance"]`:                                 "210",
+	} {
+		if got := text(sel); got != want {
+			t.Errorf("after 20 limited points: %s is %q, want %s", sel, got, want)
+		}
+	}
+	if got := text(`table.kinds tr:nth-child(2) [data-field="kind"]`); got != "limited" {
+		t.Errorf("the first kind spent: %q, want limited (priority 10 before standard's 50)", got)
+	}
+	// This month's statement (the form's month unless changed): the two
+	// adjustments in its totals.
+	do("the month's statement", chromedp.Click(chromedp.CSS("#show-statement")), chromedp.WaitVisible(chromedp.CSS(`[data-field="closing_balance"]`)))
+	if got := text(`[data-field="adjusted"]`); got != "45" {
+		t.Errorf("the statement's adjusted: %q, want 45 (25 + 20)", got)
+	}
+	if got := text(`[data-field="closing_balance"]`); got != "210" {
+		t.Errorf("the statement's closing balance: %q, want 210", got)
+	}
+	if got := text(`[data-field="opening_balance"]`); got != "0" {
+		t.Errorf("the statement's opening balance: %q, want 0 (alice began this month)", got)
+	}
+	do("the statement's entries", chromedp.WaitVisible(chromedp.CSS(`.statement-entries tr[data-version="7"]`)))
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
@@ -151,22 +199,24 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Errorf("support adjusts 60 of 50 at most: reason %q", got)
 	}
 	adjust("50", false, "within the limits")
-	do("see it", chromedp.WaitVisible(chromedp.CSS(`tr[data-version="7"]`)))
+	do("see it", chromedp.WaitVisible(chromedp.CSS(`tr[data-version="8"]`)))
 	adjust("40", false, "past the day's 80")
 	do("see the refusal", chromedp.WaitVisible(chromedp.CSS(`[data-field="reason"]`)))
 	if got := text(`[data-field="reason"]`); got != "DAILY_LIMIT_REACHED" {
 		t.Errorf("support past its day: reason %q", got)
 	}
-	if row := text(`tr[data-version="7"]`); !strings.Contains(row, "operator=dev-support") {
+	if row := text(`tr[data-version="8"]`); !strings.Contains(row, "operator=dev-support") {
 		t.Errorf("the support operator's adjustment: %q, want its operator", row)
 	}
 	// The other pages render, and raise nothing either.
-	for _, path := range []string{"budgets", "webhooks", "books"} {
+	for _, path := range []string{"budgets", "webhooks", "kinds", "books"} {
 		do(path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("h1")))
 	}
 	do("run a reconciliation", chromedp.Click(chromedp.CSS("#reconcile")), chromedp.WaitVisible(chromedp.CSS(`[data-field="clean"]`)),
 		// alice's points that expire, by month, drawn by the server.
-		chromedp.WaitVisible(chromedp.CSS(`svg.chart rect`)))
+		chromedp.WaitVisible(chromedp.CSS(`svg.chart rect`)),
+		// and by kind: the limited points' bar.
+		chromedp.WaitReady(chromedp.CSS(`svg.chart g[data-kind="limited"]`)))
 	do("sign out", chromedp.Click(chromedp.CSS("#signout")), chromedp.WaitVisible(chromedp.CSS(`input[name="token"]`)))
 
 	mu.Lock()

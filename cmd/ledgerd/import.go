@@ -14,10 +14,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/schollz/progressbar/v3"
 
 	"github.com/pointledger/pointledger/client"
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
+	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/importer"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -54,8 +56,10 @@ func importCmd(ctx context.Context, args []string, getenv func(string) string, s
 Sends FILE, one credit a line, through LedgerService.Grant: JSON Lines
 (.jsonl) or CSV with a header (.csv), with the fields of GrantRequest
 (user_id, amount, request_id, expire_time, ttl, effective_time,
-effective_delay, order_id, budget_id, ...; metadata.<key> columns in CSV).
-A rerun replays what is done. Refused lines go to the rejects file.
+effective_delay, order_id, budget_id, kind, ...; metadata.<key> columns in
+CSV). A line whose kind the program lacks (ListPointKinds, read once at the
+start) is refused, KIND_NOT_FOUND, and not sent. A rerun replays what is
+done. Refused lines go to the rejects file.
 
 flags:
 `)
@@ -148,20 +152,28 @@ func runImport(ctx context.Context, c importConfig, path string, stdout, stderr 
 	}
 	rejects := importer.NewRejects(rf, format, r.Header())
 
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = c.concurrency // one kept-alive connection per grant in flight
+	hc := &http.Client{Transport: transport}
+	retry := client.RetryPolicy{MaxAttempts: c.attempts, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second, AttemptTimeout: 30 * time.Second}
+	lc := client.New(c.url, client.WithToken(c.token), client.WithHTTPClient(hc), client.WithRetry(retry))
+	// The program's kinds, once: a line of another kind is refused here,
+	// never sent (dry run or not).
+	kinds, err := listKinds(ctx, pointledgerv1connect.NewPointKindServiceClient(hc, c.url,
+		connect.WithInterceptors(client.Retry(retry), client.Bearer(c.token))))
+	if err != nil {
+		_ = rf.Close()
+		_ = os.Remove(rejectsPath)
+		return fail(fmt.Errorf("list the point kinds (ListPointKinds): %w", err))
+	}
+
 	o := importer.Options{
 		Concurrency: c.concurrency,
 		DryRun:      c.dryRun,
-		Checks:      c.checks(),
+		Checks:      c.checks(kinds),
 		Rejects:     rejects,
 		Progress:    &importer.Progress{},
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = c.concurrency // one kept-alive connection per grant in flight
-	lc := client.New(c.url,
-		client.WithToken(c.token),
-		client.WithHTTPClient(&http.Client{Transport: transport}),
-		client.WithRetry(client.RetryPolicy{MaxAttempts: c.attempts, InitialBackoff: 200 * time.Millisecond, MaxBackoff: 10 * time.Second, AttemptTimeout: 30 * time.Second}),
-	)
 
 	stopProgress := showProgress(stderr, int64(total), o.Progress, c.progressInterval, c.dryRun)
 	sum, runErr := importer.Run(ctx, r, lc.Ledger, o)
@@ -188,13 +200,21 @@ func runImport(ctx context.Context, c importConfig, path string, stdout, stderr 
 	return nil
 }
 
-// checks are what every line goes through before it is sent: with
+// checks are what every line goes through before it is sent: always,
+// its kind against the program's kinds (listed once, at the start); with
 // -dry-run, the ledger's own checks of a grant under the server's
-// settings (api.CheckGrant); without, the ledger checks when it is sent.
-// A check against the program's point kinds goes here.
-func (c importConfig) checks() []importer.Check {
-	if !c.dryRun {
+// settings (api.CheckGrant) first; without, the ledger checks when it is
+// sent.
+func (c importConfig) checks(kinds map[string]bool) []importer.Check {
+	kindCheck := func(_ context.Context, g *pb.GrantRequest) error {
+		if k := importer.KindOf(g); !kinds[k] {
+			return &importer.Refusal{Reason: string(client.ReasonKindNotFound),
+				Message: fmt.Sprintf("the program has no point kind %q (ListPointKinds when the import started)", k)}
+		}
 		return nil
+	}
+	if !c.dryRun {
+		return []importer.Check{kindCheck}
 	}
 	scale := int32(c.scale)
 	return []importer.Check{func(_ context.Context, g *pb.GrantRequest) error {
@@ -203,7 +223,26 @@ func (c importConfig) checks() []importer.Check {
 			return &importer.Refusal{Reason: e.Reason, Message: e.Message}
 		}
 		return err
-	}}
+	}, kindCheck}
+}
+
+// listKinds is the set of the program's point kinds, every page of
+// ListPointKinds.
+func listKinds(ctx context.Context, kc pointledgerv1connect.PointKindServiceClient) (map[string]bool, error) {
+	kinds := map[string]bool{}
+	token := ""
+	for {
+		res, err := kc.ListPointKinds(ctx, connect.NewRequest(&pb.ListPointKindsRequest{PageSize: 1000, PageToken: token}))
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range res.Msg.Kinds {
+			kinds[k.KindId] = true
+		}
+		if token = res.Msg.NextPageToken; token == "" {
+			return kinds, nil
+		}
+	}
 }
 
 func sameFile(a, b string) (bool, error) {

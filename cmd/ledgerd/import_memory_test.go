@@ -34,6 +34,16 @@ func (s *grantSink) Grant(_ context.Context, req *connect.Request[pb.GrantReques
 	return connect.NewResponse(&pb.GrantResponse{Balance: req.Msg.Amount}), nil
 }
 
+// standardOnly is a program of the built-in kind alone: what the import
+// lists once at its start.
+type standardOnly struct {
+	pointledgerv1connect.UnimplementedPointKindServiceHandler
+}
+
+func (standardOnly) ListPointKinds(context.Context, *connect.Request[pb.ListPointKindsRequest]) (*connect.Response[pb.ListPointKindsResponse], error) {
+	return connect.NewResponse(&pb.ListPointKindsResponse{Kinds: []*pb.PointKind{{KindId: "standard", Priority: 50}}}), nil
+}
+
 // The import streams its file: the real binary's peak RSS importing
 // 100,000 lines is within 1.5 times its peak importing 10,000 (issue 35).
 // Not timed: it measures memory only.
@@ -50,6 +60,7 @@ func TestImportMemoryDoesNotGrowWithTheFile(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(pointledgerv1connect.NewLedgerServiceHandler(sink))
+	mux.Handle(pointledgerv1connect.NewPointKindServiceHandler(standardOnly{}))
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })

@@ -151,35 +151,54 @@ func TestImportCSV(t *testing.T) {
 	if _, err := budgets.CreateBudget(ctx, connect.NewRequest(&pb.CreateBudgetRequest{BudgetId: "spring", Amount: "100", RequestId: "spring-1"})); err != nil {
 		t.Fatal(err)
 	}
+	kinds := pointledgerv1connect.NewPointKindServiceClient(http.DefaultClient, "http://"+p.addr, connect.WithInterceptors(auth.Bearer(p.creds.AdminToken)))
+	if _, err := kinds.CreatePointKind(ctx, connect.NewRequest(&pb.CreatePointKindRequest{KindId: "limited", RequestId: "limited-1"})); err != nil {
+		t.Fatal(err)
+	}
 	expire := time.Now().Add(90 * 24 * time.Hour).UTC().Format(time.RFC3339)
 	effective := time.Now().Add(14 * 24 * time.Hour).UTC().Format(time.RFC3339)
-	input := "user_id,amount,request_id,expire_time,effective_time,order_id,budget_id,metadata.source\n" +
-		"alice,100,m-1,,,,,old-program\n" + // line 2
-		"alice,25.5,m-2," + expire + ",,,,old-program\n" + // 3: expires
-		"bob,60,m-3,,,o-1,spring,\n" + // 4: from the budget
-		"carol,60,m-4,,,,spring,\n" + // 5: the budget has 40 left
-		"dave,1.234,m-5,,,,,\n" + // 6: too many digits
-		"erin,10,m-6,," + effective + ",,,\n" + // 7: pending
-		"frank,10,,,,,,\n" + // 8: no request_id, no prefix
-		"gina,10,m-8,yesterday,,,,\n" + // 9: a timestamp that does not parse
-		"bad#user,5,m-9,,,,,\n" + // 10
-		"hank,3,m-10\n" // 11: a short row
+	input := "user_id,amount,request_id,expire_time,effective_time,order_id,budget_id,metadata.source,kind\n" +
+		"alice,100,m-1,,,,,old-program,\n" + // line 2
+		"alice,25.5,m-2," + expire + ",,,,old-program,standard\n" + // 3: expires
+		"bob,60,m-3,,,o-1,spring,,limited\n" + // 4: from the budget, limited-time points
+		"carol,60,m-4,,,,spring,,\n" + // 5: the budget has 40 left
+		"dave,1.234,m-5,,,,,,\n" + // 6: too many digits
+		"erin,10,m-6,," + effective + ",,,,\n" + // 7: pending
+		"frank,10,,,,,,,\n" + // 8: no request_id, no prefix
+		"gina,10,m-8,yesterday,,,,,\n" + // 9: a timestamp that does not parse
+		"bad#user,5,m-9,,,,,,\n" + // 10
+		"hank,3,m-10\n" + // 11: a short row
+		"ivan,7,m-11,,,,,,gold\n" // 12: a kind the program does not have
 	path := writeFile(t, "grants.csv", input)
+
+	// A dry run refuses the unknown kind as the real run does, and sends
+	// nothing.
+	dry := importFile(ctx, t, p, nil, "-dry-run", "-rejects", filepath.Join(t.TempDir(), "dry.csv"), path)
+	checkCounts(t, dry, map[string]int{"lines": 11, "KIND_NOT_FOUND": 1, "INVALID_AMOUNT": 1})
+	if got := balanceOf(t, p, "bob"); got.Version != 0 {
+		t.Errorf("bob after a dry run: version %d, want 0 (nothing sent)", got.Version)
+	}
 
 	// One at a time: bob's line takes the budget before carol's.
 	first := importFile(ctx, t, p, nil, "-concurrency", "1", path)
 	if first.code != 1 {
 		t.Fatalf("exit %d, want 1 (lines refused)", first.code)
 	}
-	checkCounts(t, first, map[string]int{"lines": 10, "granted": 4, "replayed": 0, "refused": 6,
-		"BUDGET_EXHAUSTED": 1, "INVALID_AMOUNT": 1, "MISSING_REQUEST_ID": 1, "MALFORMED_LINE": 2, "INVALID_USER_ID": 1})
-	if !regexp.MustCompile(`(?m)^\s+standard\s+195.5$`).MatchString(first.stdout) {
-		t.Errorf("points by kind: want standard 195.5 (100 + 25.5 + 60 + 10)\n%s", first.stdout)
+	checkCounts(t, first, map[string]int{"lines": 11, "granted": 4, "replayed": 0, "refused": 7,
+		"BUDGET_EXHAUSTED": 1, "INVALID_AMOUNT": 1, "MISSING_REQUEST_ID": 1, "MALFORMED_LINE": 2, "INVALID_USER_ID": 1, "KIND_NOT_FOUND": 1})
+	if !regexp.MustCompile(`(?m)^\s+standard\s+135.5$`).MatchString(first.stdout) || !regexp.MustCompile(`(?m)^\s+limited\s+60$`).MatchString(first.stdout) {
+		t.Errorf("points by kind: want standard 135.5 (100 + 25.5 + 10) and limited 60\n%s", first.stdout)
 	}
-	for user, want := range map[string]string{"alice": "125.5", "bob": "60", "carol": "0", "dave": "0", "erin": "0", "gina": "0"} {
+	for user, want := range map[string]string{"alice": "125.5", "bob": "60", "carol": "0", "dave": "0", "erin": "0", "gina": "0", "ivan": "0"} {
 		if got := balanceOf(t, p, user).Balance; got != want {
 			t.Errorf("%s's balance %s, want %s", user, got, want)
 		}
+	}
+	if b := balanceOf(t, p, "bob"); len(b.Kinds) != 1 || b.Kinds[0].Kind != "limited" || b.Kinds[0].Balance != "60" {
+		t.Errorf("bob's kinds %v, want limited 60", b.Kinds)
+	}
+	if b := balanceOf(t, p, "ivan"); b.Version != 0 {
+		t.Errorf("ivan's version %d, want 0: a line of an unknown kind is not sent", b.Version)
 	}
 	if b := balanceOf(t, p, "erin"); b.Pending != "10" {
 		t.Errorf("erin's pending %s, want 10", b.Pending)
@@ -203,11 +222,14 @@ func TestImportCSV(t *testing.T) {
 	for _, r := range rejects {
 		byLine[r["line"]] = r
 	}
-	for line, reason := range map[string]string{"5": "BUDGET_EXHAUSTED", "6": "INVALID_AMOUNT", "8": "MISSING_REQUEST_ID", "9": "MALFORMED_LINE", "10": "INVALID_USER_ID", "11": "MALFORMED_LINE"} {
+	for line, reason := range map[string]string{"5": "BUDGET_EXHAUSTED", "6": "INVALID_AMOUNT", "8": "MISSING_REQUEST_ID", "9": "MALFORMED_LINE", "10": "INVALID_USER_ID", "11": "MALFORMED_LINE", "12": "KIND_NOT_FOUND"} {
 		r := byLine[line]
 		if r == nil || r["reason"] != reason || r["message"] == "" {
 			t.Errorf("rejects line %s: %v, want reason %s and a message", line, r, reason)
 		}
+	}
+	if r := byLine["12"]; r["kind"] != "gold" || !strings.Contains(r["message"], "ListPointKinds when the import started") {
+		t.Errorf("rejects line 12 %v: want the kind gold refused by the import's own check, before it was sent", r)
 	}
 	if r := byLine["5"]; r["user_id"] != "carol" || r["amount"] != "60" || r["budget_id"] != "spring" || r["request_id"] != "m-4" {
 		t.Errorf("rejects line 5 %v: want the input's cells", r)
@@ -218,7 +240,7 @@ func TestImportCSV(t *testing.T) {
 	if again.code != 1 {
 		t.Fatalf("rerun: exit %d, want 1", again.code)
 	}
-	checkCounts(t, again, map[string]int{"granted": 0, "replayed": 4, "refused": 6, "BUDGET_EXHAUSTED": 1})
+	checkCounts(t, again, map[string]int{"granted": 0, "replayed": 4, "refused": 7, "BUDGET_EXHAUSTED": 1})
 	if got := balanceOf(t, p, "alice"); got.Balance != "125.5" || got.Version != 2 {
 		t.Errorf("alice after the rerun: balance %s, version %d; want 125.5, 2", got.Balance, got.Version)
 	}
@@ -239,7 +261,7 @@ func TestImportCSV(t *testing.T) {
 	fixed = strings.Replace(fixed, "m-4", "m-4b", 1)
 	fixed = strings.Replace(fixed, "carol,60", "carol,40", 1)
 	second := importFile(ctx, t, p, nil, "-rejects", filepath.Join(t.TempDir(), "r.csv"), writeFile(t, "fixed.csv", fixed))
-	checkCounts(t, second, map[string]int{"lines": 6, "granted": 3, "refused": 3}) // hank's short row came back padded: whole
+	checkCounts(t, second, map[string]int{"lines": 7, "granted": 3, "refused": 4, "KIND_NOT_FOUND": 1}) // hank's short row came back padded: whole
 	if got := balanceOf(t, p, "dave").Balance; got != "1.23" {
 		t.Errorf("dave after the fix: %s, want 1.23", got)
 	}

@@ -22,13 +22,35 @@ type bar struct {
 	Label      string
 	Value      string
 	LabelX     float64
+	// Kind is the points' kind, written under the label; Shade numbers
+	// the kind among the chart's (its fill, by class, from the style
+	// sheet): the same kind, the same shade.
+	Kind  string
+	Shade int
 }
 
 const (
 	chartWidth  = 640
-	chartHeight = 180
+	chartHeight = 190
 	chartBase   = 150 // the bars stand on this line; their labels below
+	shades      = 6   // .shade0 to .shade5 in console.css
 )
+
+// kindChart draws one bar a value, each with its kind: a month (or a
+// date) of several kinds has a bar for each, side by side.
+func kindChart(labels, values, kinds []string) chart {
+	c := barChart(labels, values)
+	seen := map[string]int{}
+	for i := range c.Bars {
+		n, ok := seen[kinds[i]]
+		if !ok {
+			n = len(seen) % shades
+			seen[kinds[i]] = n
+		}
+		c.Bars[i].Kind, c.Bars[i].Shade = kinds[i], n
+	}
+	return c
+}
 
 // barChart draws one bar a value, scaled to the largest.
 func barChart(labels, values []string) chart {
@@ -61,26 +83,35 @@ func barChart(labels, values []string) chart {
 	return c
 }
 
-// expiryChart: how many points expire on each date.
+// expiryChart: how many points of each kind expire on each date.
 func expiryChart(buckets []*pb.Bucket) chart {
-	var labels, values []string
+	var labels, values, kinds []string
 	for _, b := range buckets {
 		label := "never"
 		if b.ExpireTime != nil {
 			label = b.ExpireTime.AsTime().UTC().Format(time.DateOnly)
 		}
-		labels, values = append(labels, label), append(values, b.Amount)
+		labels, values, kinds = append(labels, label), append(values, b.Amount), append(kinds, kindName(b.Kind))
 	}
-	return barChart(labels, values)
+	return kindChart(labels, values, kinds)
 }
 
-// monthChart: an amount a month.
+// monthChart: an amount a month and kind (the reconcile report's rows).
 func monthChart(ms []*pb.MonthAmount) chart {
-	var labels, values []string
+	var labels, values, kinds []string
 	for _, m := range ms {
-		labels, values = append(labels, m.Month), append(values, m.Amount)
+		labels, values, kinds = append(labels, m.Month), append(values, m.Amount), append(kinds, kindName(m.Kind))
 	}
-	return barChart(labels, values)
+	return kindChart(labels, values, kinds)
+}
+
+// kindName is a kind as the pages show it: "standard" for points written
+// without one.
+func kindName(k string) string {
+	if k == "" {
+		return "standard"
+	}
+	return k
 }
 
 var funcs = template.FuncMap{

@@ -98,7 +98,7 @@ func New(o Options) (*Console, error) {
 	}
 	c := &Console{o: o, aead: aead, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
 	c.http = &http.Client{Transport: inProcess{o.API}}
-	for _, name := range []string{"signin", "home", "user", "budgets", "webhooks", "books"} {
+	for _, name := range []string{"signin", "home", "user", "budgets", "webhooks", "books", "kinds"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err
@@ -121,6 +121,9 @@ func New(o Options) (*Console, error) {
 	c.mux.HandleFunc("POST /console/budgets/close", c.signed(c.closeBudget))
 	c.mux.HandleFunc("GET /console/webhooks", c.signed(c.webhooks))
 	c.mux.HandleFunc("POST /console/webhooks/redeliver", c.signed(c.redeliver))
+	c.mux.HandleFunc("GET /console/kinds", c.signed(c.kinds))
+	c.mux.HandleFunc("POST /console/kinds/create", c.signed(c.createKind))
+	c.mux.HandleFunc("POST /console/kinds/update", c.signed(c.updateKind))
 	c.mux.HandleFunc("GET /console/books", c.signed(c.books))
 	c.mux.HandleFunc("POST /console/books/reconcile", c.signed(c.reconcile))
 	c.mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
@@ -224,6 +227,7 @@ type visit struct {
 	admin    pointledgerv1connect.AdminServiceClient
 	budget   pointledgerv1connect.BudgetServiceClient
 	webhooks pointledgerv1connect.WebhookServiceClient
+	kinds    pointledgerv1connect.PointKindServiceClient
 }
 
 // signed runs h for a signed-in operator whose token still signs in, and,
@@ -268,6 +272,7 @@ func (c *Console) signed(h func(v *visit)) http.HandlerFunc {
 			admin:    pointledgerv1connect.NewAdminServiceClient(c.http, apiBase, opts),
 			budget:   pointledgerv1connect.NewBudgetServiceClient(c.http, apiBase, opts),
 			webhooks: pointledgerv1connect.NewWebhookServiceClient(c.http, apiBase, opts),
+			kinds:    pointledgerv1connect.NewPointKindServiceClient(c.http, apiBase, opts),
 		})
 	}
 }

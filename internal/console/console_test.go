@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/shopspring/decimal"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
@@ -523,5 +524,143 @@ func TestWebhooksPage(t *testing.T) {
 	want := []webhook.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 7}}
 	if fmt.Sprint(d.asked) != fmt.Sprint(want) {
 		t.Errorf("the dispatcher was asked %v, want %v", d.asked, want)
+	}
+}
+
+// Point kinds through the console: an admin creates and changes a kind
+// (its hostile description shown as text), a support operator reads and
+// is refused the change.
+func TestKindsPage(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	hostile := `"><script>alert(1)</script><img src=x onerror=alert(2)>`
+	admin := s.browser(t)
+	admin.signIn(s.creds.AdminToken)
+	_, body := admin.get("/console/kinds")
+	if field(body, "kind_id") != "standard" || !strings.Contains(body, `id="create-kind"`) {
+		t.Fatalf("the kinds page: want standard and the create form\n%s", body)
+	}
+	createID := regexp.MustCompile(`name="request_id" value="([^"]+)"`).FindStringSubmatch(body)[1]
+	status, body := admin.post("/console/kinds/create", url.Values{"kind_id": {"limited"}, "description": {hostile}, "priority": {"10"},
+		"merchants": {"m1, m2"}, "request_id": {createID}})
+	if status != http.StatusOK || !strings.Contains(body, `data-kind="limited"`) || !strings.Contains(body, "<td data-field=\"merchants\">m1, m2</td>") {
+		t.Fatalf("after creating limited: %d\n%s", status, body)
+	}
+	for _, raw := range []string{"<script>alert(1)", "<img src=x"} {
+		if strings.Contains(body, raw) {
+			t.Errorf("the kinds page has the description's %q unescaped", raw)
+		}
+	}
+	if !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("the hostile description is not on the page as text:\n%s", body)
+	}
+	if status, body = admin.post("/console/kinds/create", url.Values{"kind_id": {"bad kind!"}, "request_id": {"k-bad"}}); status != http.StatusUnprocessableEntity || field(body, "reason") != "INVALID_KIND" {
+		t.Errorf("a kind id that is no id: %d %q", status, field(body, "reason"))
+	}
+	updateID := regexp.MustCompile(`id="update-limited">[^$]*?name="request_id" value="([^"]+)"`).FindStringSubmatch(body)
+	if updateID == nil {
+		t.Fatalf("no update form for limited\n%s", body)
+	}
+	// Unrestricted now: any merchant, so that a purchase without one draws it.
+	if _, body = admin.post("/console/kinds/update", url.Values{"kind_id": {"limited"}, "description": {"spring"}, "priority": {"10"},
+		"categories": {""}, "excluded_categories": {"tobacco,\nalcohol"}, "request_id": {updateID[1]}}); !strings.Contains(body, "The kind is changed") ||
+		!strings.Contains(body, `<td data-field="excluded_categories">alcohol, tobacco</td>`) || strings.Contains(body, "m1, m2</td>") {
+		t.Errorf("after changing limited:\n%s", body)
+	}
+	support := s.browser(t)
+	support.signIn(s.creds.SupportToken)
+	if _, body = support.get("/console/kinds"); strings.Contains(body, `id="create-kind"`) || !strings.Contains(body, `data-kind="limited"`) {
+		t.Errorf("a support operator's kinds page: want the kinds, no forms\n%s", body)
+	}
+	if status, body = support.post("/console/kinds/create", url.Values{"kind_id": {"gold"}, "request_id": {"k-s"}}); status != http.StatusForbidden || field(body, "reason") != "ROLE_NOT_ALLOWED" {
+		t.Errorf("a support operator creates a kind: %d %q", status, field(body, "reason"))
+	}
+}
+
+// The user page shows each kind with its hooks, spendable, an adjustment
+// of a kind, draws by kind; a month's statement with its totals and
+// entries, paged.
+func TestUserPageKindsAndStatement(t *testing.T) {
+	t.Parallel()
+	s := newSite(t)
+	kinds := pointledgerv1connect.NewPointKindServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.AdminToken)))
+	if _, err := kinds.CreatePointKind(context.Background(), connect.NewRequest(&pb.CreatePointKindRequest{KindId: "limited", Priority: proto.Int32(10), RequestId: "k1"})); err != nil {
+		t.Fatal(err)
+	}
+	admin := s.browser(t)
+	admin.signIn(s.creds.AdminToken)
+	// An adjustment of a kind, then a purchase drawing it first.
+	s.grant(t, "alice", "10", "g1", "", nil)
+	_, body := admin.get("/console/users/alice")
+	if !strings.Contains(body, `<option value="limited">limited</option>`) {
+		t.Errorf("the adjust form offers no kind limited\n%s", body)
+	}
+	if _, body = admin.post("/console/users/alice/adjust", url.Values{"amount": {"30"}, "kind": {"limited"}, "reason": {"spring"}, "request_id": {"a1"}}); field(body, "balance") != "40" {
+		t.Fatalf("after adjusting 30 limited: balance %q\n%s", field(body, "balance"), body)
+	}
+	if status, body := admin.post("/console/users/alice/adjust", url.Values{"amount": {"1"}, "kind": {"gold"}, "reason": {"r"}, "request_id": {"a2"}}); status != http.StatusNotFound || field(body, "reason") != "KIND_NOT_FOUND" {
+		t.Errorf("an adjustment of a kind there is none of: %d %q", status, field(body, "reason"))
+	}
+	l := clientFor(s, s.creds.ServiceToken)
+	if _, err := l.Purchase(context.Background(), connect.NewRequest(&pb.PurchaseRequest{UserId: "alice", Amount: "35", RequestId: "p1", OrderId: "o1"})); err != nil {
+		t.Fatal(err)
+	}
+	_, body = admin.get("/console/users/alice")
+	kindRow := func(kind string) []string {
+		m := regexp.MustCompile(`<tr data-kind="` + kind + `"><td data-field="kind">` + kind + `</td><td class="amount" data-field="kind-balance">([^<]*)</td><td class="amount" data-field="kind-available">([^<]*)</td><td class="amount" data-field="kind-held">([^<]*)</td><td class="amount" data-field="kind-pending">([^<]*)</td>`).FindStringSubmatch(body)
+		if m == nil {
+			return nil
+		}
+		return m[1:]
+	}
+	if got := kindRow("standard"); fmt.Sprint(got) != "[5 5 0 0]" {
+		t.Errorf("standard's row %v, want balance, available 5, held, pending 0\n%s", got, body)
+	}
+	if got := kindRow("limited"); got != nil {
+		t.Errorf("limited's row %v: all spent, want none", got)
+	}
+	if field(body, "spendable") != "5" || field(body, "balance") != "5" {
+		t.Errorf("spendable %q, balance %q; want 5, 5", field(body, "spendable"), field(body, "balance"))
+	}
+	if !strings.Contains(body, "30 limited never expiring; 5 standard never expiring") {
+		t.Errorf("the purchase's draws by kind are not shown\n%s", body)
+	}
+
+	// The month's statement: 10 granted, 30 adjusted, 35 spent; then more
+	// entries than a page.
+	for i := range console.EntriesPerPage {
+		s.grant(t, "alice", "1", fmt.Sprintf("more-%d", i), "", nil)
+	}
+	entries, err := l.ListEntries(context.Background(), connect.NewRequest(&pb.ListEntriesRequest{UserId: "alice", PageSize: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	month := entries.Msg.Entries[0].CreateTime.AsTime().UTC().Format("2006-01")
+	status, body := admin.get("/console/users/alice?statement=" + month)
+	if status != http.StatusOK || field(body, "opening_balance") != "0" || field(body, "closing_balance") != "55" || field(body, "granted") != "60" ||
+		field(body, "adjusted") != "30" || field(body, "spent") != "-35" || field(body, "unrecorded_change") != "0" {
+		t.Errorf("the statement of %s: %d, opening %q closing %q granted %q adjusted %q spent %q unrecorded %q\n%s", month, status, field(body, "opening_balance"),
+			field(body, "closing_balance"), field(body, "granted"), field(body, "adjusted"), field(body, "spent"), field(body, "unrecorded_change"), body)
+	}
+	stmt := body[strings.Index(body, `<section class="statement"`):]
+	if !strings.Contains(stmt, `data-version="1"`) || strings.Contains(stmt, `data-version="53"`) {
+		t.Errorf("the statement's first page: want entries 1 to 50, oldest first\n%s", stmt)
+	}
+	next := regexp.MustCompile(`href="(/console/users/alice\?statement=[^"]+statement_page_token=[^"#]+)`).FindStringSubmatch(stmt)
+	if next == nil {
+		t.Fatalf("the statement has no link to its next page\n%s", stmt)
+	}
+	_, body = admin.get(strings.ReplaceAll(next[1], "&amp;", "&"))
+	stmt = body[strings.Index(body, `<section class="statement"`):]
+	if !strings.Contains(stmt, `data-version="53"`) || strings.Contains(stmt, `data-version="1"`) || field(body, "closing_balance") != "55" {
+		t.Errorf("the statement's second page: want entries 51 to 53, the same totals\n%s", stmt)
+	}
+	if _, body = admin.get("/console/users/alice?statement=2001-01"); field(body, "closing_balance") != "0" || !strings.Contains(body, "No entries in the month.") {
+		t.Errorf("the statement of a month before alice:\n%s", body)
+	}
+	hostile := `"><script>alert(1)</script>`
+	if status, body = admin.get("/console/users/alice?statement=" + url.QueryEscape(hostile)); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(body, "YYYY-MM") || strings.Contains(body, "<script>alert(1)") {
+		t.Errorf("a month that is no month: %d\n%s", status, body)
 	}
 }

@@ -35,12 +35,28 @@ type userPage struct {
 	Holds     []*pb.Hold
 	Expiring  chart
 	RequestID string // the next action's, fresh on every page: a resubmitted form replays
-	// Kinds are the balance of each point kind; none until the ledger
-	// has kinds.
-	Kinds []kindRow
+	// Kinds are GetBalance's: each kind the user holds or has pending,
+	// in spending order.
+	Kinds []*pb.KindBalance
+	// KindIDs are the program's kinds (ListPointKinds), for the adjust
+	// form; empty if they could not be read.
+	KindIDs []string
+	// Statement is the month asked for (?statement=YYYY-MM); nil if none.
+	Statement *statement
+	// Month is the statement form's month: the one shown, else this one.
+	Month string
 }
 
-type kindRow struct{ Kind, Balance string }
+// statement is a month of the user's account, GetStatement's.
+type statement struct {
+	Month            string
+	Opening, Closing string
+	Totals           *pb.StatementTotals
+	Unrecorded       string
+	Entries          []entryRow
+	Next             string // the next page's token; "" on the last
+	Paged            bool
+}
 
 type entryRow struct {
 	Version      int64
@@ -66,11 +82,44 @@ func (c *Console) findUser(v *visit) {
 
 func (c *Console) user(v *visit) {
 	p, err := v.userPage(v.r.PathValue("user_id"), v.r.FormValue("page_token"), v.r.FormValue("min_version"))
-	status := http.StatusOK
-	if err != nil {
-		status = httpStatus(err)
+	p.Month = v.c.o.Now().UTC().Format(monthLayout)
+	if month := strings.TrimSpace(v.r.FormValue("statement")); err == nil && month != "" {
+		p.Month = month
+		p.Statement, err = v.statement(p.UserID, month, v.r.FormValue("statement_page_token"))
 	}
-	v.render(status, "user", "User "+p.UserID, p, err, notices[v.r.FormValue("done")])
+	v.render(httpStatus(err), "user", "User "+p.UserID, p, err, notices[v.r.FormValue("done")])
+}
+
+// monthLayout is how a statement's month is written: 2026-11.
+const monthLayout = "2006-01"
+
+// statement reads a page of the user's statement of month (YYYY-MM, in
+// UTC): [its first instant, the next month's).
+func (v *visit) statement(user, month, pageToken string) (*statement, error) {
+	start, err := time.Parse(monthLayout, month)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("a statement's month is written YYYY-MM, e.g. 2026-11"))
+	}
+	ctx, cancel := v.ctx()
+	defer cancel()
+	res, err := v.ledger.GetStatement(ctx, connect.NewRequest(&pb.GetStatementRequest{
+		UserId: user, StartTime: timestamppb.New(start), EndTime: timestamppb.New(start.AddDate(0, 1, 0)),
+		PageSize: EntriesPerPage, PageToken: pageToken,
+	}))
+	if err != nil {
+		return nil, err
+	}
+	m := res.Msg
+	st := &statement{Month: month, Opening: m.OpeningBalance, Closing: m.ClosingBalance, Totals: m.Totals,
+		Unrecorded: m.UnrecordedChange, Next: m.NextPageToken, Paged: pageToken != ""}
+	for _, e := range m.Entries {
+		st.Entries = append(st.Entries, entryRow{
+			Version: e.Version, Time: formatTime(e.CreateTime), Type: entryType(e.Type), Amount: e.Amount,
+			BalanceAfter: e.BalanceAfter, Draws: draws(e.Draws), Order: e.OrderId, Reason: e.Reason,
+			RequestID: e.RequestId, Metadata: metadata(e.Metadata),
+		})
+	}
+	return st, nil
 }
 
 // notices say what a redirect after an action did; by key, so that no
@@ -81,6 +130,9 @@ var notices = map[string]string{
 	"void":   "The hold is voided.",
 	"topup":  "The budget is topped up.",
 	"close":  "The budget is closed.",
+
+	"kind-created": "The kind is created: usable at once.",
+	"kind-updated": "The kind is changed: spends follow it within ledgerd's -kind-refresh.",
 }
 
 // userPage reads what the user page shows: its balance, a page of its
@@ -101,6 +153,12 @@ func (v *visit) userPage(user, pageToken, minVersion string) (*userPage, error) 
 		p.Status = "frozen"
 	}
 	p.Expiring = expiryChart(bal.Msg.Expiring)
+	p.Kinds = bal.Msg.Kinds
+	if ks, err := v.kinds.ListPointKinds(ctx, connect.NewRequest(&pb.ListPointKindsRequest{})); err == nil {
+		for _, k := range ks.Msg.Kinds {
+			p.KindIDs = append(p.KindIDs, k.KindId)
+		}
+	}
 	min, _ := strconv.ParseInt(minVersion, 10, 64)
 	if min < 0 || min > bal.Msg.Version {
 		min = 0
@@ -147,6 +205,7 @@ func (c *Console) adjust(v *visit) {
 	req := &pb.AdjustRequest{
 		UserId: user, Amount: strings.TrimSpace(f.Get("amount")), RequestId: f.Get("request_id"),
 		Reason: strings.TrimSpace(f.Get("reason")), Debit: f.Get("debit") == "true",
+		Kind: strings.TrimSpace(f.Get("kind")),
 		// Who did it, on the entry (a support token's is set by auth too).
 		Metadata: map[string]string{auth.OperatorKey: v.id.Subject},
 	}
@@ -386,7 +445,7 @@ func draws(ds []*pb.Draw) string {
 		if d.ExpireTime != nil {
 			when = "expiring " + d.ExpireTime.AsTime().UTC().Format(time.DateOnly)
 		}
-		parts = append(parts, d.Amount+" "+when)
+		parts = append(parts, d.Amount+" "+kindName(d.Kind)+" "+when)
 	}
 	return strings.Join(parts, "; ")
 }
