@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -120,7 +121,7 @@ type eventBody struct {
 	Data      struct {
 		EventID string `json:"event_id"`
 		UserID  string `json:"user_id"`
-		Version int64  `json:"version"`
+		Version string `json:"version"` // a decimal string, as in every event (docs/events.md)
 		Entry   struct {
 			EntryID    string `json:"entry_id"`
 			Version    string `json:"version"` // an int64 in the API's JSON: a string
@@ -143,10 +144,14 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem = fmt.Sprintf("%s: webhook-id %s: the signature does not verify", h.name, id)
 	case json.Unmarshal(body, &msg) != nil:
 		problem = fmt.Sprintf("%s: webhook-id %s: the body is not an event: %s", h.name, id, body)
-	case msg.Data.EventID != id || msg.Data.Entry.EntryID != id || msg.Data.Entry.Version != fmt.Sprint(msg.Data.Version) || msg.Data.Entry.CreateTime != msg.Timestamp:
+	case msg.Data.EventID != id || msg.Data.Entry.EntryID != id || msg.Data.Entry.Version != msg.Data.Version || msg.Data.Entry.CreateTime != msg.Timestamp:
 		problem = fmt.Sprintf("%s: webhook-id %s: the body is not its entry's event: %s", h.name, id, body)
 	}
-	a := arrival{id: id, typ: msg.Type, user: msg.Data.UserID, version: msg.Data.Version, status: http.StatusBadRequest}
+	version, err := strconv.ParseInt(msg.Data.Version, 10, 64)
+	if err != nil && problem == "" {
+		problem = fmt.Sprintf("%s: webhook-id %s: version %q is not a decimal string: %s", h.name, id, msg.Data.Version, body)
+	}
+	a := arrival{id: id, typ: msg.Type, user: msg.Data.UserID, version: version, status: http.StatusBadRequest}
 	canonical, refunded := canonicalEvent(body)
 	if first, ok := h.event[id]; ok && first != canonical {
 		problem = fmt.Sprintf("%s: webhook-id %s carried %s, now %s", h.name, id, first, canonical)
