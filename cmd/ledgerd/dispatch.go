@@ -94,6 +94,9 @@ func (d *deliveryConfig) check() error {
 	}
 	// A bucket enters a lead's window at most an interval before the pass
 	// that sees it: a lead shorter than that could pass unnoticed.
+	if len(d.noticeLeads) == 0 { // off: no notices, no finder
+		return nil
+	}
 	if shortest := slices.Min(d.noticeLeads); shortest < d.noticeInterval {
 		return fmt.Errorf("-notice-leads (LEDGER_NOTICE_LEADS): %s is shorter than -notice-interval (LEDGER_NOTICE_INTERVAL) %s: a bucket could expire between two passes unnoticed", shortest, d.noticeInterval)
 	}
