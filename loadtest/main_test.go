@@ -57,10 +57,11 @@ func TestTwoInstancesAndTheKillOfOne(t *testing.T) {
 	// The balancer's counts and the run's are taken a moment apart, at the
 	// start of the measurement and at its end: calls in flight at either
 	// moment (8 at most each) may fall on either side, and on a busy
-	// machine calls also finish between the two readings (24 more seen
-	// with the load average over 30): 16 calls or 2% of the run, whichever
-	// is more. A count off by an instance, or counted twice, is far more.
-	tolerance := max(16, rep.Runs[0].OK/50)
+	// machine calls also finish between the two readings (24 more of
+	// 2,486 seen with the load average over 30, 21 of 859 beside the rest
+	// of make test): 16 calls or 5% of the run, whichever is more. A count
+	// off by an instance, or counted twice, is far more.
+	tolerance := max(16, rep.Runs[0].OK/20)
 	if diff := f.Total.OK - rep.Runs[0].OK; f.Instances != 2 || len(f.PerInstance) != 2 || diff < -tolerance || diff > tolerance {
 		t.Errorf("fleet = %+v, want 2 instances whose acknowledgements add up to about the run's %d", f, rep.Runs[0].OK)
 	}
