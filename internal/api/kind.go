@@ -35,10 +35,7 @@ func PointKindServiceDescriptor() protoreflect.ServiceDescriptor {
 
 func (s *PointKindService) CreatePointKind(ctx context.Context, req *connect.Request[pb.CreatePointKindRequest]) (*connect.Response[pb.CreatePointKindResponse], error) {
 	r := req.Msg
-	c, err := ledger.NewKindChange(ledger.KindRequest{
-		RequestID: r.RequestId, KindID: r.KindId, Description: r.Description, Priority: r.Priority,
-		Merchants: r.Merchants, Categories: r.Categories, ExcludedCategories: r.ExcludedCategories,
-	})
+	c, err := kindChange(r.RequestId, r.KindId, r.Description, r.Priority, r.Merchants, r.Categories, r.ExcludedCategories)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
@@ -51,10 +48,7 @@ func (s *PointKindService) CreatePointKind(ctx context.Context, req *connect.Req
 
 func (s *PointKindService) UpdatePointKind(ctx context.Context, req *connect.Request[pb.UpdatePointKindRequest]) (*connect.Response[pb.UpdatePointKindResponse], error) {
 	r := req.Msg
-	c, err := ledger.NewKindChange(ledger.KindRequest{
-		RequestID: r.RequestId, KindID: r.KindId, Description: r.Description, Priority: r.Priority,
-		Merchants: r.Merchants, Categories: r.Categories, ExcludedCategories: r.ExcludedCategories,
-	})
+	c, err := kindChange(r.RequestId, r.KindId, r.Description, r.Priority, r.Merchants, r.Categories, r.ExcludedCategories)
 	if err != nil {
 		return nil, toConnect(ctx, s.log, err)
 	}
@@ -105,4 +99,13 @@ func pointKindToProto(k ledger.PointKind) *pb.PointKind {
 		out.UpdateTime = timestamppb.New(k.UpdateTime)
 	}
 	return out
+}
+
+// kindChange is the change a CreatePointKind or UpdatePointKind asks for:
+// the two requests carry the same fields.
+func kindChange(requestID, kindID, description string, priority *int32, merchants, categories, excluded []string) (ledger.KindChange, error) {
+	return ledger.NewKindChange(ledger.KindRequest{
+		RequestID: requestID, KindID: kindID, Description: description, Priority: priority,
+		Merchants: merchants, Categories: categories, ExcludedCategories: excluded,
+	})
 }

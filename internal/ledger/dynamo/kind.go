@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,9 +140,7 @@ func (l *Ledger) CreatePointKind(ctx context.Context, c ledger.KindChange) (ledg
 	attrs["create_time"], attrs["update_time"] = str(now), str(now)
 	items := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"), Item: with(kindKey(c.Kind.ID), attrs)}},
-		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			Item:                                with(kindRequestKey(c.Kind.ID, c.RequestID), map[string]types.AttributeValue{"request_hash": str(c.Hash())})}},
+		l.kindRequestPut(c),
 		{Update: &types.Update{TableName: &l.table, Key: kindCountKey(),
 			UpdateExpression:          aws.String("SET kinds = if_not_exists(kinds, :zero) + :one"),
 			ConditionExpression:       aws.String("attribute_not_exists(kinds) OR kinds < :max"),
@@ -179,16 +178,15 @@ func (l *Ledger) UpdatePointKind(ctx context.Context, c ledger.KindChange) (ledg
 			remove += ", " + name
 		}
 	}
-	update := "SET " + joinComma(set)
+	slices.Sort(set) // one expression for one change
+	update := "SET " + strings.Join(set, ", ")
 	if remove != "" {
 		update += " REMOVE " + remove[2:]
 	}
 	items := []types.TransactWriteItem{
 		{Update: &types.Update{TableName: &l.table, Key: kindKey(c.Kind.ID), UpdateExpression: aws.String(update),
 			ConditionExpression: aws.String("attribute_exists(PK)"), ExpressionAttributeValues: values}},
-		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			Item:                                with(kindRequestKey(c.Kind.ID, c.RequestID), map[string]types.AttributeValue{"request_hash": str(c.Hash())})}},
+		l.kindRequestPut(c),
 	}
 	reasons, err := l.budgetTransaction(ctx, items)
 	switch {
@@ -202,18 +200,6 @@ func (l *Ledger) UpdatePointKind(ctx context.Context, c ledger.KindChange) (ledg
 		return ledger.PointKind{}, false, ledger.PointKindNotFound(c.Kind.ID)
 	}
 	return ledger.PointKind{}, false, fmt.Errorf("update point kind %q cancelled: %v", c.Kind.ID, codes(reasons))
-}
-
-func joinComma(parts []string) string {
-	slices.Sort(parts) // one expression for one change
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += ", "
-		}
-		out += p
-	}
-	return out
 }
 
 // readKindAfterChange reads the kind a change wrote, and reads all the
@@ -368,3 +354,12 @@ func (l *Ledger) kindsFor(ctx context.Context, acct ledger.Account, m ledger.Mut
 }
 
 var _ ledger.PointKinds = (*Ledger)(nil)
+
+// kindRequestPut records c's request id with its hash, unless recorded
+// before (then the item comes back, for kindReplay): the second item of
+// both a kind's creation and its update.
+func (l *Ledger) kindRequestPut(c ledger.KindChange) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		Item:                                with(kindRequestKey(c.Kind.ID, c.RequestID), map[string]types.AttributeValue{"request_hash": str(c.Hash())})}}
+}
