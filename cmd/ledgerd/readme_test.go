@@ -311,7 +311,7 @@ func TestReadmeQuickstart(t *testing.T) {
 		// Each command runs once: the history read asks for min_version, so
 		// ledgerd waits for the projection itself.
 		c := exec.Command("bash", "-c", cmd)
-		c.Env = append(os.Environ(), "TOKEN="+p.creds.ServiceToken, "LEDGER_URL=http://"+p.addr)
+		c.Env = append(os.Environ(), "TOKEN="+p.creds.ServiceToken, "ADMIN_TOKEN="+p.creds.AdminToken, "LEDGER_URL=http://"+p.addr)
 		out, err := c.Output()
 		if err != nil {
 			t.Fatalf("%s: %v", cmd, err)
@@ -539,8 +539,8 @@ func (r *docRun) runReceiver(t *testing.T) {
 // runOperationsWebhooks runs the commands of docs/operations.md's webhooks
 // section, which it says work after its receiver steps, in the same
 // folder: each must exit 0 and answer no error. Its redelivery from
-// version 1 must reach the receiver: alice's versions 1 to 6, older than
-// the endpoint, as a backfill, and version 7 again as a duplicate; none of
+// version 1 must reach the receiver: alice's versions 1 to 7, older than
+// the endpoint, as a backfill, and version 8 again as a duplicate; none of
 // it OUT OF ORDER (issue 31).
 func (r *docRun) runOperationsWebhooks(t *testing.T) {
 	t.Helper()
@@ -559,13 +559,13 @@ func (r *docRun) runOperationsWebhooks(t *testing.T) {
 	if !redelivered {
 		t.Fatal("docs/operations.md's webhook commands redeliver nothing")
 	}
-	waitForOutput(t, r.receiver, "alice's version 7 again, as a duplicate", func(line string) bool {
-		return strings.HasPrefix(line, "alice version 7 points.granted: duplicate of webhook-id ")
+	waitForOutput(t, r.receiver, "alice's version 8 again, as a duplicate", func(line string) bool {
+		return strings.HasPrefix(line, "alice version 8 points.granted: duplicate of webhook-id ")
 	})
-	for v := 1; v <= 6; v++ {
+	for v := 1; v <= 7; v++ {
 		prefix := fmt.Sprintf("alice version %d ", v)
 		waitForOutput(t, r.receiver, fmt.Sprintf("alice's version %d as a backfill", v), func(line string) bool {
-			return strings.HasPrefix(line, prefix) && strings.HasSuffix(line, " (a backfill: older than version 7, the first received)")
+			return strings.HasPrefix(line, prefix) && strings.HasSuffix(line, " (a backfill: older than version 8, the first received)")
 		})
 	}
 	if strings.Contains(r.receiver.String(), "OUT OF ORDER") || strings.Contains(r.receiver.String(), "GAP") {
