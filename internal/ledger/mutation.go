@@ -97,6 +97,10 @@ type Mutation struct {
 	ExpectedBalance   decimal.Decimal
 	// Credits: when the points expire; zero: never. The API turns a
 	// request's expire_time or ttl into it, within the program's limits.
+	// NewMutation keeps it, and Effective, to the microsecond (Instant),
+	// as the stores keep times: a bucket a write path caches must be the
+	// one its store reads back (a refund's draws, read from its purchase,
+	// name that expiry), else one bucket becomes two a nanosecond apart.
 	Expire time.Time
 	// ExpireSpec is what the request said of its expiry, which its Hash
 	// covers (see Request.ExpireSpec).
@@ -163,7 +167,7 @@ func NewMutation(t EntryType, r Request, scale int32) (Mutation, error) {
 		if info, _ := t.Info(); (!info.Expires || r.Debit || r.ExplainBalance) && t != EntryHold {
 			return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "only grants, credit adjustments and holds expire")
 		}
-		m.Expire = r.Expire.UTC()
+		m.Expire = Instant(r.Expire)
 	}
 	if t == EntryHold && m.Expire.IsZero() {
 		return Mutation{}, Errorf(KindInvalid, ReasonInvalidExpiry, "a hold needs an expiry")
@@ -284,8 +288,8 @@ func (m *Mutation) setEffective(t EntryType, r Request) error {
 	if info, _ := t.Info(); !info.Matures || r.Debit || r.ExplainBalance {
 		return Errorf(KindInvalid, ReasonInvalidEffectiveTime, "only grants and credit adjustments take an effective time")
 	}
-	m.Effective = r.Effective.UTC()
-	if !r.Expire.IsZero() && !r.Expire.After(m.Effective) {
+	m.Effective = Instant(r.Effective)
+	if !r.Expire.IsZero() && !Instant(r.Expire).After(m.Effective) {
 		return Errorf(KindInvalid, ReasonInvalidExpiry, "expire_time %s is not after effective_time %s: the points would expire before they are spendable",
 			r.Expire.UTC().Format(time.RFC3339Nano), m.Effective.Format(time.RFC3339Nano))
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shopspring/decimal"
 )
@@ -139,5 +140,28 @@ func TestCheckExplains(t *testing.T) {
 				t.Errorf("CheckExplains = %v, want reason %q", err, tc.reason)
 			}
 		})
+	}
+}
+
+// A mutation keeps its times to the microsecond, as the stores keep them:
+// a write path that cached a bucket expiring at a nanosecond its store
+// cannot keep made one bucket two once a refund's draws came back from the
+// store (and the DynamoDB store's index of next expiries a delete and a put
+// of one key, which DynamoDB refuses).
+func TestNewMutationKeepsTimesToTheMicrosecond(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 24, 10, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	r := validRequest()
+	r.Effective, r.Expire = at, at.Add(time.Hour)
+	g, err := NewMutation(EntryGrant, r, DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := at.UTC().Truncate(time.Microsecond); !g.Effective.Equal(want) || !g.Expire.Equal(want.Add(time.Hour)) || g.Expire.Location() != time.UTC {
+		t.Errorf("effective %s, expire %s; want %s and an hour later, in UTC", g.Effective.Format(time.RFC3339Nano), g.Expire.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+	}
+	r.Expire = at.Add(time.Nanosecond) // after the effective time, but not by a microsecond the store keeps
+	if _, err := NewMutation(EntryGrant, r, DefaultScale); ReasonOf(err) != ReasonInvalidExpiry {
+		t.Errorf("expiry 1ns after the effective time: %v, want %s", err, ReasonInvalidExpiry)
 	}
 }

@@ -60,6 +60,12 @@ func Contract(t *testing.T, newStore func(t *testing.T, now func() time.Time) le
 		{"a reversal takes pending points first, then spendable ones", reversalPendingThenSpendable},
 		{"a reversal is applied once, and its refusals are final", reversalOnceAndFinal},
 		{"concurrent reversals never exceed their grant", reversalsConcurrently},
+		{"one sweep matures and expires at once, and the next mutations go through", sweepMaturesAndExpiresAtOnce},
+		{"one sweep matures and expires at once, at times off the microsecond", sweepMaturesAndExpiresOffTheMicrosecond},
+		{"one sweep writes every maturation, release and expiration due", sweepWritesEverythingDue},
+		{"sweeps racing purchases write what is due once", sweepsRacePurchases},
+		{"sweeps racing purchases as time passes keep the books", sweepsRacePurchasesAsTimePasses},
+		{"a refund at times off the microsecond", refundAtTimesOffTheMicrosecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
