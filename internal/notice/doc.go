@@ -35,7 +35,8 @@
 //     since). Emit may thus see one event more than once; the dispatcher
 //     keeps one delivery per event id.
 //   - Shared by lease: the index's shards are taken one at a time under a
-//     lease ("NOTICE#<shard>" in the lease table), like the sweeper's, so
+//     lease ("NOTICE#<shard>" in the lease table), renewed while the
+//     shard is read, by the sweeper's pass (internal/shardpass), so that
 //     several finders (one per ledgerd) do not read the same users at
 //     once; the conditional write, not the lease, is what makes a notice
 //     once.
