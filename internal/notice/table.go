@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
@@ -72,20 +73,20 @@ var errNoticeExists = errors.New("notice already written")
 // one write that makes a notice decided once, however many finders look.
 func (t *Table) Write(ctx context.Context, n Notice) error {
 	item := map[string]types.AttributeValue{
-		"PK":          str(noticePK(n.UserID)),
-		"SK":          str(noticeSK(n.Expire, n.Lead, n.Kind)),
-		"user_id":     str(n.UserID),
-		"expire_time": str(n.Expire.UTC().Format(expireLayout)),
-		"lead":        str(n.Lead.String()),
-		"event_id":    str(n.Event.ID),
-		"type":        str(string(n.Event.Type)),
-		"version":     &types.AttributeValueMemberN{Value: strconv.FormatInt(n.Event.Version, 10)},
-		"event_time":  str(n.Event.Time.UTC().Format(time.RFC3339Nano)),
-		"data":        str(string(n.Event.Data)),
-		"emitted":     &types.AttributeValueMemberBOOL{Value: n.Emitted},
+		"PK":          ddbattr.S(noticePK(n.UserID)),
+		"SK":          ddbattr.S(noticeSK(n.Expire, n.Lead, n.Kind)),
+		"user_id":     ddbattr.S(n.UserID),
+		"expire_time": ddbattr.S(n.Expire.UTC().Format(expireLayout)),
+		"lead":        ddbattr.S(n.Lead.String()),
+		"event_id":    ddbattr.S(n.Event.ID),
+		"type":        ddbattr.S(string(n.Event.Type)),
+		"version":     ddbattr.Int(n.Event.Version),
+		"event_time":  ddbattr.S(n.Event.Time.UTC().Format(time.RFC3339Nano)),
+		"data":        ddbattr.S(string(n.Event.Data)),
+		"emitted":     ddbattr.Bool(n.Emitted),
 	}
 	if n.Kind != "" {
-		item["kind"] = str(n.Kind)
+		item["kind"] = ddbattr.S(n.Kind)
 	}
 	_, err := t.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &t.name,
@@ -108,12 +109,12 @@ func (t *Table) MarkEmitted(ctx context.Context, n Notice) error {
 	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &t.name,
 		Key: map[string]types.AttributeValue{
-			"PK": str(noticePK(n.UserID)),
-			"SK": str(noticeSK(n.Expire, n.Lead, n.Kind)),
+			"PK": ddbattr.S(noticePK(n.UserID)),
+			"SK": ddbattr.S(noticeSK(n.Expire, n.Lead, n.Kind)),
 		},
 		UpdateExpression:          aws.String("SET emitted = :true"),
 		ConditionExpression:       aws.String("event_id = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":id": str(n.Event.ID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":true": ddbattr.Bool(true), ":id": ddbattr.S(n.Event.ID)},
 	})
 	if err != nil {
 		return fmt.Errorf("mark notice %s of %q emitted: %w", noticeSK(n.Expire, n.Lead, n.Kind), n.UserID, err)
@@ -129,9 +130,9 @@ func (t *Table) Of(ctx context.Context, user string, after time.Time) ([]Notice,
 		ConsistentRead:         aws.Bool(true),
 		KeyConditionExpression: aws.String("PK = :pk AND SK > :after"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(noticePK(user)),
+			":pk": ddbattr.S(noticePK(user)),
 			// Every SK of this expiry sorts after it: '#' follows it.
-			":after": str(after.UTC().Format(expireLayout) + "#~"),
+			":after": ddbattr.S(after.UTC().Format(expireLayout) + "#~"),
 		},
 	})
 	var out []Notice
@@ -152,15 +153,7 @@ func (t *Table) Of(ctx context.Context, user string, after time.Time) ([]Notice,
 }
 
 func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
-	get := func(name string) string {
-		switch v := item[name].(type) {
-		case *types.AttributeValueMemberS:
-			return v.Value
-		case *types.AttributeValueMemberN:
-			return v.Value
-		}
-		return ""
-	}
+	get := func(name string) string { return ddbattr.Text(item, name) }
 	sk := get("SK")
 	expire, err1 := time.Parse(expireLayout, get("expire_time"))
 	lead, err2 := time.ParseDuration(get("lead"))
@@ -193,5 +186,3 @@ func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
 	}
 	return n, nil
 }
-
-func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
