@@ -50,8 +50,8 @@ type Options struct {
 }
 
 // DefaultOwner names this process as a lease owner: the host, the pid and
-// a random part, as a stream consumer's (stream.DefaultOwner), so that a
-// restarted process is another owner.
+// a random part, so that a restarted process is another owner. A stream
+// consumer's owner is named so too (stream.DefaultOwner).
 func DefaultOwner() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:])
@@ -83,9 +83,6 @@ func New(leases Leases, key func(shard int) string, o Options) *Pass {
 	}
 	return &Pass{leases: leases, key: key, o: o}
 }
-
-// Shards is the number of shards a pass looks at.
-func (p *Pass) Shards() int { return p.o.Shards }
 
 // Shard is the work of one shard: Due lists its due users, calling fn with
 // each, and Each works one of them (Workers at a time, so Each must be safe
