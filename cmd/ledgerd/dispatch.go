@@ -18,6 +18,7 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/notice"
+	noticedynamo "github.com/pointledger/pointledger/internal/notice/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/stream"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -186,7 +187,7 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 		if c.metrics != nil {
 			no.Observer = c.metrics.WatchNotices()
 		}
-		dl.notices, err = notice.New(p.store, notice.NewTable(p.db, table), c.leaseTable(p), no)
+		dl.notices, err = notice.New(p.store, noticedynamo.NewTable(p.db, table), c.leaseTable(p), no)
 		if err != nil {
 			return nil, err
 		}

@@ -29,6 +29,35 @@ type Store interface {
 	Balance(ctx context.Context, user string) (ledger.Account, error)
 }
 
+// Notice is one decided notice: the event for one user, bucket and lead,
+// and whether Emit has taken it.
+type Notice struct {
+	UserID  string
+	Expire  time.Time     // the bucket's expire_time
+	Kind    string        // the bucket's kind ("": standard)
+	Lead    time.Duration // how long before Expire it was due
+	Event   webhook.Event // the same on every Emit: its ID was drawn once, when the notice was written
+	Emitted bool          // Emit returned nil for it once
+}
+
+// Notices keep the decided notices (internal/notice/dynamo keeps them in
+// the webhooks table): what makes each decided once.
+type Notices interface {
+	// Write puts n unless a notice of its user, bucket and lead exists,
+	// and then fails with ErrNoticeExists.
+	Write(ctx context.Context, n Notice) error
+	// MarkEmitted records that Emit took n (the notice with n's event id
+	// only), so that no later pass emits it again.
+	MarkEmitted(ctx context.Context, n Notice) error
+	// Of reads user's notices of buckets that expire after t, soonest
+	// first, consistently.
+	Of(ctx context.Context, user string, after time.Time) ([]Notice, error)
+}
+
+// ErrNoticeExists is Write's answer when the notice was already written,
+// by this finder in an earlier pass or by another one.
+var ErrNoticeExists = errors.New("notice already written")
+
 // Emit hands a decided notice to the dispatcher. It may be called more
 // than once for one notice (after a failure, or when two finders race), always
 // with the same event: the dispatcher keeps one delivery per event id.
@@ -88,7 +117,7 @@ type Leases = shardpass.Leases
 // Finder decides the points.expiring notices and hands them to Emit.
 type Finder struct {
 	store   Store
-	notices *Table
+	notices Notices
 	pass    *shardpass.Pass
 	o       Options
 }
@@ -96,7 +125,7 @@ type Finder struct {
 // New returns a Finder of store's users, keeping its notices in notices and
 // sharing the index's shards by leases in leases. It refuses leads that
 // are not positive or are named twice.
-func New(store Store, notices *Table, leases Leases, o Options) (*Finder, error) {
+func New(store Store, notices Notices, leases Leases, o Options) (*Finder, error) {
 	leads, err := checkLeads(o.Leads)
 	if err != nil {
 		return nil, err
@@ -205,7 +234,7 @@ func (f *Finder) user(ctx context.Context, user string, now time.Time, emit Emit
 	}
 	for _, n := range decide {
 		err := f.notices.Write(ctx, n)
-		if errors.Is(err, errNoticeExists) {
+		if errors.Is(err, ErrNoticeExists) {
 			continue // another finder decided it first, and emits it
 		}
 		if err != nil {
