@@ -228,3 +228,25 @@ func TestNoticeIntervalSetting(t *testing.T) {
 		})
 	}
 }
+
+// The flag's default is written from dispatch.DefaultSchedule, and reads
+// back as it; every delay as short as an operator writes it.
+func TestRetryDelaysAreWrittenAsParsed(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		delays []time.Duration
+		want   string
+	}{
+		{[]time.Duration{5 * time.Second, 5 * time.Minute, 2 * time.Hour, 24 * time.Hour}, "5s,5m,2h,24h"},
+		{[]time.Duration{90 * time.Second, 90 * time.Minute, 500 * time.Millisecond, 10 * time.Second}, "1m30s,1h30m,500ms,10s"},
+		{[]time.Duration{time.Hour + time.Second}, "1h0m1s"},
+	} {
+		if got := formatRetryDelays(tt.delays); got != tt.want {
+			t.Errorf("formatRetryDelays(%v) = %q, want %q", tt.delays, got, tt.want)
+		}
+	}
+	s, err := parseRetryDelays(defaultRetryDelays)
+	if err != nil || !slices.Equal(s.Delays, dispatch.DefaultSchedule.Delays) {
+		t.Errorf("the default %q reads as %v, %v; want %v", defaultRetryDelays, s.Delays, err, dispatch.DefaultSchedule.Delays)
+	}
+}

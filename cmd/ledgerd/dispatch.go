@@ -15,8 +15,10 @@ import (
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
 	"github.com/pointledger/pointledger/internal/notice"
+	noticedynamo "github.com/pointledger/pointledger/internal/notice/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/stream"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -43,9 +45,27 @@ type deliveryConfig struct {
 	noticeInterval time.Duration   // between the notice finder's passes
 }
 
-// defaultRetryDelays is dispatch.DefaultSchedule's delays, as an operator
-// writes them (TestWebhookRetryDelaysSetting keeps the two equal).
-const defaultRetryDelays = "5s,5m,30m,2h,5h,10h,10h,24h,24h"
+// defaultRetryDelays is dispatch.DefaultSchedule's delays as an operator
+// writes them ("5s,5m,30m,2h,..."): the flag's default, written from the one
+// default schedule rather than kept beside it.
+var defaultRetryDelays = formatRetryDelays(dispatch.DefaultSchedule.Delays)
+
+// formatRetryDelays writes delays as parseRetryDelays reads them, each as
+// short as Go's duration syntax allows (5m, not 5m0s).
+func formatRetryDelays(delays []time.Duration) string {
+	parts := make([]string, len(delays))
+	for i, d := range delays {
+		s := d.String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		parts[i] = s
+	}
+	return strings.Join(parts, ",")
+}
 
 // claimMargin is how much longer than an attempt a dispatcher's claim on a
 // queue holds without renewal: the claim must outlast the attempt
@@ -64,7 +84,8 @@ func (d *deliveryConfig) flags(s *settings) {
 	s.Duration(&d.attemptTimeout, "webhook-attempt-timeout", "LEDGER_WEBHOOK_ATTEMPT_TIMEOUT", webhook.DefaultAttemptTimeout,
 		"how long one delivery attempt may take before it counts as failed")
 	s.String(&d.retryDelays, "webhook-retry-delays", "LEDGER_WEBHOOK_RETRY_DELAYS", defaultRetryDelays,
-		"the waits after a failed delivery attempt before the next, comma-separated durations, each moved by up to ±20% at random; after the last attempt the event is FAILED")
+		fmt.Sprintf("the waits after a failed delivery attempt before the next, comma-separated durations, each moved by up to ±%.0f%% at random; after the last attempt the event is FAILED",
+			dispatch.DefaultSchedule.Jitter*100))
 	s.Int(&d.perEndpoint, "webhook-per-endpoint", "LEDGER_WEBHOOK_PER_ENDPOINT", dispatch.DefaultPerEndpoint,
 		"users whose events are delivered at once to one endpoint (each user's in order)")
 	s.String(&d.leads, "notice-leads", "LEDGER_NOTICE_LEADS", "7d",
@@ -162,11 +183,11 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 		return nil, err
 	}
 	if len(d.noticeLeads) > 0 {
-		no := notice.Options{Leads: d.noticeLeads, Interval: d.noticeInterval, Log: log}
+		no := notice.Options{Leads: d.noticeLeads, Interval: d.noticeInterval, Shards: dynamo.ExpiryShards, Log: log}
 		if c.metrics != nil {
 			no.Observer = c.metrics.WatchNotices()
 		}
-		dl.notices, err = notice.New(p.store, notice.NewTable(p.db, table), c.leaseTable(p), no)
+		dl.notices, err = notice.New(p.store, noticedynamo.NewTable(p.db, table), c.leaseTable(p), no)
 		if err != nil {
 			return nil, err
 		}

@@ -393,40 +393,35 @@ func apiServer(h http.Handler, log *slog.Logger) *http.Server {
 	}
 }
 
-// serveUntilDone serves srv on ln, and runs projector (nil: none), until
-// ctx ends or either fails. Then it shuts down in order: the requests in
-// flight finish (within -shutdown-timeout), then the projector stops and
+// serveUntilDone serves srv on ln, and runs projector, dl and sweeper
+// (nil: none) as workers, until ctx ends or either fails. Then it shuts
+// down in order: the requests in flight finish (within -shutdown-timeout),
+// then the sweeper stops, then the delivery, then the projector, which
 // hands its leases over.
 func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, projector *projection.Projector, sweeper *sweep.Sweeper,
 	dl *delivery, log *slog.Logger,
 ) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	projectorCtx, stopProjector := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopProjector()
-	projected := make(chan error, 1)
+	// Stopped in the reverse order: the sweeper, then the delivery
+	// (attempts under way finish; their queues are released, due now),
+	// then the projector, which hands its leases over.
+	w := newWorkers(log)
+	defer w.cancel()
 	if projector != nil {
-		go func() { projected <- runProjector(projectorCtx, projector, log, 30*time.Second) }()
+		w.start(ctx, "projector", func(ctx context.Context) error { return runProjector(ctx, projector, log, 30*time.Second) })
 	}
-	sweeperCtx, stopSweeper := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSweeper()
-	swept := make(chan error, 1)
-	if sweeper != nil {
-		go func() { swept <- sweeper.Run(sweeperCtx) }()
-	}
-	deliveryCtx, stopDelivery := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopDelivery()
-	delivered := make(chan error, 1)
 	if dl != nil {
-		go func() { delivered <- dl.run(deliveryCtx) }()
+		w.start(ctx, "webhook delivery", dl.run)
+	}
+	if sweeper != nil {
+		w.start(ctx, "sweeper", sweeper.Run)
 	}
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
-	case err := <-projected:
-		return fmt.Errorf("projector: %w", err)
-	case err := <-delivered:
-		return fmt.Errorf("webhook delivery: %w", err)
+	case err := <-w.failed():
+		return err
 	case <-ctx.Done():
 	}
 
@@ -439,26 +434,8 @@ func (c *serveConfig) serveUntilDone(ctx context.Context, srv *http.Server, ln n
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	if sweeper != nil {
-		stopSweeper()
-		if err := <-swept; err != nil {
-			log.Warn("sweeper stopped with an error", "error", err)
-		}
-	}
-	if dl != nil {
-		// Attempts under way finish; their queues are released, due now.
-		stopDelivery()
-		if err := <-delivered; err != nil {
-			log.Warn("webhook delivery stopped with an error", "error", err)
-		}
-	}
-	if projector != nil {
-		// The requests are done; stop projecting and hand the leases over.
-		stopProjector()
-		if err := <-projected; err != nil {
-			log.Warn("projector stopped with an error", "error", err)
-		}
-	}
+	// The requests are done: stop the workers.
+	w.stop()
 	log.Info("stopped")
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/auth"
+	"github.com/pointledger/pointledger/internal/ddbattr"
 )
 
 // API is the part of the DynamoDB client Table uses.
@@ -40,7 +41,7 @@ var _ auth.Allowances = (*Table)(nil)
 func New(db API, table string) *Table { return &Table{db: db, table: table} }
 
 func key(operator, day string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "ALLOWANCE#" + operator + "#" + day}}
+	return map[string]types.AttributeValue{"PK": ddbattr.S("ALLOWANCE#" + operator + "#" + day)}
 }
 
 // Take adds amount to the operator's total of day if it stays at most limit.
@@ -55,8 +56,8 @@ func (t *Table) Take(ctx context.Context, operator, day string, amount, limit de
 		UpdateExpression:    aws.String("ADD adjusted :a"),
 		ConditionExpression: aws.String("attribute_not_exists(adjusted) OR adjusted <= :room"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":a":    &types.AttributeValueMemberN{Value: amount.String()},
-			":room": &types.AttributeValueMemberN{Value: room.String()},
+			":a":    ddbattr.Decimal(amount),
+			":room": ddbattr.Decimal(room),
 		},
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -75,7 +76,7 @@ func (t *Table) Give(ctx context.Context, operator, day string, amount decimal.D
 		TableName:                 &t.table,
 		Key:                       key(operator, day),
 		UpdateExpression:          aws.String("ADD adjusted :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": &types.AttributeValueMemberN{Value: amount.Neg().String()}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddbattr.Decimal(amount.Neg())},
 	})
 	if err != nil {
 		return fmt.Errorf("give back allowance of %s: %w", operator, err)

@@ -98,3 +98,5 @@ func TestPlan(t *testing.T) {
 		t.Errorf("decide %+v, want soon's notice alone", decide)
 	}
 }
+
+const day = 24 * time.Hour

@@ -3,9 +3,11 @@
 // several leads allowed, such as 7 and 1 days), the user is told how many
 // points in it will expire, with data {event_id, user_id, version,
 // expire_time, amount, balance}. A Finder decides them and hands each to
-// an Emit the dispatcher provides:
+// an Emit the dispatcher provides (noticedynamo is internal/notice/dynamo,
+// which keeps the notices in the webhooks table; this package builds
+// without the AWS SDK):
 //
-//	f, err := notice.New(ledgerStore, notice.NewTable(db, webhooksTable), leases, notice.Options{})
+//	f, err := notice.New(ledgerStore, noticedynamo.NewTable(db, webhooksTable), leases, notice.Options{})
 //	go f.Run(ctx, emit) // or f.Pass(ctx, emit), once
 //
 // What holds:
@@ -35,7 +37,8 @@
 //     since). Emit may thus see one event more than once; the dispatcher
 //     keeps one delivery per event id.
 //   - Shared by lease: the index's shards are taken one at a time under a
-//     lease ("NOTICE#<shard>" in the lease table), like the sweeper's, so
+//     lease ("NOTICE#<shard>" in the lease table), renewed while the
+//     shard is read, by the sweeper's pass (internal/shardpass), so that
 //     several finders (one per ledgerd) do not read the same users at
 //     once; the conditional write, not the lease, is what makes a notice
 //     once.

@@ -13,7 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/projection"
+	"github.com/pointledger/pointledger/internal/shardpass"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
 
@@ -29,6 +29,35 @@ type Store interface {
 	Balance(ctx context.Context, user string) (ledger.Account, error)
 }
 
+// Notice is one decided notice: the event for one user, bucket and lead,
+// and whether Emit has taken it.
+type Notice struct {
+	UserID  string
+	Expire  time.Time     // the bucket's expire_time
+	Kind    string        // the bucket's kind ("": standard)
+	Lead    time.Duration // how long before Expire it was due
+	Event   webhook.Event // the same on every Emit: its ID was drawn once, when the notice was written
+	Emitted bool          // Emit returned nil for it once
+}
+
+// Notices keep the decided notices (internal/notice/dynamo keeps them in
+// the webhooks table): what makes each decided once.
+type Notices interface {
+	// Write puts n unless a notice of its user, bucket and lead exists,
+	// and then fails with ErrNoticeExists.
+	Write(ctx context.Context, n Notice) error
+	// MarkEmitted records that Emit took n (the notice with n's event id
+	// only), so that no later pass emits it again.
+	MarkEmitted(ctx context.Context, n Notice) error
+	// Of reads user's notices of buckets that expire after t, soonest
+	// first, consistently.
+	Of(ctx context.Context, user string, after time.Time) ([]Notice, error)
+}
+
+// ErrNoticeExists is Write's answer when the notice was already written,
+// by this finder in an earlier pass or by another one.
+var ErrNoticeExists = errors.New("notice already written")
+
 // Emit hands a decided notice to the dispatcher. It may be called more
 // than once for one notice (after a failure, or when two finders race), always
 // with the same event: the dispatcher keeps one delivery per event id.
@@ -40,7 +69,7 @@ type Options struct {
 	Interval time.Duration    // between passes; 0: 5 min (each pass reads every candidate's account)
 	Shards   int              // the store's index shards; 0: 16
 	LeaseTTL time.Duration    // of a shard's lease; 0: 1 min
-	Owner    string           // the lease owner's name; "": the host and pid
+	Owner    string           // the lease owner's name; "": shardpass.DefaultOwner (the host, the pid and a random suffix)
 	Workers  int              // users looked at at once; 0: 8
 	Now      func() time.Time // the clock that says what is due; nil: time.Now
 	Log      *slog.Logger     // nil: slog.Default()
@@ -81,18 +110,22 @@ func (p *Progress) add(q Progress) {
 	p.Duration += q.Duration
 }
 
+// Leases share the index's shards between finders, as between sweepers:
+// the lease table's Lock (projection.LeaseTable in ledgerd).
+type Leases = shardpass.Leases
+
 // Finder decides the points.expiring notices and hands them to Emit.
 type Finder struct {
 	store   Store
-	notices *Table
-	leases  *projection.LeaseTable
+	notices Notices
+	pass    *shardpass.Pass
 	o       Options
 }
 
 // New returns a Finder of store's users, keeping its notices in notices and
 // sharing the index's shards by leases in leases. It refuses leads that
 // are not positive or are named twice.
-func New(store Store, notices *Table, leases *projection.LeaseTable, o Options) (*Finder, error) {
+func New(store Store, notices Notices, leases Leases, o Options) (*Finder, error) {
 	leads, err := checkLeads(o.Leads)
 	if err != nil {
 		return nil, err
@@ -101,25 +134,15 @@ func New(store Store, notices *Table, leases *projection.LeaseTable, o Options) 
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
-	if o.Shards <= 0 {
-		o.Shards = 16
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = time.Minute
-	}
-	if o.Owner == "" {
-		o.Owner = projection.DefaultOwner()
-	}
-	if o.Workers <= 0 {
-		o.Workers = 8
-	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Finder{store: store, notices: notices, leases: leases, o: o}, nil
+	pass := shardpass.New(leases, leaseKey, shardpass.Options{
+		Shards: o.Shards, LeaseTTL: o.LeaseTTL, Owner: o.Owner, Workers: o.Workers, Log: o.Log, Name: "notices"})
+	return &Finder{store: store, notices: notices, pass: pass, o: o}, nil
 }
 
 // leaseKey names a shard's lease in the lease table.
@@ -133,73 +156,41 @@ func (f *Finder) Pass(ctx context.Context, emit Emit) (Progress, error) {
 	start := time.Now()
 	p := Progress{Passes: 1}
 	var emitErr error
-	for shard := range f.o.Shards {
-		lease, err := f.leases.Acquire(ctx, leaseKey(shard), f.o.Owner, f.o.LeaseTTL)
-		if errors.Is(err, projection.ErrLeaseHeld) {
-			continue // another finder has it
+	var mu sync.Mutex
+	shards, err := f.pass.Run(ctx, func(shard int) shardpass.Shard {
+		now := f.o.Now()
+		return shardpass.Shard{
+			// The index holds each user's next expiry only, which is never
+			// after any of their buckets': every user with a bucket within
+			// the longest lead is among these, whichever bucket is next.
+			Due: func(ctx context.Context, fn func(string) error) error {
+				return f.store.DueUsers(ctx, shard, now.Add(f.o.Leads[len(f.o.Leads)-1]), fn)
+			},
+			Each: func(ctx context.Context, user string) error {
+				q, eerr, err := f.user(ctx, user, now, emit)
+				if err != nil {
+					return fmt.Errorf("notices of %q: %w", user, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				q.Candidates = 1
+				p.add(q)
+				if emitErr == nil {
+					emitErr = eerr
+				}
+				return nil
+			},
 		}
-		if err != nil {
-			return p, err
-		}
-		err = f.shard(ctx, shard, emit, &p, &emitErr)
-		if rerr := f.leases.Release(context.WithoutCancel(ctx), lease); rerr != nil && err == nil {
-			f.o.Log.WarnContext(ctx, "notices: release lease", "shard", shard, "error", rerr)
-		}
-		if err != nil {
-			return p, fmt.Errorf("notices of shard %d: %w", shard, err)
-		}
-		p.Shards++
+	})
+	p.Shards = shards
+	if err != nil {
+		return p, err
 	}
 	p.Duration = time.Since(start)
 	if emitErr != nil {
 		return p, fmt.Errorf("%d notices not emitted, a later pass emits them again; first: %w", p.EmitsFailed, emitErr)
 	}
 	return p, nil
-}
-
-// shard looks at the candidates of one shard, Workers at a time.
-func (f *Finder) shard(ctx context.Context, shard int, emit Emit, p *Progress, emitErr *error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	now := f.o.Now()
-	users := make(chan string)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range f.o.Workers {
-		wg.Go(func() {
-			for user := range users {
-				q, eerr, err := f.user(ctx, user, now, emit)
-				if err != nil {
-					cancel(fmt.Errorf("notices of %q: %w", user, err))
-					continue
-				}
-				mu.Lock()
-				q.Candidates = 1
-				p.add(q)
-				if *emitErr == nil {
-					*emitErr = eerr
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	// The index holds each user's next expiry only, which is never after
-	// any of their buckets': every user with a bucket within the longest
-	// lead is among these, whichever bucket is next.
-	err := f.store.DueUsers(ctx, shard, now.Add(f.o.Leads[len(f.o.Leads)-1]), func(user string) error {
-		select {
-		case users <- user:
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	})
-	close(users)
-	wg.Wait()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return err
 }
 
 // user decides and emits one user's notices at now. emitErr is the first
@@ -243,7 +234,7 @@ func (f *Finder) user(ctx context.Context, user string, now time.Time, emit Emit
 	}
 	for _, n := range decide {
 		err := f.notices.Write(ctx, n)
-		if errors.Is(err, errNoticeExists) {
+		if errors.Is(err, ErrNoticeExists) {
 			continue // another finder decided it first, and emits it
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -127,7 +128,7 @@ func (h *History) commit(ctx context.Context, st history.State, batch []ledger.E
 			if n, ok := item[attr].(*types.AttributeValueMemberN); ok {
 				had, _ = decimal.NewFromString(n.Value)
 			}
-			item[attr] = &types.AttributeValueMemberN{Value: had.Add(amount).String()}
+			item[attr] = ddbattr.Decimal(had.Add(amount))
 			continue
 		}
 		// A transaction may touch an item once: what adds to one item adds up.
@@ -145,11 +146,11 @@ func (h *History) commit(ctx context.Context, st history.State, batch []ledger.E
 			UpdateExpression:          aws.String("SET #a = if_not_exists(#a, :zero) + :r"),
 			ConditionExpression:       aws.String("attribute_exists(PK)"),
 			ExpressionAttributeNames:  map[string]string{"#a": attrs[v]},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberN{Value: additions[v].String()}, ":zero": &types.AttributeValueMemberN{Value: "0"}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": ddbattr.Decimal(*additions[v]), ":zero": ddbattr.Int(0)},
 		}})
 	}
 	cond := "version = :expected"
-	values := map[string]types.AttributeValue{":expected": n(st.Version)}
+	values := map[string]types.AttributeValue{":expected": ddbattr.Int(st.Version)}
 	if st.Version == 0 {
 		cond, values = "attribute_not_exists(PK)", nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -72,7 +73,7 @@ func NewHistory(db HistoryAPI, table string, l Ledger, tokens *pagetoken.Codec) 
 }
 
 func (h *History) key(user, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": s(dynamo.PartitionKey(user)), "SK": s(sk)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(dynamo.PartitionKey(user)), "SK": ddbattr.S(sk)}
 }
 
 // State reads a user's projection state (consistently); a user never
@@ -117,19 +118,19 @@ func (h *History) State(ctx context.Context, user string) (history.State, error)
 
 func (h *History) historyItem(e ledger.Entry) map[string]types.AttributeValue {
 	item := dynamo.EntryAttributes(e)
-	item["PK"], item["SK"] = s(dynamo.PartitionKey(e.UserID)), s(historySK(e.Version))
+	item["PK"], item["SK"] = ddbattr.S(dynamo.PartitionKey(e.UserID)), ddbattr.S(historySK(e.Version))
 	return item
 }
 
 func (h *History) stateItem(st history.State) map[string]types.AttributeValue {
 	item := h.key(st.UserID, stateSK)
-	item["user_id"] = s(st.UserID)
-	item["version"] = n(st.Version)
+	item["user_id"] = ddbattr.S(st.UserID)
+	item["version"] = ddbattr.Int(st.Version)
 	for name, v := range map[string]decimal.Decimal{"balance": st.Balance, "pending": st.Pending, "granted": st.Granted, "spent": st.Spent, "refunded": st.Refunded, "adjusted": st.Adjusted, "expired": st.Expired} {
-		item[name] = &types.AttributeValueMemberN{Value: v.String()}
+		item[name] = ddbattr.Decimal(v)
 	}
-	item["last_entry_time"] = s(st.LastEntry.UTC().Format(timeLayout))
-	item["update_time"] = s(h.now().UTC().Format(timeLayout))
+	item["last_entry_time"] = ddbattr.S(st.LastEntry.UTC().Format(timeLayout))
+	item["update_time"] = ddbattr.S(h.now().UTC().Format(timeLayout))
 	return item
 }
 
@@ -141,10 +142,4 @@ func historyVersion(item map[string]types.AttributeValue) int64 {
 	}
 	v, _ := strconv.ParseInt(strings.TrimPrefix(sk.Value, historyPrefix), 10, 64)
 	return v
-}
-
-func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-
-func n(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }

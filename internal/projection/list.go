@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/pagetoken"
@@ -52,14 +53,14 @@ func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.
 	} else if q.before > 0 {
 		hi = historySK(q.before - 1)
 	}
-	values := map[string]types.AttributeValue{":pk": s(dynamo.PartitionKey(user)), ":lo": s(lo), ":hi": s(hi)}
+	values := map[string]types.AttributeValue{":pk": ddbattr.S(dynamo.PartitionKey(user)), ":lo": ddbattr.S(lo), ":hi": ddbattr.S(hi)}
 	names := map[string]string{}
 	var filters []string
 	if len(q.types) > 0 {
 		var in []string
 		for i, t := range q.types {
 			k := ":t" + strconv.Itoa(i)
-			values[k] = s(string(t))
+			values[k] = ddbattr.S(string(t))
 			in = append(in, k)
 		}
 		names["#type"] = "type"
@@ -70,11 +71,11 @@ func (h *History) list(ctx context.Context, user string, q listQuery) ([]ledger.
 	// rounded up to the microsecond; cut down instead, an end just past an
 	// entry's time would leave the entry out.
 	if !q.start.IsZero() {
-		values[":start"] = s(ceilMicrosecond(q.start).Format(timeLayout))
+		values[":start"] = ddbattr.S(ceilMicrosecond(q.start).Format(timeLayout))
 		filters = append(filters, "create_time >= :start")
 	}
 	if !q.end.IsZero() {
-		values[":end"] = s(ceilMicrosecond(q.end).Format(timeLayout))
+		values[":end"] = ddbattr.S(ceilMicrosecond(q.end).Format(timeLayout))
 		filters = append(filters, "create_time < :end")
 	}
 	in := &dynamodb.QueryInput{

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -178,7 +179,7 @@ func (h *History) stateGuard(ctx context.Context, user string) (*types.Condition
 		}
 	}
 	guard.ConditionExpression = aws.String("attribute_exists(PK) AND NOT attribute_type(version, :n)")
-	guard.ExpressionAttributeValues = map[string]types.AttributeValue{":n": s("N")}
+	guard.ExpressionAttributeValues = map[string]types.AttributeValue{":n": ddbattr.S("N")}
 	return guard, math.MaxInt64, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -88,7 +89,7 @@ func TestRebuildRepairsAnAlteredHistory(t *testing.T) {
 	ctx := context.Background()
 	pk := ddbtypes.AttributeValueMemberS{Value: dynamo.PartitionKey("u0")}
 	_, err := f.env.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &f.env.History,
-		Key:                       map[string]ddbtypes.AttributeValue{"PK": &pk, "SK": s(historySK(1))},
+		Key:                       map[string]ddbtypes.AttributeValue{"PK": &pk, "SK": ddbattr.S(historySK(1))},
 		UpdateExpression:          aws.String("SET amount = :a"),
 		ExpressionAttributeValues: map[string]ddbtypes.AttributeValue{":a": &ddbtypes.AttributeValueMemberN{Value: "12345"}}})
 	if err != nil {

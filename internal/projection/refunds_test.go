@@ -10,6 +10,7 @@ import (
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -159,7 +160,7 @@ func TestARefundOfAPurchaseMissingFromHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := f.env.Client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &f.env.History, Key: map[string]ddbtypes.AttributeValue{
-		"PK": s(dynamo.PartitionKey("u1")), "SK": s(historySK(2)),
+		"PK": ddbattr.S(dynamo.PartitionKey("u1")), "SK": ddbattr.S(historySK(2)),
 	}}); err != nil {
 		t.Fatal(err)
 	}

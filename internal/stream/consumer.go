@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,9 +15,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/consumerstatus"
+	"github.com/pointledger/pointledger/internal/shardpass"
 )
 
 // StreamsAPI is the part of the DynamoDB Streams client a consumer uses.
@@ -83,10 +82,7 @@ type shardState struct {
 
 // DefaultOwner names this process as a lease owner: the host, the pid and
 // a random part, so that a restarted process is another owner.
-func DefaultOwner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:])
-}
+func DefaultOwner() string { return shardpass.DefaultOwner() }
 
 // NewConsumer returns a consumer of the stream of table that hands its
 // entries to h. It panics if o.Name is empty or holds a "#": that is a

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/pointledger/pointledger/internal/ddbattr"
 )
 
 // Errors of the lease table.
@@ -58,7 +60,7 @@ func NewLeaseTable(db LeaseAPI, table string, now func() time.Time) *LeaseTable 
 func (t *LeaseTable) Get(ctx context.Context, key string) (Lease, bool, error) {
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &t.table,
-		Key:            map[string]types.AttributeValue{"PK": s(key)},
+		Key:            map[string]types.AttributeValue{"PK": ddbattr.S(key)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -88,7 +90,7 @@ func (t *LeaseTable) Acquire(ctx context.Context, key, owner string, ttl time.Du
 	values := map[string]types.AttributeValue{}
 	if ok {
 		cond = "rvn = :seen"
-		values[":seen"] = n(cur.RVN)
+		values[":seen"] = ddbattr.Int(cur.RVN)
 	} else {
 		cond = "attribute_not_exists(PK)"
 		values = nil
@@ -136,7 +138,7 @@ func (t *LeaseTable) write(ctx context.Context, l Lease, ttl time.Duration, seq 
 		ExpressionAttributeNames: map[string]string{
 			"#owner": "owner",
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": s(l.Owner), ":rvn": n(l.RVN)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":owner": ddbattr.S(l.Owner), ":rvn": ddbattr.Int(l.RVN)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -150,14 +152,14 @@ func (t *LeaseTable) write(ctx context.Context, l Lease, ttl time.Duration, seq 
 
 func leaseItem(l Lease) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
-		"PK":         s(l.Key),
-		"owner":      s(l.Owner),
-		"expires_at": n(l.Expires.UnixMilli()),
-		"rvn":        n(l.RVN),
-		"finished":   &types.AttributeValueMemberBOOL{Value: l.Finished},
+		"PK":         ddbattr.S(l.Key),
+		"owner":      ddbattr.S(l.Owner),
+		"expires_at": ddbattr.Int(l.Expires.UnixMilli()),
+		"rvn":        ddbattr.Int(l.RVN),
+		"finished":   ddbattr.Bool(l.Finished),
 	}
 	if l.Checkpoint != "" {
-		item["checkpoint"] = s(l.Checkpoint)
+		item["checkpoint"] = ddbattr.S(l.Checkpoint)
 	}
 	return item
 }
@@ -165,15 +167,7 @@ func leaseItem(l Lease) map[string]types.AttributeValue {
 func decodeLease(item map[string]types.AttributeValue) (Lease, bool, error) {
 	l := Lease{}
 	var err error
-	get := func(name string) string {
-		switch v := item[name].(type) {
-		case *types.AttributeValueMemberS:
-			return v.Value
-		case *types.AttributeValueMemberN:
-			return v.Value
-		}
-		return ""
-	}
+	get := func(name string) string { return ddbattr.Text(item, name) }
 	l.Key, l.Owner, l.Checkpoint = get("PK"), get("owner"), get("checkpoint")
 	ms, err1 := strconv.ParseInt(get("expires_at"), 10, 64)
 	rvn, err2 := strconv.ParseInt(get("rvn"), 10, 64)
@@ -197,10 +191,10 @@ func decodeLease(item map[string]types.AttributeValue) (Lease, bool, error) {
 func (t *LeaseTable) RequestCatchUp(ctx context.Context, key string) error {
 	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        &t.table,
-		Key:              map[string]types.AttributeValue{"PK": s(key)},
+		Key:              map[string]types.AttributeValue{"PK": ddbattr.S(key)},
 		UpdateExpression: aws.String("ADD requests :one SET requested_at = :now"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": n(1), ":now": s(t.now().UTC().Format(time.RFC3339Nano)),
+			":one": ddbattr.Int(1), ":now": ddbattr.S(t.now().UTC().Format(time.RFC3339Nano)),
 		},
 	})
 	if err != nil {
@@ -213,7 +207,7 @@ func (t *LeaseTable) RequestCatchUp(ctx context.Context, key string) error {
 func (t *LeaseTable) CatchUpRequests(ctx context.Context, key string) (int64, error) {
 	out, err := t.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &t.table,
-		Key:            map[string]types.AttributeValue{"PK": s(key)},
+		Key:            map[string]types.AttributeValue{"PK": ddbattr.S(key)},
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -232,10 +226,10 @@ func (t *LeaseTable) CatchUpRequests(ctx context.Context, key string) (int64, er
 func (t *LeaseTable) ClearCatchUp(ctx context.Context, key string, seen int64) (bool, error) {
 	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 &t.table,
-		Key:                       map[string]types.AttributeValue{"PK": s(key)},
+		Key:                       map[string]types.AttributeValue{"PK": ddbattr.S(key)},
 		UpdateExpression:          aws.String("SET requests = :zero"),
 		ConditionExpression:       aws.String("requests = :n"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": n(0), ":n": n(seen)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":zero": ddbattr.Int(0), ":n": ddbattr.Int(seen)},
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
@@ -245,12 +239,6 @@ func (t *LeaseTable) ClearCatchUp(ctx context.Context, key string, seen int64) (
 		return false, fmt.Errorf("clear catch-up requests: %w", err)
 	}
 	return true, nil
-}
-
-func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-
-func n(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }
 
 // Held is a lease kept alive by a heartbeat (a renewal every TTL/3) until

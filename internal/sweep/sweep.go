@@ -18,17 +18,15 @@ package sweep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/shardpass"
 )
 
 // Store is what a sweeper needs of the ledger.
@@ -42,20 +40,16 @@ type Store interface {
 
 // Leases share the index's shards between sweepers: the lease table's
 // Lock (projection.LeaseTable in ledgerd; memory.Leases in tests), as
-// reconcile.Leases.
-type Leases interface {
-	// Lock takes key for owner and keeps it until unlock; lost is told if
-	// it is lost meanwhile. While another owner holds key, its error has a
-	// method HeldBy() (owner string, until time.Time).
-	Lock(ctx context.Context, key, owner string, ttl time.Duration, lost func(error)) (unlock func(context.Context) error, err error)
-}
+// reconcile.Leases. The pass over them is shardpass's, which the notice
+// finder runs too.
+type Leases = shardpass.Leases
 
 // Options say how a Sweeper works; the zero value is the default.
 type Options struct {
 	Shards   int              // the store's index shards; 0: 16
 	Interval time.Duration    // between passes; 0: 15 s, so that points are on the record within a minute
 	LeaseTTL time.Duration    // of a shard's lease; 0: 1 min
-	Owner    string           // the lease owner's name; "": the host, the pid and a random suffix
+	Owner    string           // the lease owner's name; "": shardpass.DefaultOwner (the host, the pid and a random suffix)
 	Workers  int              // users expired at once; 0: 8
 	Now      func() time.Time // the clock that says what is due; nil: time.Now
 	Log      *slog.Logger     // nil: slog.Default()
@@ -86,36 +80,25 @@ func (p Progress) String() string {
 
 // Sweeper writes the expirations idle users' points are due.
 type Sweeper struct {
-	store  Store
-	leases Leases
-	o      Options
+	store Store
+	pass  *shardpass.Pass
+	o     Options
 }
 
 // New returns a Sweeper of store, sharing shards by leases in leases.
 func New(store Store, leases Leases, o Options) *Sweeper {
-	if o.Shards <= 0 {
-		o.Shards = 16
-	}
 	if o.Interval <= 0 {
 		o.Interval = 15 * time.Second
-	}
-	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = time.Minute
-	}
-	if o.Owner == "" {
-		host, _ := os.Hostname()
-		o.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), ulid.Make().String()[20:]) // as a stream consumer's
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Workers <= 0 {
-		o.Workers = 8
-	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	return &Sweeper{store: store, leases: leases, o: o}
+	pass := shardpass.New(leases, LeaseKey, shardpass.Options{
+		Shards: o.Shards, LeaseTTL: o.LeaseTTL, Owner: o.Owner, Workers: o.Workers, Log: o.Log, Name: "sweeper"})
+	return &Sweeper{store: store, pass: pass, o: o}
 }
 
 // LeaseKey names a shard's lease in the lease table.
@@ -125,46 +108,19 @@ func LeaseKey(shard int) string { return fmt.Sprintf("SWEEP#%02d", shard) }
 func (s *Sweeper) Pass(ctx context.Context) (Progress, error) {
 	start := time.Now()
 	p := Progress{Passes: 1, Points: decimal.Zero}
-	for shard := range s.o.Shards {
-		unlock, err := s.leases.Lock(ctx, LeaseKey(shard), s.o.Owner, s.o.LeaseTTL, func(err error) {
-			s.o.Log.WarnContext(ctx, "sweeper: lease renewal failed", "shard", shard, "error", err)
-		})
-		var held interface{ HeldBy() (string, time.Time) }
-		if errors.As(err, &held) {
-			continue // another sweeper has it
-		}
-		if err != nil {
-			return p, err
-		}
-		err = s.sweepShard(ctx, shard, &p)
-		if rerr := unlock(context.WithoutCancel(ctx)); rerr != nil && err == nil {
-			s.o.Log.WarnContext(ctx, "sweeper: release lease", "shard", shard, "error", rerr)
-		}
-		if err != nil {
-			return p, fmt.Errorf("sweep shard %d: %w", shard, err)
-		}
-		p.Shards++
-	}
-	p.Duration = time.Since(start)
-	return p, nil
-}
-
-// sweepShard expires the due users of one shard, Workers at a time.
-func (s *Sweeper) sweepShard(ctx context.Context, shard int, p *Progress) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	users := make(chan string)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range s.o.Workers {
-		wg.Go(func() {
-			for user := range users {
+	shards, err := s.pass.Run(ctx, func(shard int) shardpass.Shard {
+		return shardpass.Shard{
+			Due: func(ctx context.Context, fn func(string) error) error {
+				return s.store.DueUsers(ctx, shard, s.o.Now(), fn)
+			},
+			Each: func(ctx context.Context, user string) error {
 				res, err := s.store.Expire(ctx, user)
 				if err != nil {
-					cancel(fmt.Errorf("expire %q: %w", user, err))
-					continue
+					return fmt.Errorf("expire %q: %w", user, err)
 				}
 				mu.Lock()
+				defer mu.Unlock()
 				p.Users++
 				if res.Entry.Type != "" { // its last entry: releases of holds come first
 					p.Expired++
@@ -172,24 +128,16 @@ func (s *Sweeper) sweepShard(ctx context.Context, shard int, p *Progress) error 
 				if res.Entry.Type == ledger.EntryExpiration {
 					p.Points = p.Points.Sub(res.Entry.Amount)
 				}
-				mu.Unlock()
-			}
-		})
-	}
-	err := s.store.DueUsers(ctx, shard, s.o.Now(), func(user string) error {
-		select {
-		case users <- user:
-			return nil
-		case <-ctx.Done():
-			return context.Cause(ctx)
+				return nil
+			},
 		}
 	})
-	close(users)
-	wg.Wait()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
+	p.Shards = shards
+	if err != nil {
+		return p, err
 	}
-	return err
+	p.Duration = time.Since(start)
+	return p, nil
 }
 
 // Run sweeps every Interval until ctx ends, logging what each pass did when

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 )
@@ -47,7 +48,7 @@ func snapshotSK(a ledger.Account) string {
 // attributes under the snapshot's key.
 func snapshotItem(a ledger.Account) map[string]types.AttributeValue {
 	item := accountAttributes(a)
-	item["PK"], item["SK"] = str(partitionKey(a.UserID)), str(snapshotSK(a))
+	item["PK"], item["SK"] = ddbattr.S(partitionKey(a.UserID)), ddbattr.S(snapshotSK(a))
 	return item
 }
 
@@ -66,9 +67,9 @@ func (l *Ledger) AccountAt(ctx context.Context, user string, t time.Time) (ledge
 		ConsistentRead:         aws.Bool(true),
 		KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :from AND :to"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":   str(partitionKey(user)),
-			":from": str(snapshotPrefix),
-			":to":   str(snapshotPrefix + formatTime(t) + "#~"), // '~' sorts after every digit
+			":pk":   ddbattr.S(partitionKey(user)),
+			":from": ddbattr.S(snapshotPrefix),
+			":to":   ddbattr.S(snapshotPrefix + formatTime(t) + "#~"), // '~' sorts after every digit
 		},
 		ScanIndexForward: aws.Bool(false),
 		Limit:            aws.Int32(1),

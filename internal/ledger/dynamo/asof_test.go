@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -109,7 +110,7 @@ func TestSnapshotsAreTheAggregate(t *testing.T) {
 		ConsistentRead:         aws.Bool(true),
 		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :s)"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(partitionKey("u")), ":s": str(snapshotPrefix),
+			":pk": ddbattr.S(partitionKey("u")), ":s": ddbattr.S(snapshotPrefix),
 		},
 	})
 	if err != nil {

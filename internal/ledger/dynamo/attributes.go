@@ -9,8 +9,9 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// Attribute values: the decoder that reads an item's typed attributes, and
-// the values the items are written with.
+// Attribute values: the decoder that reads an item's typed attributes; the
+// values the items are written with are internal/ddbattr's, as every
+// table's.
 
 // decoder reads typed attributes and remembers the first problem, so that a
 // malformed item is reported once with the attribute at fault.
@@ -135,16 +136,6 @@ func (d *decoder) strMap(name string) map[string]string {
 		out[k] = s.Value
 	}
 	return out
-}
-
-func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
-
-func num(d decimal.Decimal) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: d.String()}
-}
-
-func numInt(n int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
 }
 
 func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -107,7 +108,7 @@ func (l *Ledger) partitionItems(ctx context.Context, user string) ([]map[string]
 		TableName:                 &l.table,
 		ConsistentRead:            aws.Bool(true),
 		KeyConditionExpression:    aws.String("PK = :pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(partitionKey(user))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddbattr.S(partitionKey(user))},
 	})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)

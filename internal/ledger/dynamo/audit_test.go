@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -27,7 +28,7 @@ func TestAuditFindsABalanceChangedBehindItsBack(t *testing.T) {
 		TableName:                 &env.Ledger,
 		Key:                       accountKey("u1"),
 		UpdateExpression:          aws.String("SET balance = :b"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(11))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": ddbattr.Decimal(decimal.NewFromInt(11))},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -28,17 +29,17 @@ func EntryItem(e ledger.Entry) map[string]types.AttributeValue { return entryIte
 // something is.
 func AccountItem(a ledger.Account) map[string]types.AttributeValue {
 	item := accountKey(a.UserID)
-	item["user_id"] = str(a.UserID)
-	item["balance"] = num(a.Balance)
-	item["version"] = numInt(a.Version)
-	item["status"] = str(string(a.Status))
-	item["create_time"] = str(formatTime(a.CreateTime))
-	item["update_time"] = str(formatTime(a.UpdateTime))
+	item["user_id"] = ddbattr.S(a.UserID)
+	item["balance"] = ddbattr.Decimal(a.Balance)
+	item["version"] = ddbattr.Int(a.Version)
+	item["status"] = ddbattr.S(string(a.Status))
+	item["create_time"] = ddbattr.S(formatTime(a.CreateTime))
+	item["update_time"] = ddbattr.S(formatTime(a.UpdateTime))
 	if expires(a.Buckets) {
 		item["buckets"] = bucketsItem(a.Buckets)
 	}
 	if len(a.Holds) > 0 {
-		item["held"] = num(a.Held)
+		item["held"] = ddbattr.Decimal(a.Held)
 		item["holds"] = holdsItem(a.Holds)
 	}
 	return item

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
@@ -166,8 +167,8 @@ func BenchmarkGroupLayout(b *testing.B) {
 					if c.lsi {
 						item := entryItem(e)
 						item["V"] = item["SK"]
-						item["SK"] = str(requestPrefix + m.RequestID)
-						item["request_hash"] = str(m.Hash())
+						item["SK"] = ddbattr.S(requestPrefix + m.RequestID)
+						item["request_hash"] = ddbattr.S(m.Hash())
 						items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &table, Item: item, ConditionExpression: cond}})
 						continue
 					}
@@ -204,8 +205,8 @@ const benchWarmup = 20 * time.Second
 
 func accountItemForBench(user string, version int64) map[string]types.AttributeValue {
 	item := accountKey(user)
-	item["balance"] = numInt(1e9 - version)
-	item["version"] = numInt(version)
+	item["balance"] = ddbattr.Int(1e9 - version)
+	item["version"] = ddbattr.Int(version)
 	return item
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/throttle"
 )
@@ -64,19 +65,19 @@ const (
 func budgetPK(id string) string { return "BUDGET#" + id }
 
 func budgetKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(budgetPK(id)), "SK": str(budgetSK)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(budgetPK(id)), "SK": ddbattr.S(budgetSK)}
 }
 
 func shardKey(id string, n int) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(budgetPK(id) + "#" + strconv.Itoa(n)), "SK": str(shardSK)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(budgetPK(id) + "#" + strconv.Itoa(n)), "SK": ddbattr.S(shardSK)}
 }
 
 func budgetRequestKey(id, requestID string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(budgetPK(id)), "SK": str(requestPrefix + requestID)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(budgetPK(id)), "SK": ddbattr.S(requestPrefix + requestID)}
 }
 
 func budgetDirectoryKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(budgetsDirectory), "SK": str(budgetDirPrefix + id)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(budgetsDirectory), "SK": ddbattr.S(budgetDirPrefix + id)}
 }
 
 // shard is one escrow shard as read.
@@ -100,18 +101,18 @@ func (l *Ledger) CreateBudget(ctx context.Context, c ledger.BudgetCreation) (led
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 			Item: with(budgetKey(nb.ID), map[string]types.AttributeValue{
-				"budget_id": str(nb.ID), "total": num(nb.Total), "status": str(string(nb.Status)),
-				"description": str(nb.Description), "create_time": str(formatTime(now)), "shards": numInt(int64(nb.Shards)),
+				"budget_id": ddbattr.S(nb.ID), "total": ddbattr.Decimal(nb.Total), "status": ddbattr.S(string(nb.Status)),
+				"description": ddbattr.S(nb.Description), "create_time": ddbattr.S(formatTime(now)), "shards": ddbattr.Int(int64(nb.Shards)),
 			})}},
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			Item:                                with(budgetRequestKey(c.BudgetID, c.RequestID), map[string]types.AttributeValue{"request_hash": str(c.Hash())})}},
-		{Put: &types.Put{TableName: &l.table, Item: with(budgetDirectoryKey(c.BudgetID), map[string]types.AttributeValue{"budget_id": str(c.BudgetID)})}},
+			Item:                                with(budgetRequestKey(c.BudgetID, c.RequestID), map[string]types.AttributeValue{"request_hash": ddbattr.S(c.Hash())})}},
+		{Put: &types.Put{TableName: &l.table, Item: with(budgetDirectoryKey(c.BudgetID), map[string]types.AttributeValue{"budget_id": ddbattr.S(c.BudgetID)})}},
 	}
 	for n, part := range ledger.SplitBudget(nb.Remaining, nb.Shards) {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			Item: with(shardKey(nb.ID, n), map[string]types.AttributeValue{
-				"budget_id": str(nb.ID), "remaining": num(part), "granted": num(nb.Granted), "status": str(string(nb.Status)),
+				"budget_id": ddbattr.S(nb.ID), "remaining": ddbattr.Decimal(part), "granted": ddbattr.Decimal(nb.Granted), "status": ddbattr.S(string(nb.Status)),
 			})}})
 	}
 	reasons, err := l.budgetTransaction(ctx, items)
@@ -150,14 +151,14 @@ func (l *Ledger) TopUpBudget(ctx context.Context, u ledger.BudgetTopUp) (ledger.
 			UpdateExpression:                    aws.String("SET #total = #total + :a"),
 			ConditionExpression:                 aws.String("#status = :open"),
 			ExpressionAttributeNames:            map[string]string{"#status": "status", "#total": "total"}, // reserved words
-			ExpressionAttributeValues:           map[string]types.AttributeValue{":a": num(u.Amount), ":open": str(string(ledger.BudgetOpen))},
+			ExpressionAttributeValues:           map[string]types.AttributeValue{":a": ddbattr.Decimal(u.Amount), ":open": ddbattr.S(string(ledger.BudgetOpen))},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}},
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-			Item:                                with(budgetRequestKey(u.BudgetID, u.RequestID), map[string]types.AttributeValue{"request_hash": str(u.Hash())})}},
+			Item:                                with(budgetRequestKey(u.BudgetID, u.RequestID), map[string]types.AttributeValue{"request_hash": ddbattr.S(u.Hash())})}},
 		{Update: &types.Update{TableName: &l.table, Key: shardKey(u.BudgetID, ledger.BudgetShard(u.RequestID, k)),
 			UpdateExpression:          aws.String("SET remaining = remaining + :a"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":a": num(u.Amount)}}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddbattr.Decimal(u.Amount)}}},
 	}
 	reasons, err := l.budgetTransaction(ctx, items)
 	switch {
@@ -199,7 +200,7 @@ func (l *Ledger) CloseBudget(ctx context.Context, id string) (ledger.Budget, boo
 			return ledger.Budget{}, false, ledger.Errorf(ledger.KindAborted, ledger.ReasonTooManyConflicts,
 				"gave up after %d attempts to close budget %q: its shards kept growing; retrying is safe", maxBorrowAttempts, id)
 		}
-		closed := map[string]types.AttributeValue{":closed": str(string(ledger.BudgetClosed)), ":open": str(string(ledger.BudgetOpen)), ":k": numInt(int64(b.Shards))}
+		closed := map[string]types.AttributeValue{":closed": ddbattr.S(string(ledger.BudgetClosed)), ":open": ddbattr.S(string(ledger.BudgetOpen)), ":k": ddbattr.Int(int64(b.Shards))}
 		items := []types.TransactWriteItem{{Update: &types.Update{TableName: &l.table, Key: budgetKey(id),
 			UpdateExpression: aws.String("SET #status = :closed"), ConditionExpression: aws.String("#status = :open AND shards = :k"),
 			ExpressionAttributeNames: map[string]string{"#status": "status"}, ExpressionAttributeValues: closed}}}
@@ -275,7 +276,7 @@ func (l *Ledger) ListBudgets(ctx context.Context, q ledger.BudgetQuery) ([]ledge
 		out, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName: &l.table, ConsistentRead: aws.Bool(true),
 			KeyConditionExpression:    aws.String("PK = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(budgetsDirectory)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddbattr.S(budgetsDirectory)},
 			ProjectionExpression:      aws.String("SK"), ExclusiveStartKey: start,
 			Limit: aws.Int32(int32(q.PageSize + 1 - len(ids))), //nolint:gosec // at most ledger.MaxPageSize + 1
 		})
@@ -572,7 +573,7 @@ func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount deci
 	give, _ := ledger.Borrow(remaining, draw.shard, amount.Sub(remaining[draw.shard]))
 	var items []types.TransactWriteItem
 	got := decimal.Zero
-	open := str(string(ledger.BudgetOpen))
+	open := ddbattr.S(string(ledger.BudgetOpen))
 	for n, g := range give {
 		if !g.IsPositive() {
 			continue
@@ -582,13 +583,13 @@ func (l *Ledger) borrow(ctx context.Context, draw budgetDraw, k int, amount deci
 			UpdateExpression:          aws.String("SET remaining = remaining - :g"),
 			ConditionExpression:       aws.String("remaining >= :g AND #status = :open"),
 			ExpressionAttributeNames:  map[string]string{"#status": "status"},
-			ExpressionAttributeValues: map[string]types.AttributeValue{":g": num(g), ":open": open}}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":g": ddbattr.Decimal(g), ":open": open}}})
 	}
 	items = append(items, types.TransactWriteItem{Update: &types.Update{TableName: &l.table, Key: shardKey(draw.budget, draw.shard),
 		UpdateExpression:          aws.String("SET remaining = remaining + :g"),
 		ConditionExpression:       aws.String("#status = :open"),
 		ExpressionAttributeNames:  map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":g": num(got), ":open": open}}})
+		ExpressionAttributeValues: map[string]types.AttributeValue{":g": ddbattr.Decimal(got), ":open": open}}})
 	_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var cancelled *types.TransactionCanceledException
 	switch {
@@ -631,14 +632,14 @@ func (t *txn) drawFromBudget(c *call) {
 		t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
 			UpdateExpression:          aws.String("SET remaining = remaining + :a, granted = granted - :a"),
 			ConditionExpression:       aws.String("attribute_exists(PK)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":a": num(amount.Neg())}}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddbattr.Decimal(amount.Neg())}}})
 		return
 	}
 	t.items = append(t.items, types.TransactWriteItem{Update: &types.Update{TableName: t.table, Key: shardKey(draw.budget, draw.shard),
 		UpdateExpression:                    aws.String("SET remaining = remaining - :a, granted = granted + :a"),
 		ConditionExpression:                 aws.String("remaining >= :a AND #status = :open"),
 		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":a": num(amount), ":open": str(string(ledger.BudgetOpen))},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":a": ddbattr.Decimal(amount), ":open": ddbattr.S(string(ledger.BudgetOpen))},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}})
 }
 

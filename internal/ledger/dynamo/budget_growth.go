@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -109,17 +110,17 @@ func (l *Ledger) growBudget(ctx context.Context, id string) error {
 		return err
 	}
 	to := min(2*from, ledger.MaxBudgetShards)
-	open := str(string(ledger.BudgetOpen))
+	open := ddbattr.S(string(ledger.BudgetOpen))
 	items := []types.TransactWriteItem{{Update: &types.Update{TableName: &l.table, Key: budgetKey(id),
 		UpdateExpression:                    aws.String("SET shards = :to"),
 		ConditionExpression:                 aws.String("shards = :from AND #status = :open"),
 		ExpressionAttributeNames:            map[string]string{"#status": "status"},
-		ExpressionAttributeValues:           map[string]types.AttributeValue{":to": numInt(int64(to)), ":from": numInt(int64(from)), ":open": open},
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":to": ddbattr.Int(int64(to)), ":from": ddbattr.Int(int64(from)), ":open": open},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}}}
 	for n := from; n < to; n++ {
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 			Item: with(shardKey(id, n), map[string]types.AttributeValue{
-				"budget_id": str(id), "remaining": num(decimal.Zero), "granted": num(decimal.Zero), "status": open,
+				"budget_id": ddbattr.S(id), "remaining": ddbattr.Decimal(decimal.Zero), "granted": ddbattr.Decimal(decimal.Zero), "status": open,
 			})}})
 	}
 	reasons, err := l.budgetTransaction(ctx, items)

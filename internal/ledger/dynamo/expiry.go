@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -45,7 +46,7 @@ func expiryShard(user string) int {
 func expiryPK(shard int) string { return fmt.Sprintf("%sX#%02d", expiryPrefix, shard) }
 
 func expiryIndexKey(user string, next time.Time) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(expiryPK(expiryShard(user))), "SK": str(formatTime(next) + "#" + user)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(expiryPK(expiryShard(user))), "SK": ddbattr.S(formatTime(next) + "#" + user)}
 }
 
 // expiryIndexItems are the writes that keep the index of next expiries
@@ -62,7 +63,7 @@ func expiryIndexItems(table *string, before, after ledger.Account) []types.Trans
 	}
 	if !is.IsZero() {
 		item := expiryIndexKey(after.UserID, is)
-		item["user_id"] = str(after.UserID)
+		item["user_id"] = ddbattr.S(after.UserID)
 		items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: table, Item: item}})
 	}
 	return items
@@ -76,8 +77,8 @@ func (l *Ledger) DueUsers(ctx context.Context, shard int, t time.Time, fn func(u
 		ConsistentRead:         aws.Bool(true),
 		KeyConditionExpression: aws.String("PK = :pk AND SK <= :t"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(expiryPK(shard)),
-			":t":  str(formatTime(t) + "#~"), // every user of an expiry at t: '~' sorts after the id alphabet
+			":pk": ddbattr.S(expiryPK(shard)),
+			":t":  ddbattr.S(formatTime(t) + "#~"), // every user of an expiry at t: '~' sorts after the id alphabet
 		},
 	})
 	for p.HasMorePages() {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ddbproxy"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
@@ -254,7 +255,7 @@ func TestACachedAggregateDoesNotOverwriteADriftedBalance(t *testing.T) {
 	_, err := env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
 		TableName: &env.Ledger, Key: accountKey("u1"),
 		UpdateExpression:          aws.String("SET balance = :b"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(15))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": ddbattr.Decimal(decimal.NewFromInt(15))},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +308,7 @@ func (w *bumpBeforeAccountReads) GetItem(ctx context.Context, in *dynamodb.GetIt
 	if sk, ok := in.Key["SK"].(*types.AttributeValueMemberS); ok && sk.Value == accountSK && w.on.Load() {
 		_, err := w.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: &w.table, Key: in.Key,
 			UpdateExpression:          aws.String("SET balance = balance + :one"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":one": num(decimal.NewFromInt(1))}})
+			ExpressionAttributeValues: map[string]types.AttributeValue{":one": ddbattr.Decimal(decimal.NewFromInt(1))}})
 		if err != nil {
 			return nil, err
 		}

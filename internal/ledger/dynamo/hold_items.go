@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -18,22 +19,22 @@ import (
 // hold: all it was made with.
 func holdAttributes(h ledger.Hold) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		"amount":      num(h.Amount),
-		"expire_time": str(formatTime(h.ExpireTime)),
-		"create_time": str(formatTime(h.CreateTime)),
-		"version":     numInt(h.Version),
+		"amount":      ddbattr.Decimal(h.Amount),
+		"expire_time": ddbattr.S(formatTime(h.ExpireTime)),
+		"create_time": ddbattr.S(formatTime(h.CreateTime)),
+		"version":     ddbattr.Int(h.Version),
 	}
 	if h.OrderID != "" {
-		m["order_id"] = str(h.OrderID)
+		m["order_id"] = ddbattr.S(h.OrderID)
 	}
 	if len(h.Draws) > 0 {
 		m["draws"] = drawsItem(h.Draws)
 	}
 	if h.MerchantID != "" {
-		m["merchant_id"] = str(h.MerchantID)
+		m["merchant_id"] = ddbattr.S(h.MerchantID)
 	}
 	if h.Category != "" {
-		m["category"] = str(h.Category)
+		m["category"] = ddbattr.S(h.Category)
 	}
 	return m
 }
@@ -53,14 +54,14 @@ func holdsItem(hs []ledger.Hold) types.AttributeValue {
 func holdItem(h ledger.Hold) map[string]types.AttributeValue {
 	item := holdAttributes(h)
 	maps.Copy(item, holdKey(h.UserID, h.Version))
-	item["request_id"] = str(h.RequestID)
-	item["user_id"] = str(h.UserID)
-	item["state"] = str(string(h.State))
+	item["request_id"] = ddbattr.S(h.RequestID)
+	item["user_id"] = ddbattr.S(h.UserID)
+	item["state"] = ddbattr.S(string(h.State))
 	if h.ResolveVersion > 0 {
-		item["resolve_version"] = numInt(h.ResolveVersion)
+		item["resolve_version"] = ddbattr.Int(h.ResolveVersion)
 	}
 	if h.State == ledger.HoldCaptured {
-		item["captured_amount"] = num(h.CapturedAmount)
+		item["captured_amount"] = ddbattr.Decimal(h.CapturedAmount)
 	}
 	return item
 }
@@ -132,15 +133,15 @@ func lotsItem(ls []ledger.PendingLot) types.AttributeValue {
 	m := make(map[string]types.AttributeValue, len(ls))
 	for _, l := range ls {
 		lot := map[string]types.AttributeValue{
-			"amount":         num(l.Amount),
-			"effective_time": str(formatTime(l.EffectiveTime)),
-			"version":        numInt(l.Version),
+			"amount":         ddbattr.Decimal(l.Amount),
+			"effective_time": ddbattr.S(formatTime(l.EffectiveTime)),
+			"version":        ddbattr.Int(l.Version),
 		}
 		if !l.ExpireTime.IsZero() {
-			lot["expire_time"] = str(formatTime(l.ExpireTime))
+			lot["expire_time"] = ddbattr.S(formatTime(l.ExpireTime))
 		}
 		if l.Kind != "" {
-			lot["kind"] = str(l.Kind)
+			lot["kind"] = ddbattr.S(l.Kind)
 		}
 		m[l.GrantRequestID] = &types.AttributeValueMemberM{Value: lot}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -312,7 +313,7 @@ func TestACaptureOfAHoldWhoseRecordWasResolvedBehindItsBack(t *testing.T) {
 	l, env := newLedger(t, nil, fastRetry)
 	mustApply(t, l, mutation(t, ledger.EntryGrant, "u", "g", "10"))
 	mustApply(t, l, holdRequest(t, ledger.EntryHold, ledger.Request{RequestID: "h", Amount: "4"}))
-	setAttribute(t, env, "u", holdSK(2), "state", str(string(ledger.HoldVoided)))
+	setAttribute(t, env, "u", holdSK(2), "state", ddbattr.S(string(ledger.HoldVoided)))
 	c := holdRequest(t, ledger.EntryCapture, ledger.Request{RequestID: "c", HoldRequestID: "h"})
 	_, err := l.Apply(context.Background(), c)
 	if _, isDomain := ledger.AsError(err); err == nil || isDomain {
@@ -343,16 +344,16 @@ func TestAuditOfHolds(t *testing.T) {
 		damage func(*testing.T, *dynamotest.Env)
 		want   []string
 	}{
-		{"a captured hold's record says voided", set(holdSK(2), "state", str(string(ledger.HoldVoided))), []string{ledger.FindingHoldRecord}},
-		{"a captured amount changed", set(holdSK(2), "captured_amount", num(decimal.NewFromInt(3))), []string{ledger.FindingHoldRecord}},
-		{"an open hold's record says captured", set(holdSK(4), "state", str(string(ledger.HoldCaptured))), []string{ledger.FindingHoldRecord}},
-		{"held changed", set(accountSK, "held", num(decimal.NewFromInt(6))), []string{ledger.FindingHeld}},
+		{"a captured hold's record says voided", set(holdSK(2), "state", ddbattr.S(string(ledger.HoldVoided))), []string{ledger.FindingHoldRecord}},
+		{"a captured amount changed", set(holdSK(2), "captured_amount", ddbattr.Decimal(decimal.NewFromInt(3))), []string{ledger.FindingHoldRecord}},
+		{"an open hold's record says captured", set(holdSK(4), "state", ddbattr.S(string(ledger.HoldCaptured))), []string{ledger.FindingHoldRecord}},
+		{"held changed", set(accountSK, "held", ddbattr.Decimal(decimal.NewFromInt(6))), []string{ledger.FindingHeld}},
 		{"a capture spent more than its hold", func(t *testing.T, env *dynamotest.Env) {
-			set(entrySK(3), "amount", num(decimal.NewFromInt(-9)))(t, env)
-			set(entrySK(3), "balance_after", num(decimal.NewFromInt(91)))(t, env)
-			set(entrySK(4), "balance_after", num(decimal.NewFromInt(91)))(t, env)
-			set(accountSK, "balance", num(decimal.NewFromInt(91)))(t, env)
-			set(holdSK(2), "captured_amount", num(decimal.NewFromInt(9)))(t, env)
+			set(entrySK(3), "amount", ddbattr.Decimal(decimal.NewFromInt(-9)))(t, env)
+			set(entrySK(3), "balance_after", ddbattr.Decimal(decimal.NewFromInt(91)))(t, env)
+			set(entrySK(4), "balance_after", ddbattr.Decimal(decimal.NewFromInt(91)))(t, env)
+			set(accountSK, "balance", ddbattr.Decimal(decimal.NewFromInt(91)))(t, env)
+			set(holdSK(2), "captured_amount", ddbattr.Decimal(decimal.NewFromInt(9)))(t, env)
 		}, []string{ledger.FindingCaptureOverHold, ledger.FindingRequestMismatch}}, // the capture asked for all of its hold
 		{"a hold released twice", func(t *testing.T, env *dynamotest.Env) {
 			e := ledger.Entry{ID: "01JSTRAY000000000000000000", UserID: "u", Version: 5, Type: ledger.EntryRelease, Amount: decimal.Zero,
@@ -360,7 +361,7 @@ func TestAuditOfHolds(t *testing.T) {
 			if _, err := env.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: &env.Ledger, Item: entryItem(e)}); err != nil {
 				t.Fatal(err)
 			}
-			set(accountSK, "version", numInt(5))(t, env)
+			set(accountSK, "version", ddbattr.Int(5))(t, env)
 		}, []string{ledger.FindingHeld, ledger.FindingHoldResolved}},
 	}
 	for _, tt := range tests {
@@ -448,13 +449,13 @@ func TestHoldItems(t *testing.T) {
 		{RequestID: "a", UserID: "u", Amount: d("3"), State: ledger.HoldHeld, ExpireTime: at.Add(time.Minute), OrderID: "o", CreateTime: at, Version: 3, Draws: draws[:1]},
 	}
 	item := key("u", accountSK)
-	item["user_id"], item["balance"], item["version"], item["status"] = str("u"), num(d("9")), numInt(8), str(string(ledger.StatusActive))
-	item["create_time"], item["update_time"] = str(formatTime(at)), str(formatTime(at))
+	item["user_id"], item["balance"], item["version"], item["status"] = ddbattr.S("u"), ddbattr.Decimal(d("9")), ddbattr.Int(8), ddbattr.S(string(ledger.StatusActive))
+	item["create_time"], item["update_time"] = ddbattr.S(formatTime(at)), ddbattr.S(formatTime(at))
 	old, _, err := decodeAccount(item)
 	if err != nil || len(old.Holds) != 0 || !old.Held.IsZero() || len(old.Buckets) != 1 || !old.Buckets[0].Amount.Equal(d("9")) {
 		t.Errorf("an account from before holds: %+v, %v; want no holds, 9 never expiring", old, err)
 	}
-	item["held"], item["holds"] = num(d("5")), holdsItem(open)
+	item["held"], item["holds"] = ddbattr.Decimal(d("5")), holdsItem(open)
 	acct, _, err := decodeAccount(item)
 	if err != nil || len(acct.Holds) != 2 || acct.Holds[0].RequestID != "a" || acct.Holds[1].RequestID != "b" || acct.Holds[0].OrderID != "o" ||
 		!acct.Holds[0].ExpireTime.Equal(at.Add(time.Minute)) || len(acct.Holds[1].Draws) != 1 || acct.Holds[1].UserID != "u" {

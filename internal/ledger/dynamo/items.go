@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -45,7 +46,7 @@ const (
 func partitionKey(user string) string { return "ACCT#" + user }
 
 func key(user, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(partitionKey(user)), "SK": str(sk)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(partitionKey(user)), "SK": ddbattr.S(sk)}
 }
 
 func accountKey(user string) map[string]types.AttributeValue { return key(user, accountSK) }
@@ -102,18 +103,18 @@ func recordable(err error) (*ledger.Error, bool) {
 
 func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	item := key(e.UserID, entrySK(e.Version))
-	item["entry_id"] = str(e.ID)
-	item["user_id"] = str(e.UserID)
-	item["version"] = numInt(e.Version)
-	item["type"] = str(string(e.Type))
-	item["amount"] = num(e.Amount)
-	item["balance_after"] = num(e.BalanceAfter)
+	item["entry_id"] = ddbattr.S(e.ID)
+	item["user_id"] = ddbattr.S(e.UserID)
+	item["version"] = ddbattr.Int(e.Version)
+	item["type"] = ddbattr.S(string(e.Type))
+	item["amount"] = ddbattr.Decimal(e.Amount)
+	item["balance_after"] = ddbattr.Decimal(e.BalanceAfter)
 	if e.RequestID != "" { // entries the ledger writes itself (expirations) have none
-		item["request_id"] = str(e.RequestID)
+		item["request_id"] = ddbattr.S(e.RequestID)
 	}
-	item["create_time"] = str(formatTime(e.CreateTime))
+	item["create_time"] = ddbattr.S(formatTime(e.CreateTime))
 	if !e.ExpireTime.IsZero() {
-		item["expire_time"] = str(formatTime(e.ExpireTime))
+		item["expire_time"] = ddbattr.S(formatTime(e.ExpireTime))
 	}
 	if len(e.Draws) > 0 {
 		item["draws"] = drawsItem(e.Draws)
@@ -122,70 +123,70 @@ func entryItem(e ledger.Entry) map[string]types.AttributeValue {
 	// program without kinds stay as they were, and items from before
 	// kinds read as standard.
 	if e.Kind != "" {
-		item["kind"] = str(e.Kind)
+		item["kind"] = ddbattr.S(e.Kind)
 	}
 	if e.MerchantID != "" {
-		item["merchant_id"] = str(e.MerchantID)
+		item["merchant_id"] = ddbattr.S(e.MerchantID)
 	}
 	if e.Category != "" {
-		item["category"] = str(e.Category)
+		item["category"] = ddbattr.S(e.Category)
 	}
 	if e.OrderID != "" {
-		item["order_id"] = str(e.OrderID)
+		item["order_id"] = ddbattr.S(e.OrderID)
 	}
 	if len(e.Metadata) > 0 {
 		md := make(map[string]types.AttributeValue, len(e.Metadata))
 		for k, v := range e.Metadata {
-			md[k] = str(v)
+			md[k] = ddbattr.S(v)
 		}
 		item["metadata"] = &types.AttributeValueMemberM{Value: md}
 	}
 	// What is held: only on the entries that move it or follow one that
 	// did, so that the items of a user who never held stay as they were.
 	if !e.HeldChange.IsZero() {
-		item["held_change"] = num(e.HeldChange)
+		item["held_change"] = ddbattr.Decimal(e.HeldChange)
 	}
 	if !e.HeldAfter.IsZero() {
-		item["held_after"] = num(e.HeldAfter)
+		item["held_after"] = ddbattr.Decimal(e.HeldAfter)
 	}
 	if e.HoldRequestID != "" {
-		item["hold_request_id"] = str(e.HoldRequestID)
+		item["hold_request_id"] = ddbattr.S(e.HoldRequestID)
 	}
 	if e.BudgetID != "" {
-		item["budget_id"] = str(e.BudgetID)
+		item["budget_id"] = ddbattr.S(e.BudgetID)
 	}
 	if e.Refundable() {
-		item["refunded_amount"] = num(e.RefundedAmount)
+		item["refunded_amount"] = ddbattr.Decimal(e.RefundedAmount)
 	}
 	// Pending points: only on the entries that move them or follow one
 	// that did, as with what is held.
 	if !e.PendingChange.IsZero() {
-		item["pending_change"] = num(e.PendingChange)
+		item["pending_change"] = ddbattr.Decimal(e.PendingChange)
 	}
 	if !e.PendingAfter.IsZero() {
-		item["pending_after"] = num(e.PendingAfter)
+		item["pending_after"] = ddbattr.Decimal(e.PendingAfter)
 	}
 	if !e.EffectiveTime.IsZero() {
-		item["effective_time"] = str(formatTime(e.EffectiveTime))
+		item["effective_time"] = ddbattr.S(formatTime(e.EffectiveTime))
 	}
 	if e.GrantRequestID != "" {
-		item["grant_request_id"] = str(e.GrantRequestID)
-		item["grant_version"] = numInt(e.GrantVersion)
+		item["grant_request_id"] = ddbattr.S(e.GrantRequestID)
+		item["grant_version"] = ddbattr.Int(e.GrantVersion)
 	}
 	if !e.ReversedAmount.IsZero() { // a grant's reversals add it (grantReversalUpdate)
-		item["reversed_amount"] = num(e.ReversedAmount)
+		item["reversed_amount"] = ddbattr.Decimal(e.ReversedAmount)
 	}
 	switch e.Type {
 	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture, ledger.EntryMaturation:
 	case ledger.EntryReversal: // why, if the request said
 		if e.Reason != "" {
-			item["reason"] = str(e.Reason)
+			item["reason"] = ddbattr.S(e.Reason)
 		}
 	case ledger.EntryRefund:
-		item["purchase_request_id"] = str(e.PurchaseRequestID)
-		item["purchase_version"] = numInt(e.PurchaseVersion)
+		item["purchase_request_id"] = ddbattr.S(e.PurchaseRequestID)
+		item["purchase_version"] = ddbattr.Int(e.PurchaseVersion)
 	case ledger.EntryAdjustment, ledger.EntryRelease: // a release's reason: VOIDED or EXPIRED
-		item["reason"] = str(e.Reason)
+		item["reason"] = ddbattr.S(e.Reason)
 		if e.ExplainsBalance {
 			item["explains_balance"] = &types.AttributeValueMemberBOOL{Value: true}
 		}
@@ -217,12 +218,12 @@ func bucketKey(b ledger.Bucket) string {
 func drawsItem(ds []ledger.Draw) types.AttributeValue {
 	l := make([]types.AttributeValue, len(ds))
 	for i, d := range ds {
-		m := map[string]types.AttributeValue{"amount": num(d.Amount)}
+		m := map[string]types.AttributeValue{"amount": ddbattr.Decimal(d.Amount)}
 		if !d.Expire.IsZero() {
-			m["expire_time"] = str(formatTime(d.Expire))
+			m["expire_time"] = ddbattr.S(formatTime(d.Expire))
 		}
 		if d.Kind != "" {
-			m["kind"] = str(d.Kind)
+			m["kind"] = ddbattr.S(d.Kind)
 		}
 		l[i] = &types.AttributeValueMemberM{Value: m}
 	}
@@ -243,7 +244,7 @@ func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
 	m := make(map[string]types.AttributeValue, len(bs))
 	for _, b := range bs {
 		if kept(b) {
-			m[bucketKey(b)] = num(b.Amount)
+			m[bucketKey(b)] = ddbattr.Decimal(b.Amount)
 		}
 	}
 	return &types.AttributeValueMemberM{Value: m}
@@ -255,9 +256,9 @@ func kept(b ledger.Bucket) bool { return !b.Expire.IsZero() || b.Kind != "" }
 
 func requestItem(m ledger.Mutation, e ledger.Entry, last int64) map[string]types.AttributeValue {
 	item := requestAttributes(m, e.CreateTime)
-	item["version"] = numInt(e.Version)
+	item["version"] = ddbattr.Int(e.Version)
 	if last > e.Version {
-		item["last_version"] = numInt(last)
+		item["last_version"] = ddbattr.Int(last)
 	}
 	return item
 }
@@ -268,15 +269,15 @@ func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[st
 	item := requestAttributes(m, now)
 	for name, kind := range refusalKinds {
 		if kind == refusal.Kind {
-			item["refusal_kind"] = str(name)
+			item["refusal_kind"] = ddbattr.S(name)
 		}
 	}
-	item["refusal_reason"] = str(refusal.Reason)
-	item["refusal_message"] = str(refusal.Message)
+	item["refusal_reason"] = ddbattr.S(refusal.Reason)
+	item["refusal_message"] = ddbattr.S(refusal.Message)
 	if len(refusal.Metadata) > 0 {
 		md := map[string]types.AttributeValue{}
 		for k, v := range refusal.Metadata {
-			md[k] = str(v)
+			md[k] = ddbattr.S(v)
 		}
 		item["refusal_metadata"] = &types.AttributeValueMemberM{Value: md}
 	}
@@ -285,11 +286,11 @@ func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[st
 
 func requestAttributes(m ledger.Mutation, now time.Time) map[string]types.AttributeValue {
 	item := requestKey(m.UserID, m.RequestID)
-	item["request_id"] = str(m.RequestID)
-	item["request_hash"] = str(m.Hash())
-	item["type"] = str(string(m.Type))
-	item["amount"] = num(m.Amount)
-	item["create_time"] = str(formatTime(now))
+	item["request_id"] = ddbattr.S(m.RequestID)
+	item["request_hash"] = ddbattr.S(m.Hash())
+	item["type"] = ddbattr.S(string(m.Type))
+	item["amount"] = ddbattr.Decimal(m.Amount)
+	item["create_time"] = ddbattr.S(formatTime(now))
 	return item
 }
 
@@ -340,21 +341,21 @@ func decodeAccount(item map[string]types.AttributeValue) (ledger.Account, bool, 
 // parts; a field the aggregate gains goes into both.
 func accountAttributes(a ledger.Account) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		"user_id":     str(a.UserID),
-		"balance":     num(a.Balance),
-		"version":     numInt(a.Version),
-		"status":      str(string(cmp.Or(a.Status, ledger.StatusActive))),
-		"create_time": str(formatTime(a.CreateTime)),
-		"update_time": str(formatTime(a.UpdateTime)),
+		"user_id":     ddbattr.S(a.UserID),
+		"balance":     ddbattr.Decimal(a.Balance),
+		"version":     ddbattr.Int(a.Version),
+		"status":      ddbattr.S(string(cmp.Or(a.Status, ledger.StatusActive))),
+		"create_time": ddbattr.S(formatTime(a.CreateTime)),
+		"update_time": ddbattr.S(formatTime(a.UpdateTime)),
 	}
 	if expires(a.Buckets) {
 		m["buckets"] = bucketsItem(a.Buckets)
 	}
 	if len(a.Holds) > 0 {
-		m["held"], m["holds"] = num(a.Held), holdsItem(a.Holds)
+		m["held"], m["holds"] = ddbattr.Decimal(a.Held), holdsItem(a.Holds)
 	}
 	if len(a.PendingLots) > 0 {
-		m["pending"], m["pending_lots"] = num(a.Pending), lotsItem(a.PendingLots)
+		m["pending"], m["pending_lots"] = ddbattr.Decimal(a.Pending), lotsItem(a.PendingLots)
 	}
 	return m
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -52,15 +53,15 @@ const (
 )
 
 func kindKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(kindsPartition), "SK": str(kindPrefix + id)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(kindsPartition), "SK": ddbattr.S(kindPrefix + id)}
 }
 
 func kindRequestKey(id, requestID string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(kindsPartition), "SK": str(requestPrefix + id + "#" + requestID)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(kindsPartition), "SK": ddbattr.S(requestPrefix + id + "#" + requestID)}
 }
 
 func kindCountKey() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(kindsPartition), "SK": str(kindCountSK)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(kindsPartition), "SK": ddbattr.S(kindCountSK)}
 }
 
 // kindCache is a Ledger's snapshot of the kinds.
@@ -77,7 +78,7 @@ type kindCache struct {
 func strList(vs []string) types.AttributeValue {
 	l := make([]types.AttributeValue, len(vs))
 	for i, v := range vs {
-		l[i] = str(v)
+		l[i] = ddbattr.S(v)
 	}
 	return &types.AttributeValueMemberL{Value: l}
 }
@@ -108,9 +109,9 @@ func (d *decoder) strList(name string) []string {
 // are left out.
 func kindAttributes(k ledger.PointKind) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		"kind_id":     str(k.ID),
-		"description": str(k.Description),
-		"priority":    numInt(int64(k.Priority)),
+		"kind_id":     ddbattr.S(k.ID),
+		"description": ddbattr.S(k.Description),
+		"priority":    ddbattr.Int(int64(k.Priority)),
 	}
 	for name, l := range map[string][]string{"merchants": k.Merchants, "categories": k.Categories, "excluded_categories": k.ExcludedCategories} {
 		if len(l) > 0 {
@@ -137,14 +138,14 @@ func (l *Ledger) CreatePointKind(ctx context.Context, c ledger.KindChange) (ledg
 	now := formatTime(l.now())
 	max := cmp.Or(l.kinds.max, ledger.DefaultMaxKinds)
 	attrs := kindAttributes(c.Kind)
-	attrs["create_time"], attrs["update_time"] = str(now), str(now)
+	attrs["create_time"], attrs["update_time"] = ddbattr.S(now), ddbattr.S(now)
 	items := []types.TransactWriteItem{
 		{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"), Item: with(kindKey(c.Kind.ID), attrs)}},
 		l.kindRequestPut(c),
 		{Update: &types.Update{TableName: &l.table, Key: kindCountKey(),
 			UpdateExpression:          aws.String("SET kinds = if_not_exists(kinds, :zero) + :one"),
 			ConditionExpression:       aws.String("attribute_not_exists(kinds) OR kinds < :max"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":zero": numInt(0), ":one": numInt(1), ":max": numInt(int64(max))}}},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":zero": ddbattr.Int(0), ":one": ddbattr.Int(1), ":max": ddbattr.Int(int64(max))}}},
 	}
 	reasons, err := l.budgetTransaction(ctx, items)
 	switch {
@@ -166,7 +167,7 @@ func (l *Ledger) CreatePointKind(ctx context.Context, c ledger.KindChange) (ledg
 // record, in one transaction.
 func (l *Ledger) UpdatePointKind(ctx context.Context, c ledger.KindChange) (ledger.PointKind, bool, error) {
 	attrs := kindAttributes(c.Kind)
-	values := map[string]types.AttributeValue{":now": str(formatTime(l.now()))}
+	values := map[string]types.AttributeValue{":now": ddbattr.S(formatTime(l.now()))}
 	set := []string{"update_time = :now"}
 	for name, v := range attrs {
 		set = append(set, name+" = :"+name)
@@ -269,7 +270,7 @@ func (l *Ledger) readKinds(ctx context.Context) ([]ledger.PointKind, error) {
 		res, err := l.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 &l.table,
 			KeyConditionExpression:    aws.String("PK = :pk AND begins_with(SK, :k)"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(kindsPartition), ":k": str(kindPrefix)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddbattr.S(kindsPartition), ":k": ddbattr.S(kindPrefix)},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
 		})
@@ -361,5 +362,5 @@ var _ ledger.PointKinds = (*Ledger)(nil)
 func (l *Ledger) kindRequestPut(c ledger.KindChange) types.TransactWriteItem {
 	return types.TransactWriteItem{Put: &types.Put{TableName: &l.table, ConditionExpression: aws.String("attribute_not_exists(PK)"),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		Item:                                with(kindRequestKey(c.Kind.ID, c.RequestID), map[string]types.AttributeValue{"request_hash": str(c.Hash())})}}
+		Item:                                with(kindRequestKey(c.Kind.ID, c.RequestID), map[string]types.AttributeValue{"request_hash": ddbattr.S(c.Hash())})}}
 }

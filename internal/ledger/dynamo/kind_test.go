@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -121,9 +122,9 @@ func TestItemsFromBeforeKindsReadAsStandard(t *testing.T) {
 	acct := ledger.Account{UserID: "u", Balance: d("30"), Version: 2, Status: ledger.StatusActive,
 		Buckets: []ledger.Bucket{{Expire: expire, Amount: d("10")}}}
 	item := map[string]types.AttributeValue{
-		"user_id": str("u"), "balance": num(d("30")), "version": numInt(2), "status": str("ACTIVE"),
-		"create_time": str(formatTime(expire)), "update_time": str(formatTime(expire)),
-		"buckets": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{formatTime(expire): num(d("10"))}},
+		"user_id": ddbattr.S("u"), "balance": ddbattr.Decimal(d("30")), "version": ddbattr.Int(2), "status": ddbattr.S("ACTIVE"),
+		"create_time": ddbattr.S(formatTime(expire)), "update_time": ddbattr.S(formatTime(expire)),
+		"buckets": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{formatTime(expire): ddbattr.Decimal(d("10"))}},
 	}
 	got, ok, err := decodeAccount(item)
 	if err != nil || !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/pagetoken"
@@ -370,14 +371,14 @@ func TestEntriesPages(t *testing.T) {
 // new version (the drift reconciliation reports).
 func setBalance(tb testing.TB, env *dynamotest.Env, user string, balance int64) {
 	tb.Helper()
-	setAttribute(tb, env, user, accountSK, "balance", num(decimal.NewFromInt(balance)))
+	setAttribute(tb, env, user, accountSK, "balance", ddbattr.Decimal(decimal.NewFromInt(balance)))
 }
 
 // freeze sets an account's status behind the ledger's back (there is no
 // freeze API yet).
 func freeze(tb testing.TB, env *dynamotest.Env, user string) {
 	tb.Helper()
-	setAttribute(tb, env, user, accountSK, "status", str(string(ledger.StatusFrozen)))
+	setAttribute(tb, env, user, accountSK, "status", ddbattr.S(string(ledger.StatusFrozen)))
 }
 
 // setAttribute sets an attribute of a user's item (sort key sk) behind the
@@ -458,7 +459,7 @@ func TestAnExplainingAdjustmentMustBeTheDifference(t *testing.T) {
 	_, err := env.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &env.Ledger, Key: accountKey("u1"),
 		UpdateExpression:          aws.String("SET balance = :b"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":b": num(decimal.NewFromInt(107))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":b": ddbattr.Decimal(decimal.NewFromInt(107))},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 )
@@ -182,9 +183,9 @@ func (l *Ledger) versions(ctx context.Context, user, prefix string, after int64,
 			ConsistentRead:         aws.Bool(true),
 			KeyConditionExpression: aws.String("PK = :pk AND SK BETWEEN :from AND :to"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":pk":   str(partitionKey(user)),
-				":from": str(fmt.Sprintf("%s%0*d", prefix, versionDigits, after+1)),
-				":to":   str(prefix + "99999999999999999999"),
+				":pk":   ddbattr.S(partitionKey(user)),
+				":from": ddbattr.S(fmt.Sprintf("%s%0*d", prefix, versionDigits, after+1)),
+				":to":   ddbattr.S(prefix + "99999999999999999999"),
 			},
 			Limit:             aws.Int32(int32(min(left(), 1000))),
 			ExclusiveStartKey: start,
@@ -219,7 +220,7 @@ func (l *Ledger) Ping(ctx context.Context) error {
 func (l *Ledger) Accounts(ctx context.Context, segments int, fn func(ledger.Account) error) error {
 	return l.parallelScan(ctx, segments, dynamodb.ScanInput{
 		FilterExpression:          aws.String("SK = :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddbattr.S(accountSK)},
 	}, func(_ int, out *dynamodb.ScanOutput) error {
 		for _, item := range out.Items {
 			a, _, err := decodeAccount(item)
@@ -244,7 +245,7 @@ func (l *Ledger) Users(ctx context.Context, segments int, scanned func(int), fn 
 	return l.parallelScan(ctx, segments, dynamodb.ScanInput{
 		ProjectionExpression:      aws.String("PK, SK"),
 		FilterExpression:          aws.String("SK = :a OR SK = :first"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK), ":first": str(entrySK(1))},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddbattr.S(accountSK), ":first": ddbattr.S(entrySK(1))},
 	}, func(seg int, out *dynamodb.ScanOutput) error {
 		if scanned != nil {
 			scanned(int(out.ScannedCount))
@@ -304,7 +305,7 @@ func (l *Ledger) CountAccounts(ctx context.Context, scanned func(int)) (int64, e
 		TableName:                 &l.table,
 		Select:                    types.SelectCount,
 		FilterExpression:          aws.String("SK = :a"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":a": str(accountSK)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":a": ddbattr.S(accountSK)},
 	})
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)

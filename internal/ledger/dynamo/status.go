@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -40,8 +41,8 @@ func (l *Ledger) SetStatus(ctx context.Context, user string, status ledger.Statu
 			ConditionExpression:      aws.String("#status = :old"),
 			ExpressionAttributeNames: map[string]string{"#status": "status"},
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":new": str(string(status)), ":old": str(string(acct.Status)),
-				":reason": str(reason), ":now": str(formatTime(now)),
+				":new": ddbattr.S(string(status)), ":old": ddbattr.S(string(acct.Status)),
+				":reason": ddbattr.S(reason), ":now": ddbattr.S(formatTime(now)),
 			},
 		})
 		var ccf *types.ConditionalCheckFailedException

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -328,26 +329,26 @@ func accountCondition(before ledger.Account, withStatus bool, need decimal.Decim
 	c := condition{
 		expr: "version = :expected AND balance = :before",
 		values: map[string]types.AttributeValue{
-			":expected": numInt(before.Version),
-			":before":   num(before.Balance),
+			":expected": ddbattr.Int(before.Version),
+			":before":   ddbattr.Decimal(before.Balance),
 		},
 	}
 	if len(before.Holds) > 0 || !before.Held.IsZero() {
 		c.expr += " AND held = :held"
-		c.values[":held"] = num(before.Held)
+		c.values[":held"] = ddbattr.Decimal(before.Held)
 	}
 	if len(before.PendingLots) > 0 || !before.Pending.IsZero() {
 		c.expr += " AND pending = :pending"
-		c.values[":pending"] = num(before.Pending)
+		c.values[":pending"] = ddbattr.Decimal(before.Pending)
 	}
 	if withStatus {
 		c.expr += " AND #status = :status"
 		c.names = map[string]string{"#status": "status"} // a reserved word
-		c.values[":status"] = str(string(before.Status))
+		c.values[":status"] = ddbattr.S(string(before.Status))
 	}
 	if need.IsPositive() {
 		c.expr += " AND balance >= :need"
-		c.values[":need"] = num(need)
+		c.values[":need"] = ddbattr.Decimal(need)
 	}
 	return c
 }
@@ -356,9 +357,9 @@ func accountCondition(before ledger.Account, withStatus bool, need decimal.Decim
 // accountCondition).
 func accountUpdate(table string, before, after ledger.Account, cond condition) *types.Update {
 	values := map[string]types.AttributeValue{
-		":balance": num(after.Balance),
-		":version": numInt(after.Version),
-		":now":     str(formatTime(after.UpdateTime)),
+		":balance": ddbattr.Decimal(after.Balance),
+		":version": ddbattr.Int(after.Version),
+		":now":     ddbattr.S(formatTime(after.UpdateTime)),
 	}
 	maps.Copy(values, cond.values)
 	names := cond.names
@@ -378,7 +379,7 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	switch {
 	case len(after.Holds) > 0 && !sameHolds(before, after):
 		set = append(set, "held = :heldAfter", "holds = :holds")
-		values[":heldAfter"] = num(after.Held)
+		values[":heldAfter"] = ddbattr.Decimal(after.Held)
 		values[":holds"] = holdsItem(after.Holds)
 	case len(after.Holds) == 0 && len(before.Holds) > 0:
 		remove = append(remove, "held", "holds")
@@ -386,7 +387,7 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	switch {
 	case len(after.PendingLots) > 0 && !sameLots(before, after):
 		set = append(set, "pending = :pendingAfter", "pending_lots = :lots")
-		values[":pendingAfter"] = num(after.Pending)
+		values[":pendingAfter"] = ddbattr.Decimal(after.Pending)
 		values[":lots"] = lotsItem(after.PendingLots)
 	case len(after.PendingLots) == 0 && len(before.PendingLots) > 0:
 		remove = append(remove, "pending", "pending_lots")
@@ -395,8 +396,8 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	if before.Version == 0 {
 		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
 		names = map[string]string{"#status": "status"}
-		values[":user"] = str(after.UserID)
-		values[":active"] = str(string(ledger.StatusActive))
+		values[":user"] = ddbattr.S(after.UserID)
+		values[":active"] = ddbattr.S(string(ledger.StatusActive))
 	}
 	update := "SET " + strings.Join(set, ", ")
 	if len(remove) > 0 {
@@ -460,10 +461,10 @@ func purchaseRefundUpdate(table string, m ledger.Mutation, purchase requestRecor
 			"#type": "type",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":refund":   num(m.Amount),
-			":purchase": str(string(purchase.Type)), // a purchase or a capture
-			":read":     num(purchase.Refunded),
-			":cap":      num(purchase.Amount.Sub(m.Amount)),
+			":refund":   ddbattr.Decimal(m.Amount),
+			":purchase": ddbattr.S(string(purchase.Type)), // a purchase or a capture
+			":read":     ddbattr.Decimal(purchase.Refunded),
+			":cap":      ddbattr.Decimal(purchase.Amount.Sub(m.Amount)),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
@@ -485,10 +486,10 @@ func grantReversalUpdate(table string, e ledger.Entry, grant requestRecord) *typ
 		ConditionExpression:      &cond,
 		ExpressionAttributeNames: map[string]string{"#type": "type"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":taken": num(e.Amount.Neg().Sub(e.PendingChange)),
-			":zero":  num(decimal.Zero),
-			":grant": str(string(ledger.EntryGrant)),
-			":read":  num(grant.Reversed),
+			":taken": ddbattr.Decimal(e.Amount.Neg().Sub(e.PendingChange)),
+			":zero":  ddbattr.Decimal(decimal.Zero),
+			":grant": ddbattr.S(string(ledger.EntryGrant)),
+			":read":  ddbattr.Decimal(grant.Reversed),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
@@ -500,14 +501,14 @@ func grantReversalUpdate(table string, e ledger.Entry, grant requestRecord) *typ
 func holdResolveUpdate(table string, h ledger.Hold) *types.Update {
 	set := "SET #state = :state, resolve_version = :version"
 	values := map[string]types.AttributeValue{
-		":state":   str(string(h.State)),
-		":version": numInt(h.ResolveVersion),
-		":held":    str(string(ledger.HoldHeld)),
-		":id":      str(h.RequestID),
+		":state":   ddbattr.S(string(h.State)),
+		":version": ddbattr.Int(h.ResolveVersion),
+		":held":    ddbattr.S(string(ledger.HoldHeld)),
+		":id":      ddbattr.S(h.RequestID),
 	}
 	if h.State == ledger.HoldCaptured {
 		set += ", captured_amount = :captured"
-		values[":captured"] = num(h.CapturedAmount)
+		values[":captured"] = ddbattr.Decimal(h.CapturedAmount)
 	}
 	return &types.Update{
 		TableName:                           &table,

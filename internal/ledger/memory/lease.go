@@ -10,9 +10,9 @@ import (
 // Leases are locks by key in memory, as the DynamoDB lease table's Lock
 // keeps them (stream.LeaseTable): one owner at a time, until it unlocks or
 // its lease expires by the clock. They serve reconciliation over a memory
-// store (reconcile.Leases) and the sweeper's tests (sweep.Leases). A lease
-// held here is never lost: nothing renews it, and nothing else takes it
-// before it expires.
+// store (reconcile.Leases) and the tests of the sweeper and of its pass
+// (shardpass.Leases). A lease held here is never lost: nothing renews it,
+// and nothing else takes it before it expires.
 type Leases struct {
 	mu   sync.Mutex
 	now  func() time.Time

@@ -1,4 +1,4 @@
-package notice
+package dynamo_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/notice"
 )
 
 // A bucket that expires before the next pass could see it is noticed as
@@ -21,8 +22,8 @@ func TestAShortLivedGrantIsNoticedAtOnce(t *testing.T) {
 	f.grant(t, "slow", "g", "5", now.Add(time.Hour))
 	var mu sync.Mutex
 	decided := map[ledger.EventType]int{}
-	fd, err := New(f.store, f.notices, f.leases, Options{Owner: "a", Now: f.clk.Now, Log: quiet, Interval: 5 * time.Minute,
-		Observer: Observer{Decided: func(t ledger.EventType) { mu.Lock(); decided[t]++; mu.Unlock() }}})
+	fd, err := notice.New(f.store, f.notices, f.leases, notice.Options{Owner: "a", Now: f.clk.Now, Log: quiet, Interval: 5 * time.Minute,
+		Observer: notice.Observer{Decided: func(t ledger.EventType) { mu.Lock(); decided[t]++; mu.Unlock() }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,8 @@
-package notice
+// Package dynamo keeps the notices of internal/notice in DynamoDB's
+// webhooks table: notice.Notices over the AWS SDK, so that package notice
+// builds without it. The tests of the notice finder are here too, over
+// DynamoDB Local, the ledger's DynamoDB store and the lease table.
+package dynamo
 
 import (
 	"context"
@@ -13,7 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/notice"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
 
@@ -26,18 +32,9 @@ type API interface {
 
 var _ API = (*dynamodb.Client)(nil)
 
-// Notice is one decided notice: the event for one user, bucket and lead,
-// and whether Emit has taken it.
-type Notice struct {
-	UserID  string
-	Expire  time.Time     // the bucket's expire_time
-	Kind    string        // the bucket's kind ("": standard)
-	Lead    time.Duration // how long before Expire it was due
-	Event   webhook.Event // the same on every Emit: its ID was drawn once, when the notice was written
-	Emitted bool          // Emit returned nil for it once
-}
+var _ notice.Notices = (*Table)(nil)
 
-// Table keeps the notices in the webhooks table (internal/dispatch/doc.go):
+// Table keeps the notices (notice.Notices) in the webhooks table (internal/dispatch/doc.go):
 // PK "N#<user_id>", SK "<expire_time>#<lead>", the expire_time fixed width
 // so that a user's notices sort by their bucket's expiry.
 type Table struct {
@@ -64,28 +61,24 @@ func noticeSK(expire time.Time, lead time.Duration, kind string) string {
 	return sk
 }
 
-// errNoticeExists is Write's answer when the notice was already written,
-// by this finder in an earlier pass or by another one.
-var errNoticeExists = errors.New("notice already written")
-
 // Write puts n unless a notice of its user, bucket and lead exists: the
 // one write that makes a notice decided once, however many finders look.
-func (t *Table) Write(ctx context.Context, n Notice) error {
+func (t *Table) Write(ctx context.Context, n notice.Notice) error {
 	item := map[string]types.AttributeValue{
-		"PK":          str(noticePK(n.UserID)),
-		"SK":          str(noticeSK(n.Expire, n.Lead, n.Kind)),
-		"user_id":     str(n.UserID),
-		"expire_time": str(n.Expire.UTC().Format(expireLayout)),
-		"lead":        str(n.Lead.String()),
-		"event_id":    str(n.Event.ID),
-		"type":        str(string(n.Event.Type)),
-		"version":     &types.AttributeValueMemberN{Value: strconv.FormatInt(n.Event.Version, 10)},
-		"event_time":  str(n.Event.Time.UTC().Format(time.RFC3339Nano)),
-		"data":        str(string(n.Event.Data)),
-		"emitted":     &types.AttributeValueMemberBOOL{Value: n.Emitted},
+		"PK":          ddbattr.S(noticePK(n.UserID)),
+		"SK":          ddbattr.S(noticeSK(n.Expire, n.Lead, n.Kind)),
+		"user_id":     ddbattr.S(n.UserID),
+		"expire_time": ddbattr.S(n.Expire.UTC().Format(expireLayout)),
+		"lead":        ddbattr.S(n.Lead.String()),
+		"event_id":    ddbattr.S(n.Event.ID),
+		"type":        ddbattr.S(string(n.Event.Type)),
+		"version":     ddbattr.Int(n.Event.Version),
+		"event_time":  ddbattr.S(n.Event.Time.UTC().Format(time.RFC3339Nano)),
+		"data":        ddbattr.S(string(n.Event.Data)),
+		"emitted":     ddbattr.Bool(n.Emitted),
 	}
 	if n.Kind != "" {
-		item["kind"] = str(n.Kind)
+		item["kind"] = ddbattr.S(n.Kind)
 	}
 	_, err := t.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &t.name,
@@ -94,7 +87,7 @@ func (t *Table) Write(ctx context.Context, n Notice) error {
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return errNoticeExists
+		return notice.ErrNoticeExists
 	}
 	if err != nil {
 		return fmt.Errorf("write notice %s of %q: %w", noticeSK(n.Expire, n.Lead, n.Kind), n.UserID, err)
@@ -104,16 +97,16 @@ func (t *Table) Write(ctx context.Context, n Notice) error {
 
 // MarkEmitted records that Emit took n, so that no later pass emits it
 // again. Only the notice with n's event id is marked.
-func (t *Table) MarkEmitted(ctx context.Context, n Notice) error {
+func (t *Table) MarkEmitted(ctx context.Context, n notice.Notice) error {
 	_, err := t.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: &t.name,
 		Key: map[string]types.AttributeValue{
-			"PK": str(noticePK(n.UserID)),
-			"SK": str(noticeSK(n.Expire, n.Lead, n.Kind)),
+			"PK": ddbattr.S(noticePK(n.UserID)),
+			"SK": ddbattr.S(noticeSK(n.Expire, n.Lead, n.Kind)),
 		},
 		UpdateExpression:          aws.String("SET emitted = :true"),
 		ConditionExpression:       aws.String("event_id = :id"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":true": &types.AttributeValueMemberBOOL{Value: true}, ":id": str(n.Event.ID)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":true": ddbattr.Bool(true), ":id": ddbattr.S(n.Event.ID)},
 	})
 	if err != nil {
 		return fmt.Errorf("mark notice %s of %q emitted: %w", noticeSK(n.Expire, n.Lead, n.Kind), n.UserID, err)
@@ -123,18 +116,18 @@ func (t *Table) MarkEmitted(ctx context.Context, n Notice) error {
 
 // Of reads user's notices of buckets that expire after t, soonest first,
 // consistently.
-func (t *Table) Of(ctx context.Context, user string, after time.Time) ([]Notice, error) {
+func (t *Table) Of(ctx context.Context, user string, after time.Time) ([]notice.Notice, error) {
 	p := dynamodb.NewQueryPaginator(t.db, &dynamodb.QueryInput{
 		TableName:              &t.name,
 		ConsistentRead:         aws.Bool(true),
 		KeyConditionExpression: aws.String("PK = :pk AND SK > :after"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": str(noticePK(user)),
+			":pk": ddbattr.S(noticePK(user)),
 			// Every SK of this expiry sorts after it: '#' follows it.
-			":after": str(after.UTC().Format(expireLayout) + "#~"),
+			":after": ddbattr.S(after.UTC().Format(expireLayout) + "#~"),
 		},
 	})
-	var out []Notice
+	var out []notice.Notice
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
@@ -151,16 +144,8 @@ func (t *Table) Of(ctx context.Context, user string, after time.Time) ([]Notice,
 	return out, nil
 }
 
-func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
-	get := func(name string) string {
-		switch v := item[name].(type) {
-		case *types.AttributeValueMemberS:
-			return v.Value
-		case *types.AttributeValueMemberN:
-			return v.Value
-		}
-		return ""
-	}
+func decodeNotice(item map[string]types.AttributeValue) (notice.Notice, error) {
+	get := func(name string) string { return ddbattr.Text(item, name) }
 	sk := get("SK")
 	expire, err1 := time.Parse(expireLayout, get("expire_time"))
 	lead, err2 := time.ParseDuration(get("lead"))
@@ -172,9 +157,9 @@ func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
 		err5 = errors.New("data is not JSON")
 	}
 	if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
-		return Notice{}, fmt.Errorf("decode notice %s of %s: %w", sk, get("PK"), err)
+		return notice.Notice{}, fmt.Errorf("decode notice %s of %s: %w", sk, get("PK"), err)
 	}
-	n := Notice{
+	n := notice.Notice{
 		UserID: strings.TrimPrefix(get("PK"), "N#"),
 		Expire: expire,
 		Kind:   get("kind"),
@@ -193,5 +178,3 @@ func decodeNotice(item map[string]types.AttributeValue) (Notice, error) {
 	}
 	return n, nil
 }
-
-func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }

@@ -1,4 +1,4 @@
-package notice
+package dynamo_test
 
 import (
 	"context"
@@ -18,6 +18,8 @@ import (
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
+	"github.com/pointledger/pointledger/internal/notice"
+	noticedynamo "github.com/pointledger/pointledger/internal/notice/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
@@ -45,7 +47,7 @@ type fixture struct {
 	clk     *ledgertest.Clock
 	db      *noScans
 	store   *dynamo.Ledger
-	notices *Table
+	notices *noticedynamo.Table
 	leases  *projection.LeaseTable
 }
 
@@ -56,7 +58,7 @@ func newFixture(tb testing.TB) *fixture {
 	db := &noScans{API: env.Client}
 	f := &fixture{env: env, clk: clk, db: db,
 		store:   dynamo.New(db, dynamo.Options{Table: env.Ledger, Now: clk.Now, Logger: quiet}),
-		notices: NewTable(env.Client, env.Webhooks),
+		notices: noticedynamo.NewTable(env.Client, env.Webhooks),
 		leases:  projection.NewLeaseTable(env.Client, env.Leases, clk.Now)}
 	tb.Cleanup(func() {
 		if n := db.scans.Load(); n > 0 {
@@ -82,21 +84,21 @@ func (f *fixture) grant(tb testing.TB, user, id, amount string, expire time.Time
 	f.apply(tb, ledger.EntryGrant, ledger.Request{UserID: user, RequestID: id, Amount: amount, Expire: expire})
 }
 
-func (f *fixture) finder(tb testing.TB, owner string, leads ...time.Duration) *Finder {
+func (f *fixture) finder(tb testing.TB, owner string, leads ...time.Duration) *notice.Finder {
 	tb.Helper()
 	return f.finderOn(tb, f.leases, owner, leads...)
 }
 
-func (f *fixture) finderOn(tb testing.TB, leases *projection.LeaseTable, owner string, leads ...time.Duration) *Finder {
+func (f *fixture) finderOn(tb testing.TB, leases *projection.LeaseTable, owner string, leads ...time.Duration) *notice.Finder {
 	tb.Helper()
-	fd, err := New(f.store, f.notices, leases, Options{Leads: leads, Owner: owner, Now: f.clk.Now, Log: quiet})
+	fd, err := notice.New(f.store, f.notices, leases, notice.Options{Leads: leads, Owner: owner, Now: f.clk.Now, Log: quiet})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return fd
 }
 
-func (f *fixture) pass(tb testing.TB, fd *Finder, emit Emit) Progress {
+func (f *fixture) pass(tb testing.TB, fd *notice.Finder, emit notice.Emit) notice.Progress {
 	tb.Helper()
 	p, err := fd.Pass(context.Background(), emit)
 	if err != nil {
@@ -107,7 +109,7 @@ func (f *fixture) pass(tb testing.TB, fd *Finder, emit Emit) Progress {
 
 // noticesOf reads what the webhooks table holds of user's notices of
 // buckets still to expire.
-func (f *fixture) noticesOf(tb testing.TB, user string) []Notice {
+func (f *fixture) noticesOf(tb testing.TB, user string) []notice.Notice {
 	tb.Helper()
 	ns, err := f.notices.Of(context.Background(), user, f.clk.Now())
 	if err != nil {
@@ -386,7 +388,7 @@ func TestConcurrentFindersDecideEachNoticeOnce(t *testing.T) {
 	}
 	other1 := projection.NewLeaseTable(f.env.Client, dynamotest.New(t).Leases, f.clk.Now)
 	other2 := projection.NewLeaseTable(f.env.Client, dynamotest.New(t).Leases, f.clk.Now)
-	finders := []*Finder{
+	finders := []*notice.Finder{
 		f.finder(t, "a"), f.finder(t, "b"), f.finder(t, "c"),
 		f.finderOn(t, other1, "d"), f.finderOn(t, other2, "e"),
 	}
