@@ -14,6 +14,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/notice"
+	noticedynamo "github.com/pointledger/pointledger/internal/notice/dynamo"
 	"github.com/pointledger/pointledger/internal/projection"
 )
 
@@ -115,7 +116,7 @@ func TestEveryEventTypeHasOneBodyShape(t *testing.T) {
 	}
 	// The notice of the 48-hour grant (the short one has expired) (a 7-day lead), decided and handed
 	// to the dispatcher as ledgerd does.
-	fd, err := notice.New(f.store, notice.NewTable(f.env.Client, f.env.Webhooks),
+	fd, err := notice.New(f.store, noticedynamo.NewTable(f.env.Client, f.env.Webhooks),
 		projection.NewLeaseTable(f.env.Client, f.env.Leases, f.clk.Now), notice.Options{Now: f.clk.Now, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
