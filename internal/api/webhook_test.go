@@ -22,7 +22,7 @@ import (
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
-	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -31,7 +31,7 @@ import (
 )
 
 // The webhook service's tests keep their endpoints where ledgerd does, in
-// the webhooks table on DynamoDB Local (dispatch.Endpoints): the only
+// the webhooks table on DynamoDB Local (dispatch/dynamo.Endpoints): the only
 // endpoint store there is. The emulator starts on the first test that asks
 // for it; the API's other tests run on the memory store without it.
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -118,7 +118,7 @@ func newWebhookServer(tb testing.TB, o api.WebhookOptions, now func() time.Time,
 	o.URLPolicy.Resolver = r
 	logs := &syncBuffer{}
 	srv := servetest.New(tb, servetest.Options{
-		Webhooks:   dispatch.NewEndpoints(env.Client, env.Webhooks, now),
+		Webhooks:   dispatchdynamo.NewEndpoints(env.Client, env.Webhooks, now),
 		Deliveries: deliveries,
 		Webhook:    o,
 		Log:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -234,7 +234,7 @@ func TestWebhookEndpointRoundTrip(t *testing.T) {
 	if next, err := webhook.ParseSecret(rotated.Msg.Secret); err != nil || next.Text() == secret.Text() {
 		t.Errorf("rotated to %q (%v): want a new secret", rotated.Msg.Secret, err)
 	}
-	stored, err := dispatch.NewEndpoints(w.env.Client, w.env.Webhooks, nil).Get(ctx, e.EndpointId)
+	stored, err := dispatchdynamo.NewEndpoints(w.env.Client, w.env.Webhooks, nil).Get(ctx, e.EndpointId)
 	if err != nil || len(stored.Secrets) != 2 || stored.Secrets[0].Secret.Text() != rotated.Msg.Secret || stored.Secrets[1].Secret.Text() != made.Secret {
 		t.Errorf("stored secrets after the rotation: %v, %v; want the new one, then the old one", stored.Secrets, err)
 	}

@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"context"
@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -26,15 +26,15 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func newEndpoints(t *testing.T) (*dispatch.Endpoints, *clock) {
+func newEndpoints(t *testing.T) (*dispatchdynamo.Endpoints, *clock) {
 	t.Helper()
 	env := dynamotest.New(t)
 	c := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	return dispatch.NewEndpoints(env.Client, env.Webhooks, c.Now), c
+	return dispatchdynamo.NewEndpoints(env.Client, env.Webhooks, c.Now), c
 }
 
-func endpoint(url string, types ...string) webhook.Endpoint {
-	return webhook.Endpoint{URL: url, EventTypes: types, Description: "crm"}
+func endpoint(url string, types ...string) dispatch.Endpoint {
+	return dispatch.Endpoint{URL: url, EventTypes: types, Description: "crm"}
 }
 
 func TestEndpointsRoundTrip(t *testing.T) {
@@ -89,7 +89,7 @@ func TestEndpointNotFound(t *testing.T) {
 		"rotate":  func() error { _, err := s.Rotate(ctx, "nope"); return err },
 		"disable": func() error { return s.Disable(ctx, "nope", "gone") },
 		"update": func() error {
-			_, err := s.Update(ctx, "nope", func(*webhook.Endpoint) error { return nil })
+			_, err := s.Update(ctx, "nope", func(*dispatch.Endpoint) error { return nil })
 			return err
 		},
 	} {
@@ -149,7 +149,7 @@ func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Update(ctx, e.ID, func(x *webhook.Endpoint) error {
+	got, err := s.Update(ctx, e.ID, func(x *dispatch.Endpoint) error {
 		x.URL = "https://crm.example/v2"
 		x.ID, x.Secrets = "other", nil // ignored: identity and secrets are not the caller's to change
 		return nil
@@ -164,7 +164,7 @@ func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
 	// write, once: Update applies its change again to what that writer
 	// left, and loses neither.
 	raced := false
-	got, err = s.Update(ctx, e.ID, func(x *webhook.Endpoint) error {
+	got, err = s.Update(ctx, e.ID, func(x *dispatch.Endpoint) error {
 		if !raced {
 			raced = true
 			if err := s.Disable(ctx, e.ID, "an admin"); err != nil {
@@ -182,7 +182,7 @@ func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
 		t.Errorf("after the race: %+v, want the disable and the update both kept", got)
 	}
 	// A writer that moves the endpoint at every read: Update gives up.
-	_, err = s.Update(ctx, e.ID, func(x *webhook.Endpoint) error {
+	_, err = s.Update(ctx, e.ID, func(x *dispatch.Endpoint) error {
 		if _, err := s.Rotate(ctx, e.ID); err != nil {
 			t.Fatal(err)
 		}

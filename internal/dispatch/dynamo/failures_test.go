@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"context"
@@ -51,13 +51,13 @@ func TestReceiverFailingForAWhile(t *testing.T) {
 		t.Errorf("%d requests: the 500s were not retried", rcv.requests())
 	}
 	settled(t, d)
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "f0"})
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "f0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	retried := false
 	for _, r := range rows {
-		if r.State != webhook.DeliverySucceeded {
+		if r.State != dispatch.DeliverySucceeded {
 			t.Errorf("row %+v, want SUCCEEDED", r)
 		}
 		retried = retried || r.Attempts > 1
@@ -108,7 +108,7 @@ func TestReceiverDownComesBack(t *testing.T) {
 	_ = l.Close() // down
 	rcv := offlineReceiver(t, nil)
 	rcv.inOrder = true
-	ep, secret, err := f.endpoints.Create(context.Background(), webhook.Endpoint{URL: "http://" + addr + "/hook", EventTypes: []string{"*"}})
+	ep, secret, err := f.endpoints.Create(context.Background(), dispatch.Endpoint{URL: "http://" + addr + "/hook", EventTypes: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +119,8 @@ func TestReceiverDownComesBack(t *testing.T) {
 	}
 	f.feed(f.entries("down"), d)
 	waitFor(t, "three failed attempts", func() bool {
-		rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "down"})
-		return err == nil && len(rows) == 1 && rows[0].Attempts >= 3 && rows[0].State == webhook.DeliveryPending &&
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "down"})
+		return err == nil && len(rows) == 1 && rows[0].Attempts >= 3 && rows[0].State == dispatch.DeliveryPending &&
 			rows[0].LastStatusCode == 0 && strings.Contains(rows[0].LastError, "refused")
 	})
 	back, err := net.Listen("tcp", addr)
@@ -195,12 +195,12 @@ func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
 	if got := rcv.ackedVersions("x"); !slices.Equal(got, []int64{1, 3}) {
 		t.Errorf("versions %v, want 1 and 3 (2 given up)", got)
 	}
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{webhook.DeliveryFailed}})
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliveryFailed}})
 	if err != nil || len(rows) != 1 || rows[0].Version != 2 || rows[0].Attempts != 3 || rows[0].LastStatusCode != 503 {
 		t.Fatalf("FAILED rows %+v, %v: want version 2 after 3 attempts, last 503", rows, err)
 	}
 	healed.Store(true)
-	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "x", FromVersion: 2})
+	n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "x", FromVersion: 2})
 	if err != nil || n != 2 {
 		t.Fatalf("Redeliver = %d, %v; want 2 (versions 2 and 3)", n, err)
 	}
@@ -216,12 +216,12 @@ func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
 		t.Errorf("redelivered %v, want 2 then 3", tail)
 	}
 	settled(t, d)
-	rows, _, err = d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "x"})
+	rows, _, err = d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "x"})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}
 	for _, r := range rows {
-		if r.State != webhook.DeliverySucceeded || (r.Version != 1 && r.Attempts != 1) {
+		if r.State != dispatch.DeliverySucceeded || (r.Version != 1 && r.Attempts != 1) {
 			t.Errorf("row %+v: want SUCCEEDED, a redelivered one at attempt 1", r)
 		}
 	}

@@ -1,10 +1,9 @@
-package dispatch
+package dynamo
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
@@ -20,11 +20,6 @@ import (
 // installation has tens, not thousands) and read together, with one
 // consistent Query, by every dispatcher.
 const endpointsPK = "ENDPOINTS"
-
-// RotationOverlap is how long an endpoint's old secret keeps signing beside
-// the new one after RotateWebhookSecret, so that receivers can change
-// secrets without losing a delivery.
-const RotationOverlap = 24 * time.Hour
 
 // EndpointsAPI is the part of the DynamoDB client Endpoints uses.
 type EndpointsAPI interface {
@@ -37,6 +32,7 @@ type EndpointsAPI interface {
 // Endpoints keeps webhook endpoints in the webhooks table. It checks
 // nothing about a URL or event types: the caller (the API) does, with
 // webhook.URLPolicy and ledger.ParseSubscription, before it calls.
+// It is the endpoints of dispatch.Store.
 type Endpoints struct {
 	db    EndpointsAPI
 	table string
@@ -51,59 +47,51 @@ func NewEndpoints(db EndpointsAPI, table string, now func() time.Time) *Endpoint
 	return &Endpoints{db: db, table: table, now: now}
 }
 
-// ErrEndpointChanged is returned by Update when another writer changed
-// the endpoint between its read and its write; the caller may try again.
-var ErrEndpointChanged = errors.New("endpoint changed by another writer")
-
-func endpointNotFound(id string) error {
-	return ledger.Errorf(ledger.KindNotFound, ledger.ReasonEndpointNotFound, "no webhook endpoint has the id %q", clip(id))
-}
-
 // Create stores a new endpoint with e's URL, event types and description,
 // a new id, the time now and a new secret, and returns it with the
 // secret: the only time the secret is shown.
-func (s *Endpoints) Create(ctx context.Context, e webhook.Endpoint) (webhook.Endpoint, webhook.Secret, error) {
+func (s *Endpoints) Create(ctx context.Context, e dispatch.Endpoint) (dispatch.Endpoint, webhook.Secret, error) {
 	now := s.now().UTC()
 	secret := webhook.NewSecret()
 	e.ID = ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
 	e.CreateTime = now
 	e.Disabled, e.DisabledReason = false, ""
-	e.Secrets = []webhook.SigningSecret{{Secret: secret}}
+	e.Secrets = []dispatch.SigningSecret{{Secret: secret}}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &s.table,
 		Item:                endpointItem(e, 1),
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	})
 	if err != nil {
-		return webhook.Endpoint{}, webhook.Secret{}, fmt.Errorf("create endpoint: %w", err)
+		return dispatch.Endpoint{}, webhook.Secret{}, fmt.Errorf("create endpoint: %w", err)
 	}
 	return e, secret, nil
 }
 
 // Get returns the endpoint with id, read consistently, or ENDPOINT_NOT_FOUND.
-func (s *Endpoints) Get(ctx context.Context, id string) (webhook.Endpoint, error) {
+func (s *Endpoints) Get(ctx context.Context, id string) (dispatch.Endpoint, error) {
 	e, _, err := s.get(ctx, id)
 	return e, err
 }
 
-func (s *Endpoints) get(ctx context.Context, id string) (webhook.Endpoint, int64, error) {
+func (s *Endpoints) get(ctx context.Context, id string) (dispatch.Endpoint, int64, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
 		Key:            endpointKey(id),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return webhook.Endpoint{}, 0, fmt.Errorf("get endpoint: %w", err)
+		return dispatch.Endpoint{}, 0, fmt.Errorf("get endpoint: %w", err)
 	}
 	if out.Item == nil {
-		return webhook.Endpoint{}, 0, endpointNotFound(id)
+		return dispatch.Endpoint{}, 0, dispatch.EndpointNotFound(id)
 	}
 	return decodeEndpoint(out.Item)
 }
 
 // List returns every endpoint, oldest first, read consistently.
-func (s *Endpoints) List(ctx context.Context) ([]webhook.Endpoint, error) {
-	var out []webhook.Endpoint
+func (s *Endpoints) List(ctx context.Context) ([]dispatch.Endpoint, error) {
+	var out []dispatch.Endpoint
 	var start map[string]types.AttributeValue
 	for {
 		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
@@ -135,29 +123,29 @@ func (s *Endpoints) List(ctx context.Context) ([]webhook.Endpoint, error) {
 // a condition on the version it read. When another writer changed the
 // endpoint meanwhile (a dispatcher disabling it on a 410, a rotation), it
 // reads it again and applies change to what it reads, a few times, before
-// it gives up with ErrEndpointChanged.
-func (s *Endpoints) Update(ctx context.Context, id string, change func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+// it gives up with dispatch.ErrEndpointChanged.
+func (s *Endpoints) Update(ctx context.Context, id string, change func(*dispatch.Endpoint) error) (dispatch.Endpoint, error) {
 	for range 5 {
 		e, rvn, err := s.get(ctx, id)
 		if err != nil {
-			return webhook.Endpoint{}, err
+			return dispatch.Endpoint{}, err
 		}
 		kept := e
 		if err := change(&e); err != nil {
-			return webhook.Endpoint{}, err
+			return dispatch.Endpoint{}, err
 		}
 		e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
-		if err := s.replace(ctx, e, rvn); !errors.Is(err, ErrEndpointChanged) {
+		if err := s.replace(ctx, e, rvn); !errors.Is(err, dispatch.ErrEndpointChanged) {
 			return e, err
 		}
 	}
-	return webhook.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, ErrEndpointChanged)
+	return dispatch.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, dispatch.ErrEndpointChanged)
 }
 
 // Disable marks the endpoint disabled with reason (the dispatcher does on
 // a 410); an endpoint already disabled keeps its first reason.
 func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
-	_, err := s.Update(ctx, id, func(e *webhook.Endpoint) error {
+	_, err := s.Update(ctx, id, func(e *dispatch.Endpoint) error {
 		if e.Disabled {
 			return errUnchanged
 		}
@@ -175,7 +163,7 @@ func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
 var errUnchanged = errors.New("endpoint unchanged")
 
 // Rotate gives the endpoint a new secret and returns it (the only time it
-// is shown). The secret it replaces signs beside it for RotationOverlap; a
+// is shown). The secret it replaces signs beside it for dispatch.RotationOverlap; a
 // secret rotated out before that is dropped at once.
 func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, error) {
 	e, rvn, err := s.get(ctx, id)
@@ -184,10 +172,10 @@ func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, erro
 	}
 	now := s.now()
 	secret := webhook.NewSecret()
-	next := []webhook.SigningSecret{{Secret: secret}}
+	next := []dispatch.SigningSecret{{Secret: secret}}
 	for _, old := range e.Secrets {
 		if old.RetireTime.IsZero() {
-			next = append(next, webhook.SigningSecret{Secret: old.Secret, RetireTime: now.Add(RotationOverlap).UTC()})
+			next = append(next, dispatch.SigningSecret{Secret: old.Secret, RetireTime: now.Add(dispatch.RotationOverlap).UTC()})
 		}
 	}
 	e.Secrets = next
@@ -206,7 +194,7 @@ func (s *Endpoints) Delete(ctx context.Context, id string) error {
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return endpointNotFound(id)
+		return dispatch.EndpointNotFound(id)
 	}
 	if err != nil {
 		return fmt.Errorf("delete endpoint: %w", err)
@@ -214,7 +202,7 @@ func (s *Endpoints) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-func (s *Endpoints) replace(ctx context.Context, e webhook.Endpoint, rvn int64) error {
+func (s *Endpoints) replace(ctx context.Context, e dispatch.Endpoint, rvn int64) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 &s.table,
 		Item:                      endpointItem(e, rvn+1),
@@ -223,7 +211,7 @@ func (s *Endpoints) replace(ctx context.Context, e webhook.Endpoint, rvn int64) 
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return ErrEndpointChanged
+		return dispatch.ErrEndpointChanged
 	}
 	if err != nil {
 		return fmt.Errorf("write endpoint: %w", err)
@@ -235,7 +223,7 @@ func endpointKey(id string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"PK": str(endpointsPK), "SK": str("EP#" + id)}
 }
 
-func endpointItem(e webhook.Endpoint, rvn int64) map[string]types.AttributeValue {
+func endpointItem(e dispatch.Endpoint, rvn int64) map[string]types.AttributeValue {
 	item := endpointKey(e.ID)
 	item["endpoint_id"] = str(e.ID)
 	item["url"] = str(e.URL)
@@ -263,8 +251,8 @@ func endpointItem(e webhook.Endpoint, rvn int64) map[string]types.AttributeValue
 	return item
 }
 
-func decodeEndpoint(item map[string]types.AttributeValue) (webhook.Endpoint, int64, error) {
-	var e webhook.Endpoint
+func decodeEndpoint(item map[string]types.AttributeValue) (dispatch.Endpoint, int64, error) {
+	var e dispatch.Endpoint
 	e.ID = getS(item, "endpoint_id")
 	e.URL = getS(item, "url")
 	if l, ok := item["event_types"].(*types.AttributeValueMemberL); ok {
@@ -295,7 +283,7 @@ func decodeEndpoint(item map[string]types.AttributeValue) (webhook.Endpoint, int
 			if err != nil {
 				return e, 0, fmt.Errorf("endpoint %s: stored secret: %w", e.ID, err)
 			}
-			s := webhook.SigningSecret{Secret: secret}
+			s := dispatch.SigningSecret{Secret: secret}
 			if retire := getN(m.Value, "retire_time"); retire != 0 {
 				s.RetireTime = time.Unix(0, retire).UTC()
 			}
@@ -303,33 +291,4 @@ func decodeEndpoint(item map[string]types.AttributeValue) (webhook.Endpoint, int
 		}
 	}
 	return e, getN(item, "rvn"), nil
-}
-
-func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-
-func num(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
-func getS(item map[string]types.AttributeValue, name string) string {
-	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return s.Value
-	}
-	return ""
-}
-
-func getN(item map[string]types.AttributeValue, name string) int64 {
-	if n, ok := item[name].(*types.AttributeValueMemberN); ok {
-		v, _ := strconv.ParseInt(n.Value, 10, 64)
-		return v
-	}
-	return 0
-}
-
-// clip keeps an id quoted in an error short, whatever the caller sent.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"bytes"

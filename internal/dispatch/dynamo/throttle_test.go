@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // throttlingDB cancels the first n transactions that write a queue with
@@ -22,7 +22,7 @@ import (
 // hence this stand-in in front of it. Nothing of a cancelled one is
 // written.
 type throttlingDB struct {
-	dispatch.DB
+	dispatchdynamo.DB
 	n         atomic.Int64
 	throttled atomic.Int64
 }
@@ -70,7 +70,7 @@ func TestThrottledQueueWritesAreWrittenAgain(t *testing.T) {
 	if n := rcv.requests(); n != len(entries) {
 		t.Errorf("%d requests for %d events, %d queue writes throttled: want each event sent once", n, len(entries), db.throttled.Load())
 	}
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "hot", States: []webhook.DeliveryState{webhook.DeliverySucceeded}})
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "hot", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
 	if err != nil || len(rows) != len(entries) {
 		t.Errorf("ListDeliveries: %d rows SUCCEEDED (%v), want the %d events' on the record", len(rows), err, len(entries))
 	}

@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -38,7 +39,7 @@ type fixture struct {
 	env       *dynamotest.Env
 	clk       *ledgertest.Clock
 	store     *dynamo.Ledger
-	endpoints *dispatch.Endpoints
+	endpoints *dispatchdynamo.Endpoints
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -48,7 +49,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{
 		t: t, env: env, clk: clk,
 		store:     dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet, Now: clk.Now}),
-		endpoints: dispatch.NewEndpoints(env.Client, env.Webhooks, clk.Now),
+		endpoints: dispatchdynamo.NewEndpoints(env.Client, env.Webhooks, clk.Now),
 	}
 }
 
@@ -70,7 +71,7 @@ func (f *fixture) dispatcher(o dispatch.Options) *dispatch.Dispatcher {
 
 // dispatcherOn is dispatcher writing through db (a fault injector in front
 // of DynamoDB Local).
-func (f *fixture) dispatcherOn(db dispatch.DB, o dispatch.Options) *dispatch.Dispatcher {
+func (f *fixture) dispatcherOn(db dispatchdynamo.DB, o dispatch.Options) *dispatch.Dispatcher {
 	f.t.Helper()
 	if o.Sender == nil {
 		o.Sender = sender(10 * time.Second)
@@ -91,7 +92,7 @@ func (f *fixture) dispatcherOn(db dispatch.DB, o dispatch.Options) *dispatch.Dis
 	if os.Getenv("DISPATCH_LOG") != "" {
 		o.Log = slog.Default()
 	}
-	d, err := dispatch.New(db, f.env.Webhooks, f.store, o)
+	d, err := dispatch.New(dispatchdynamo.New(db, f.env.Webhooks, nil), f.store, o)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -152,12 +153,12 @@ func (f *fixture) feed(entries []ledger.Entry, ds ...*dispatch.Dispatcher) {
 }
 
 // endpoint creates an endpoint for rcv and gives rcv its secret.
-func (f *fixture) endpoint(rcv *receiver, types ...string) webhook.Endpoint {
+func (f *fixture) endpoint(rcv *receiver, types ...string) dispatch.Endpoint {
 	f.t.Helper()
 	if len(types) == 0 {
 		types = []string{"*"}
 	}
-	e, secret, err := f.endpoints.Create(context.Background(), webhook.Endpoint{URL: rcv.url(), EventTypes: types})
+	e, secret, err := f.endpoints.Create(context.Background(), dispatch.Endpoint{URL: rcv.url(), EventTypes: types})
 	if err != nil {
 		f.t.Fatal(err)
 	}

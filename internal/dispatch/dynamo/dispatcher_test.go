@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -109,12 +110,12 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	token := ""
 	var last string
 	for {
-		page, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: epAll.ID, Page: ledger.Page{PageSize: 37, PageToken: token}})
+		page, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: epAll.ID, Page: ledger.Page{PageSize: 37, PageToken: token}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, row := range page {
-			if seen[row.EventID] || row.State != webhook.DeliverySucceeded || row.Attempts != 1 || row.EndpointID != epAll.ID {
+			if seen[row.EventID] || row.State != dispatch.DeliverySucceeded || row.Attempts != 1 || row.EndpointID != epAll.ID {
 				t.Errorf("row %+v: want each event once, SUCCEEDED at its first attempt", row)
 			}
 			if last != "" && row.EventID > last {
@@ -130,7 +131,7 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	if len(seen) != len(entries) {
 		t.Errorf("ListDeliveries listed %d rows, want %d", len(seen), len(entries))
 	}
-	rows, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: epAll.ID, UserID: "u0", States: []webhook.DeliveryState{webhook.DeliverySucceeded}})
+	rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: epAll.ID, UserID: "u0", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
 	if err != nil || next != "" || len(rows) != len(byUser["u0"]) || rows[0].Version != int64(len(byUser["u0"])) {
 		t.Errorf("u0's rows: %d, next %q, %v; want %d, newest version first", len(rows), next, err, len(byUser["u0"]))
 	}
@@ -206,12 +207,12 @@ func TestEndpointGetsEntriesFromItsCreation(t *testing.T) {
 	if got := rcv.ackedVersions("late"); !slices.Equal(got, []int64{4, 5}) {
 		t.Errorf("versions %v, want 4 and 5 only", got)
 	}
-	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID})
+	n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID})
 	if err != nil || n != 2 {
 		t.Errorf("Redeliver from the endpoint's first entry = %d, %v; want 2", n, err)
 	}
 	waitFor(t, "4 and 5 again", func() bool { return rcv.requests() == 4 })
-	n, err = d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "late", FromVersion: 1})
+	n, err = d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "late", FromVersion: 1})
 	if err != nil || n != 5 {
 		t.Fatalf("Redeliver from version 1 = %d, %v; want 5", n, err)
 	}
@@ -237,7 +238,7 @@ func TestDisabledEndpointGetsNothing(t *testing.T) {
 	f.apply(ledger.EntryGrant, ledger.Request{UserID: "d", RequestID: "g1", Amount: "1"})
 	f.feed(f.entries("d"), d)
 	waitFor(t, "the first event at both", func() bool { return off.ackedCount() == 1 && witness.ackedCount() == 1 })
-	if _, err := f.endpoints.Update(context.Background(), ep.ID, func(e *webhook.Endpoint) error {
+	if _, err := f.endpoints.Update(context.Background(), ep.ID, func(e *dispatch.Endpoint) error {
 		e.Disabled, e.DisabledReason = true, "by the test"
 		return nil
 	}); err != nil {
@@ -286,11 +287,11 @@ func TestNotify(t *testing.T) {
 	waitFor(t, "the notice", func() bool { return sub.ackedCount() == 1 })
 	sub.check()
 	waitFor(t, "the notice's row SUCCEEDED", func() bool {
-		rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{webhook.DeliverySucceeded}})
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
 		return err == nil && len(rows) == 1 && rows[0].EventID == ev.ID && rows[0].Type == ledger.EventPointsExpiring && rows[0].Attempts == 1
 	})
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
-	if err != nil || len(rows) != 2 || rows[0].Version != 1 || rows[0].State != webhook.DeliveryPending || rows[1].EventID != ev.ID {
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
+	if err != nil || len(rows) != 2 || rows[0].Version != 1 || rows[0].State != dispatch.DeliveryPending || rows[1].EventID != ev.ID {
 		t.Errorf("n's rows %+v, %v: want the grant PENDING, then the notice", rows, err)
 	}
 	if n := sub.requests(); n != 2 {
@@ -316,23 +317,23 @@ func TestBadRequestsAreRefused(t *testing.T) {
 		reason string
 	}{
 		{"unknown state", func() error {
-			_, _, err := d.ListDeliveries(ctx, webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{"LOST"}})
+			_, _, err := d.ListDeliveries(ctx, dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{"LOST"}})
 			return err
 		}, ledger.ReasonInvalidFilter},
 		{"forged token", func() error {
-			_, _, err := d.ListDeliveries(ctx, webhook.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: "k1.AAAA"}})
+			_, _, err := d.ListDeliveries(ctx, dispatch.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: "k1.AAAA"}})
 			return err
 		}, ledger.ReasonInvalidPageToken},
 		{"unknown endpoint", func() error {
-			_, _, err := d.ListDeliveries(ctx, webhook.DeliveryQuery{EndpointID: "01JNOPE0000000000000000000"})
+			_, _, err := d.ListDeliveries(ctx, dispatch.DeliveryQuery{EndpointID: "01JNOPE0000000000000000000"})
 			return err
 		}, ledger.ReasonEndpointNotFound},
 		{"version and time", func() error {
-			_, err := d.Redeliver(ctx, webhook.Redelivery{EndpointID: ep.ID, FromVersion: 2, StartTime: time.Now()})
+			_, err := d.Redeliver(ctx, dispatch.Redelivery{EndpointID: ep.ID, FromVersion: 2, StartTime: time.Now()})
 			return err
 		}, ledger.ReasonInvalidFilter},
 		{"bad user", func() error {
-			_, err := d.Redeliver(ctx, webhook.Redelivery{EndpointID: ep.ID, UserID: "no spaces"})
+			_, err := d.Redeliver(ctx, dispatch.Redelivery{EndpointID: ep.ID, UserID: "no spaces"})
 			return err
 		}, ledger.ReasonInvalidUserID},
 	} {
@@ -351,7 +352,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 	rcv := newReceiver(t, nil)
 	rcv.inOrder = true
 	ep := f.endpoint(rcv)
-	idle, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
+	idle, err := dispatch.New(dispatchdynamo.New(f.env.Client, f.env.Webhooks, nil), f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +426,7 @@ func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
 	})
 	rcv.inOrder = true
 	f.endpoint(rcv)
-	first, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, dispatch.Options{
+	first, err := dispatch.New(dispatchdynamo.New(f.env.Client, f.env.Webhooks, nil), f.store, dispatch.Options{
 		Sender: sender(time.Minute), EncodeEntry: testEntryJSON, ClaimTTL: 10 * time.Minute, PollInterval: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -476,7 +477,7 @@ func TestRedeliverFromATime(t *testing.T) {
 	}
 	f.feed(f.entries("t"), d)
 	waitFor(t, "the four events", func() bool { return rcv.ackedCount() == 4 })
-	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "t", StartTime: f.clk.Now().Add(-30 * time.Minute)})
+	n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "t", StartTime: f.clk.Now().Add(-30 * time.Minute)})
 	if err != nil || n != 2 {
 		t.Fatalf("Redeliver from half an hour ago = %d, %v; want 2 (versions 3 and 4)", n, err)
 	}
@@ -501,7 +502,7 @@ func TestRedeliverFromATime(t *testing.T) {
 	var listed []int64
 	token, firstToken := "", ""
 	for range 10 {
-		rows, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "t", Page: ledger.Page{PageSize: 1, PageToken: token}})
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "t", Page: ledger.Page{PageSize: 1, PageToken: token}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +519,7 @@ func TestRedeliverFromATime(t *testing.T) {
 	if !slices.Equal(listed, []int64{4, 3, 2, 1}) {
 		t.Errorf("paged rows %v, want 4, 3, 2, 1", listed)
 	}
-	_, _, err = d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: firstToken}})
+	_, _, err = d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: firstToken}})
 	if ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 		t.Errorf("a user's token for every user's rows: %v, want %s", err, ledger.ReasonInvalidPageToken)
 	}
