@@ -198,10 +198,7 @@ func (b *batch) attempt(ctx context.Context, ep Endpoint, e ledger.Entry) error 
 	if err != nil {
 		return err
 	}
-	attempts := 1
-	if e.Version == b.q.Done+1 {
-		attempts = b.q.Attempts + 1
-	}
+	attempts := attemptNumber(b.q, e.Version)
 	res := d.send(ctx, ep, ev)
 	again := e.Version <= b.q.ResolvedHigh
 	row := Row{
@@ -211,36 +208,24 @@ func (b *batch) attempt(ctx context.Context, ep Endpoint, e ledger.Entry) error 
 	if res.Gone() {
 		d.disable(ctx, ep)
 	}
-	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
-	if res.Delivered() || giveUp {
-		outcome := OutcomeSucceeded
-		row.State = DeliverySucceeded
-		if !res.Delivered() {
-			outcome, row.State = OutcomeGaveUp, DeliveryFailed
-		}
-		d.delivered(ep.ID, ev, outcome, again)
+	st := decide(res, attempts, d.o.Schedule, d.o.Now(), d.o.Random)
+	row.State, row.Next = st.state, st.next
+	d.delivered(ep.ID, ev, st.outcome, again)
+	if st.resolved() {
 		if len(b.rows) == 0 {
 			b.since = d.o.Now()
 		}
 		b.rows = append(b.rows, row)
 		b.cursor = e.Version
-		// A given-up event is written at once, like every attempt without
-		// a 2xx: before the next event goes.
-		if giveUp || len(b.rows) >= maxGroup || d.o.Now().Sub(b.since) >= flushAfter {
+		if flushNow(st, len(b.rows), d.o.Now().Sub(b.since)) {
 			return b.commit(ctx, QueueWrite{After: KeepClaim})
 		}
 		return nil
 	}
-	row.State, row.Next = DeliveryPending, next
-	outcome := OutcomeFailed
-	if res.Gone() {
-		outcome = OutcomeGone
-	}
-	d.delivered(ep.ID, ev, outcome, again)
 	b.rows = append(b.rows, row)
 	err = b.commit(ctx, QueueWrite{
-		After: PutOff, Claim: waitUntil(next),
-		Failed: &FailedAttempt{Attempts: attempts, Status: res.StatusCode, LastErr: row.LastErr, Next: next},
+		After: PutOff, Claim: waitUntil(st.next),
+		Failed: &FailedAttempt{Attempts: attempts, Status: res.StatusCode, LastErr: row.LastErr, Next: st.next},
 	})
 	if err != nil {
 		return err
@@ -285,16 +270,7 @@ func (b *batch) commit(ctx context.Context, w QueueWrite) error {
 // be sent again, and moved done back to at most it. The group's events up
 // to there stay resolved, to be written; the rest are sent again.
 func (b *batch) redelivered(now Queue) {
-	to := now.Done
-	if now.HasRedo {
-		to = max(now.Done, min(b.cursor, now.Redo))
-	}
-	kept := b.rows[:0]
-	for _, r := range b.rows {
-		if r.Event.Version <= to && r.State != DeliveryPending {
-			kept = append(kept, r)
-		}
-	}
+	to, kept := redo(now, b.cursor, b.rows)
 	// What this batch sent past to was resolved once: sent again, it is a
 	// redelivery.
 	now.ResolvedHigh = max(now.ResolvedHigh, b.cursor)

@@ -109,38 +109,12 @@ func (d *Dispatcher) redeliverUser(ctx context.Context, ep Endpoint, user string
 		if err != nil {
 			return 0, err
 		}
-		admitFrom := ep.CreateTime
-		if exists {
-			admitFrom = q.AdmitFrom
-		}
-		switch {
-		case r.FromVersion > 0:
-			admitFrom = time.Unix(0, 0).UTC()
-		case !r.StartTime.IsZero() && r.StartTime.Before(admitFrom):
-			admitFrom = r.StartTime
-		}
-		from := admitFrom
-		if !r.StartTime.IsZero() {
-			from = r.StartTime
-		}
+		admitFrom, from := redeliveryStart(r, ep, q, exists)
 		target, last, count, err := d.redeliverySpan(ctx, ep, user, r.FromVersion, from, admitFrom)
 		if err != nil || count == 0 {
 			return 0, err
 		}
-		m := MoveBack{AdmitFrom: admitFrom, Now: d.o.Now()}
-		if exists {
-			// A claim holder may have sent events past done that it has
-			// not yet written (a group): redo tells it where to start again,
-			// so that those after target are sent again too. A queue put
-			// off (a retry's wait) is due now, for any dispatcher.
-			m.Redo = target
-			if q.HasRedo {
-				m.Redo = min(m.Redo, q.Redo)
-			}
-			m.Done, m.ResolvedHigh = min(q.Done, target), max(q.Done, q.ResolvedHigh)
-		} else {
-			m.Done, m.Wanted = target, last
-		}
+		m := moveBack(q, exists, target, last, admitFrom, d.o.Now())
 		err = d.store.MoveBack(ctx, ref, q, exists, m)
 		if errors.Is(err, ErrQueueChanged) {
 			continue // another writer in between: read again

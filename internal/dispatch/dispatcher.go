@@ -349,34 +349,7 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	type mark struct {
-		ref         QueueRef
-		first, last int64
-		n           int
-		admitFrom   time.Time
-	}
-	var marks []mark
-	for user, es := range byUser {
-		for _, ep := range eps {
-			if ep.Disabled {
-				continue
-			}
-			m := mark{ref: QueueRef{EndpointID: ep.ID, UserID: user}, admitFrom: ep.CreateTime}
-			for _, e := range es {
-				if !admits(ep, ep.CreateTime, e) {
-					continue
-				}
-				if m.n == 0 || e.Version < m.first {
-					m.first = e.Version
-				}
-				m.last = max(m.last, e.Version)
-				m.n++
-			}
-			if m.n > 0 {
-				marks = append(marks, m)
-			}
-		}
-	}
+	marks := group(byUser, eps)
 	d.mu.Lock()
 	take := d.running
 	d.mu.Unlock()
@@ -468,16 +441,6 @@ func (d *Dispatcher) signal() {
 	case d.wake <- struct{}{}:
 	default:
 	}
-}
-
-// admits says whether endpoint ep receives entry e on a queue that admits
-// entries created at or after admitFrom (the endpoint's create_time, or
-// earlier after a redelivery asked for older entries).
-func admits(ep Endpoint, admitFrom time.Time, e ledger.Entry) bool {
-	// The ledger keeps an entry's time to the microsecond, the endpoints
-	// theirs to the nanosecond: an entry of the endpoint's own microsecond
-	// is not older than it.
-	return ep.Subscription.Includes(ledger.EventTypeOf(e.Type)) && !e.CreateTime.Before(admitFrom.Truncate(time.Microsecond))
 }
 
 // Status reports the dispatcher's progress.

@@ -77,21 +77,8 @@ func (d *Dispatcher) deliverNotice(ctx context.Context, stop <-chan struct{}, re
 	if res.Gone() {
 		d.disable(ctx, ep)
 	}
-	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
-	switch {
-	case res.Delivered():
-		a.State = DeliverySucceeded
-		d.delivered(ep.ID, ev, OutcomeSucceeded, false)
-	case giveUp:
-		a.State = DeliveryFailed
-		d.delivered(ep.ID, ev, OutcomeGaveUp, false)
-	default:
-		a.State, a.Next = DeliveryPending, next
-		outcome := OutcomeFailed
-		if res.Gone() {
-			outcome = OutcomeGone
-		}
-		d.delivered(ep.ID, ev, outcome, false)
-	}
+	st := decide(res, attempts, d.o.Schedule, d.o.Now(), d.o.Random)
+	a.State, a.Next = st.state, st.next
+	d.delivered(ep.ID, ev, st.outcome, false)
 	return d.store.WriteNotice(ctx, ref, d.o.Owner, NoticeWrite{Attempt: a})
 }

@@ -65,9 +65,7 @@ var errRedelivered = errors.New("queue moved by a redelivery")
 // claim if w released it.
 func (d *Dispatcher) write(ctx context.Context, q Queue, rows []Row, w QueueWrite) (Queue, error) {
 	for {
-		if w.After == Release && w.Done < q.Wanted {
-			w.After = KeepClaim
-		}
+		w = settle(w, q.Wanted)
 		if w.After == KeepClaim {
 			w.Claim = Claim{Owner: d.o.Owner, Until: d.o.Now().Add(d.o.ClaimTTL)}
 		}
@@ -79,13 +77,15 @@ func (d *Dispatcher) write(ctx context.Context, q Queue, rows []Row, w QueueWrit
 			return q, err
 		}
 		now, ok, err := d.store.ReadQueue(ctx, q.Ref)
-		switch {
-		case err != nil:
+		if err != nil {
 			return q, err
-		case !ok || now.ClaimOwner != d.o.Owner:
+		}
+		switch afterConflict(q, now, ok, d.o.Owner) {
+		case claimLost:
 			return q, errClaimLost
-		case now.RVN != q.RVN:
+		case redelivered:
 			return now, errRedelivered
+		case writeAgain:
 		}
 		q.Wanted = now.Wanted
 	}
