@@ -6,8 +6,10 @@
 // the ledger: the entries are the outbox.
 //
 // What it keeps sits behind Store: internal/dispatch/dynamo keeps it in
-// the webhooks table (its doc.go has the items). This package imports no
-// SDK (depguard's dispatch-without-sdk).
+// the webhooks table (its doc.go has the items), internal/dispatch/memory
+// in memory (for tests); both pass internal/dispatch/dispatchtest's
+// Contract. What it decides is machine.go's pure functions, tested with
+// no store. This package imports no SDK (depguard's dispatch-without-sdk).
 //
 // What holds:
 //

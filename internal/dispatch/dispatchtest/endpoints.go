@@ -1,4 +1,4 @@
-package dynamo_test
+package dispatchtest
 
 import (
 	"context"
@@ -9,12 +9,8 @@ import (
 	"time"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
-	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
-	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
-
-func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 // clock is a settable time for tests of what time decides (a rotation's overlap).
 type clock struct {
@@ -26,20 +22,19 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func newEndpoints(t *testing.T) (*dispatchdynamo.Endpoints, *clock) {
+func newEndpoints(t *testing.T, newEnv NewEnv) (dispatch.EndpointStore, *clock) {
 	t.Helper()
-	env := dynamotest.New(t)
 	c := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	return dispatchdynamo.NewEndpoints(env.Client, env.Webhooks, c.Now), c
+	return newEnv(t, c.Now).Store, c
 }
 
 func endpoint(url string, types ...string) dispatch.Endpoint {
 	return dispatch.Endpoint{URL: url, EventTypes: types, Description: "crm"}
 }
 
-func TestEndpointsRoundTrip(t *testing.T) {
+func testEndpointsRoundTrip(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, c := newEndpoints(t)
+	s, c := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	made, secret, err := s.Create(ctx, endpoint("https://crm.example/hook", "points.granted", "points.spent"))
 	if err != nil {
@@ -79,9 +74,9 @@ func TestEndpointsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEndpointNotFound(t *testing.T) {
+func testEndpointNotFound(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, _ := newEndpoints(t)
+	s, _ := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
 		"get":     func() error { _, err := s.Get(ctx, "nope"); return err },
@@ -99,9 +94,9 @@ func TestEndpointNotFound(t *testing.T) {
 	}
 }
 
-func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
+func testRotationSignsWithBothSecretsForADay(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, c := newEndpoints(t)
+	s, c := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	e, first, err := s.Create(ctx, endpoint("https://crm.example/hook", "*"))
 	if err != nil {
@@ -141,9 +136,9 @@ func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
 	}
 }
 
-func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
+func testUpdateKeepsIdentityAndRetriesALostRace(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, _ := newEndpoints(t)
+	s, _ := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	e, secret, err := s.Create(ctx, endpoint("https://crm.example/hook", "*"))
 	if err != nil {

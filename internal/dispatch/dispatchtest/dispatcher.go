@@ -1,4 +1,4 @@
-package dynamo_test
+package dispatchtest
 
 import (
 	"context"
@@ -9,12 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/pointledger/pointledger/internal/dispatch"
-	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -53,9 +48,9 @@ func (f *fixture) workload(users []string) []ledger.Entry {
 // endpoint of every type, signed, in version order per user without a
 // gap; an endpoint of two types gets exactly those, in order; and the
 // delivery rows list them all.
-func TestEveryEntryDeliveredInOrder(t *testing.T) {
+func testEveryEntryDeliveredInOrder(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	all := newReceiver(t, nil)
 	all.inOrder = true
 	some := newReceiver(t, nil)
@@ -151,9 +146,9 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 // TestTwoDispatchersRace: two dispatchers fed the same batches deliver
 // the same queues; a receiver failing one request in three. Order per user
 // holds, nothing is lost, duplicates only as the same webhook-id.
-func TestTwoDispatchersRace(t *testing.T) {
+func testTwoDispatchersRace(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, func(n int, _ arrival) int {
 		if n%3 == 0 {
 			return http.StatusInternalServerError
@@ -188,9 +183,9 @@ func TestTwoDispatchersRace(t *testing.T) {
 // TestEndpointGetsEntriesFromItsCreation: an endpoint created after some
 // of a user's entries gets only the later ones; a redelivery from version
 // 1 sends the older ones too.
-func TestEndpointGetsEntriesFromItsCreation(t *testing.T) {
+func testEndpointGetsEntriesFromItsCreation(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	for i := range 3 {
 		f.apply(ledger.EntryGrant, ledger.Request{UserID: "late", RequestID: fmt.Sprint("old", i), Amount: "1"})
 	}
@@ -226,9 +221,9 @@ func TestEndpointGetsEntriesFromItsCreation(t *testing.T) {
 // TestDisabledEndpointGetsNothing: once a disable is older than
 // EndpointRefresh (the API waits that long before it answers), no attempt
 // starts for the endpoint.
-func TestDisabledEndpointGetsNothing(t *testing.T) {
+func testDisabledEndpointGetsNothing(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	off := newReceiver(t, nil)
 	witness := newReceiver(t, nil)
 	ep := f.endpoint(off)
@@ -259,9 +254,9 @@ func TestDisabledEndpointGetsNothing(t *testing.T) {
 // however often it is notified, outside the user's order (the user's
 // first event waits an hour for its retry meanwhile), and is listed with
 // the deliveries.
-func TestNotify(t *testing.T) {
+func testNotify(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	sub := newReceiver(t, func(_ int, a arrival) int {
 		if a.typ != string(ledger.EventPointsExpiring) {
 			return http.StatusInternalServerError
@@ -304,9 +299,9 @@ func TestNotify(t *testing.T) {
 
 // TestBadRequestsAreRefused: malformed list and redelivery requests get
 // a reason and change nothing.
-func TestBadRequestsAreRefused(t *testing.T) {
+func testBadRequestsAreRefused(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, nil)
 	ep := f.endpoint(rcv)
 	d := f.dispatcher(dispatch.Options{})
@@ -344,15 +339,15 @@ func TestBadRequestsAreRefused(t *testing.T) {
 }
 
 // TestExpiredClaimIsTakenOver: a queue claimed by a dispatcher that died
-// (its claim written as a crash leaves it, straight into the table) is
+// (its claim written as a crash leaves it, straight into the store) is
 // delivered by another once the claim expires, in order.
-func TestExpiredClaimIsTakenOver(t *testing.T) {
+func testExpiredClaimIsTakenOver(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, nil)
 	rcv.inOrder = true
 	ep := f.endpoint(rcv)
-	idle, err := dispatch.New(dispatchdynamo.New(f.env.Client, f.env.Webhooks, nil), f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
+	idle, err := dispatch.New(f.env.Store, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,17 +355,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		f.apply(ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: fmt.Sprint("g", i), Amount: "1"})
 	}
 	f.feed(f.entries("c"), idle) // marked, never run
-	_, err = f.env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName:        &f.env.Webhooks,
-		Key:              map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "Q#" + ep.ID + "#c"}, "SK": &types.AttributeValueMemberS{Value: "Q"}},
-		UpdateExpression: aws.String("SET claim_owner = :ghost, claim_until = :until ADD rvn :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ghost": &types.AttributeValueMemberS{Value: "ghost"},
-			":until": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(500 * time.Millisecond).UnixNano())},
-			":one":   &types.AttributeValueMemberN{Value: "1"},
-		},
-		ConditionExpression: aws.String("attribute_exists(PK)"),
-	})
+	err = f.env.Crash(dispatch.QueueRef{EndpointID: ep.ID, UserID: "c"}, "ghost", time.Now().Add(500*time.Millisecond))
 	if err != nil {
 		t.Fatalf("the ghost's claim: %v", err)
 	}
@@ -387,9 +372,9 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 // Apply reads the endpoints again when its entries are newer than its
 // read, however long EndpointRefresh is. (The dispatcher runs on the
 // test's clock, which moves only when the test moves it.)
-func TestEndpointMadeJustBeforeAnEntry(t *testing.T) {
+func testEndpointMadeJustBeforeAnEntry(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	first, second := newReceiver(t, nil), newReceiver(t, nil)
 	f.endpoint(first)
 	d := f.dispatcher(dispatch.Options{Now: f.clk.Now, EndpointRefresh: time.Hour})
@@ -412,9 +397,9 @@ func TestEndpointMadeJustBeforeAnEntry(t *testing.T) {
 // attempt records the attempt's outcome and releases the queue, so that
 // another goes on at once, long before the stopped one's claim (ten
 // minutes) would expire.
-func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
+func testStoppedDispatcherReleasesItsQueues(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	arrived, answer := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
 	rcv := newReceiver(t, func(int, arrival) int {
@@ -426,7 +411,7 @@ func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
 	})
 	rcv.inOrder = true
 	f.endpoint(rcv)
-	first, err := dispatch.New(dispatchdynamo.New(f.env.Client, f.env.Webhooks, nil), f.store, dispatch.Options{
+	first, err := dispatch.New(f.env.Store, f.store, dispatch.Options{
 		Sender: sender(time.Minute), EncodeEntry: testEntryJSON, ClaimTTL: 10 * time.Minute, PollInterval: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -462,9 +447,9 @@ func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
 // TestRedeliverFromATime: a redelivery from a time sends the user's
 // entries from the first at or after it, in order; a user's rows page one
 // at a time, newest version first.
-func TestRedeliverFromATime(t *testing.T) {
+func testRedeliverFromATime(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, nil)
 	ep := f.endpoint(rcv)
 	var obs observed

@@ -1,4 +1,4 @@
-package dynamo_test
+package dispatchtest
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 // TestReceiverFailingForAWhile: a receiver that answers 500 to its first
 // 15 requests gets every event in the end, in order, duplicates only as
 // retries of the same webhook-id.
-func TestReceiverFailingForAWhile(t *testing.T) {
+func testReceiverFailingForAWhile(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, func(n int, _ arrival) int {
 		if n <= 15 {
 			return http.StatusInternalServerError
@@ -69,9 +69,9 @@ func TestReceiverFailingForAWhile(t *testing.T) {
 
 // TestReceiverTimesOut: a receiver that hangs past the attempt timeout
 // twice gets the events after, in order, and the row says what happened.
-func TestReceiverTimesOut(t *testing.T) {
+func testReceiverTimesOut(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, func(n int, _ arrival) int {
 		if n <= 2 {
 			return 0 // hang
@@ -97,9 +97,9 @@ func TestReceiverTimesOut(t *testing.T) {
 
 // TestReceiverDownComesBack: events wait, retried, while nothing listens
 // at the endpoint, and all go, in order, once it listens again.
-func TestReceiverDownComesBack(t *testing.T) {
+func testReceiverDownComesBack(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -141,9 +141,9 @@ func TestReceiverDownComesBack(t *testing.T) {
 
 // TestGoneDisablesTheEndpoint: a 410 disables the endpoint, with a reason
 // that says so, and it gets nothing more while another endpoint goes on.
-func TestGoneDisablesTheEndpoint(t *testing.T) {
+func testGoneDisablesTheEndpoint(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	gone := newReceiver(t, func(int, arrival) int { return http.StatusGone })
 	witness := newReceiver(t, nil)
 	ep := f.endpoint(gone)
@@ -175,9 +175,9 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 // TestLastAttemptThenNextAndRedeliver: an event that fails its last
 // attempt is FAILED and the user's next one goes; a redelivery from its
 // version fills the gap, in order, with the row counted anew.
-func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
+func testLastAttemptThenNextAndRedeliver(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	var healed atomic.Bool
 	rcv := newReceiver(t, func(_ int, a arrival) int {
 		if a.version == 2 && !healed.Load() {
