@@ -28,8 +28,7 @@ import (
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/console"
 	"github.com/pointledger/pointledger/internal/dispatch"
-	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
-	"github.com/pointledger/pointledger/internal/dynamotest"
+	dispatchmemory "github.com/pointledger/pointledger/internal/dispatch/memory"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/servetest"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -492,10 +491,9 @@ func (d *deliveries) Redeliver(_ context.Context, r dispatch.Redelivery) (int64,
 // operator reads, and is refused the button's call).
 func TestWebhooksPage(t *testing.T) {
 	t.Parallel()
-	env := dynamotest.New(t)
 	d := &deliveries{}
 	s := newSite(t, func(o *servetest.Options) {
-		o.Webhooks, o.Deliveries = dispatchdynamo.NewEndpoints(env.Client, env.Webhooks, nil), d
+		o.Webhooks, o.Deliveries = dispatchmemory.New(nil), d
 		o.Webhook.URLPolicy = webhook.URLPolicy{AllowHTTP: true, AllowLoopback: true}
 	})
 	w := pointledgerv1connect.NewWebhookServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.AdminToken)))
