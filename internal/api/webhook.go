@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -27,7 +26,7 @@ import (
 type WebhookEndpoints interface {
 	Create(ctx context.Context, e dispatch.Endpoint) (dispatch.Endpoint, webhook.Secret, error)
 	Get(ctx context.Context, id string) (dispatch.Endpoint, error)
-	List(ctx context.Context) ([]dispatch.Endpoint, error)
+	Page(ctx context.Context, after string, size int) ([]dispatch.Endpoint, string, error)
 	Update(ctx context.Context, id string, change func(*dispatch.Endpoint) error) (dispatch.Endpoint, error)
 	Rotate(ctx context.Context, id string) (webhook.Secret, error)
 	Delete(ctx context.Context, id string) error
@@ -127,70 +126,35 @@ func (s *WebhookService) checkEndpoint(ctx context.Context, url string, eventTyp
 // endpointsRead names ListWebhookEndpoints' tokens (their scope).
 const endpointsRead = "ListWebhookEndpoints"
 
-// ListWebhookEndpoints pages the endpoints oldest first. They are few and
-// read whole (WebhookEndpoints.List); a token holds the create time of
-// the last endpoint it returned, and the next page starts after it, so a
-// page never ends between two endpoints created at the same instant.
+// ListWebhookEndpoints pages the endpoints oldest first (by id: ULIDs),
+// as the store pages them (WebhookEndpoints.Page); a token holds the id
+// of the last endpoint it returned, and the next page starts after it.
 func (s *WebhookService) ListWebhookEndpoints(ctx context.Context, req *connect.Request[pb.ListWebhookEndpointsRequest]) (*connect.Response[pb.ListWebhookEndpointsResponse], error) {
 	size, err := ledger.PageSize(int(req.Msg.PageSize))
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	var after int64
+	after := ""
 	if token := req.Msg.PageToken; token != "" {
-		if after, err = s.o.PageTokens.Decode(token, endpointsRead); err != nil {
+		if after, err = s.o.PageTokens.DecodeKey(token, endpointsRead); err != nil {
 			return nil, s.toConnect(ctx, err)
 		}
 	}
 	if s.endpoints == nil {
 		return nil, s.toConnect(ctx, errNoEndpointStore())
 	}
-	all, err := s.endpoints.List(ctx)
+	page, next, err := s.endpoints.Page(ctx, after, size)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	page, last := pageOfEndpoints(all, after, size)
 	out := &pb.ListWebhookEndpointsResponse{Endpoints: make([]*pb.WebhookEndpoint, len(page))}
 	for i, e := range page {
 		out.Endpoints[i] = endpointToProto(e)
 	}
-	if !last {
-		out.NextPageToken = s.o.PageTokens.Encode(page[len(page)-1].CreateTime.UnixNano(), endpointsRead)
+	if next != "" {
+		out.NextPageToken = s.o.PageTokens.EncodeKey(next, endpointsRead)
 	}
 	return connect.NewResponse(out), nil
-}
-
-// pageOfEndpoints is the page of size after the create time after (unix
-// nanoseconds; 0: from the first), oldest first, and whether it is the
-// last. It ends before a run of endpoints created at one instant rather
-// than inside it (or, were a whole page one such run, after it).
-func pageOfEndpoints(all []dispatch.Endpoint, after int64, size int) ([]dispatch.Endpoint, bool) {
-	slices.SortFunc(all, func(a, b dispatch.Endpoint) int {
-		if c := a.CreateTime.Compare(b.CreateTime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	start, _ := slices.BinarySearchFunc(all, after, func(e dispatch.Endpoint, t int64) int {
-		if e.CreateTime.UnixNano() <= t {
-			return -1
-		}
-		return 1
-	})
-	rest := all[start:]
-	if len(rest) <= size {
-		return rest, true
-	}
-	same := func(i int) bool { return rest[i].CreateTime.Equal(rest[i-1].CreateTime) }
-	end := size
-	for end > 0 && same(end) {
-		end--
-	}
-	if end == 0 {
-		for end = size; end < len(rest) && same(end); end++ {
-		}
-	}
-	return rest[:end], end == len(rest)
 }
 
 func (s *WebhookService) UpdateWebhookEndpoint(ctx context.Context, req *connect.Request[pb.UpdateWebhookEndpointRequest]) (*connect.Response[pb.UpdateWebhookEndpointResponse], error) {

@@ -226,9 +226,9 @@ func TestWebhookEndpointRoundTrip(t *testing.T) {
 	}
 }
 
-// ListWebhookEndpoints pages oldest first, and a page ends between two
-// create times, never between endpoints created at the same instant (a
-// token holds the create time of the last endpoint it returned).
+// ListWebhookEndpoints pages oldest first, by the endpoints' ids (ULIDs,
+// in creation order even within one instant), each page of the size asked
+// (a token holds the id of the last endpoint it returned).
 func TestListWebhookEndpointsPages(t *testing.T) {
 	t.Parallel()
 	clk := ledgertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -244,9 +244,9 @@ func TestListWebhookEndpointsPages(t *testing.T) {
 		size  int32
 		pages [][]string
 	}{
-		{1, [][]string{{a, b}, {c, d}, {e}}}, // a run longer than a page is one page
+		{1, [][]string{{a}, {b}, {c}, {d}, {e}}}, // a and b share an instant, and go one by one
 		{2, [][]string{{a, b}, {c, d}, {e}}},
-		{3, [][]string{{a, b}, {c, d, e}}}, // not {a, b, c}: c and d share an instant
+		{3, [][]string{{a, b, c}, {d, e}}}, // c and d share an instant, on two pages
 		{4, [][]string{{a, b, c, d}, {e}}},
 		{0, [][]string{{a, b, c, d, e}}},
 	} {

@@ -2,8 +2,12 @@ package dispatch
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"sync"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -78,6 +82,10 @@ type EndpointStore interface {
 	Get(ctx context.Context, id string) (Endpoint, error)
 	// List returns every endpoint, oldest first, read consistently.
 	List(ctx context.Context) ([]Endpoint, error)
+	// Page returns at most size endpoints after the one with id after (""
+	// from the first), by id (ULIDs: oldest first), read consistently, and
+	// the id of the last if more follow (the next page's after).
+	Page(ctx context.Context, after string, size int) (eps []Endpoint, next string, err error)
 	// Update reads the endpoint with id, lets change alter it (its id,
 	// create time and secrets are kept whatever change does) and writes
 	// it back unless another writer changed it meanwhile (then again, a
@@ -268,4 +276,24 @@ type NoticeAttempt struct {
 	LastErr  string
 	State    DeliveryState
 	Next     time.Time // PENDING: the next attempt, also its due time
+}
+
+// EndpointIDs makes a store's endpoint ids: ULIDs of their create time,
+// from one monotonic source, so that ids made in one millisecond are in
+// the order they were made, and a page by id (EndpointStore.Page) is
+// oldest first as long as the store's clock does not go back. The zero
+// value is ready.
+type EndpointIDs struct {
+	mu      sync.Mutex
+	entropy *ulid.MonotonicEntropy
+}
+
+// New returns the id of an endpoint created at t.
+func (g *EndpointIDs) New(t time.Time) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.entropy == nil {
+		g.entropy = ulid.Monotonic(rand.Reader, 0)
+	}
+	return ulid.MustNew(ulid.Timestamp(t), g.entropy).String()
 }

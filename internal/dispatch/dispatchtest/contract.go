@@ -17,6 +17,7 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"EndpointMadeJustBeforeAnEntry":          testEndpointMadeJustBeforeAnEntry,
 	"StoppedDispatcherReleasesItsQueues":     testStoppedDispatcherReleasesItsQueues,
 	"RedeliverFromATime":                     testRedeliverFromATime,
+	"EndpointsPage":                          testEndpointsPage,
 	"EndpointsRoundTrip":                     testEndpointsRoundTrip,
 	"EndpointNotFound":                       testEndpointNotFound,
 	"RotationSignsWithBothSecretsForADay":    testRotationSignsWithBothSecretsForADay,

@@ -3,6 +3,7 @@ package dispatchtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -198,4 +199,62 @@ func testUpdateKeepsIdentityAndRetriesALostRace(t *testing.T, newEnv NewEnv) {
 	if _, err := s.Get(ctx, e.ID); err == nil {
 		t.Errorf("a deleted endpoint is still read")
 	}
+}
+
+// Page goes through the endpoints oldest first (by id), size by size,
+// each once, from any endpoint's id; at the end no next.
+func testEndpointsPage(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	s, c := newEndpoints(t, newEnv)
+	ctx := context.Background()
+	var ids []string
+	for i := range 5 {
+		if i%2 == 0 {
+			c.Add(time.Second) // two at each instant
+		}
+		e, _, err := s.Create(ctx, endpoint(fmt.Sprintf("https://crm.example/hook/%d", i), "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatalf("ids %v: want them in creation order", ids)
+	}
+	for size := 1; size <= 6; size++ {
+		var got []string
+		after, pages := "", 0
+		for {
+			page, next, err := s.Page(ctx, after, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if len(page) > size || (next != "" && (len(page) != size || next != page[len(page)-1].ID)) {
+				t.Fatalf("size %d after %q: %d endpoints, next %q", size, after, len(page), next)
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if next == "" || pages > 10 {
+				break
+			}
+			after = next
+		}
+		if !slices.Equal(got, ids) {
+			t.Errorf("size %d: paged %v, want %v", size, got, ids)
+		}
+	}
+	rest, next, err := s.Page(ctx, ids[2], 10)
+	if err != nil || next != "" || !slices.Equal(endpointIDs(rest), ids[3:]) {
+		t.Errorf("after the third: %v next %q (%v), want %v and no next", endpointIDs(rest), next, err, ids[3:])
+	}
+}
+
+func endpointIDs(eps []dispatch.Endpoint) []string {
+	ids := make([]string, len(eps))
+	for i, e := range eps {
+		ids[i] = e.ID
+	}
+	return ids
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -34,6 +33,7 @@ type EndpointsAPI interface {
 // webhook.URLPolicy and ledger.ParseSubscription, before it calls.
 // It is the endpoints of dispatch.Store.
 type Endpoints struct {
+	ids   dispatch.EndpointIDs
 	db    EndpointsAPI
 	table string
 	now   func() time.Time
@@ -53,7 +53,7 @@ func NewEndpoints(db EndpointsAPI, table string, now func() time.Time) *Endpoint
 func (s *Endpoints) Create(ctx context.Context, e dispatch.Endpoint) (dispatch.Endpoint, webhook.Secret, error) {
 	now := s.now().UTC()
 	secret := webhook.NewSecret()
-	e.ID = ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
+	e.ID = s.ids.New(now)
 	e.CreateTime = now
 	e.Disabled, e.DisabledReason = false, ""
 	e.Secrets = []dispatch.SigningSecret{{Secret: secret}}
@@ -116,6 +116,43 @@ func (s *Endpoints) List(ctx context.Context) ([]dispatch.Endpoint, error) {
 		}
 		start = page.LastEvaluatedKey
 	}
+}
+
+// Page is dispatch.EndpointStore's: one consistent Query of the
+// endpoints' partition from after's key, for size and one more.
+func (s *Endpoints) Page(ctx context.Context, after string, size int) ([]dispatch.Endpoint, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(endpointsPK)},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(size + 1)),
+	}
+	if after != "" {
+		in.ExclusiveStartKey = endpointKey(after)
+	}
+	var out []dispatch.Endpoint
+	for len(out) <= size {
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, "", fmt.Errorf("list endpoints: %w", err)
+		}
+		for _, item := range page.Items {
+			e, _, err := decodeEndpoint(item)
+			if err != nil {
+				return nil, "", err
+			}
+			out = append(out, e)
+		}
+		if page.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	if len(out) <= size {
+		return out, "", nil
+	}
+	return out[:size], out[size-1].ID, nil
 }
 
 // Update reads the endpoint with id, lets change alter it (its id, create

@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -25,6 +23,7 @@ import (
 // Store is dispatch.Store in memory.
 type Store struct {
 	now func() time.Time
+	ids dispatch.EndpointIDs
 
 	mu        sync.Mutex
 	endpoints map[string]endpoint
@@ -415,7 +414,7 @@ func (s *Store) Items() []string {
 func (s *Store) Create(_ context.Context, e dispatch.Endpoint) (dispatch.Endpoint, webhook.Secret, error) {
 	now := s.now().UTC()
 	secret := webhook.NewSecret()
-	e.ID = ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
+	e.ID = s.ids.New(now)
 	e.CreateTime = now
 	e.Disabled, e.DisabledReason = false, ""
 	e.Secrets = []dispatch.SigningSecret{{Secret: secret}}
@@ -476,6 +475,23 @@ func (s *Store) List(_ context.Context) ([]dispatch.Endpoint, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// Page is dispatch.EndpointStore's.
+func (s *Store) Page(ctx context.Context, after string, size int) ([]dispatch.Endpoint, string, error) {
+	all, err := s.List(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	start, _ := slices.BinarySearchFunc(all, after, func(e dispatch.Endpoint, id string) int { return cmp.Compare(e.ID, id) })
+	for start < len(all) && all[start].ID == after {
+		start++
+	}
+	rest := all[start:]
+	if len(rest) <= size {
+		return rest, "", nil
+	}
+	return rest[:size], rest[size-1].ID, nil
 }
 
 // replace writes e if it is still at rvn.
