@@ -304,7 +304,7 @@ func (d *Dispatcher) readEndpoints(ctx context.Context) (map[string]Endpoint, er
 }
 
 // endpoint returns the endpoint id as the cache has it or, if the cache
-// does not know it (made since the last read), as the table has it;
+// does not know it (made since the last read), as the store has it;
 // found is false when it is gone.
 func (d *Dispatcher) endpoint(ctx context.Context, id string) (e Endpoint, found bool, err error) {
 	eps, err := d.endpoints(ctx)
