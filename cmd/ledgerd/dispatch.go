@@ -14,6 +14,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/metrics"
@@ -179,7 +180,7 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 	}
 	table := c.TablePrefix + migrations.WebhookTable
 	var err error
-	if dl.dispatcher, err = dispatch.New(p.db, table, p.store, o); err != nil {
+	if dl.dispatcher, err = dispatch.New(dispatchdynamo.New(p.db, table, nil), p.store, o); err != nil {
 		return nil, err
 	}
 	if len(d.noticeLeads) > 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/console"
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -345,7 +346,7 @@ func (c *serveConfig) apiHandler(parts *ledgerParts, projector *projection.Proje
 	admin.SetExpiryPolicy(c.expiry)
 	path, handler = pointledgerv1connect.NewAdminServiceHandler(admin, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.AdminServiceDescriptor(), protect(handler), options...)))
-	webhooks := api.NewWebhookService(dispatch.NewEndpoints(parts.db, c.TablePrefix+migrations.WebhookTable, nil), deliveries,
+	webhooks := api.NewWebhookService(dispatchdynamo.NewEndpoints(parts.db, c.TablePrefix+migrations.WebhookTable, nil), deliveries,
 		api.WebhookOptions{URLPolicy: c.delivery.policy, EndpointRefresh: api.DefaultEndpointRefresh, PageTokens: parts.tokens}, log)
 	path, handler = pointledgerv1connect.NewWebhookServiceHandler(webhooks, options...)
 	mux.Handle(path, allowCORS(api.KnownProcedures(api.WebhookServiceDescriptor(), protect(handler), options...)))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -15,19 +14,20 @@ import (
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // WebhookEndpoints is what the webhook service needs of the endpoint
-// store (dispatch.Endpoints is one). The store checks nothing about a URL
+// store (dispatch/dynamo.Endpoints is one). The store checks nothing about a URL
 // or event types: the service does, before it calls.
 type WebhookEndpoints interface {
-	Create(ctx context.Context, e webhook.Endpoint) (webhook.Endpoint, webhook.Secret, error)
-	Get(ctx context.Context, id string) (webhook.Endpoint, error)
-	List(ctx context.Context) ([]webhook.Endpoint, error)
-	Update(ctx context.Context, id string, change func(*webhook.Endpoint) error) (webhook.Endpoint, error)
+	Create(ctx context.Context, e dispatch.Endpoint) (dispatch.Endpoint, webhook.Secret, error)
+	Get(ctx context.Context, id string) (dispatch.Endpoint, error)
+	Page(ctx context.Context, after string, size int) ([]dispatch.Endpoint, string, error)
+	Update(ctx context.Context, id string, change func(*dispatch.Endpoint) error) (dispatch.Endpoint, error)
 	Rotate(ctx context.Context, id string) (webhook.Secret, error)
 	Delete(ctx context.Context, id string) error
 }
@@ -35,8 +35,8 @@ type WebhookEndpoints interface {
 // WebhookDeliveries is what the webhook service needs of the dispatcher:
 // an endpoint's deliveries, paged, and sending events again.
 type WebhookDeliveries interface {
-	ListDeliveries(ctx context.Context, q webhook.DeliveryQuery) ([]webhook.Delivery, string, error)
-	Redeliver(ctx context.Context, r webhook.Redelivery) (int64, error)
+	ListDeliveries(ctx context.Context, q dispatch.DeliveryQuery) ([]dispatch.Delivery, string, error)
+	Redeliver(ctx context.Context, r dispatch.Redelivery) (int64, error)
 }
 
 // DefaultEndpointRefresh is how often, at most, a dispatcher reads the
@@ -98,7 +98,7 @@ func (s *WebhookService) CreateWebhookEndpoint(ctx context.Context, req *connect
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	e, secret, err := s.endpoints.Create(ctx, webhook.Endpoint{URL: r.Url, EventTypes: sub.Names(), Subscription: sub, Description: r.Description})
+	e, secret, err := s.endpoints.Create(ctx, dispatch.Endpoint{URL: r.Url, EventTypes: sub.Names(), Subscription: sub, Description: r.Description})
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
@@ -126,70 +126,35 @@ func (s *WebhookService) checkEndpoint(ctx context.Context, url string, eventTyp
 // endpointsRead names ListWebhookEndpoints' tokens (their scope).
 const endpointsRead = "ListWebhookEndpoints"
 
-// ListWebhookEndpoints pages the endpoints oldest first. They are few and
-// read whole (WebhookEndpoints.List); a token holds the create time of
-// the last endpoint it returned, and the next page starts after it, so a
-// page never ends between two endpoints created at the same instant.
+// ListWebhookEndpoints pages the endpoints oldest first (by id: ULIDs),
+// as the store pages them (WebhookEndpoints.Page); a token holds the id
+// of the last endpoint it returned, and the next page starts after it.
 func (s *WebhookService) ListWebhookEndpoints(ctx context.Context, req *connect.Request[pb.ListWebhookEndpointsRequest]) (*connect.Response[pb.ListWebhookEndpointsResponse], error) {
 	size, err := ledger.PageSize(int(req.Msg.PageSize))
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	var after int64
+	after := ""
 	if token := req.Msg.PageToken; token != "" {
-		if after, err = s.o.PageTokens.Decode(token, endpointsRead); err != nil {
+		if after, err = s.o.PageTokens.DecodeKey(token, endpointsRead); err != nil {
 			return nil, s.toConnect(ctx, err)
 		}
 	}
 	if s.endpoints == nil {
 		return nil, s.toConnect(ctx, errNoEndpointStore())
 	}
-	all, err := s.endpoints.List(ctx)
+	page, next, err := s.endpoints.Page(ctx, after, size)
 	if err != nil {
 		return nil, s.toConnect(ctx, err)
 	}
-	page, last := pageOfEndpoints(all, after, size)
 	out := &pb.ListWebhookEndpointsResponse{Endpoints: make([]*pb.WebhookEndpoint, len(page))}
 	for i, e := range page {
 		out.Endpoints[i] = endpointToProto(e)
 	}
-	if !last {
-		out.NextPageToken = s.o.PageTokens.Encode(page[len(page)-1].CreateTime.UnixNano(), endpointsRead)
+	if next != "" {
+		out.NextPageToken = s.o.PageTokens.EncodeKey(next, endpointsRead)
 	}
 	return connect.NewResponse(out), nil
-}
-
-// pageOfEndpoints is the page of size after the create time after (unix
-// nanoseconds; 0: from the first), oldest first, and whether it is the
-// last. It ends before a run of endpoints created at one instant rather
-// than inside it (or, were a whole page one such run, after it).
-func pageOfEndpoints(all []webhook.Endpoint, after int64, size int) ([]webhook.Endpoint, bool) {
-	slices.SortFunc(all, func(a, b webhook.Endpoint) int {
-		if c := a.CreateTime.Compare(b.CreateTime); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	start, _ := slices.BinarySearchFunc(all, after, func(e webhook.Endpoint, t int64) int {
-		if e.CreateTime.UnixNano() <= t {
-			return -1
-		}
-		return 1
-	})
-	rest := all[start:]
-	if len(rest) <= size {
-		return rest, true
-	}
-	same := func(i int) bool { return rest[i].CreateTime.Equal(rest[i-1].CreateTime) }
-	end := size
-	for end > 0 && same(end) {
-		end--
-	}
-	if end == 0 {
-		for end = size; end < len(rest) && same(end); end++ {
-		}
-	}
-	return rest[:end], end == len(rest)
 }
 
 func (s *WebhookService) UpdateWebhookEndpoint(ctx context.Context, req *connect.Request[pb.UpdateWebhookEndpointRequest]) (*connect.Response[pb.UpdateWebhookEndpointResponse], error) {
@@ -206,7 +171,7 @@ func (s *WebhookService) UpdateWebhookEndpoint(ctx context.Context, req *connect
 		return connect.NewResponse(&pb.UpdateWebhookEndpointResponse{Endpoint: endpointToProto(e)}), nil
 	}
 	var stops bool // the change may stop deliveries the old settings would make
-	e, err := s.endpoints.Update(ctx, r.EndpointId, func(e *webhook.Endpoint) error {
+	e, err := s.endpoints.Update(ctx, r.EndpointId, func(e *dispatch.Endpoint) error {
 		before := *e
 		change(e)
 		stops = e.URL != before.URL || !slices.Equal(e.EventTypes, before.EventTypes) || (e.Disabled && !before.Disabled)
@@ -226,7 +191,7 @@ func (s *WebhookService) UpdateWebhookEndpoint(ctx context.Context, req *connect
 
 // checkUpdate checks an update and returns the change it makes to an
 // endpoint, or nil if it sets nothing.
-func (s *WebhookService) checkUpdate(ctx context.Context, r *pb.UpdateWebhookEndpointRequest) (func(*webhook.Endpoint), error) {
+func (s *WebhookService) checkUpdate(ctx context.Context, r *pb.UpdateWebhookEndpointRequest) (func(*dispatch.Endpoint), error) {
 	if err := checkEndpointID(r.EndpointId); err != nil {
 		return nil, err
 	}
@@ -253,7 +218,7 @@ func (s *WebhookService) checkUpdate(ctx context.Context, r *pb.UpdateWebhookEnd
 	if r.Url == nil && len(r.EventTypes) == 0 && r.Disabled == nil && r.Description == nil {
 		return nil, nil
 	}
-	return func(e *webhook.Endpoint) {
+	return func(e *dispatch.Endpoint) {
 		if r.Url != nil {
 			e.URL = *r.Url
 		}
@@ -356,8 +321,8 @@ func (s *WebhookService) RedeliverWebhookEvents(ctx context.Context, req *connec
 
 // deliveryQuery checks a ListWebhookDeliveries request and returns its
 // query, its page size resolved (ledger.PageSize).
-func deliveryQuery(r *pb.ListWebhookDeliveriesRequest) (webhook.DeliveryQuery, error) {
-	q := webhook.DeliveryQuery{EndpointID: r.EndpointId, UserID: r.UserId, Page: ledger.Page{PageToken: r.PageToken}}
+func deliveryQuery(r *pb.ListWebhookDeliveriesRequest) (dispatch.DeliveryQuery, error) {
+	q := dispatch.DeliveryQuery{EndpointID: r.EndpointId, UserID: r.UserId, Page: ledger.Page{PageToken: r.PageToken}}
 	if err := checkEndpointAndUser(r.EndpointId, r.UserId); err != nil {
 		return q, err
 	}
@@ -379,8 +344,8 @@ func deliveryQuery(r *pb.ListWebhookDeliveriesRequest) (webhook.DeliveryQuery, e
 
 // redelivery checks a RedeliverWebhookEvents request and returns what it
 // asks for.
-func redelivery(r *pb.RedeliverWebhookEventsRequest) (webhook.Redelivery, error) {
-	rd := webhook.Redelivery{EndpointID: r.EndpointId, UserID: r.UserId, FromVersion: r.FromVersion}
+func redelivery(r *pb.RedeliverWebhookEventsRequest) (dispatch.Redelivery, error) {
+	rd := dispatch.Redelivery{EndpointID: r.EndpointId, UserID: r.UserId, FromVersion: r.FromVersion}
 	if err := checkEndpointAndUser(r.EndpointId, r.UserId); err != nil {
 		return rd, err
 	}
@@ -491,7 +456,7 @@ func clipped(s string) string {
 	return s[:limit] + "..."
 }
 
-func endpointToProto(e webhook.Endpoint) *pb.WebhookEndpoint {
+func endpointToProto(e dispatch.Endpoint) *pb.WebhookEndpoint {
 	return &pb.WebhookEndpoint{
 		EndpointId:     e.ID,
 		Url:            e.URL,
@@ -503,7 +468,7 @@ func endpointToProto(e webhook.Endpoint) *pb.WebhookEndpoint {
 	}
 }
 
-func deliveryToProto(d webhook.Delivery) *pb.WebhookDelivery {
+func deliveryToProto(d dispatch.Delivery) *pb.WebhookDelivery {
 	return &pb.WebhookDelivery{
 		EventId:         d.EventID,
 		Type:            string(d.Type),
@@ -517,13 +482,13 @@ func deliveryToProto(d webhook.Delivery) *pb.WebhookDelivery {
 	}
 }
 
-var deliveryStates = map[webhook.DeliveryState]pb.DeliveryState{
-	webhook.DeliveryPending:   pb.DeliveryState_DELIVERY_STATE_PENDING,
-	webhook.DeliverySucceeded: pb.DeliveryState_DELIVERY_STATE_SUCCEEDED,
-	webhook.DeliveryFailed:    pb.DeliveryState_DELIVERY_STATE_FAILED,
+var deliveryStates = map[dispatch.DeliveryState]pb.DeliveryState{
+	dispatch.DeliveryPending:   pb.DeliveryState_DELIVERY_STATE_PENDING,
+	dispatch.DeliverySucceeded: pb.DeliveryState_DELIVERY_STATE_SUCCEEDED,
+	dispatch.DeliveryFailed:    pb.DeliveryState_DELIVERY_STATE_FAILED,
 }
 
-func deliveryStateFromProto(p pb.DeliveryState) (webhook.DeliveryState, bool) {
+func deliveryStateFromProto(p pb.DeliveryState) (dispatch.DeliveryState, bool) {
 	for s, q := range deliveryStates {
 		if q == p {
 			return s, true

@@ -12,8 +12,8 @@ import (
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // deliveries stands in for the dispatcher, which is not part of this
@@ -22,19 +22,19 @@ import (
 // deliveries become messages.
 type deliveries struct {
 	mu         sync.Mutex
-	queries    []webhook.DeliveryQuery
-	redelivers []webhook.Redelivery
-	answer     []webhook.Delivery
+	queries    []dispatch.DeliveryQuery
+	redelivers []dispatch.Redelivery
+	answer     []dispatch.Delivery
 }
 
-func (d *deliveries) ListDeliveries(_ context.Context, q webhook.DeliveryQuery) ([]webhook.Delivery, string, error) {
+func (d *deliveries) ListDeliveries(_ context.Context, q dispatch.DeliveryQuery) ([]dispatch.Delivery, string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.queries = append(d.queries, q)
 	return d.answer, "next", nil
 }
 
-func (d *deliveries) Redeliver(_ context.Context, r webhook.Redelivery) (int64, error) {
+func (d *deliveries) Redeliver(_ context.Context, r dispatch.Redelivery) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.redelivers = append(d.redelivers, r)
@@ -48,10 +48,10 @@ func (d *deliveries) Redeliver(_ context.Context, r webhook.Redelivery) (int64, 
 func TestWebhookDeliveriesReachTheDispatcher(t *testing.T) {
 	t.Parallel()
 	next := time.Date(2026, 3, 1, 12, 5, 0, 0, time.UTC)
-	d := &deliveries{answer: []webhook.Delivery{
-		{EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8", Type: ledger.EventPointsSpent, UserID: "alice", Version: 2, State: webhook.DeliveryFailed,
+	d := &deliveries{answer: []dispatch.Delivery{
+		{EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8", Type: ledger.EventPointsSpent, UserID: "alice", Version: 2, State: dispatch.DeliveryFailed,
 			Attempts: 8, LastStatusCode: 503, LastError: "503 Service Unavailable"},
-		{EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R9", Type: ledger.EventPointsGranted, UserID: "alice", Version: 1, State: webhook.DeliveryPending,
+		{EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R9", Type: ledger.EventPointsGranted, UserID: "alice", Version: 1, State: dispatch.DeliveryPending,
 			Attempts: 1, NextAttemptTime: next},
 	}}
 	w := newWebhookServer(t, api.WebhookOptions{}, nil, d)
@@ -64,7 +64,7 @@ func TestWebhookDeliveriesReachTheDispatcher(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantQuery := webhook.DeliveryQuery{EndpointID: id, UserID: "alice", States: []webhook.DeliveryState{webhook.DeliveryFailed, webhook.DeliveryPending},
+	wantQuery := dispatch.DeliveryQuery{EndpointID: id, UserID: "alice", States: []dispatch.DeliveryState{dispatch.DeliveryFailed, dispatch.DeliveryPending},
 		Page: ledger.Page{PageSize: ledger.MaxPageSize, PageToken: "t"}}
 	if len(d.queries) != 1 || fmt.Sprint(d.queries[0]) != fmt.Sprint(wantQuery) {
 		t.Errorf("the dispatcher was asked %v, want %v", d.queries, wantQuery)
@@ -91,7 +91,7 @@ func TestWebhookDeliveriesReachTheDispatcher(t *testing.T) {
 			t.Errorf("redeliver %v: %v, %v; want the dispatcher's count", r, res, err)
 		}
 	}
-	want := []webhook.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 3}, {EndpointID: id, StartTime: start}}
+	want := []dispatch.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 3}, {EndpointID: id, StartTime: start}}
 	if fmt.Sprint(d.redelivers) != fmt.Sprint(want) {
 		t.Errorf("the dispatcher was asked to redeliver %v, want %v", d.redelivers, want)
 	}

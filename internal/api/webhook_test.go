@@ -14,27 +14,22 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
 	"github.com/pointledger/pointledger/gen/pointledger/v1/pointledgerv1connect"
 	"github.com/pointledger/pointledger/internal/api"
-	"github.com/pointledger/pointledger/internal/dispatch"
-	"github.com/pointledger/pointledger/internal/dynamotest"
+	"github.com/pointledger/pointledger/internal/dispatch/memory"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/servetest"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
 
-// The webhook service's tests keep their endpoints where ledgerd does, in
-// the webhooks table on DynamoDB Local (dispatch.Endpoints): the only
-// endpoint store there is. The emulator starts on the first test that asks
-// for it; the API's other tests run on the memory store without it.
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+// The webhook service's tests keep their endpoints in the dispatcher's
+// memory store (dispatch/memory), which passes the same contract as the
+// DynamoDB store ledgerd uses (dispatch/dispatchtest): the API's tests need
+// neither the emulator nor the SDK.
 
 // resolver answers host names from a table and records every name it is
 // asked; a name outside the table is refused. No DNS server is asked, and
@@ -86,7 +81,7 @@ func hostTable() map[string][]netip.Addr {
 type webhookServer struct {
 	srv      *servetest.Server
 	client   pointledgerv1connect.WebhookServiceClient
-	env      *dynamotest.Env
+	store    *memory.Store
 	resolver *resolver
 	log      *syncBuffer
 }
@@ -113,17 +108,17 @@ func (b *syncBuffer) String() string {
 // the test's table, and endpoints created at now (nil: time.Now).
 func newWebhookServer(tb testing.TB, o api.WebhookOptions, now func() time.Time, deliveries api.WebhookDeliveries) *webhookServer {
 	tb.Helper()
-	env := dynamotest.New(tb)
+	store := memory.New(now)
 	r := &resolver{table: hostTable()}
 	o.URLPolicy.Resolver = r
 	logs := &syncBuffer{}
 	srv := servetest.New(tb, servetest.Options{
-		Webhooks:   dispatch.NewEndpoints(env.Client, env.Webhooks, now),
+		Webhooks:   store,
 		Deliveries: deliveries,
 		Webhook:    o,
 		Log:        slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
-	return &webhookServer{srv: srv, client: srv.Webhook, env: env, resolver: r, log: logs}
+	return &webhookServer{srv: srv, client: srv.Webhook, store: store, resolver: r, log: logs}
 }
 
 func (w *webhookServer) create(tb testing.TB, url string, types ...string) *pb.CreateWebhookEndpointResponse {
@@ -146,45 +141,11 @@ func (w *webhookServer) list(tb testing.TB) []*pb.WebhookEndpoint {
 	return res.Msg.Endpoints
 }
 
-// table is every item of the webhooks table, each as text, sorted: what
-// a refused call must leave as it was.
+// table is everything the endpoint store holds, each as text, sorted:
+// what a refused call must leave as it was.
 func (w *webhookServer) table(tb testing.TB) []string {
 	tb.Helper()
-	out, err := w.env.Client.Scan(context.Background(), &dynamodb.ScanInput{TableName: &w.env.Webhooks, ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	items := make([]string, len(out.Items))
-	for i, item := range out.Items {
-		items[i] = render(&types.AttributeValueMemberM{Value: item})
-	}
-	slices.Sort(items)
-	return items
-}
-
-func render(v types.AttributeValue) string {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return fmt.Sprintf("%q", v.Value)
-	case *types.AttributeValueMemberN:
-		return v.Value
-	case *types.AttributeValueMemberBOOL:
-		return fmt.Sprint(v.Value)
-	case *types.AttributeValueMemberL:
-		parts := make([]string, len(v.Value))
-		for i, e := range v.Value {
-			parts[i] = render(e)
-		}
-		return "[" + strings.Join(parts, " ") + "]"
-	case *types.AttributeValueMemberM:
-		parts := make([]string, 0, len(v.Value))
-		for k, e := range v.Value {
-			parts = append(parts, k+":"+render(e))
-		}
-		slices.Sort(parts)
-		return "{" + strings.Join(parts, " ") + "}"
-	}
-	return fmt.Sprintf("%T", v)
+	return w.store.Items()
 }
 
 // Create, list, update, rotate and delete over Connect: each answer says
@@ -234,7 +195,7 @@ func TestWebhookEndpointRoundTrip(t *testing.T) {
 	if next, err := webhook.ParseSecret(rotated.Msg.Secret); err != nil || next.Text() == secret.Text() {
 		t.Errorf("rotated to %q (%v): want a new secret", rotated.Msg.Secret, err)
 	}
-	stored, err := dispatch.NewEndpoints(w.env.Client, w.env.Webhooks, nil).Get(ctx, e.EndpointId)
+	stored, err := w.store.Get(ctx, e.EndpointId)
 	if err != nil || len(stored.Secrets) != 2 || stored.Secrets[0].Secret.Text() != rotated.Msg.Secret || stored.Secrets[1].Secret.Text() != made.Secret {
 		t.Errorf("stored secrets after the rotation: %v, %v; want the new one, then the old one", stored.Secrets, err)
 	}
@@ -265,9 +226,9 @@ func TestWebhookEndpointRoundTrip(t *testing.T) {
 	}
 }
 
-// ListWebhookEndpoints pages oldest first, and a page ends between two
-// create times, never between endpoints created at the same instant (a
-// token holds the create time of the last endpoint it returned).
+// ListWebhookEndpoints pages oldest first, by the endpoints' ids (ULIDs,
+// in creation order even within one instant), each page of the size asked
+// (a token holds the id of the last endpoint it returned).
 func TestListWebhookEndpointsPages(t *testing.T) {
 	t.Parallel()
 	clk := ledgertest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -283,9 +244,9 @@ func TestListWebhookEndpointsPages(t *testing.T) {
 		size  int32
 		pages [][]string
 	}{
-		{1, [][]string{{a, b}, {c, d}, {e}}}, // a run longer than a page is one page
+		{1, [][]string{{a}, {b}, {c}, {d}, {e}}}, // a and b share an instant, and go one by one
 		{2, [][]string{{a, b}, {c, d}, {e}}},
-		{3, [][]string{{a, b}, {c, d, e}}}, // not {a, b, c}: c and d share an instant
+		{3, [][]string{{a, b, c}, {d, e}}}, // c and d share an instant, on two pages
 		{4, [][]string{{a, b, c, d}, {e}}},
 		{0, [][]string{{a, b, c, d, e}}},
 	} {

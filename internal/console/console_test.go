@@ -28,7 +28,7 @@ import (
 	"github.com/pointledger/pointledger/internal/auth"
 	"github.com/pointledger/pointledger/internal/console"
 	"github.com/pointledger/pointledger/internal/dispatch"
-	"github.com/pointledger/pointledger/internal/dynamotest"
+	dispatchmemory "github.com/pointledger/pointledger/internal/dispatch/memory"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/servetest"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -463,14 +463,14 @@ func TestBudgetsAndBooks(t *testing.T) {
 // and the redeliveries asked of it.
 type deliveries struct {
 	mu     sync.Mutex
-	failed []webhook.Delivery
-	asked  []webhook.Redelivery
+	failed []dispatch.Delivery
+	asked  []dispatch.Redelivery
 }
 
-func (d *deliveries) ListDeliveries(_ context.Context, q webhook.DeliveryQuery) ([]webhook.Delivery, string, error) {
+func (d *deliveries) ListDeliveries(_ context.Context, q dispatch.DeliveryQuery) ([]dispatch.Delivery, string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var out []webhook.Delivery
+	var out []dispatch.Delivery
 	for _, x := range d.failed {
 		if x.EndpointID == q.EndpointID {
 			out = append(out, x)
@@ -479,7 +479,7 @@ func (d *deliveries) ListDeliveries(_ context.Context, q webhook.DeliveryQuery) 
 	return out, "", nil
 }
 
-func (d *deliveries) Redeliver(_ context.Context, r webhook.Redelivery) (int64, error) {
+func (d *deliveries) Redeliver(_ context.Context, r dispatch.Redelivery) (int64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.asked = append(d.asked, r)
@@ -491,10 +491,9 @@ func (d *deliveries) Redeliver(_ context.Context, r webhook.Redelivery) (int64, 
 // operator reads, and is refused the button's call).
 func TestWebhooksPage(t *testing.T) {
 	t.Parallel()
-	env := dynamotest.New(t)
 	d := &deliveries{}
 	s := newSite(t, func(o *servetest.Options) {
-		o.Webhooks, o.Deliveries = dispatch.NewEndpoints(env.Client, env.Webhooks, nil), d
+		o.Webhooks, o.Deliveries = dispatchmemory.New(nil), d
 		o.Webhook.URLPolicy = webhook.URLPolicy{AllowHTTP: true, AllowLoopback: true}
 	})
 	w := pointledgerv1connect.NewWebhookServiceClient(http.DefaultClient, s.url, connect.WithInterceptors(auth.Bearer(s.creds.AdminToken)))
@@ -503,8 +502,8 @@ func TestWebhooksPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := ep.Msg.Endpoint.EndpointId
-	d.failed = []webhook.Delivery{{EndpointID: id, EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8", Type: ledger.EventPointsSpent, UserID: "alice", Version: 7,
-		State: webhook.DeliveryFailed, Attempts: 8, LastStatusCode: 502, LastError: "<script>alert(1)</script> bad gateway"}}
+	d.failed = []dispatch.Delivery{{EndpointID: id, EventID: "01KAXQ4V0SR0Z7Y2M3N4P5Q6R8", Type: ledger.EventPointsSpent, UserID: "alice", Version: 7,
+		State: dispatch.DeliveryFailed, Attempts: 8, LastStatusCode: 502, LastError: "<script>alert(1)</script> bad gateway"}}
 	support := s.browser(t)
 	support.signIn(s.creds.SupportToken)
 	_, body := support.get("/console/webhooks")
@@ -521,7 +520,7 @@ func TestWebhooksPage(t *testing.T) {
 	if _, body := admin.post("/console/webhooks/redeliver", url.Values{"endpoint_id": {id}, "user_id": {"alice"}, "from_version": {"7"}}); !strings.Contains(body, "Queued again: 3 events.") {
 		t.Errorf("after redelivering:\n%s", body)
 	}
-	want := []webhook.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 7}}
+	want := []dispatch.Redelivery{{EndpointID: id, UserID: "alice", FromVersion: 7}}
 	if fmt.Sprint(d.asked) != fmt.Sprint(want) {
 		t.Errorf("the dispatcher was asked %v, want %v", d.asked, want)
 	}

@@ -43,3 +43,10 @@ func Text(item map[string]types.AttributeValue, name string) string {
 	}
 	return ""
 }
+
+// IntOf is item's attribute name as an integer (a number, or a string of
+// digits); 0 when it is absent, of another type or not an integer.
+func IntOf(item map[string]types.AttributeValue, name string) int64 {
+	v, _ := strconv.ParseInt(Text(item, name), 10, 64)
+	return v
+}

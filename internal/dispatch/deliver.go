@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -39,29 +38,29 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 		}
 		q = &claimed
 	}
-	b := &batch{d: d, q: *q, cursor: q.done, wanted: q.wanted}
+	b := &batch{d: d, q: *q, cursor: q.Done, wanted: q.Wanted}
 	b.take(h.entries, 0)
-	d.noteDepth(b.q.ref, b.wanted-b.cursor)
+	d.noteDepth(b.q.Ref, b.wanted-b.cursor)
 	for {
 		select {
 		case <-stop:
-			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
+			return b.end(ctx, QueueWrite{After: PutOff, Claim: waitUntil(d.o.Now())})
 		default:
 		}
 		b.takeInbox()
-		ep, found, err := d.endpoint(ctx, h.ref.endpointID)
+		ep, found, err := d.endpoint(ctx, h.ref.EndpointID)
 		switch {
 		case err != nil:
 			return err
 		case !found:
-			return b.end(ctx, queueWrite{after: drop})
+			return b.end(ctx, QueueWrite{After: Drop})
 		case ep.Disabled:
-			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(disabledRecheck)})
+			return b.end(ctx, QueueWrite{After: PutOff, Claim: waitUntil(d.o.Now().Add(disabledRecheck))})
 		case b.cursor >= b.wanted:
 			// Nothing more known to be wanted: the group goes on the
 			// record and the claim with it, unless wanted rose meanwhile.
-			err := b.commit(ctx, queueWrite{after: release})
-			if err == nil && b.q.claimOwner != d.o.Owner {
+			err := b.commit(ctx, QueueWrite{After: Release})
+			if err == nil && b.q.ClaimOwner != d.o.Owner {
 				return nil
 			}
 			if err := b.goOn(err); err != nil {
@@ -79,20 +78,20 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 			}
 			// The stream showed a version the ledger does not answer yet:
 			// try again shortly.
-			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now().Add(d.o.PollInterval)})
+			return b.end(ctx, QueueWrite{After: PutOff, Claim: waitUntil(d.o.Now().Add(d.o.PollInterval))})
 		}
 		release, stopped := d.sendSlot(stop, ep.ID)
 		if stopped {
-			return b.end(ctx, queueWrite{after: putOff, until: d.o.Now()})
+			return b.end(ctx, QueueWrite{After: PutOff, Claim: waitUntil(d.o.Now())})
 		}
-		if b.q.claimUntil.Sub(d.o.Now()) < d.o.ClaimTTL*3/4 {
+		if b.q.ClaimUntil.Sub(d.o.Now()) < d.o.ClaimTTL*3/4 {
 			// An old claim (a long wait for the slot, a slow receiver) is
 			// renewed before the attempt, so that the attempt ends before
 			// it does (ClaimTTL outlasts an attempt; three quarters of it
 			// do for attempt timeouts up to 90 s with ledgerd's 30 s more),
 			// and a claim another dispatcher took after it expired is
 			// found before a send, not after.
-			if err := b.goOn(b.commit(ctx, queueWrite{after: keepClaim})); err != nil {
+			if err := b.goOn(b.commit(ctx, QueueWrite{After: KeepClaim})); err != nil {
 				release()
 				return lost(err)
 			}
@@ -115,10 +114,10 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 // or a mark's since).
 type batch struct {
 	d        *Dispatcher
-	q        queue
+	q        Queue
 	cursor   int64
 	wanted   int64
-	rows     []deliveryRow
+	rows     []Row
 	since    time.Time      // when the oldest unwritten row was made
 	buffered []ledger.Entry // the user's entries above cursor, in version order
 }
@@ -148,8 +147,8 @@ func (b *batch) take(entries []ledger.Entry, wanted int64) {
 // takeInbox takes what Apply left for this queue while it was delivered.
 func (b *batch) takeInbox() {
 	b.d.mu.Lock()
-	in := b.d.inbox[b.q.ref]
-	delete(b.d.inbox, b.q.ref)
+	in := b.d.inbox[b.q.Ref]
+	delete(b.d.inbox, b.q.Ref)
 	b.d.mu.Unlock()
 	if in != nil {
 		b.take(in.entries, in.wanted)
@@ -161,7 +160,7 @@ func (b *batch) takeInbox() {
 // or else read from the ledger. It returns nil when the ledger has none
 // yet, or when the rest of what is wanted is not for this endpoint
 // (cursor then reaches wanted).
-func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, error) {
+func (b *batch) next(ctx context.Context, ep Endpoint) (*ledger.Entry, error) {
 	for b.cursor < b.wanted {
 		i := 0
 		for i < len(b.buffered) && b.buffered[i].Version <= b.cursor {
@@ -169,9 +168,9 @@ func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, e
 		}
 		b.buffered = b.buffered[i:]
 		if len(b.buffered) == 0 || b.buffered[0].Version != b.cursor+1 {
-			read, err := b.d.ledger.EntriesAfter(ctx, b.q.ref.userID, b.cursor, int(min(b.wanted-b.cursor, maxRead)))
+			read, err := b.d.ledger.EntriesAfter(ctx, b.q.Ref.UserID, b.cursor, int(min(b.wanted-b.cursor, maxRead)))
 			if err != nil {
-				return nil, fmt.Errorf("read entries of %s: %w", b.q.ref.userID, err)
+				return nil, fmt.Errorf("read entries of %s: %w", b.q.Ref.UserID, err)
 			}
 			if len(read) == 0 || read[0].Version != b.cursor+1 {
 				return nil, nil
@@ -180,7 +179,7 @@ func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, e
 			b.take(read, 0)
 		}
 		e := b.buffered[0]
-		if admits(ep, b.q.admitFrom, e) {
+		if admits(ep, b.q.AdmitFrom, e) {
 			return &e, nil
 		}
 		b.cursor = e.Version // not for this endpoint: skipped
@@ -193,55 +192,40 @@ func (b *batch) next(ctx context.Context, ep webhook.Endpoint) (*ledger.Entry, e
 // the last (FAILED) ends the group, written at once. Any other outcome
 // writes the group with the failed attempt, on its row and on the queue,
 // and puts the queue off to the next attempt (errRetryLater).
-func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry) error {
+func (b *batch) attempt(ctx context.Context, ep Endpoint, e ledger.Entry) error {
 	d := b.d
 	ev, err := d.entryEvent(e)
 	if err != nil {
 		return err
 	}
-	attempts := 1
-	if e.Version == b.q.done+1 {
-		attempts = b.q.attempts + 1
-	}
+	attempts := attemptNumber(b.q, e.Version)
 	res := d.send(ctx, ep, ev)
-	again := e.Version <= b.q.resolvedHigh
-	row := deliveryRow{
-		endpointID: ep.ID, event: ev, sk: versionSK(e.Version),
-		attempts: attempts, status: res.StatusCode, lastErr: attemptError(res),
+	again := e.Version <= b.q.ResolvedHigh
+	row := Row{
+		EndpointID: ep.ID, Event: ev,
+		Attempts: attempts, Status: res.StatusCode, LastErr: attemptError(res),
 	}
 	if res.Gone() {
 		d.disable(ctx, ep)
 	}
-	next, giveUp := d.o.Schedule.NextAttempt(attempts, d.o.Now(), d.o.Random)
-	if res.Delivered() || giveUp {
-		outcome := OutcomeSucceeded
-		row.state = webhook.DeliverySucceeded
-		if !res.Delivered() {
-			outcome, row.state = OutcomeGaveUp, webhook.DeliveryFailed
-		}
-		d.delivered(ep.ID, ev, outcome, again)
+	st := decide(res, attempts, d.o.Schedule, d.o.Now(), d.o.Random)
+	row.State, row.Next = st.state, st.next
+	d.delivered(ep.ID, ev, st.outcome, again)
+	if st.resolved() {
 		if len(b.rows) == 0 {
 			b.since = d.o.Now()
 		}
 		b.rows = append(b.rows, row)
 		b.cursor = e.Version
-		// A given-up event is written at once, like every attempt without
-		// a 2xx: before the next event goes.
-		if giveUp || len(b.rows) >= maxGroup || d.o.Now().Sub(b.since) >= flushAfter {
-			return b.commit(ctx, queueWrite{after: keepClaim})
+		if flushNow(st, len(b.rows), d.o.Now().Sub(b.since)) {
+			return b.commit(ctx, QueueWrite{After: KeepClaim})
 		}
 		return nil
 	}
-	row.state, row.next = webhook.DeliveryPending, next
-	outcome := OutcomeFailed
-	if res.Gone() {
-		outcome = OutcomeGone
-	}
-	d.delivered(ep.ID, ev, outcome, again)
 	b.rows = append(b.rows, row)
-	err = b.commit(ctx, queueWrite{
-		after: putOff, until: next,
-		failed: &failedAttempt{attempts: attempts, status: res.StatusCode, lastErr: row.lastErr, next: next},
+	err = b.commit(ctx, QueueWrite{
+		After: PutOff, Claim: waitUntil(st.next),
+		Failed: &FailedAttempt{Attempts: attempts, Status: res.StatusCode, LastErr: row.LastErr, Next: st.next},
 	})
 	if err != nil {
 		return err
@@ -254,26 +238,26 @@ func (b *batch) attempt(ctx context.Context, ep webhook.Endpoint, e ledger.Entry
 // meanwhile is taken into account (redelivered) and the group written
 // again as it then stands, keeping the claim; commit then returns
 // errRedelivered, for the caller to go on from the new cursor.
-func (b *batch) commit(ctx context.Context, w queueWrite) error {
+func (b *batch) commit(ctx context.Context, w QueueWrite) error {
 	moved := false
 	for {
-		w.done = b.cursor
+		w.Done = b.cursor
 		q, err := b.d.write(ctx, b.q, b.rows, w)
 		if errors.Is(err, errRedelivered) {
 			b.redelivered(q)
-			w, moved = queueWrite{after: keepClaim}, true
+			w, moved = QueueWrite{After: KeepClaim}, true
 			continue
 		}
 		if err != nil {
 			return err
 		}
 		b.q, b.rows = q, nil
-		b.wanted = max(b.wanted, q.wanted)
+		b.wanted = max(b.wanted, q.Wanted)
 		depth := b.wanted - b.cursor
-		if q.claimOwner != b.d.o.Owner {
-			depth = max(q.wanted-q.done, 0)
+		if q.ClaimOwner != b.d.o.Owner {
+			depth = max(q.Wanted-q.Done, 0)
 		}
-		b.d.noteDepth(q.ref, depth)
+		b.d.noteDepth(q.Ref, depth)
 		if moved {
 			return errRedelivered
 		}
@@ -282,29 +266,20 @@ func (b *batch) commit(ctx context.Context, w queueWrite) error {
 }
 
 // redelivered takes into account a redelivery that moved the queue (now,
-// as read) under this batch: it asked for the events after now.redo to
+// as read) under this batch: it asked for the events after now.Redo to
 // be sent again, and moved done back to at most it. The group's events up
 // to there stay resolved, to be written; the rest are sent again.
-func (b *batch) redelivered(now queue) {
-	to := now.done
-	if now.hasRedo {
-		to = max(now.done, min(b.cursor, now.redo))
-	}
-	kept := b.rows[:0]
-	for _, r := range b.rows {
-		if r.event.Version <= to && r.state != webhook.DeliveryPending {
-			kept = append(kept, r)
-		}
-	}
+func (b *batch) redelivered(now Queue) {
+	to, kept := redo(now, b.cursor, b.rows)
 	// What this batch sent past to was resolved once: sent again, it is a
 	// redelivery.
-	now.resolvedHigh = max(now.resolvedHigh, b.cursor)
+	now.ResolvedHigh = max(now.ResolvedHigh, b.cursor)
 	b.q, b.cursor, b.rows = now, to, kept
-	b.wanted = max(b.wanted, now.wanted)
+	b.wanted = max(b.wanted, now.Wanted)
 }
 
-// end writes the group and w, which ends the claim (a putOff or a drop).
-func (b *batch) end(ctx context.Context, w queueWrite) error {
+// end writes the group and w, which ends the claim (a PutOff or a drop).
+func (b *batch) end(ctx context.Context, w QueueWrite) error {
 	err := b.commit(ctx, w)
 	if errors.Is(err, errRedelivered) {
 		err = b.commit(ctx, w)
@@ -354,7 +329,7 @@ func (d *Dispatcher) sendSlot(stop <-chan struct{}, endpointID string) (release 
 // send makes one attempt, if the endpoint is still enabled as of a read at
 // most EndpointRefresh old: the API waits that long before answering a
 // disable or a delete.
-func (d *Dispatcher) send(ctx context.Context, ep webhook.Endpoint, ev webhook.Event) webhook.Attempt {
+func (d *Dispatcher) send(ctx context.Context, ep Endpoint, ev webhook.Event) webhook.Attempt {
 	now, found, err := d.endpoint(ctx, ep.ID)
 	switch {
 	case err != nil:
@@ -389,7 +364,7 @@ func clipError(s string) string {
 }
 
 // disable disables the endpoint after a 410, naming it as the reason.
-func (d *Dispatcher) disable(ctx context.Context, ep webhook.Endpoint) {
+func (d *Dispatcher) disable(ctx context.Context, ep Endpoint) {
 	err := d.store.Disable(ctx, ep.ID, "the receiver answered 410 Gone")
 	if err != nil {
 		d.o.Log.Warn("disable endpoint after 410", "endpoint_id", ep.ID, "error", err)
@@ -444,12 +419,12 @@ func (d *Dispatcher) delivered(endpointID string, ev webhook.Event, outcome Outc
 // noteDepth records a queue's depth (wanted - done as this dispatcher
 // knows them), and reports its endpoint's sum over the queues this
 // dispatcher has seen.
-func (d *Dispatcher) noteDepth(ref queueRef, depth int64) {
+func (d *Dispatcher) noteDepth(ref QueueRef, depth int64) {
 	d.mu.Lock()
 	d.depth[ref] = max(depth, 0)
 	var sum int64
 	for r, n := range d.depth {
-		if r.endpointID == ref.endpointID {
+		if r.EndpointID == ref.EndpointID {
 			sum += n
 		}
 	}
@@ -459,7 +434,7 @@ func (d *Dispatcher) noteDepth(ref queueRef, depth int64) {
 	// Reported under the lock, so that the reports of one endpoint come in
 	// the order of their sums (the hook sets a gauge).
 	if d.o.Observer.QueueDepth != nil {
-		d.o.Observer.QueueDepth(ref.endpointID, sum)
+		d.o.Observer.QueueDepth(ref.EndpointID, sum)
 	}
 	d.mu.Unlock()
 }
@@ -487,56 +462,4 @@ func (d *Dispatcher) entryEvent(e ledger.Entry) (webhook.Event, error) {
 		ID: e.ID, Type: ledger.EventTypeOf(e.Type), UserID: e.UserID, Version: e.Version,
 		Time: e.CreateTime, Data: raw,
 	}, nil
-}
-
-// deliveryRow is what the table keeps of one event's delivery to one
-// endpoint.
-type deliveryRow struct {
-	endpointID string
-	event      webhook.Event
-	sk         string // "V#<version>" or a notice's "N#<event id>"
-	state      webhook.DeliveryState
-	attempts   int
-	status     int
-	lastErr    string
-	next       time.Time
-}
-
-const noticePrefix = "N#"
-
-func versionSK(v int64) string { return fmt.Sprintf("V#%020d", v) }
-
-func deliveryPK(endpointID, user string) string { return "D#" + endpointID + "#" + user }
-
-func (r deliveryRow) item() map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		"PK": str(deliveryPK(r.endpointID, r.event.UserID)), "SK": str(r.sk),
-		"delivery_endpoint": str(r.endpointID), "event_id": str(r.event.ID),
-		"endpoint_id": str(r.endpointID), "user_id": str(r.event.UserID),
-		"version": num(r.event.Version), "type": str(string(r.event.Type)),
-		"state": str(string(r.state)), "attempts": num(int64(r.attempts)),
-		"last_status_code": num(int64(r.status)), "last_error": str(r.lastErr),
-	}
-	if !r.next.IsZero() {
-		item["next_attempt_time"] = num(r.next.UnixNano())
-	}
-	return item
-}
-
-func decodeDelivery(item map[string]types.AttributeValue) webhook.Delivery {
-	dl := webhook.Delivery{
-		EndpointID:     getS(item, "endpoint_id"),
-		EventID:        getS(item, "event_id"),
-		Type:           ledger.EventType(getS(item, "type")),
-		UserID:         getS(item, "user_id"),
-		Version:        getN(item, "version"),
-		State:          webhook.DeliveryState(getS(item, "state")),
-		Attempts:       int(getN(item, "attempts")),
-		LastStatusCode: int(getN(item, "last_status_code")),
-		LastError:      getS(item, "last_error"),
-	}
-	if n := getN(item, "next_attempt_time"); n != 0 && dl.State == webhook.DeliveryPending {
-		dl.NextAttemptTime = time.Unix(0, n).UTC()
-	}
-	return dl
 }

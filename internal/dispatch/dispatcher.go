@@ -10,20 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/pagetoken"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
-
-// DB is the part of the DynamoDB client the dispatcher uses.
-type DB interface {
-	EndpointsAPI
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
 
 // Ledger is what the dispatcher reads of the ledger: a user's entries in
 // version order, consistently (the ledger stores have it).
@@ -51,9 +43,6 @@ const (
 	DefaultPerEndpoint     = 16
 	DefaultEndpointRefresh = time.Second
 	DefaultPollInterval    = time.Second
-	// DueShards is the number of partitions of the "due" index. It is fixed:
-	// every dispatcher must read the shards the others write.
-	DueShards = 16
 	// disabledRecheck is how long a disabled endpoint's due queue waits
 	// before it is looked at again: it stays due (an endpoint enabled again
 	// goes on where it stopped) without being read at every poll.
@@ -93,8 +82,8 @@ type Options struct {
 	// (the Sender's timeout), or another dispatcher sends the head again
 	// meanwhile. 0 is webhook.DefaultAttemptTimeout and 30 s.
 	ClaimTTL time.Duration
-	// Codec makes ListDeliveries' page tokens; nil derives one from the
-	// table's name (pagetoken.Derived).
+	// Codec makes ListDeliveries' page tokens; nil derives one
+	// (pagetoken.Derived; ledgerd gives its own).
 	Codec *pagetoken.Codec
 	// Observer receives the dispatcher's measures; its nil funcs are skipped.
 	Observer Observer
@@ -158,26 +147,24 @@ type Status struct {
 // Apply is its stream handler, Run its delivery loop; ListDeliveries,
 // Redeliver and Notify serve the API and the notice finder.
 type Dispatcher struct {
-	db     DB
-	table  string
+	store  Store
 	ledger Ledger
-	store  *Endpoints
 	o      Options
 
 	epMu      sync.Mutex
-	eps       map[string]webhook.Endpoint // as read at epRead; replaced, never changed
-	epRead    time.Time                   // when the read of eps began
-	epReading chan struct{}               // closed when the read under way ends
+	eps       map[string]Endpoint // as read at epRead; replaced, never changed
+	epRead    time.Time           // when the read of eps began
+	epReading chan struct{}       // closed when the read under way ends
 
 	mu       sync.Mutex
 	running  bool                     // Run is delivering: Apply may claim queues for it
 	handoffs []handoff                // for Run to start
 	wake     chan struct{}            // tells Run there are handoffs
-	inFlight map[queueRef]bool        // being delivered by Run
-	pending  map[queueRef]handoff     // claimed queues to deliver again once their run ends
-	inbox    map[queueRef]*inbox      // entries Apply marked on queues under delivery
+	inFlight map[QueueRef]bool        // being delivered by Run
+	pending  map[QueueRef]handoff     // claimed queues to deliver again once their run ends
+	inbox    map[QueueRef]*inbox      // entries Apply marked on queues under delivery
 	slots    map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
-	depth    map[queueRef]int64
+	depth    map[QueueRef]int64
 	st       Status
 }
 
@@ -186,8 +173,8 @@ type Dispatcher struct {
 // that made it due), else Run claims it; entries, the user's entries the
 // stream handed over, so that delivery need not read them again.
 type handoff struct {
-	ref     queueRef
-	q       *queue
+	ref     QueueRef
+	q       *Queue
 	entries []ledger.Entry
 }
 
@@ -198,17 +185,9 @@ type inbox struct {
 	wanted  int64
 }
 
-// queueRef names a queue (an endpoint and a user) or, with notice set, a
-// notice's delivery row (its own queue of one event).
-type queueRef struct {
-	endpointID string
-	userID     string
-	notice     string // the notice row's SK
-}
-
-// New returns a dispatcher over the webhooks table, reading entries from
-// led. Run it with Run; feed it the stream with Apply.
-func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
+// New returns a dispatcher over store, reading entries from led. Run it
+// with Run; feed it the stream with Apply.
+func New(store Store, led Ledger, o Options) (*Dispatcher, error) {
 	if o.Sender == nil || o.EncodeEntry == nil {
 		return nil, errors.New("dispatcher: a Sender and EncodeEntry are required")
 	}
@@ -240,20 +219,19 @@ func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
 		o.ClaimTTL = webhook.DefaultAttemptTimeout + 30*time.Second
 	}
 	if o.Codec == nil {
-		o.Codec = pagetoken.Derived("webhook deliveries", table)
+		o.Codec = pagetoken.Derived("webhook deliveries")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Dispatcher{
-		db: db, table: table, ledger: led, o: o,
-		store:    NewEndpoints(db, table, o.Now),
+		store: store, ledger: led, o: o,
 		wake:     make(chan struct{}, 1),
-		inFlight: map[queueRef]bool{},
-		pending:  map[queueRef]handoff{},
-		inbox:    map[queueRef]*inbox{},
+		inFlight: map[QueueRef]bool{},
+		pending:  map[QueueRef]handoff{},
+		inbox:    map[QueueRef]*inbox{},
 		slots:    map[string]chan struct{}{},
-		depth:    map[queueRef]int64{},
+		depth:    map[QueueRef]int64{},
 		st:       Status{Owner: o.Owner},
 	}, nil
 }
@@ -261,7 +239,7 @@ func New(db DB, table string, led Ledger, o Options) (*Dispatcher, error) {
 // endpoints returns every endpoint, read at most EndpointRefresh ago (the
 // age counts from the start of the read, so a change that answered before
 // it began is in it).
-func (d *Dispatcher) endpoints(ctx context.Context) (map[string]webhook.Endpoint, error) {
+func (d *Dispatcher) endpoints(ctx context.Context) (map[string]Endpoint, error) {
 	return d.endpointsAsOf(ctx, time.Time{})
 }
 
@@ -272,7 +250,7 @@ func (d *Dispatcher) endpoints(ctx context.Context) (map[string]webhook.Endpoint
 // a newer read than the cache wait for it, the others take the cache as
 // it is, so deliveries never wait behind Apply's reads. The map returned
 // is never changed (a change makes a new one).
-func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string]webhook.Endpoint, error) {
+func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string]Endpoint, error) {
 	for {
 		d.epMu.Lock()
 		now := d.o.Now()
@@ -306,12 +284,12 @@ func (d *Dispatcher) endpointsAsOf(ctx context.Context, t time.Time) (map[string
 }
 
 // readEndpoints reads every endpoint, by id.
-func (d *Dispatcher) readEndpoints(ctx context.Context) (map[string]webhook.Endpoint, error) {
+func (d *Dispatcher) readEndpoints(ctx context.Context) (map[string]Endpoint, error) {
 	list, err := d.store.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	eps := make(map[string]webhook.Endpoint, len(list))
+	eps := make(map[string]Endpoint, len(list))
 	enabled := 0
 	for _, e := range list {
 		eps[e.ID] = e
@@ -326,9 +304,9 @@ func (d *Dispatcher) readEndpoints(ctx context.Context) (map[string]webhook.Endp
 }
 
 // endpoint returns the endpoint id as the cache has it or, if the cache
-// does not know it (made since the last read), as the table has it;
+// does not know it (made since the last read), as the store has it;
 // found is false when it is gone.
-func (d *Dispatcher) endpoint(ctx context.Context, id string) (e webhook.Endpoint, found bool, err error) {
+func (d *Dispatcher) endpoint(ctx context.Context, id string) (e Endpoint, found bool, err error) {
 	eps, err := d.endpoints(ctx)
 	if err != nil {
 		return e, false, err
@@ -371,34 +349,7 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	type mark struct {
-		ref         queueRef
-		first, last int64
-		n           int
-		admitFrom   time.Time
-	}
-	var marks []mark
-	for user, es := range byUser {
-		for _, ep := range eps {
-			if ep.Disabled {
-				continue
-			}
-			m := mark{ref: queueRef{endpointID: ep.ID, userID: user}, admitFrom: ep.CreateTime}
-			for _, e := range es {
-				if !admits(ep, ep.CreateTime, e) {
-					continue
-				}
-				if m.n == 0 || e.Version < m.first {
-					m.first = e.Version
-				}
-				m.last = max(m.last, e.Version)
-				m.n++
-			}
-			if m.n > 0 {
-				marks = append(marks, m)
-			}
-		}
-	}
+	marks := group(byUser, eps)
 	d.mu.Lock()
 	take := d.running
 	d.mu.Unlock()
@@ -417,9 +368,9 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 				return
 			}
 			if d.o.Observer.EventsDispatched != nil {
-				d.o.Observer.EventsDispatched(m.ref.endpointID, m.n)
+				d.o.Observer.EventsDispatched(m.ref.EndpointID, m.n)
 			}
-			h := handoff{ref: m.ref, entries: byUser[m.ref.userID]}
+			h := handoff{ref: m.ref, entries: byUser[m.ref.UserID]}
 			if claimed {
 				h.q = &q
 			}
@@ -455,7 +406,7 @@ func (d *Dispatcher) handOverMarked(ctx context.Context, h handoff, wanted int64
 		return nil
 	case h.q != nil:
 		d.mu.Unlock()
-		_, err := d.write(ctx, *h.q, nil, queueWrite{done: h.q.done, after: putOff, until: d.o.Now()})
+		_, err := d.write(ctx, *h.q, nil, QueueWrite{Done: h.q.Done, After: PutOff, Claim: waitUntil(d.o.Now())})
 		return lost(err)
 	case d.inFlight[h.ref]:
 		in := d.inbox[h.ref]
@@ -474,7 +425,7 @@ func (d *Dispatcher) handOverMarked(ctx context.Context, h handoff, wanted int64
 
 // handOver gives Run a queue to claim and deliver (or a notice row); when
 // Run is not delivering, the "due" index finds it instead.
-func (d *Dispatcher) handOver(ref queueRef) {
+func (d *Dispatcher) handOver(ref QueueRef) {
 	d.mu.Lock()
 	if !d.running {
 		d.mu.Unlock()
@@ -490,16 +441,6 @@ func (d *Dispatcher) signal() {
 	case d.wake <- struct{}{}:
 	default:
 	}
-}
-
-// admits says whether endpoint ep receives entry e on a queue that admits
-// entries created at or after admitFrom (the endpoint's create_time, or
-// earlier after a redelivery asked for older entries).
-func admits(ep webhook.Endpoint, admitFrom time.Time, e ledger.Entry) bool {
-	// The ledger keeps an entry's time to the microsecond, the endpoints
-	// theirs to the nanosecond: an entry of the endpoint's own microsecond
-	// is not older than it.
-	return ep.Subscription.Includes(ledger.EventTypeOf(e.Type)) && !e.CreateTime.Before(admitFrom.Truncate(time.Microsecond))
 }
 
 // Status reports the dispatcher's progress.

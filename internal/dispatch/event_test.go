@@ -1,4 +1,4 @@
-package dispatch
+package dispatch_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -16,7 +17,6 @@ import (
 // every attempt and redelivery.
 func TestAnEventIsItsEntryAsWritten(t *testing.T) {
 	t.Parallel()
-	d := &Dispatcher{o: Options{EncodeEntry: api.EntryJSON}}
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name  string
@@ -29,7 +29,7 @@ func TestAnEventIsItsEntryAsWritten(t *testing.T) {
 		{"a grant reversed since", ledger.Entry{ID: "01J0000000000000000000000G", UserID: "alice", Version: 1, Type: ledger.EntryGrant,
 			Amount: decimal.NewFromInt(10), ReversedAmount: decimal.NewFromInt(3), CreateTime: at}, "reversed_amount", "0"},
 	} {
-		ev, err := d.entryEvent(tc.entry)
+		ev, err := dispatch.EntryEvent(api.EntryJSON, tc.entry)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,22 +2,9 @@ package dispatch
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
-
-// dueIndex is the sparse index of queues (and notice rows) with events
-// waiting, by shard and due_time.
-const dueIndex = "due"
-
-// maxDuePerShard bounds the candidates one read of a shard takes.
-const maxDuePerShard = 200
 
 // Run delivers until ctx ends: the queues this process just marked (Apply,
 // Notify and Redeliver hand them over in-process, for latency; Apply's
@@ -39,13 +26,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer wg.Wait()
 	deliver := func(h handoff) {
 		var err error
-		if h.ref.notice != "" {
+		if h.ref.Notice != "" {
 			err = d.deliverNotice(work, ctx.Done(), h.ref)
 		} else {
 			err = d.deliverQueue(work, ctx.Done(), h)
 		}
 		if err != nil && ctx.Err() == nil {
-			d.o.Log.Warn("deliver", "endpoint_id", h.ref.endpointID, "user_id", h.ref.userID, "error", err)
+			d.o.Log.Warn("deliver", "endpoint_id", h.ref.EndpointID, "user_id", h.ref.UserID, "error", err)
 		}
 	}
 	start := func(h handoff) {
@@ -94,7 +81,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.mu.Lock()
 	d.running = true
 	d.mu.Unlock()
-	found := make(chan []queueRef, 1)
+	found := make(chan []QueueRef, 1)
 	go d.poll(ctx, found)
 	for {
 		select {
@@ -117,7 +104,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // poll reads the "due" index every PollInterval and sends what it finds.
-func (d *Dispatcher) poll(ctx context.Context, found chan<- []queueRef) {
+func (d *Dispatcher) poll(ctx context.Context, found chan<- []QueueRef) {
 	t := time.NewTicker(d.o.PollInterval)
 	defer t.Stop()
 	for {
@@ -140,28 +127,11 @@ func (d *Dispatcher) poll(ctx context.Context, found chan<- []queueRef) {
 	}
 }
 
-// due reads every shard of the "due" index for queues due now.
-func (d *Dispatcher) due(ctx context.Context) ([]queueRef, error) {
-	now := dueText(d.o.Now())
-	var refs []queueRef
-	for shard := range DueShards {
-		out, err := d.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:              &d.table,
-			IndexName:              aws.String(dueIndex),
-			KeyConditionExpression: aws.String("due_shard = :s AND due_time <= :now"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":s": str(strconv.Itoa(shard)), ":now": str(now),
-			},
-			Limit: aws.Int32(maxDuePerShard),
-		})
-		if err != nil {
-			return refs, fmt.Errorf("query due shard %d: %w", shard, err)
-		}
-		for _, item := range out.Items {
-			if ref, ok := refOfKey(getS(item, "PK"), getS(item, "SK")); ok {
-				refs = append(refs, ref)
-			}
-		}
+// due reads the store's "due" index for queues due now.
+func (d *Dispatcher) due(ctx context.Context) ([]QueueRef, error) {
+	refs, err := d.store.Due(ctx, d.o.Now())
+	if err != nil {
+		return refs, err
 	}
 	d.mu.Lock()
 	d.st.LastPass = d.o.Now()

@@ -70,7 +70,7 @@ type Options struct {
 	// Webhooks is the webhook service's endpoint store, Deliveries its
 	// dispatcher; nil: the service answers unimplemented (NOT_CONFIGURED)
 	// once a request passes its checks. The only endpoint store is
-	// DynamoDB's (dispatch.Endpoints): a test that needs one makes it on
+	// DynamoDB's (dispatch/dynamo.Endpoints): a test that needs one makes it on
 	// the emulator and passes it here.
 	Webhooks   api.WebhookEndpoints
 	Deliveries api.WebhookDeliveries

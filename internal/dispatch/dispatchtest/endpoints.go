@@ -1,20 +1,17 @@
-package dispatch_test
+package dispatchtest
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
-	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/webhook"
 )
-
-func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 // clock is a settable time for tests of what time decides (a rotation's overlap).
 type clock struct {
@@ -26,20 +23,19 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
-func newEndpoints(t *testing.T) (*dispatch.Endpoints, *clock) {
+func newEndpoints(t *testing.T, newEnv NewEnv) (dispatch.EndpointStore, *clock) {
 	t.Helper()
-	env := dynamotest.New(t)
 	c := &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	return dispatch.NewEndpoints(env.Client, env.Webhooks, c.Now), c
+	return newEnv(t, c.Now).Store, c
 }
 
-func endpoint(url string, types ...string) webhook.Endpoint {
-	return webhook.Endpoint{URL: url, EventTypes: types, Description: "crm"}
+func endpoint(url string, types ...string) dispatch.Endpoint {
+	return dispatch.Endpoint{URL: url, EventTypes: types, Description: "crm"}
 }
 
-func TestEndpointsRoundTrip(t *testing.T) {
+func testEndpointsRoundTrip(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, c := newEndpoints(t)
+	s, c := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	made, secret, err := s.Create(ctx, endpoint("https://crm.example/hook", "points.granted", "points.spent"))
 	if err != nil {
@@ -79,9 +75,9 @@ func TestEndpointsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestEndpointNotFound(t *testing.T) {
+func testEndpointNotFound(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, _ := newEndpoints(t)
+	s, _ := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	for name, call := range map[string]func() error{
 		"get":     func() error { _, err := s.Get(ctx, "nope"); return err },
@@ -89,7 +85,7 @@ func TestEndpointNotFound(t *testing.T) {
 		"rotate":  func() error { _, err := s.Rotate(ctx, "nope"); return err },
 		"disable": func() error { return s.Disable(ctx, "nope", "gone") },
 		"update": func() error {
-			_, err := s.Update(ctx, "nope", func(*webhook.Endpoint) error { return nil })
+			_, err := s.Update(ctx, "nope", func(*dispatch.Endpoint) error { return nil })
 			return err
 		},
 	} {
@@ -99,9 +95,9 @@ func TestEndpointNotFound(t *testing.T) {
 	}
 }
 
-func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
+func testRotationSignsWithBothSecretsForADay(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, c := newEndpoints(t)
+	s, c := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	e, first, err := s.Create(ctx, endpoint("https://crm.example/hook", "*"))
 	if err != nil {
@@ -141,15 +137,15 @@ func TestRotationSignsWithBothSecretsForADay(t *testing.T) {
 	}
 }
 
-func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
+func testUpdateKeepsIdentityAndRetriesALostRace(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	s, _ := newEndpoints(t)
+	s, _ := newEndpoints(t, newEnv)
 	ctx := context.Background()
 	e, secret, err := s.Create(ctx, endpoint("https://crm.example/hook", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Update(ctx, e.ID, func(x *webhook.Endpoint) error {
+	got, err := s.Update(ctx, e.ID, func(x *dispatch.Endpoint) error {
 		x.URL = "https://crm.example/v2"
 		x.ID, x.Secrets = "other", nil // ignored: identity and secrets are not the caller's to change
 		return nil
@@ -164,7 +160,7 @@ func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
 	// write, once: Update applies its change again to what that writer
 	// left, and loses neither.
 	raced := false
-	got, err = s.Update(ctx, e.ID, func(x *webhook.Endpoint) error {
+	got, err = s.Update(ctx, e.ID, func(x *dispatch.Endpoint) error {
 		if !raced {
 			raced = true
 			if err := s.Disable(ctx, e.ID, "an admin"); err != nil {
@@ -182,7 +178,7 @@ func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
 		t.Errorf("after the race: %+v, want the disable and the update both kept", got)
 	}
 	// A writer that moves the endpoint at every read: Update gives up.
-	_, err = s.Update(ctx, e.ID, func(x *webhook.Endpoint) error {
+	_, err = s.Update(ctx, e.ID, func(x *dispatch.Endpoint) error {
 		if _, err := s.Rotate(ctx, e.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -203,4 +199,62 @@ func TestUpdateKeepsIdentityAndRetriesALostRace(t *testing.T) {
 	if _, err := s.Get(ctx, e.ID); err == nil {
 		t.Errorf("a deleted endpoint is still read")
 	}
+}
+
+// Page goes through the endpoints oldest first (by id), size by size,
+// each once, from any endpoint's id; at the end no next.
+func testEndpointsPage(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	s, c := newEndpoints(t, newEnv)
+	ctx := context.Background()
+	var ids []string
+	for i := range 5 {
+		if i%2 == 0 {
+			c.Add(time.Second) // two at each instant
+		}
+		e, _, err := s.Create(ctx, endpoint(fmt.Sprintf("https://crm.example/hook/%d", i), "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if !slices.IsSorted(ids) {
+		t.Fatalf("ids %v: want them in creation order", ids)
+	}
+	for size := 1; size <= 6; size++ {
+		var got []string
+		after, pages := "", 0
+		for {
+			page, next, err := s.Page(ctx, after, size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages++
+			if len(page) > size || (next != "" && (len(page) != size || next != page[len(page)-1].ID)) {
+				t.Fatalf("size %d after %q: %d endpoints, next %q", size, after, len(page), next)
+			}
+			for _, e := range page {
+				got = append(got, e.ID)
+			}
+			if next == "" || pages > 10 {
+				break
+			}
+			after = next
+		}
+		if !slices.Equal(got, ids) {
+			t.Errorf("size %d: paged %v, want %v", size, got, ids)
+		}
+	}
+	rest, next, err := s.Page(ctx, ids[2], 10)
+	if err != nil || next != "" || !slices.Equal(endpointIDs(rest), ids[3:]) {
+		t.Errorf("after the third: %v next %q (%v), want %v and no next", endpointIDs(rest), next, err, ids[3:])
+	}
+}
+
+func endpointIDs(eps []dispatch.Endpoint) []string {
+	ids := make([]string, len(eps))
+	for i, e := range eps {
+		ids[i] = e.ID
+	}
+	return ids
 }

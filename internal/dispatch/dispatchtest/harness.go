@@ -1,4 +1,4 @@
-package dispatch_test
+package dispatchtest
 
 import (
 	"context"
@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
-	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/ledger/dynamo"
 	"github.com/pointledger/pointledger/internal/ledgertest"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
@@ -30,26 +28,47 @@ var quiet = slog.New(slog.DiscardHandler)
 // happens, never for how long it takes.
 var testSchedule = webhook.Schedule{Delays: []time.Duration{5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}}
 
-// fixture is a ledger and a webhooks table on DynamoDB Local, a clock the
-// ledger and the endpoints share (expirations are decided by it), and the
-// dispatchers a test runs.
-type fixture struct {
-	t         *testing.T
-	env       *dynamotest.Env
-	clk       *ledgertest.Clock
-	store     *dynamo.Ledger
-	endpoints *dispatch.Endpoints
+// Env is what a case runs on: a store of the dispatcher's and a ledger,
+// both new and on the clock the case gives, and the store's own ways to
+// make what its backend alone makes happen.
+type Env struct {
+	// Store keeps the endpoints and the dispatchers' queues and rows:
+	// every dispatcher of a case, and the endpoints it makes, share it.
+	Store dispatch.Store
+	// Ledger is where the case writes entries, which the dispatchers read.
+	Ledger ledger.Store
+	// Crash leaves the queue of ref claimed by owner until until, as a
+	// dispatcher that died holding it leaves it.
+	Crash func(ref dispatch.QueueRef, owner string, until time.Time) error
+	// Throttled, if the backend can throttle, is a store over the same
+	// data whose first n queue writes the backend refuses as over its
+	// capacity, and the count of those refused; nil skips the case.
+	Throttled func(n int64) (store dispatch.Store, throttled func() int64)
+	// NoticePass, if ledgerd's notice finder runs on this backend, makes
+	// one pass of it over Ledger on now, handing each notice to notify;
+	// nil leaves the notice out of the case that needs one.
+	NoticePass func(ctx context.Context, now func() time.Time, notify func(context.Context, webhook.Event) error) error
 }
 
-func newFixture(t *testing.T) *fixture {
+// NewEnv makes a new Env whose stores tell the time by now.
+type NewEnv func(t *testing.T, now func() time.Time) Env
+
+// fixture is a ledger and a dispatcher's store, a clock the ledger and the
+// endpoints share (expirations are decided by it), and the dispatchers a
+// test runs.
+type fixture struct {
+	t         *testing.T
+	env       Env
+	clk       *ledgertest.Clock
+	store     ledger.Store
+	endpoints dispatch.EndpointStore
+}
+
+func newFixture(t *testing.T, newEnv NewEnv) *fixture {
 	t.Helper()
-	env := dynamotest.New(t)
 	clk := ledgertest.NewClock(time.Now().UTC())
-	return &fixture{
-		t: t, env: env, clk: clk,
-		store:     dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet, Now: clk.Now}),
-		endpoints: dispatch.NewEndpoints(env.Client, env.Webhooks, clk.Now),
-	}
+	env := newEnv(t, clk.Now)
+	return &fixture{t: t, env: env, clk: clk, store: env.Ledger, endpoints: env.Store}
 }
 
 // testEntryJSON stands for api.EntryJSON (which the dispatcher is given in
@@ -65,12 +84,11 @@ func testEntryJSON(e ledger.Entry) (json.RawMessage, error) {
 // runs it until the test ends, and returns it.
 func (f *fixture) dispatcher(o dispatch.Options) *dispatch.Dispatcher {
 	f.t.Helper()
-	return f.dispatcherOn(f.env.Client, o)
+	return f.dispatcherOn(f.env.Store, o)
 }
 
-// dispatcherOn is dispatcher writing through db (a fault injector in front
-// of DynamoDB Local).
-func (f *fixture) dispatcherOn(db dispatch.DB, o dispatch.Options) *dispatch.Dispatcher {
+// dispatcherOn is dispatcher on store (one with faults of its backend).
+func (f *fixture) dispatcherOn(store dispatch.Store, o dispatch.Options) *dispatch.Dispatcher {
 	f.t.Helper()
 	if o.Sender == nil {
 		o.Sender = sender(10 * time.Second)
@@ -91,7 +109,7 @@ func (f *fixture) dispatcherOn(db dispatch.DB, o dispatch.Options) *dispatch.Dis
 	if os.Getenv("DISPATCH_LOG") != "" {
 		o.Log = slog.Default()
 	}
-	d, err := dispatch.New(db, f.env.Webhooks, f.store, o)
+	d, err := dispatch.New(store, f.store, o)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -152,12 +170,12 @@ func (f *fixture) feed(entries []ledger.Entry, ds ...*dispatch.Dispatcher) {
 }
 
 // endpoint creates an endpoint for rcv and gives rcv its secret.
-func (f *fixture) endpoint(rcv *receiver, types ...string) webhook.Endpoint {
+func (f *fixture) endpoint(rcv *receiver, types ...string) dispatch.Endpoint {
 	f.t.Helper()
 	if len(types) == 0 {
 		types = []string{"*"}
 	}
-	e, secret, err := f.endpoints.Create(context.Background(), webhook.Endpoint{URL: rcv.url(), EventTypes: types})
+	e, secret, err := f.endpoints.Create(context.Background(), dispatch.Endpoint{URL: rcv.url(), EventTypes: types})
 	if err != nil {
 		f.t.Fatal(err)
 	}

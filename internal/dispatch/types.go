@@ -1,10 +1,10 @@
-package webhook
+package dispatch
 
 import (
-	"encoding/json"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // Endpoint is where events go: a URL, the event types it subscribed to and
@@ -25,30 +25,20 @@ type Endpoint struct {
 // SigningSecret is one of an endpoint's secrets, with the end of its use:
 // zero for the current secret, 24 h after the rotation for the old one.
 type SigningSecret struct {
-	Secret     Secret
+	Secret     webhook.Secret
 	RetireTime time.Time
 }
 
 // SecretsAt returns the secrets that sign an attempt made at t: the
 // current one and any old one not yet retired.
-func (e Endpoint) SecretsAt(t time.Time) []Secret {
-	var out []Secret
+func (e Endpoint) SecretsAt(t time.Time) []webhook.Secret {
+	var out []webhook.Secret
 	for _, s := range e.Secrets {
 		if s.RetireTime.IsZero() || t.Before(s.RetireTime) {
 			out = append(out, s.Secret)
 		}
 	}
 	return out
-}
-
-// Event is what one delivery sends: an entry's event, or a notice.
-type Event struct {
-	ID      string           // webhook-id: the entry's entry_id, or the notice's id
-	Type    ledger.EventType //
-	UserID  string           //
-	Version int64            // the entry's version; for a notice, the version it was decided at
-	Time    time.Time        // the body's timestamp: the entry's create_time, or when the notice was decided
-	Data    json.RawMessage  // the body's data object
 }
 
 // DeliveryState is where a delivery of one event to one endpoint stands.

@@ -1,17 +1,17 @@
-package dispatch
+package dynamo
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/oklog/ulid/v2"
 
+	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
 )
@@ -20,11 +20,6 @@ import (
 // installation has tens, not thousands) and read together, with one
 // consistent Query, by every dispatcher.
 const endpointsPK = "ENDPOINTS"
-
-// RotationOverlap is how long an endpoint's old secret keeps signing beside
-// the new one after RotateWebhookSecret, so that receivers can change
-// secrets without losing a delivery.
-const RotationOverlap = 24 * time.Hour
 
 // EndpointsAPI is the part of the DynamoDB client Endpoints uses.
 type EndpointsAPI interface {
@@ -37,7 +32,9 @@ type EndpointsAPI interface {
 // Endpoints keeps webhook endpoints in the webhooks table. It checks
 // nothing about a URL or event types: the caller (the API) does, with
 // webhook.URLPolicy and ledger.ParseSubscription, before it calls.
+// It is the endpoints of dispatch.Store.
 type Endpoints struct {
+	ids   dispatch.EndpointIDs
 	db    EndpointsAPI
 	table string
 	now   func() time.Time
@@ -51,65 +48,57 @@ func NewEndpoints(db EndpointsAPI, table string, now func() time.Time) *Endpoint
 	return &Endpoints{db: db, table: table, now: now}
 }
 
-// ErrEndpointChanged is returned by Update when another writer changed
-// the endpoint between its read and its write; the caller may try again.
-var ErrEndpointChanged = errors.New("endpoint changed by another writer")
-
-func endpointNotFound(id string) error {
-	return ledger.Errorf(ledger.KindNotFound, ledger.ReasonEndpointNotFound, "no webhook endpoint has the id %q", clip(id))
-}
-
 // Create stores a new endpoint with e's URL, event types and description,
 // a new id, the time now and a new secret, and returns it with the
 // secret: the only time the secret is shown.
-func (s *Endpoints) Create(ctx context.Context, e webhook.Endpoint) (webhook.Endpoint, webhook.Secret, error) {
+func (s *Endpoints) Create(ctx context.Context, e dispatch.Endpoint) (dispatch.Endpoint, webhook.Secret, error) {
 	now := s.now().UTC()
 	secret := webhook.NewSecret()
-	e.ID = ulid.MustNew(ulid.Timestamp(now), ulid.DefaultEntropy()).String()
+	e.ID = s.ids.New(now)
 	e.CreateTime = now
 	e.Disabled, e.DisabledReason = false, ""
-	e.Secrets = []webhook.SigningSecret{{Secret: secret}}
+	e.Secrets = []dispatch.SigningSecret{{Secret: secret}}
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           &s.table,
 		Item:                endpointItem(e, 1),
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	})
 	if err != nil {
-		return webhook.Endpoint{}, webhook.Secret{}, fmt.Errorf("create endpoint: %w", err)
+		return dispatch.Endpoint{}, webhook.Secret{}, fmt.Errorf("create endpoint: %w", err)
 	}
 	return e, secret, nil
 }
 
 // Get returns the endpoint with id, read consistently, or ENDPOINT_NOT_FOUND.
-func (s *Endpoints) Get(ctx context.Context, id string) (webhook.Endpoint, error) {
+func (s *Endpoints) Get(ctx context.Context, id string) (dispatch.Endpoint, error) {
 	e, _, err := s.get(ctx, id)
 	return e, err
 }
 
-func (s *Endpoints) get(ctx context.Context, id string) (webhook.Endpoint, int64, error) {
+func (s *Endpoints) get(ctx context.Context, id string) (dispatch.Endpoint, int64, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      &s.table,
 		Key:            endpointKey(id),
 		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return webhook.Endpoint{}, 0, fmt.Errorf("get endpoint: %w", err)
+		return dispatch.Endpoint{}, 0, fmt.Errorf("get endpoint: %w", err)
 	}
 	if out.Item == nil {
-		return webhook.Endpoint{}, 0, endpointNotFound(id)
+		return dispatch.Endpoint{}, 0, dispatch.EndpointNotFound(id)
 	}
 	return decodeEndpoint(out.Item)
 }
 
 // List returns every endpoint, oldest first, read consistently.
-func (s *Endpoints) List(ctx context.Context) ([]webhook.Endpoint, error) {
-	var out []webhook.Endpoint
+func (s *Endpoints) List(ctx context.Context) ([]dispatch.Endpoint, error) {
+	var out []dispatch.Endpoint
 	var start map[string]types.AttributeValue
 	for {
 		page, err := s.db.Query(ctx, &dynamodb.QueryInput{
 			TableName:                 &s.table,
 			KeyConditionExpression:    aws.String("PK = :pk"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": str(endpointsPK)},
+			ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddbattr.S(endpointsPK)},
 			ConsistentRead:            aws.Bool(true),
 			ExclusiveStartKey:         start,
 		})
@@ -130,34 +119,71 @@ func (s *Endpoints) List(ctx context.Context) ([]webhook.Endpoint, error) {
 	}
 }
 
+// Page is dispatch.EndpointStore's: one consistent Query of the
+// endpoints' partition from after's key, for size and one more.
+func (s *Endpoints) Page(ctx context.Context, after string, size int) ([]dispatch.Endpoint, string, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddbattr.S(endpointsPK)},
+		ConsistentRead:            aws.Bool(true),
+		Limit:                     aws.Int32(int32(size + 1)),
+	}
+	if after != "" {
+		in.ExclusiveStartKey = endpointKey(after)
+	}
+	var out []dispatch.Endpoint
+	for len(out) <= size {
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, "", fmt.Errorf("list endpoints: %w", err)
+		}
+		for _, item := range page.Items {
+			e, _, err := decodeEndpoint(item)
+			if err != nil {
+				return nil, "", err
+			}
+			out = append(out, e)
+		}
+		if page.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+	if len(out) <= size {
+		return out, "", nil
+	}
+	return out[:size], out[size-1].ID, nil
+}
+
 // Update reads the endpoint with id, lets change alter it (its id, create
 // time and secrets are kept whatever change does) and writes it back under
 // a condition on the version it read. When another writer changed the
 // endpoint meanwhile (a dispatcher disabling it on a 410, a rotation), it
 // reads it again and applies change to what it reads, a few times, before
-// it gives up with ErrEndpointChanged.
-func (s *Endpoints) Update(ctx context.Context, id string, change func(*webhook.Endpoint) error) (webhook.Endpoint, error) {
+// it gives up with dispatch.ErrEndpointChanged.
+func (s *Endpoints) Update(ctx context.Context, id string, change func(*dispatch.Endpoint) error) (dispatch.Endpoint, error) {
 	for range 5 {
 		e, rvn, err := s.get(ctx, id)
 		if err != nil {
-			return webhook.Endpoint{}, err
+			return dispatch.Endpoint{}, err
 		}
 		kept := e
 		if err := change(&e); err != nil {
-			return webhook.Endpoint{}, err
+			return dispatch.Endpoint{}, err
 		}
 		e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
-		if err := s.replace(ctx, e, rvn); !errors.Is(err, ErrEndpointChanged) {
+		if err := s.replace(ctx, e, rvn); !errors.Is(err, dispatch.ErrEndpointChanged) {
 			return e, err
 		}
 	}
-	return webhook.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, ErrEndpointChanged)
+	return dispatch.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, dispatch.ErrEndpointChanged)
 }
 
 // Disable marks the endpoint disabled with reason (the dispatcher does on
 // a 410); an endpoint already disabled keeps its first reason.
 func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
-	_, err := s.Update(ctx, id, func(e *webhook.Endpoint) error {
+	_, err := s.Update(ctx, id, func(e *dispatch.Endpoint) error {
 		if e.Disabled {
 			return errUnchanged
 		}
@@ -175,7 +201,7 @@ func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
 var errUnchanged = errors.New("endpoint unchanged")
 
 // Rotate gives the endpoint a new secret and returns it (the only time it
-// is shown). The secret it replaces signs beside it for RotationOverlap; a
+// is shown). The secret it replaces signs beside it for dispatch.RotationOverlap; a
 // secret rotated out before that is dropped at once.
 func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, error) {
 	e, rvn, err := s.get(ctx, id)
@@ -184,10 +210,10 @@ func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, erro
 	}
 	now := s.now()
 	secret := webhook.NewSecret()
-	next := []webhook.SigningSecret{{Secret: secret}}
+	next := []dispatch.SigningSecret{{Secret: secret}}
 	for _, old := range e.Secrets {
 		if old.RetireTime.IsZero() {
-			next = append(next, webhook.SigningSecret{Secret: old.Secret, RetireTime: now.Add(RotationOverlap).UTC()})
+			next = append(next, dispatch.SigningSecret{Secret: old.Secret, RetireTime: now.Add(dispatch.RotationOverlap).UTC()})
 		}
 	}
 	e.Secrets = next
@@ -206,7 +232,7 @@ func (s *Endpoints) Delete(ctx context.Context, id string) error {
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return endpointNotFound(id)
+		return dispatch.EndpointNotFound(id)
 	}
 	if err != nil {
 		return fmt.Errorf("delete endpoint: %w", err)
@@ -214,16 +240,16 @@ func (s *Endpoints) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-func (s *Endpoints) replace(ctx context.Context, e webhook.Endpoint, rvn int64) error {
+func (s *Endpoints) replace(ctx context.Context, e dispatch.Endpoint, rvn int64) error {
 	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                 &s.table,
 		Item:                      endpointItem(e, rvn+1),
 		ConditionExpression:       aws.String("rvn = :rvn"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":rvn": num(rvn)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":rvn": ddbattr.Int(rvn)},
 	})
 	var failed *types.ConditionalCheckFailedException
 	if errors.As(err, &failed) {
-		return ErrEndpointChanged
+		return dispatch.ErrEndpointChanged
 	}
 	if err != nil {
 		return fmt.Errorf("write endpoint: %w", err)
@@ -232,22 +258,22 @@ func (s *Endpoints) replace(ctx context.Context, e webhook.Endpoint, rvn int64) 
 }
 
 func endpointKey(id string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{"PK": str(endpointsPK), "SK": str("EP#" + id)}
+	return map[string]types.AttributeValue{"PK": ddbattr.S(endpointsPK), "SK": ddbattr.S("EP#" + id)}
 }
 
-func endpointItem(e webhook.Endpoint, rvn int64) map[string]types.AttributeValue {
+func endpointItem(e dispatch.Endpoint, rvn int64) map[string]types.AttributeValue {
 	item := endpointKey(e.ID)
-	item["endpoint_id"] = str(e.ID)
-	item["url"] = str(e.URL)
+	item["endpoint_id"] = ddbattr.S(e.ID)
+	item["url"] = ddbattr.S(e.URL)
 	names := make([]types.AttributeValue, len(e.EventTypes))
 	for i, t := range e.EventTypes {
-		names[i] = str(t)
+		names[i] = ddbattr.S(t)
 	}
 	item["event_types"] = &types.AttributeValueMemberL{Value: names}
-	item["description"] = str(e.Description)
+	item["description"] = ddbattr.S(e.Description)
 	item["disabled"] = &types.AttributeValueMemberBOOL{Value: e.Disabled}
-	item["disabled_reason"] = str(e.DisabledReason)
-	item["create_time"] = num(e.CreateTime.UnixNano())
+	item["disabled_reason"] = ddbattr.S(e.DisabledReason)
+	item["create_time"] = ddbattr.Int(e.CreateTime.UnixNano())
 	secrets := make([]types.AttributeValue, len(e.Secrets))
 	for i, s := range e.Secrets {
 		var retire int64
@@ -255,18 +281,18 @@ func endpointItem(e webhook.Endpoint, rvn int64) map[string]types.AttributeValue
 			retire = s.RetireTime.UnixNano()
 		}
 		secrets[i] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"secret": str(s.Secret.Text()), "retire_time": num(retire),
+			"secret": ddbattr.S(s.Secret.Text()), "retire_time": ddbattr.Int(retire),
 		}}
 	}
 	item["secrets"] = &types.AttributeValueMemberL{Value: secrets}
-	item["rvn"] = num(rvn)
+	item["rvn"] = ddbattr.Int(rvn)
 	return item
 }
 
-func decodeEndpoint(item map[string]types.AttributeValue) (webhook.Endpoint, int64, error) {
-	var e webhook.Endpoint
-	e.ID = getS(item, "endpoint_id")
-	e.URL = getS(item, "url")
+func decodeEndpoint(item map[string]types.AttributeValue) (dispatch.Endpoint, int64, error) {
+	var e dispatch.Endpoint
+	e.ID = ddbattr.Text(item, "endpoint_id")
+	e.URL = ddbattr.Text(item, "url")
 	if l, ok := item["event_types"].(*types.AttributeValueMemberL); ok {
 		for _, v := range l.Value {
 			if s, ok := v.(*types.AttributeValueMemberS); ok {
@@ -279,57 +305,28 @@ func decodeEndpoint(item map[string]types.AttributeValue) (webhook.Endpoint, int
 		return e, 0, fmt.Errorf("endpoint %s: stored event types: %w", e.ID, err)
 	}
 	e.Subscription = sub
-	e.Description = getS(item, "description")
+	e.Description = ddbattr.Text(item, "description")
 	if b, ok := item["disabled"].(*types.AttributeValueMemberBOOL); ok {
 		e.Disabled = b.Value
 	}
-	e.DisabledReason = getS(item, "disabled_reason")
-	e.CreateTime = time.Unix(0, getN(item, "create_time")).UTC()
+	e.DisabledReason = ddbattr.Text(item, "disabled_reason")
+	e.CreateTime = time.Unix(0, ddbattr.IntOf(item, "create_time")).UTC()
 	if l, ok := item["secrets"].(*types.AttributeValueMemberL); ok {
 		for _, v := range l.Value {
 			m, ok := v.(*types.AttributeValueMemberM)
 			if !ok {
 				continue
 			}
-			secret, err := webhook.ParseSecret(getS(m.Value, "secret"))
+			secret, err := webhook.ParseSecret(ddbattr.Text(m.Value, "secret"))
 			if err != nil {
 				return e, 0, fmt.Errorf("endpoint %s: stored secret: %w", e.ID, err)
 			}
-			s := webhook.SigningSecret{Secret: secret}
-			if retire := getN(m.Value, "retire_time"); retire != 0 {
+			s := dispatch.SigningSecret{Secret: secret}
+			if retire := ddbattr.IntOf(m.Value, "retire_time"); retire != 0 {
 				s.RetireTime = time.Unix(0, retire).UTC()
 			}
 			e.Secrets = append(e.Secrets, s)
 		}
 	}
-	return e, getN(item, "rvn"), nil
-}
-
-func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-
-func num(v int64) types.AttributeValue {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
-}
-
-func getS(item map[string]types.AttributeValue, name string) string {
-	if s, ok := item[name].(*types.AttributeValueMemberS); ok {
-		return s.Value
-	}
-	return ""
-}
-
-func getN(item map[string]types.AttributeValue, name string) int64 {
-	if n, ok := item[name].(*types.AttributeValueMemberN); ok {
-		v, _ := strconv.ParseInt(n.Value, 10, 64)
-		return v
-	}
-	return 0
-}
-
-// clip keeps an id quoted in an error short, whatever the caller sent.
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
+	return e, ddbattr.IntOf(item, "rvn"), nil
 }

@@ -1,4 +1,4 @@
-package dispatch_test
+package dispatchtest
 
 import (
 	"context"
@@ -8,10 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -52,9 +48,9 @@ func (f *fixture) workload(users []string) []ledger.Entry {
 // endpoint of every type, signed, in version order per user without a
 // gap; an endpoint of two types gets exactly those, in order; and the
 // delivery rows list them all.
-func TestEveryEntryDeliveredInOrder(t *testing.T) {
+func testEveryEntryDeliveredInOrder(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	all := newReceiver(t, nil)
 	all.inOrder = true
 	some := newReceiver(t, nil)
@@ -109,12 +105,12 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	token := ""
 	var last string
 	for {
-		page, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: epAll.ID, Page: ledger.Page{PageSize: 37, PageToken: token}})
+		page, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: epAll.ID, Page: ledger.Page{PageSize: 37, PageToken: token}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, row := range page {
-			if seen[row.EventID] || row.State != webhook.DeliverySucceeded || row.Attempts != 1 || row.EndpointID != epAll.ID {
+			if seen[row.EventID] || row.State != dispatch.DeliverySucceeded || row.Attempts != 1 || row.EndpointID != epAll.ID {
 				t.Errorf("row %+v: want each event once, SUCCEEDED at its first attempt", row)
 			}
 			if last != "" && row.EventID > last {
@@ -130,7 +126,7 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 	if len(seen) != len(entries) {
 		t.Errorf("ListDeliveries listed %d rows, want %d", len(seen), len(entries))
 	}
-	rows, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: epAll.ID, UserID: "u0", States: []webhook.DeliveryState{webhook.DeliverySucceeded}})
+	rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: epAll.ID, UserID: "u0", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
 	if err != nil || next != "" || len(rows) != len(byUser["u0"]) || rows[0].Version != int64(len(byUser["u0"])) {
 		t.Errorf("u0's rows: %d, next %q, %v; want %d, newest version first", len(rows), next, err, len(byUser["u0"]))
 	}
@@ -150,9 +146,9 @@ func TestEveryEntryDeliveredInOrder(t *testing.T) {
 // TestTwoDispatchersRace: two dispatchers fed the same batches deliver
 // the same queues; a receiver failing one request in three. Order per user
 // holds, nothing is lost, duplicates only as the same webhook-id.
-func TestTwoDispatchersRace(t *testing.T) {
+func testTwoDispatchersRace(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, func(n int, _ arrival) int {
 		if n%3 == 0 {
 			return http.StatusInternalServerError
@@ -187,9 +183,9 @@ func TestTwoDispatchersRace(t *testing.T) {
 // TestEndpointGetsEntriesFromItsCreation: an endpoint created after some
 // of a user's entries gets only the later ones; a redelivery from version
 // 1 sends the older ones too.
-func TestEndpointGetsEntriesFromItsCreation(t *testing.T) {
+func testEndpointGetsEntriesFromItsCreation(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	for i := range 3 {
 		f.apply(ledger.EntryGrant, ledger.Request{UserID: "late", RequestID: fmt.Sprint("old", i), Amount: "1"})
 	}
@@ -206,12 +202,12 @@ func TestEndpointGetsEntriesFromItsCreation(t *testing.T) {
 	if got := rcv.ackedVersions("late"); !slices.Equal(got, []int64{4, 5}) {
 		t.Errorf("versions %v, want 4 and 5 only", got)
 	}
-	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID})
+	n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID})
 	if err != nil || n != 2 {
 		t.Errorf("Redeliver from the endpoint's first entry = %d, %v; want 2", n, err)
 	}
 	waitFor(t, "4 and 5 again", func() bool { return rcv.requests() == 4 })
-	n, err = d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "late", FromVersion: 1})
+	n, err = d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "late", FromVersion: 1})
 	if err != nil || n != 5 {
 		t.Fatalf("Redeliver from version 1 = %d, %v; want 5", n, err)
 	}
@@ -225,9 +221,9 @@ func TestEndpointGetsEntriesFromItsCreation(t *testing.T) {
 // TestDisabledEndpointGetsNothing: once a disable is older than
 // EndpointRefresh (the API waits that long before it answers), no attempt
 // starts for the endpoint.
-func TestDisabledEndpointGetsNothing(t *testing.T) {
+func testDisabledEndpointGetsNothing(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	off := newReceiver(t, nil)
 	witness := newReceiver(t, nil)
 	ep := f.endpoint(off)
@@ -237,7 +233,7 @@ func TestDisabledEndpointGetsNothing(t *testing.T) {
 	f.apply(ledger.EntryGrant, ledger.Request{UserID: "d", RequestID: "g1", Amount: "1"})
 	f.feed(f.entries("d"), d)
 	waitFor(t, "the first event at both", func() bool { return off.ackedCount() == 1 && witness.ackedCount() == 1 })
-	if _, err := f.endpoints.Update(context.Background(), ep.ID, func(e *webhook.Endpoint) error {
+	if _, err := f.endpoints.Update(context.Background(), ep.ID, func(e *dispatch.Endpoint) error {
 		e.Disabled, e.DisabledReason = true, "by the test"
 		return nil
 	}); err != nil {
@@ -258,9 +254,9 @@ func TestDisabledEndpointGetsNothing(t *testing.T) {
 // however often it is notified, outside the user's order (the user's
 // first event waits an hour for its retry meanwhile), and is listed with
 // the deliveries.
-func TestNotify(t *testing.T) {
+func testNotify(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	sub := newReceiver(t, func(_ int, a arrival) int {
 		if a.typ != string(ledger.EventPointsExpiring) {
 			return http.StatusInternalServerError
@@ -286,11 +282,11 @@ func TestNotify(t *testing.T) {
 	waitFor(t, "the notice", func() bool { return sub.ackedCount() == 1 })
 	sub.check()
 	waitFor(t, "the notice's row SUCCEEDED", func() bool {
-		rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{webhook.DeliverySucceeded}})
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
 		return err == nil && len(rows) == 1 && rows[0].EventID == ev.ID && rows[0].Type == ledger.EventPointsExpiring && rows[0].Attempts == 1
 	})
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
-	if err != nil || len(rows) != 2 || rows[0].Version != 1 || rows[0].State != webhook.DeliveryPending || rows[1].EventID != ev.ID {
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
+	if err != nil || len(rows) != 2 || rows[0].Version != 1 || rows[0].State != dispatch.DeliveryPending || rows[1].EventID != ev.ID {
 		t.Errorf("n's rows %+v, %v: want the grant PENDING, then the notice", rows, err)
 	}
 	if n := sub.requests(); n != 2 {
@@ -303,9 +299,9 @@ func TestNotify(t *testing.T) {
 
 // TestBadRequestsAreRefused: malformed list and redelivery requests get
 // a reason and change nothing.
-func TestBadRequestsAreRefused(t *testing.T) {
+func testBadRequestsAreRefused(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, nil)
 	ep := f.endpoint(rcv)
 	d := f.dispatcher(dispatch.Options{})
@@ -316,23 +312,23 @@ func TestBadRequestsAreRefused(t *testing.T) {
 		reason string
 	}{
 		{"unknown state", func() error {
-			_, _, err := d.ListDeliveries(ctx, webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{"LOST"}})
+			_, _, err := d.ListDeliveries(ctx, dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{"LOST"}})
 			return err
 		}, ledger.ReasonInvalidFilter},
 		{"forged token", func() error {
-			_, _, err := d.ListDeliveries(ctx, webhook.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: "k1.AAAA"}})
+			_, _, err := d.ListDeliveries(ctx, dispatch.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: "k1.AAAA"}})
 			return err
 		}, ledger.ReasonInvalidPageToken},
 		{"unknown endpoint", func() error {
-			_, _, err := d.ListDeliveries(ctx, webhook.DeliveryQuery{EndpointID: "01JNOPE0000000000000000000"})
+			_, _, err := d.ListDeliveries(ctx, dispatch.DeliveryQuery{EndpointID: "01JNOPE0000000000000000000"})
 			return err
 		}, ledger.ReasonEndpointNotFound},
 		{"version and time", func() error {
-			_, err := d.Redeliver(ctx, webhook.Redelivery{EndpointID: ep.ID, FromVersion: 2, StartTime: time.Now()})
+			_, err := d.Redeliver(ctx, dispatch.Redelivery{EndpointID: ep.ID, FromVersion: 2, StartTime: time.Now()})
 			return err
 		}, ledger.ReasonInvalidFilter},
 		{"bad user", func() error {
-			_, err := d.Redeliver(ctx, webhook.Redelivery{EndpointID: ep.ID, UserID: "no spaces"})
+			_, err := d.Redeliver(ctx, dispatch.Redelivery{EndpointID: ep.ID, UserID: "no spaces"})
 			return err
 		}, ledger.ReasonInvalidUserID},
 	} {
@@ -343,15 +339,15 @@ func TestBadRequestsAreRefused(t *testing.T) {
 }
 
 // TestExpiredClaimIsTakenOver: a queue claimed by a dispatcher that died
-// (its claim written as a crash leaves it, straight into the table) is
+// (its claim written as a crash leaves it, straight into the store) is
 // delivered by another once the claim expires, in order.
-func TestExpiredClaimIsTakenOver(t *testing.T) {
+func testExpiredClaimIsTakenOver(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, nil)
 	rcv.inOrder = true
 	ep := f.endpoint(rcv)
-	idle, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
+	idle, err := dispatch.New(f.env.Store, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,17 +355,7 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 		f.apply(ledger.EntryGrant, ledger.Request{UserID: "c", RequestID: fmt.Sprint("g", i), Amount: "1"})
 	}
 	f.feed(f.entries("c"), idle) // marked, never run
-	_, err = f.env.Client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-		TableName:        &f.env.Webhooks,
-		Key:              map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: "Q#" + ep.ID + "#c"}, "SK": &types.AttributeValueMemberS{Value: "Q"}},
-		UpdateExpression: aws.String("SET claim_owner = :ghost, claim_until = :until ADD rvn :one"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ghost": &types.AttributeValueMemberS{Value: "ghost"},
-			":until": &types.AttributeValueMemberN{Value: fmt.Sprint(time.Now().Add(500 * time.Millisecond).UnixNano())},
-			":one":   &types.AttributeValueMemberN{Value: "1"},
-		},
-		ConditionExpression: aws.String("attribute_exists(PK)"),
-	})
+	err = f.env.Crash(dispatch.QueueRef{EndpointID: ep.ID, UserID: "c"}, "ghost", time.Now().Add(500*time.Millisecond))
 	if err != nil {
 		t.Fatalf("the ghost's claim: %v", err)
 	}
@@ -386,9 +372,9 @@ func TestExpiredClaimIsTakenOver(t *testing.T) {
 // Apply reads the endpoints again when its entries are newer than its
 // read, however long EndpointRefresh is. (The dispatcher runs on the
 // test's clock, which moves only when the test moves it.)
-func TestEndpointMadeJustBeforeAnEntry(t *testing.T) {
+func testEndpointMadeJustBeforeAnEntry(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	first, second := newReceiver(t, nil), newReceiver(t, nil)
 	f.endpoint(first)
 	d := f.dispatcher(dispatch.Options{Now: f.clk.Now, EndpointRefresh: time.Hour})
@@ -411,9 +397,9 @@ func TestEndpointMadeJustBeforeAnEntry(t *testing.T) {
 // attempt records the attempt's outcome and releases the queue, so that
 // another goes on at once, long before the stopped one's claim (ten
 // minutes) would expire.
-func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
+func testStoppedDispatcherReleasesItsQueues(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	arrived, answer := make(chan struct{}), make(chan struct{})
 	var once atomic.Bool
 	rcv := newReceiver(t, func(int, arrival) int {
@@ -425,7 +411,7 @@ func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
 	})
 	rcv.inOrder = true
 	f.endpoint(rcv)
-	first, err := dispatch.New(f.env.Client, f.env.Webhooks, f.store, dispatch.Options{
+	first, err := dispatch.New(f.env.Store, f.store, dispatch.Options{
 		Sender: sender(time.Minute), EncodeEntry: testEntryJSON, ClaimTTL: 10 * time.Minute, PollInterval: 20 * time.Millisecond,
 	})
 	if err != nil {
@@ -461,9 +447,9 @@ func TestStoppedDispatcherReleasesItsQueues(t *testing.T) {
 // TestRedeliverFromATime: a redelivery from a time sends the user's
 // entries from the first at or after it, in order; a user's rows page one
 // at a time, newest version first.
-func TestRedeliverFromATime(t *testing.T) {
+func testRedeliverFromATime(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, nil)
 	ep := f.endpoint(rcv)
 	var obs observed
@@ -476,7 +462,7 @@ func TestRedeliverFromATime(t *testing.T) {
 	}
 	f.feed(f.entries("t"), d)
 	waitFor(t, "the four events", func() bool { return rcv.ackedCount() == 4 })
-	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "t", StartTime: f.clk.Now().Add(-30 * time.Minute)})
+	n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "t", StartTime: f.clk.Now().Add(-30 * time.Minute)})
 	if err != nil || n != 2 {
 		t.Fatalf("Redeliver from half an hour ago = %d, %v; want 2 (versions 3 and 4)", n, err)
 	}
@@ -501,7 +487,7 @@ func TestRedeliverFromATime(t *testing.T) {
 	var listed []int64
 	token, firstToken := "", ""
 	for range 10 {
-		rows, next, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "t", Page: ledger.Page{PageSize: 1, PageToken: token}})
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "t", Page: ledger.Page{PageSize: 1, PageToken: token}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -518,7 +504,7 @@ func TestRedeliverFromATime(t *testing.T) {
 	if !slices.Equal(listed, []int64{4, 3, 2, 1}) {
 		t.Errorf("paged rows %v, want 4, 3, 2, 1", listed)
 	}
-	_, _, err = d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: firstToken}})
+	_, _, err = d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageToken: firstToken}})
 	if ledger.ReasonOf(err) != ledger.ReasonInvalidPageToken {
 		t.Errorf("a user's token for every user's rows: %v, want %s", err, ledger.ReasonInvalidPageToken)
 	}

@@ -1,4 +1,4 @@
-package dispatch_test
+package dispatchtest
 
 import (
 	"bytes"
@@ -13,9 +13,6 @@ import (
 	"github.com/pointledger/pointledger/internal/api"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
-	"github.com/pointledger/pointledger/internal/notice"
-	noticedynamo "github.com/pointledger/pointledger/internal/notice/dynamo"
-	"github.com/pointledger/pointledger/internal/projection"
 )
 
 // typedEvent is an event as a typed receiver reads it: one struct for
@@ -82,9 +79,9 @@ func (e *typedEvent) UnmarshalJSON(b []byte) error {
 // with no unknown field, its version a decimal string like the entry's.
 // (Before issue 31 an entry's event sent version as a JSON number and a
 // notice's as a string.)
-func TestEveryEventTypeHasOneBodyShape(t *testing.T) {
+func testEveryEventTypeHasOneBodyShape(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	var mu sync.Mutex
 	bodies := map[string][]byte{} // by type
 	rcv := newReceiver(t, nil)
@@ -116,18 +113,20 @@ func TestEveryEventTypeHasOneBodyShape(t *testing.T) {
 	}
 	// The notice of the 48-hour grant (the short one has expired) (a 7-day lead), decided and handed
 	// to the dispatcher as ledgerd does.
-	fd, err := notice.New(f.store, noticedynamo.NewTable(f.env.Client, f.env.Webhooks),
-		projection.NewLeaseTable(f.env.Client, f.env.Leases, f.clk.Now), notice.Options{Now: f.clk.Now, Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fd.Pass(context.Background(), d.Notify); err != nil {
-		t.Fatal(err)
+	notices := 0
+	if f.env.NoticePass != nil {
+		if err := f.env.NoticePass(context.Background(), f.clk.Now, d.Notify); err != nil {
+			t.Fatal(err)
+		}
+		notices = 1
 	}
 	entries := f.entries(u)
 	f.feed(entries, d)
 
-	wantTypes := []string{"points.expiring"}
+	var wantTypes []string
+	if notices > 0 {
+		wantTypes = append(wantTypes, "points.expiring")
+	}
 	for _, e := range entries {
 		wantTypes = append(wantTypes, string(ledger.EventTypeOf(e.Type)))
 	}
@@ -136,7 +135,7 @@ func TestEveryEventTypeHasOneBodyShape(t *testing.T) {
 			t.Fatalf("the test wrote no %s entry", typ)
 		}
 	}
-	waitFor(t, "every event", func() bool { return rcv.ackedCount() == len(entries)+1 })
+	waitFor(t, "every event", func() bool { return rcv.ackedCount() == len(entries)+notices })
 	rcv.check()
 	mu.Lock()
 	defer mu.Unlock()

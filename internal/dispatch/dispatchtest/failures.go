@@ -1,4 +1,4 @@
-package dispatch_test
+package dispatchtest
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 // TestReceiverFailingForAWhile: a receiver that answers 500 to its first
 // 15 requests gets every event in the end, in order, duplicates only as
 // retries of the same webhook-id.
-func TestReceiverFailingForAWhile(t *testing.T) {
+func testReceiverFailingForAWhile(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, func(n int, _ arrival) int {
 		if n <= 15 {
 			return http.StatusInternalServerError
@@ -51,13 +51,13 @@ func TestReceiverFailingForAWhile(t *testing.T) {
 		t.Errorf("%d requests: the 500s were not retried", rcv.requests())
 	}
 	settled(t, d)
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "f0"})
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "f0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	retried := false
 	for _, r := range rows {
-		if r.State != webhook.DeliverySucceeded {
+		if r.State != dispatch.DeliverySucceeded {
 			t.Errorf("row %+v, want SUCCEEDED", r)
 		}
 		retried = retried || r.Attempts > 1
@@ -69,9 +69,9 @@ func TestReceiverFailingForAWhile(t *testing.T) {
 
 // TestReceiverTimesOut: a receiver that hangs past the attempt timeout
 // twice gets the events after, in order, and the row says what happened.
-func TestReceiverTimesOut(t *testing.T) {
+func testReceiverTimesOut(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	rcv := newReceiver(t, func(n int, _ arrival) int {
 		if n <= 2 {
 			return 0 // hang
@@ -97,9 +97,9 @@ func TestReceiverTimesOut(t *testing.T) {
 
 // TestReceiverDownComesBack: events wait, retried, while nothing listens
 // at the endpoint, and all go, in order, once it listens again.
-func TestReceiverDownComesBack(t *testing.T) {
+func testReceiverDownComesBack(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestReceiverDownComesBack(t *testing.T) {
 	_ = l.Close() // down
 	rcv := offlineReceiver(t, nil)
 	rcv.inOrder = true
-	ep, secret, err := f.endpoints.Create(context.Background(), webhook.Endpoint{URL: "http://" + addr + "/hook", EventTypes: []string{"*"}})
+	ep, secret, err := f.endpoints.Create(context.Background(), dispatch.Endpoint{URL: "http://" + addr + "/hook", EventTypes: []string{"*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +119,8 @@ func TestReceiverDownComesBack(t *testing.T) {
 	}
 	f.feed(f.entries("down"), d)
 	waitFor(t, "three failed attempts", func() bool {
-		rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "down"})
-		return err == nil && len(rows) == 1 && rows[0].Attempts >= 3 && rows[0].State == webhook.DeliveryPending &&
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "down"})
+		return err == nil && len(rows) == 1 && rows[0].Attempts >= 3 && rows[0].State == dispatch.DeliveryPending &&
 			rows[0].LastStatusCode == 0 && strings.Contains(rows[0].LastError, "refused")
 	})
 	back, err := net.Listen("tcp", addr)
@@ -141,9 +141,9 @@ func TestReceiverDownComesBack(t *testing.T) {
 
 // TestGoneDisablesTheEndpoint: a 410 disables the endpoint, with a reason
 // that says so, and it gets nothing more while another endpoint goes on.
-func TestGoneDisablesTheEndpoint(t *testing.T) {
+func testGoneDisablesTheEndpoint(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	gone := newReceiver(t, func(int, arrival) int { return http.StatusGone })
 	witness := newReceiver(t, nil)
 	ep := f.endpoint(gone)
@@ -175,9 +175,9 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 // TestLastAttemptThenNextAndRedeliver: an event that fails its last
 // attempt is FAILED and the user's next one goes; a redelivery from its
 // version fills the gap, in order, with the row counted anew.
-func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
+func testLastAttemptThenNextAndRedeliver(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
-	f := newFixture(t)
+	f := newFixture(t, newEnv)
 	var healed atomic.Bool
 	rcv := newReceiver(t, func(_ int, a arrival) int {
 		if a.version == 2 && !healed.Load() {
@@ -195,12 +195,12 @@ func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
 	if got := rcv.ackedVersions("x"); !slices.Equal(got, []int64{1, 3}) {
 		t.Errorf("versions %v, want 1 and 3 (2 given up)", got)
 	}
-	rows, _, err := d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, States: []webhook.DeliveryState{webhook.DeliveryFailed}})
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliveryFailed}})
 	if err != nil || len(rows) != 1 || rows[0].Version != 2 || rows[0].Attempts != 3 || rows[0].LastStatusCode != 503 {
 		t.Fatalf("FAILED rows %+v, %v: want version 2 after 3 attempts, last 503", rows, err)
 	}
 	healed.Store(true)
-	n, err := d.Redeliver(context.Background(), webhook.Redelivery{EndpointID: ep.ID, UserID: "x", FromVersion: 2})
+	n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "x", FromVersion: 2})
 	if err != nil || n != 2 {
 		t.Fatalf("Redeliver = %d, %v; want 2 (versions 2 and 3)", n, err)
 	}
@@ -216,12 +216,12 @@ func TestLastAttemptThenNextAndRedeliver(t *testing.T) {
 		t.Errorf("redelivered %v, want 2 then 3", tail)
 	}
 	settled(t, d)
-	rows, _, err = d.ListDeliveries(context.Background(), webhook.DeliveryQuery{EndpointID: ep.ID, UserID: "x"})
+	rows, _, err = d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "x"})
 	if err != nil || len(rows) != 3 {
 		t.Fatalf("rows %+v, %v", rows, err)
 	}
 	for _, r := range rows {
-		if r.State != webhook.DeliverySucceeded || (r.Version != 1 && r.Attempts != 1) {
+		if r.State != dispatch.DeliverySucceeded || (r.Version != 1 && r.Attempts != 1) {
 			t.Errorf("row %+v: want SUCCEEDED, a redelivered one at attempt 1", r)
 		}
 	}

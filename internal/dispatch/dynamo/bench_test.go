@@ -1,4 +1,4 @@
-package dispatch_test
+package dynamo_test
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/pointledger/pointledger/internal/dispatch"
+	dispatchdynamo "github.com/pointledger/pointledger/internal/dispatch/dynamo"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
-	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // BenchmarkDeliveryCalls counts the DynamoDB calls the dispatcher makes
@@ -58,8 +58,8 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	b.Cleanup(srv.Close)
-	if _, _, err := dispatch.NewEndpoints(env.Client, env.Webhooks, nil).Create(ctx,
-		webhook.Endpoint{URL: srv.URL + "/hook", EventTypes: []string{"*"}}); err != nil {
+	if _, _, err := dispatchdynamo.NewEndpoints(env.Client, env.Webhooks, nil).Create(ctx,
+		dispatch.Endpoint{URL: srv.URL + "/hook", EventTypes: []string{"*"}}); err != nil {
 		b.Fatal(err)
 	}
 
@@ -78,7 +78,7 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 
 	db := &countingDB{DB: env.Client}
 	led := &countingLedger{Ledger: store}
-	d, err := dispatch.New(db, env.Webhooks, led, dispatch.Options{
+	d, err := dispatch.New(dispatchdynamo.New(db, env.Webhooks, nil), led, dispatch.Options{
 		Sender: sender(10 * time.Second), EncodeEntry: testEntryJSON, Log: quiet,
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func (c calls) total() int64 {
 
 // countingDB is the webhooks table's client, counting each call.
 type countingDB struct {
-	dispatch.DB
+	dispatchdynamo.DB
 	mu sync.Mutex
 	c  calls
 }

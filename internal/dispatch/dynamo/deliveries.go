@@ -1,0 +1,206 @@
+package dynamo
+
+import (
+	"context"
+	"fmt"
+	"github.com/pointledger/pointledger/internal/ddbattr"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
+)
+
+const (
+	deliveriesIndex = "deliveries_by_endpoint"
+	queuesIndex     = "queues_by_endpoint"
+)
+
+func versionSK(v int64) string { return fmt.Sprintf("V#%020d", v) }
+
+func deliveryPK(endpointID, user string) string { return "D#" + endpointID + "#" + user }
+
+// rowSK is a delivery row's SK: "V#<version>", or a notice's "N#<event id>".
+func rowSK(r dispatch.Row) string {
+	if r.Notice {
+		return noticePrefix + r.Event.ID
+	}
+	return versionSK(r.Event.Version)
+}
+
+func rowItem(r dispatch.Row) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		"PK": ddbattr.S(deliveryPK(r.EndpointID, r.Event.UserID)), "SK": ddbattr.S(rowSK(r)),
+		"delivery_endpoint": ddbattr.S(r.EndpointID), "event_id": ddbattr.S(r.Event.ID),
+		"endpoint_id": ddbattr.S(r.EndpointID), "user_id": ddbattr.S(r.Event.UserID),
+		"version": ddbattr.Int(r.Event.Version), "type": ddbattr.S(string(r.Event.Type)),
+		"state": ddbattr.S(string(r.State)), "attempts": ddbattr.Int(int64(r.Attempts)),
+		"last_status_code": ddbattr.Int(int64(r.Status)), "last_error": ddbattr.S(r.LastErr),
+	}
+	if !r.Next.IsZero() {
+		item["next_attempt_time"] = ddbattr.Int(r.Next.UnixNano())
+	}
+	return item
+}
+
+func decodeDelivery(item map[string]types.AttributeValue) dispatch.Delivery {
+	dl := dispatch.Delivery{
+		EndpointID:     ddbattr.Text(item, "endpoint_id"),
+		EventID:        ddbattr.Text(item, "event_id"),
+		Type:           ledger.EventType(ddbattr.Text(item, "type")),
+		UserID:         ddbattr.Text(item, "user_id"),
+		Version:        ddbattr.IntOf(item, "version"),
+		State:          dispatch.DeliveryState(ddbattr.Text(item, "state")),
+		Attempts:       int(ddbattr.IntOf(item, "attempts")),
+		LastStatusCode: int(ddbattr.IntOf(item, "last_status_code")),
+		LastError:      ddbattr.Text(item, "last_error"),
+	}
+	if n := ddbattr.IntOf(item, "next_attempt_time"); n != 0 && dl.State == dispatch.DeliveryPending {
+		dl.NextAttemptTime = time.Unix(0, n).UTC()
+	}
+	return dl
+}
+
+// ListDeliveries is dispatch.Store's: every user's rows through the
+// deliveries_by_endpoint index, by event id (ULIDs: time order); one
+// user's from its own partition, consistently, by version, its notices
+// after its entries' events. The position is the last row's key.
+func (s *Store) ListDeliveries(ctx context.Context, q dispatch.DeliveryQuery, size int, after string) ([]dispatch.Delivery, string, error) {
+	in := s.deliveriesQuery(q.EndpointID, q.UserID, q.States, size)
+	if after != "" {
+		in.ExclusiveStartKey = startKey(after, q.UserID == "")
+	}
+	var items []map[string]types.AttributeValue
+	for len(items) <= size {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, "", fmt.Errorf("list deliveries: %w", err)
+		}
+		items = append(items, out.Items...)
+		if out.LastEvaluatedKey == nil {
+			break
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+	next := ""
+	if len(items) > size {
+		items = items[:size]
+		last := items[size-1]
+		next = strings.Join([]string{ddbattr.Text(last, "PK"), ddbattr.Text(last, "SK"), ddbattr.Text(last, "event_id")}, "\x00")
+	}
+	out := make([]dispatch.Delivery, len(items))
+	for i, item := range items {
+		out[i] = decodeDelivery(item)
+	}
+	return out, next, nil
+}
+
+func (s *Store) deliveriesQuery(endpointID, user string, states []dispatch.DeliveryState, size int) *dynamodb.QueryInput {
+	in := &dynamodb.QueryInput{
+		TableName:                 &s.table,
+		ScanIndexForward:          aws.Bool(false),
+		Limit:                     aws.Int32(int32(size + 1)),
+		ExpressionAttributeValues: map[string]types.AttributeValue{},
+	}
+	if user != "" {
+		in.KeyConditionExpression = aws.String("PK = :pk")
+		in.ExpressionAttributeValues[":pk"] = ddbattr.S(deliveryPK(endpointID, user))
+		in.ConsistentRead = aws.Bool(true)
+	} else {
+		in.IndexName = aws.String(deliveriesIndex)
+		in.KeyConditionExpression = aws.String("delivery_endpoint = :ep")
+		in.ExpressionAttributeValues[":ep"] = ddbattr.S(endpointID)
+	}
+	if len(states) > 0 {
+		names := make([]string, len(states))
+		for i, s := range states {
+			names[i] = fmt.Sprintf(":s%d", i)
+			in.ExpressionAttributeValues[names[i]] = ddbattr.S(string(s))
+		}
+		in.FilterExpression = aws.String("#state IN (" + strings.Join(names, ", ") + ")")
+		in.ExpressionAttributeNames = map[string]string{"#state": "state"}
+	}
+	return in
+}
+
+// startKey is the key to read on after, from a token's position: the
+// table's key, and the index's for a read of the index.
+func startKey(position string, index bool) map[string]types.AttributeValue {
+	parts := strings.SplitN(position, "\x00", 3)
+	for len(parts) < 3 {
+		parts = append(parts, "")
+	}
+	key := map[string]types.AttributeValue{"PK": ddbattr.S(parts[0]), "SK": ddbattr.S(parts[1])}
+	if index {
+		ep, _, _ := strings.Cut(strings.TrimPrefix(parts[0], "D#"), "#")
+		key["delivery_endpoint"] = ddbattr.S(ep)
+		key["event_id"] = ddbattr.S(parts[2])
+	}
+	return key
+}
+
+// QueueUsers is dispatch.Store's: a Query of the queues_by_endpoint index.
+func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user string) error) error {
+	var start map[string]types.AttributeValue
+	for {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:                 &s.table,
+			IndexName:                 aws.String(queuesIndex),
+			KeyConditionExpression:    aws.String("queue_endpoint = :ep"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":ep": ddbattr.S(endpointID)},
+			ExclusiveStartKey:         start,
+		})
+		if err != nil {
+			return fmt.Errorf("redeliver: queues of %s: %w", endpointID, err)
+		}
+		for _, item := range out.Items {
+			if err := fn(ddbattr.Text(item, "user_id")); err != nil {
+				return err
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			return nil
+		}
+		start = out.LastEvaluatedKey
+	}
+}
+
+// MoveBack is dispatch.Store's: one conditional UpdateItem.
+func (s *Store) MoveBack(ctx context.Context, ref dispatch.QueueRef, q dispatch.Queue, exists bool, m dispatch.MoveBack) error {
+	values := map[string]types.AttributeValue{
+		":ep": ddbattr.S(ref.EndpointID), ":u": ddbattr.S(ref.UserID), ":af": ddbattr.Int(m.AdmitFrom.UnixNano()), ":zero": ddbattr.Int(0),
+		":shard": ddbattr.S(dueShard(queuePK(ref.EndpointID, ref.UserID), queueSK)), ":now": ddbattr.S(dueText(m.Now)),
+		":one": ddbattr.Int(1),
+	}
+	in := &dynamodb.UpdateItemInput{TableName: &s.table, Key: queueKey(ref), ExpressionAttributeValues: values}
+	const common = "endpoint_id = :ep, queue_endpoint = :ep, user_id = :u, admit_from = :af, attempts = :zero, " +
+		"due_shard = :shard, due_time = :now"
+	if exists {
+		values[":done"], values[":redo"] = ddbattr.Int(m.Done), ddbattr.Int(m.Redo)
+		values[":rvn"] = ddbattr.Int(q.RVN)
+		values[":high"] = ddbattr.Int(m.ResolvedHigh)
+		expr := "SET done = :done, redo = :redo, resolved_high = :high, " + common
+		if q.ClaimOwner == dispatch.Waiting {
+			expr += ", claim_until = :nowN"
+			values[":nowN"] = ddbattr.Int(m.Now.UnixNano())
+		}
+		in.UpdateExpression = aws.String(expr + " ADD rvn :one REMOVE last_status_code, last_error, next_attempt_time")
+		in.ConditionExpression = aws.String("rvn = :rvn")
+	} else {
+		values[":done"], values[":w"] = ddbattr.Int(m.Done), ddbattr.Int(m.Wanted)
+		in.UpdateExpression = aws.String("SET done = :done, wanted = :w, " + common + " ADD rvn :one")
+		in.ConditionExpression = aws.String("attribute_not_exists(PK)")
+	}
+	_, err := s.db.UpdateItem(ctx, in)
+	if isConditionFailed(err) {
+		return dispatch.ErrQueueChanged
+	}
+	if err != nil {
+		return fmt.Errorf("redeliver %s: %w", ref.UserID, err)
+	}
+	return nil
+}

@@ -1,0 +1,359 @@
+package dynamo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/pointledger/pointledger/internal/ddbattr"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/throttle"
+)
+
+// DB is the part of the DynamoDB client the store uses.
+type DB interface {
+	EndpointsAPI
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Store is dispatch.Store on the webhooks table (doc.go).
+type Store struct {
+	*Endpoints
+	db    DB
+	table string
+}
+
+var _ dispatch.Store = (*Store)(nil)
+
+// New returns the store of table; now nil means time.Now (it times the
+// endpoints' creation and rotations).
+func New(db DB, table string, now func() time.Time) *Store {
+	return &Store{Endpoints: NewEndpoints(db, table, now), db: db, table: table}
+}
+
+// DueShards is the number of partitions of the "due" index. It is fixed:
+// every dispatcher must read the shards the others write.
+const DueShards = 16
+
+const (
+	queueSK      = "Q"
+	noticePrefix = "N#"
+	dueIndex     = "due"
+	// maxDuePerShard bounds the candidates one read of a shard takes.
+	maxDuePerShard = 200
+)
+
+func queuePK(endpointID, user string) string { return "Q#" + endpointID + "#" + user }
+
+func queueKey(ref dispatch.QueueRef) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"PK": ddbattr.S(queuePK(ref.EndpointID, ref.UserID)), "SK": ddbattr.S(queueSK)}
+}
+
+// refOfKey reads a queue's or a notice row's key, as the "due" index
+// returns it. Endpoint ids are ULIDs, without "#": the user is the rest.
+func refOfKey(pk, sk string) (dispatch.QueueRef, bool) {
+	kind, rest, ok := strings.Cut(pk, "#")
+	if !ok {
+		return dispatch.QueueRef{}, false
+	}
+	ep, user, ok := strings.Cut(rest, "#")
+	if !ok {
+		return dispatch.QueueRef{}, false
+	}
+	switch {
+	case kind == "Q" && sk == queueSK:
+		return dispatch.QueueRef{EndpointID: ep, UserID: user}, true
+	case kind == "D" && strings.HasPrefix(sk, noticePrefix):
+		return dispatch.QueueRef{EndpointID: ep, UserID: user, Notice: strings.TrimPrefix(sk, noticePrefix)}, true
+	}
+	return dispatch.QueueRef{}, false
+}
+
+// dueShard spreads due queues over the index's partitions by a hash of
+// the key.
+func dueShard(pk, sk string) string {
+	h := fnv.New32a()
+	h.Write([]byte(pk))
+	h.Write([]byte(sk))
+	return strconv.Itoa(int(h.Sum32() % DueShards))
+}
+
+// dueText is a due_time: fixed-width UTC, so that text order is time order.
+func dueText(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000000Z") }
+
+func decodeQueue(ref dispatch.QueueRef, item map[string]types.AttributeValue) dispatch.Queue {
+	_, hasRedo := item["redo"]
+	return dispatch.Queue{
+		Ref:        ref,
+		Wanted:     ddbattr.IntOf(item, "wanted"),
+		Done:       ddbattr.IntOf(item, "done"),
+		Attempts:   int(ddbattr.IntOf(item, "attempts")),
+		AdmitFrom:  time.Unix(0, ddbattr.IntOf(item, "admit_from")).UTC(),
+		ClaimOwner: ddbattr.Text(item, "claim_owner"),
+		ClaimUntil: time.Unix(0, ddbattr.IntOf(item, "claim_until")),
+		RVN:        ddbattr.IntOf(item, "rvn"),
+		Redo:       ddbattr.IntOf(item, "redo"),
+		HasRedo:    hasRedo,
+
+		ResolvedHigh: ddbattr.IntOf(item, "resolved_high"),
+	}
+}
+
+func isConditionFailed(err error) bool {
+	var failed *types.ConditionalCheckFailedException
+	return errors.As(err, &failed)
+}
+
+// MarkWanted is dispatch.Store's: one UpdateItem, conditional on there
+// being no queue or one wanting less.
+func (s *Store) MarkWanted(ctx context.Context, ref dispatch.QueueRef, m dispatch.Mark) (q dispatch.Queue, claimed, ok bool, err error) {
+	pk := queuePK(ref.EndpointID, ref.UserID)
+	values := map[string]types.AttributeValue{
+		":w": ddbattr.Int(m.Last), ":d": ddbattr.Int(m.First - 1), ":ep": ddbattr.S(ref.EndpointID), ":u": ddbattr.S(ref.UserID),
+		":af": ddbattr.Int(m.AdmitFrom.UnixNano()), ":zero": ddbattr.Int(0), ":shard": ddbattr.S(dueShard(pk, queueSK)),
+	}
+	expr := "SET wanted = :w, done = if_not_exists(done, :d), endpoint_id = :ep, queue_endpoint = :ep, " +
+		"user_id = :u, admit_from = if_not_exists(admit_from, :af), attempts = if_not_exists(attempts, :zero), " +
+		"due_shard = :shard, rvn = if_not_exists(rvn, :zero)"
+	if m.Claim != nil {
+		// An idle queue has none of the three: it is claimed, and due when
+		// the claim ends (the "due" index finds it only if this dispatcher
+		// dies). A queue with a due_time (a redelivery's) keeps it.
+		expr += ", claim_owner = if_not_exists(claim_owner, :me), claim_until = if_not_exists(claim_until, :until), " +
+			"due_time = if_not_exists(due_time, :untilText)"
+		values[":me"], values[":until"], values[":untilText"] = ddbattr.S(m.Claim.Owner), ddbattr.Int(m.Claim.Until.UnixNano()), ddbattr.S(dueText(m.Claim.Until))
+	} else {
+		expr += ", due_time = if_not_exists(due_time, :now)"
+		values[":now"] = ddbattr.S(dueText(m.Now))
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       queueKey(ref),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("attribute_not_exists(PK) OR wanted < :w"),
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return dispatch.Queue{}, false, false, nil
+	}
+	if err != nil {
+		return dispatch.Queue{}, false, false, fmt.Errorf("mark queue %s: %w", pk, err)
+	}
+	q = decodeQueue(ref, out.Attributes)
+	// Ours only if this write set all three: a claim_until to the
+	// nanosecond of this write, and a due_time of its own (not a
+	// redelivery's, which wants the "due" index to find it).
+	claimed = m.Claim != nil && q.ClaimOwner == m.Claim.Owner && q.ClaimUntil.Equal(time.Unix(0, m.Claim.Until.UnixNano())) &&
+		ddbattr.Text(out.Attributes, "due_time") == dueText(m.Claim.Until)
+	return q, claimed, true, nil
+}
+
+// Claim is dispatch.Store's: one conditional UpdateItem.
+func (s *Store) Claim(ctx context.Context, ref dispatch.QueueRef, owner string, now, until time.Time) (dispatch.Queue, bool, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:        &s.table,
+		Key:              queueKey(ref),
+		UpdateExpression: aws.String("SET claim_owner = :me, claim_until = :until, due_time = :untilText ADD rvn :one"),
+		ConditionExpression: aws.String("attribute_exists(PK) AND done < wanted AND " +
+			"(attribute_not_exists(claim_until) OR claim_until < :now OR claim_owner = :me) AND " +
+			"(attribute_not_exists(due_time) OR due_time <= :nowText)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":me": ddbattr.S(owner), ":until": ddbattr.Int(until.UnixNano()), ":one": ddbattr.Int(1),
+			":now": ddbattr.Int(now.UnixNano()), ":nowText": ddbattr.S(dueText(now)), ":untilText": ddbattr.S(dueText(until)),
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return dispatch.Queue{}, false, nil
+	}
+	if err != nil {
+		return dispatch.Queue{}, false, fmt.Errorf("claim queue: %w", err)
+	}
+	return decodeQueue(ref, out.Attributes), true, nil
+}
+
+// ReadQueue is dispatch.Store's: one consistent GetItem.
+func (s *Store) ReadQueue(ctx context.Context, ref dispatch.QueueRef) (dispatch.Queue, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: &s.table, Key: queueKey(ref), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return dispatch.Queue{}, false, fmt.Errorf("read queue: %w", err)
+	}
+	if out.Item == nil {
+		return dispatch.Queue{}, false, nil
+	}
+	return decodeQueue(ref, out.Item), true, nil
+}
+
+// WriteQueue is dispatch.Store's: an UpdateItem of the queue alone, or a
+// TransactWriteItems of the rows and the queue, so that done never passes
+// an event whose row is not written. A write DynamoDB throttles or cancels
+// for a conflict with another write of the queue (a mark) under way is
+// tried again here, the claim still held.
+func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatch.Row, w dispatch.QueueWrite) error {
+	update := s.queueUpdate(q, w)
+	for conflicts, throttles := 0, 0; ; {
+		var err error
+		if len(rows) == 0 {
+			_, err = s.db.UpdateItem(ctx, update)
+		} else {
+			items := make([]types.TransactWriteItem, 0, len(rows)+1)
+			items = append(items, types.TransactWriteItem{Update: &types.Update{
+				TableName: update.TableName, Key: update.Key, UpdateExpression: update.UpdateExpression,
+				ConditionExpression: update.ConditionExpression, ExpressionAttributeValues: update.ExpressionAttributeValues,
+			}})
+			for _, r := range rows {
+				items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: rowItem(r)}})
+			}
+			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		}
+		failed, conflict := writeFailure(err)
+		switch {
+		case err == nil:
+			return nil
+		case throttle.Throttled(err) && throttles < maxThrottledWrites:
+			// The queue's or the rows' partition is over its capacity:
+			// back off and write again, still holding the claim (given
+			// up, the queue would wait for the claim to end).
+			throttles++
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(throttleBackoff(throttles)):
+			}
+			continue
+		case conflict && conflicts < 10:
+			// DynamoDB cancels a transaction that meets another write of
+			// the queue (a mark) under way: try again shortly.
+			conflicts++
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(conflicts) * 10 * time.Millisecond):
+			}
+			continue
+		case failed:
+			return dispatch.ErrQueueChanged
+		}
+		return fmt.Errorf("write queue: %w", err)
+	}
+}
+
+// maxThrottledWrites bounds the tries of a queue's write that DynamoDB
+// throttles: with throttleBackoff, about 25 s, within the claim.
+const maxThrottledWrites = 12
+
+// throttleBackoff is the wait before the n-th try again of a throttled
+// write: 50 ms doubling to 3.2 s, with jitter so that the queues of one
+// partition do not come back together.
+func throttleBackoff(n int) time.Duration {
+	d := 50 * time.Millisecond << min(n-1, 6)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// writeFailure says whether err is the queue's condition failing (alone
+// or in a transaction, where the queue is the first item), or a
+// transaction conflict, which is worth trying again.
+func writeFailure(err error) (conditionFailed, conflict bool) {
+	if err == nil {
+		return false, false
+	}
+	if isConditionFailed(err) {
+		return true, false
+	}
+	var cancelled *types.TransactionCanceledException
+	if !errors.As(err, &cancelled) {
+		return false, false
+	}
+	for i, r := range cancelled.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ConditionalCheckFailed":
+			if i == 0 {
+				return true, false
+			}
+		case "TransactionConflict":
+			conflict = true
+		}
+	}
+	return false, conflict
+}
+
+// queueUpdate is w as an UpdateItem of q.
+func (s *Store) queueUpdate(q dispatch.Queue, w dispatch.QueueWrite) *dynamodb.UpdateItemInput {
+	set := []string{"done = :done"}
+	var remove []string
+	values := map[string]types.AttributeValue{":done": ddbattr.Int(w.Done), ":rvn": ddbattr.Int(q.RVN), ":one": ddbattr.Int(1)}
+	switch {
+	case w.Failed != nil:
+		set = append(set, "attempts = :a", "last_status_code = :status", "last_error = :err", "next_attempt_time = :next")
+		values[":a"] = ddbattr.Int(int64(w.Failed.Attempts))
+		values[":status"] = ddbattr.Int(int64(w.Failed.Status))
+		values[":err"] = ddbattr.S(w.Failed.LastErr)
+		values[":next"] = ddbattr.Int(w.Failed.Next.UnixNano())
+	case w.Done > q.Done:
+		set = append(set, "attempts = :zero")
+		remove = append(remove, "last_status_code", "last_error", "next_attempt_time")
+		values[":zero"] = ddbattr.Int(0)
+	}
+	if q.HasRedo {
+		remove = append(remove, "redo")
+	}
+	cond := "rvn = :rvn"
+	switch w.After {
+	case dispatch.KeepClaim, dispatch.PutOff:
+		set = append(set, "claim_owner = :owner", "claim_until = :until", "due_time = :untilText")
+		values[":owner"], values[":until"], values[":untilText"] = ddbattr.S(w.Claim.Owner), ddbattr.Int(w.Claim.Until.UnixNano()), ddbattr.S(dueText(w.Claim.Until))
+	case dispatch.Release, dispatch.Drop:
+		remove = append(remove, "due_shard", "due_time", "claim_owner", "claim_until")
+		if w.After == dispatch.Release {
+			cond += " AND wanted <= :done"
+		}
+	}
+	expr := "SET " + strings.Join(set, ", ") + " ADD rvn :one"
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       queueKey(q.Ref),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeValues: values,
+	}
+}
+
+// Due is dispatch.Store's: a Query of every shard of the "due" index.
+func (s *Store) Due(ctx context.Context, at time.Time) ([]dispatch.QueueRef, error) {
+	now := dueText(at)
+	var refs []dispatch.QueueRef
+	for shard := range DueShards {
+		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
+			TableName:              &s.table,
+			IndexName:              aws.String(dueIndex),
+			KeyConditionExpression: aws.String("due_shard = :s AND due_time <= :now"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":s": ddbattr.S(strconv.Itoa(shard)), ":now": ddbattr.S(now),
+			},
+			Limit: aws.Int32(maxDuePerShard),
+		})
+		if err != nil {
+			return refs, fmt.Errorf("query due shard %d: %w", shard, err)
+		}
+		for _, item := range out.Items {
+			if ref, ok := refOfKey(ddbattr.Text(item, "PK"), ddbattr.Text(item, "SK")); ok {
+				refs = append(refs, ref)
+			}
+		}
+	}
+	return refs, nil
+}
