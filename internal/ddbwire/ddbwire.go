@@ -27,7 +27,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-		"errors"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
