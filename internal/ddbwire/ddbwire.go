@@ -39,7 +39,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -70,7 +69,7 @@ type Client struct {
 	url       *url.URL
 	region    string
 	creds     aws.CredentialsProvider
-	signer    *v4.Signer
+	signer    *signer
 	retryer   aws.Retryer
 	checkCRC  bool
 	observe   func(string, time.Duration, error)
@@ -105,13 +104,14 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 	if u.Path == "" {
 		u.Path = "/"
 	}
+	host := hostOf(u.Scheme, u.Host)
 	creds := opts.Credentials
 	if !aws.IsCredentialsProvider(creds, (*aws.CredentialsCache)(nil)) {
 		creds = aws.NewCredentialsCache(creds)
 	}
 	return &Client{
 		Client: db, http: o.HTTPClient, url: &u, region: opts.Region, creds: creds,
-		signer:   v4.NewSigner(),
+		signer:   &signer{host: host, region: opts.Region, service: "dynamodb"},
 		retryer:  opts.Retryer,
 		checkCRC: !opts.DisableValidateResponseChecksum,
 		observe:  o.Observe,
@@ -141,14 +141,14 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 		return c.Client.TransactWriteItems(ctx, in)
 	}
 	body := bytes.Clone(b)
-	*buf = b[:0]
-	bodies.Put(buf)
 
 	start := time.Now()
-	err = c.call(ctx, "TransactWriteItems", body, func(ctx context.Context, resp *http.Response) error {
+	*buf, err = c.call(ctx, "TransactWriteItems", body, b, func(ctx context.Context, resp *http.Response) error {
 		_, err := c.Client.TransactWriteItems(ctx, in, replay(resp))
 		return sdkError(err)
 	})
+	*buf = (*buf)[:0]
+	bodies.Put(buf)
 	if c.observe != nil {
 		c.observe("TransactWriteItems", time.Since(start), err)
 	}
@@ -184,42 +184,43 @@ func (r replayer) Do(req *http.Request) (*http.Response, error) {
 // SDK's retry middleware does: an attempt token, the attempt, the retry
 // token's release, IsErrorRetryable, MaxAttempts, a retry (quota) token,
 // RetryDelay, a sleep that the context ends. decode turns an answer that
-// is not a success into the SDK's error.
-func (c *Client) call(ctx context.Context, operation string, body []byte, decode func(context.Context, *http.Response) error) error {
+// is not a success into the SDK's error. scratch is reused for signing, and
+// returned.
+func (c *Client) call(ctx context.Context, operation string, body, scratch []byte, decode func(context.Context, *http.Response) error) ([]byte, error) {
 	sum := sha256.Sum256(body)
-	payloadHash := hexString(sum[:])
+	payloadHash := string(appendHex(scratch[:0], sum[:]))
 	maxAttempts := c.retryer.MaxAttempts()
 	releaseRetry := func(error) error { return nil }
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return operationError(operation, err)
+			return scratch, operationError(operation, err)
 		}
 		releaseAttempt, err := c.attemptToken(ctx)
 		if err != nil {
-			return operationError(operation, fmt.Errorf("failed to get retry Send token, %w", err))
+			return scratch, operationError(operation, fmt.Errorf("failed to get retry Send token, %w", err))
 		}
-		err = c.attempt(ctx, operation, body, payloadHash, decode)
+		scratch, err = c.attempt(ctx, operation, body, payloadHash, scratch, decode)
 		_ = releaseRetry(err)
 		_ = releaseAttempt(err)
 		if err == nil {
-			return nil
+			return scratch, nil
 		}
 		if !c.retryer.IsErrorRetryable(err) {
-			return operationError(operation, err)
+			return scratch, operationError(operation, err)
 		}
 		if maxAttempts > 0 && attempt >= maxAttempts {
-			return operationError(operation, &retry.MaxAttemptsError{Attempt: attempt, Err: err})
+			return scratch, operationError(operation, &retry.MaxAttemptsError{Attempt: attempt, Err: err})
 		}
 		var tokenErr error
 		if releaseRetry, tokenErr = c.retryer.GetRetryToken(ctx, err); tokenErr != nil {
-			return operationError(operation, errors.Join(err, tokenErr))
+			return scratch, operationError(operation, errors.Join(err, tokenErr))
 		}
 		delay, err := c.retryer.RetryDelay(attempt, err)
 		if err != nil {
-			return operationError(operation, err)
+			return scratch, operationError(operation, err)
 		}
 		if err := sleep(ctx, delay); err != nil {
-			return operationError(operation, &aws.RequestCanceledError{Err: err})
+			return scratch, operationError(operation, &aws.RequestCanceledError{Err: err})
 		}
 	}
 }
@@ -231,14 +232,6 @@ func (c *Client) attemptToken(ctx context.Context) (func(error) error, error) {
 		return r.GetAttemptToken(ctx)
 	}
 	return c.retryer.GetInitialToken(), nil
-}
-
-func hexString(b []byte) string {
-	out := make([]byte, 2*len(b))
-	for i, c := range b {
-		out[2*i], out[2*i+1] = hexDigits[c>>4], hexDigits[c&0xf]
-	}
-	return string(out)
 }
 
 // operationError wraps err as the SDK wraps an operation's errors.
@@ -280,13 +273,13 @@ var (
 
 // attempt sends the request once. A success returns nil; any other answer
 // (or a success whose checksum does not match) goes to decode.
-func (c *Client) attempt(ctx context.Context, operation string, body []byte, payloadHash string, decode func(context.Context, *http.Response) error) error {
+func (c *Client) attempt(ctx context.Context, operation string, body []byte, payloadHash string, scratch []byte, decode func(context.Context, *http.Response) error) ([]byte, error) {
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
-		return fmt.Errorf("failed to retrieve credentials: %w", err)
+		return scratch, fmt.Errorf("failed to retrieve credentials: %w", err)
 	}
 	req := (&http.Request{
-		Method: http.MethodPost, URL: c.url, Host: c.url.Host,
+		Method: http.MethodPost, URL: c.url, Host: c.signer.host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{
 			"Content-Type":    contentType,
@@ -298,9 +291,12 @@ func (c *Client) attempt(ctx context.Context, operation string, body []byte, pay
 		Body:          io.NopCloser(bytes.NewReader(body)),
 		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
 	}).WithContext(ctx)
-	if err := c.signer.SignHTTP(ctx, creds, req, payloadHash, "dynamodb", c.region, time.Now().UTC()); err != nil {
-		return fmt.Errorf("failed to sign request: %w", err)
-	}
+	scratch = c.signer.sign(req, creds, payloadHash, time.Now(), scratch)
+	return scratch, c.send(ctx, req, decode)
+}
+
+// send sends req and reads its answer: nil for a success, else decode's.
+func (c *Client) send(ctx context.Context, req *http.Request, decode func(context.Context, *http.Response) error) error {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// As smithy-go's ClientHandler: a send error, or the context's end.
