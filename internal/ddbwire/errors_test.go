@@ -177,7 +177,7 @@ func TestRetriesAndErrorsMatchSDK(t *testing.T) {
 				srv := httptest.NewServer(s)
 				defer srv.Close()
 				db := sdkClient(srv.URL, ddbhttp.Client(), credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""))
-				var call func(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) = db.TransactWriteItems
+				call := db.TransactWriteItems
 				if i == 1 {
 					wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Client()})
 					if err != nil {
