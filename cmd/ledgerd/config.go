@@ -151,6 +151,15 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 	return db, streams, nil
 }
 
+// storeAPI is what the store calls DynamoDB through: db, with its
+// TransactWriteItems sent by ddbwire unless -lean-writes=false.
+func (c *Config) storeAPI(ctx context.Context, db *dynamodb.Client) (dynamo.API, error) {
+	if !c.LeanWrites {
+		return db, nil
+	}
+	return ddbwire.New(ctx, db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient), Observe: c.observeDynamoDB()})
+}
+
 // observeDynamoDB is what counts ddbwire's calls where the SDK's metrics
 // middleware counts the SDK's: nil without metrics.
 func (c *Config) observeDynamoDB() func(string, time.Duration, error) {
@@ -210,13 +219,9 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}
-	var api dynamo.API = db
-	if c.LeanWrites {
-		lean, err := ddbwire.New(ctx, db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient), Observe: c.observeDynamoDB()})
-		if err != nil {
-			return nil, err
-		}
-		api = lean
+	api, err := c.storeAPI(ctx, db)
+	if err != nil {
+		return nil, err
 	}
 	store := dynamo.New(api, o)
 	return &ledgerParts{

@@ -231,3 +231,44 @@ func TestContextDeadline(t *testing.T) {
 		t.Errorf("%v, want the context's deadline", err)
 	}
 }
+
+// A success whose X-Amz-Crc32 does not match its body (a fake server:
+// DynamoDB Local's header does not match its error bodies either, so the
+// store's tests turn the check off) ends as it ends through the SDK client
+// with the check on: ddbwire hands such an answer to the SDK's
+// deserialiser, which makes the check. (With SDK v1.73.1 that end is a
+// success: the check fails in the body's Close, whose error the SDK drops.)
+func TestChecksumMismatchAsTheSDK(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amz-Crc32", "12345")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
+	checked := func(o *dynamodb.Options) { o.DisableValidateResponseChecksum = false }
+	db := dynamodb.New(sdkClient(srv.URL, ddbhttp.Client(), credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")).Options(), checked)
+	_, want := db.TransactWriteItems(context.Background(), in)
+	sdkRequests := requests.Swap(0)
+	wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got := wire.TransactWriteItems(context.Background(), in)
+	if (got == nil) != (want == nil) {
+		t.Errorf("ddbwire: %v; the SDK: %v", got, want)
+	}
+	if got != nil {
+		requestID := regexp.MustCompile(`RequestID: [^,]*,`)
+		if g, w := requestID.ReplaceAllString(got.Error(), ""), requestID.ReplaceAllString(want.Error(), ""); g != w {
+			t.Errorf("ddbwire's error %s, the SDK's %s", g, w)
+		}
+	}
+	if n := requests.Load(); n != sdkRequests {
+		t.Errorf("%d requests, the SDK %d", n, sdkRequests)
+	}
+	t.Logf("with a checksum that does not match: %d requests, %v", sdkRequests, want)
+}
