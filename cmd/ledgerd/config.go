@@ -52,7 +52,7 @@ type Config struct {
 	BudgetGrowth    int           // throttles of a budget's shards within a window that double them; 0: never
 	KindRefresh     time.Duration // how often the point kinds are read again
 	MaxKinds        int           // point kinds the program may have
-	LeanWrites      bool          // the write path's TransactWriteItems through ddbwire, not the SDK's stack
+	LeanWrites      bool          // the store's TransactWriteItems and GetItem through ddbwire, not the SDK's stack
 
 	metrics *metrics.Metrics // nil: not measured
 	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
@@ -82,7 +82,7 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 	s.Int(&c.MaxKinds, "max-kinds", "LEDGER_MAX_KINDS", ledger.DefaultMaxKinds,
 		"point kinds the program may have besides standard; a creation past it is refused (TOO_MANY_KINDS)")
 	s.Switch(&c.LeanWrites, "lean-writes", "LEDGER_LEAN_WRITES",
-		"send the store's TransactWriteItems without the AWS SDK's middleware stack (same endpoint, credentials, retries and errors; issue 37); false: through the SDK")
+		"send the store's TransactWriteItems and GetItem without the AWS SDK's middleware stack (same endpoint, credentials, retries and errors; issue 37); false: through the SDK")
 	return s.err()
 }
 
@@ -152,7 +152,7 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 }
 
 // storeAPI is what the store calls DynamoDB through: db, with its
-// TransactWriteItems sent by ddbwire unless -lean-writes=false.
+// TransactWriteItems and GetItem sent by ddbwire unless -lean-writes=false.
 func (c *Config) storeAPI(ctx context.Context, db *dynamodb.Client) (dynamo.API, error) {
 	if !c.LeanWrites {
 		return db, nil

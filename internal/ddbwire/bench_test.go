@@ -75,3 +75,44 @@ func BenchmarkTransactWriteItems(b *testing.B) {
 		})
 	}
 }
+
+// account is a GetItem answer the size of an account's.
+const account = `{"Item":{"PK":{"S":"U#user-0042"},"SK":{"S":"ACCOUNT"},"version":{"N":"42"},"balance":{"N":"958"},` +
+	`"buckets":{"M":{"2027-01-01T00:00:00Z":{"N":"958"}}},"holds":{"L":[]},"next_expiry":{"S":"2027-01-01T00:00:00Z"}}}`
+
+type itemStub struct{}
+
+func (itemStub) Do(req *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, req.Body)
+	_ = req.Body.Close()
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(account)), ContentLength: int64(len(account)), Request: req}, nil
+}
+
+// BenchmarkGetItem is the write path's account read (a consistent GetItem
+// of an account-sized item) through the SDK client and through ddbwire,
+// to a stub HTTP client. Run:
+//
+//	go test -run '^$' -bench GetItem -benchmem ./internal/ddbwire/
+func BenchmarkGetItem(b *testing.B) {
+	in := &dynamodb.GetItemInput{TableName: aws.String("t1_ledger"), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{"PK": str("U#user-0042"), "SK": str("ACCOUNT")}}
+	db := sdkClient("http://127.0.0.1:1", itemStub{}, credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""))
+	wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: itemStub{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		call func(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	}{{"sdk", db.GetItem}, {"ddbwire", wire.GetItem}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				out, err := c.call(context.Background(), in)
+				if err != nil || len(out.Item) != 7 {
+					b.Fatal(out, err)
+				}
+			}
+		})
+	}
+}

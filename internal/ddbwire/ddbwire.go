@@ -1,8 +1,9 @@
-// Package ddbwire sends the write path's TransactWriteItems to DynamoDB
-// without the AWS SDK's middleware stack (issue 37): the request encoded
-// straight from the SDK's input types into a reused buffer, signed with the
-// SDK's SigV4 signer over a payload hash computed once, sent with the same
-// HTTP client in one write. About a third of ledgerd's CPU per purchase was
+// Package ddbwire sends the write path's TransactWriteItems and GetItem to
+// DynamoDB without the AWS SDK's middleware stack (issue 37): the request
+// encoded straight from the SDK's input types into a reused buffer, signed
+// with SigV4 (sign.go) over a payload hash computed once, sent with the same
+// HTTP client with its body in memory; a GetItem's item read by a decoder
+// of DynamoDB's JSON (decode.go). About a third of ledgerd's CPU per purchase was
 // the SDK's stack (its serialiser, its middlewares, ~390 allocations a
 // call).
 //
@@ -61,8 +62,8 @@ type Options struct {
 	Observe func(operation string, took time.Duration, err error)
 }
 
-// Client is the SDK client with TransactWriteItems sent the lean way; the
-// SDK client's other methods are its own.
+// Client is the SDK client with TransactWriteItems and GetItem sent the
+// lean way; the SDK client's other methods are its own.
 type Client struct {
 	*dynamodb.Client
 	http      Doer
@@ -143,10 +144,10 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 	body := bytes.Clone(b)
 
 	start := time.Now()
-	*buf, err = c.call(ctx, "TransactWriteItems", body, b, func(ctx context.Context, resp *http.Response) error {
+	*buf, err = c.call(ctx, "TransactWriteItems", body, b, answer{replay: func(ctx context.Context, resp *http.Response) error {
 		_, err := c.Client.TransactWriteItems(ctx, in, replay(resp))
 		return sdkError(err)
-	})
+	}})
 	*buf = (*buf)[:0]
 	bodies.Put(buf)
 	if c.observe != nil {
@@ -156,6 +157,55 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 		return nil, err
 	}
 	return &dynamodb.TransactWriteItemsOutput{}, nil
+}
+
+// answer is how an operation's answers are read: a success's body by read
+// (nil: nothing to read; false: not readable here, so the SDK reads it),
+// anything else by replay, the SDK client's own call answered with it.
+type answer struct {
+	read   func(body []byte) bool
+	replay func(context.Context, *http.Response) error
+}
+
+// GetItem reads an item without the SDK's stack (the write path's account
+// read on a user's first write); with per-call options, or an input the
+// encoder does not know, it is the SDK's call.
+func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if len(optFns) > 0 || in == nil {
+		return c.Client.GetItem(ctx, in, optFns...)
+	}
+	buf := bodies.Get().(*[]byte)
+	b, err := AppendGetItem((*buf)[:0], in)
+	if err != nil {
+		*buf = b[:0]
+		bodies.Put(buf)
+		return c.Client.GetItem(ctx, in)
+	}
+	body := bytes.Clone(b)
+
+	start := time.Now()
+	var out *dynamodb.GetItemOutput
+	*buf, err = c.call(ctx, "GetItem", body, b, answer{
+		read: func(body []byte) bool {
+			item, err := DecodeItem(body)
+			out = &dynamodb.GetItemOutput{Item: item}
+			return err == nil
+		},
+		replay: func(ctx context.Context, resp *http.Response) error {
+			var err error
+			out, err = c.Client.GetItem(ctx, in, replay(resp))
+			return sdkError(err)
+		},
+	})
+	*buf = (*buf)[:0]
+	bodies.Put(buf)
+	if c.observe != nil {
+		c.observe("GetItem", time.Since(start), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // replay makes an SDK call answer with resp, once, without retries or
@@ -186,7 +236,7 @@ func (r replayer) Do(req *http.Request) (*http.Response, error) {
 // RetryDelay, a sleep that the context ends. decode turns an answer that
 // is not a success into the SDK's error. scratch is reused for signing, and
 // returned.
-func (c *Client) call(ctx context.Context, operation string, body, scratch []byte, decode func(context.Context, *http.Response) error) ([]byte, error) {
+func (c *Client) call(ctx context.Context, operation string, body, scratch []byte, a answer) ([]byte, error) {
 	sum := sha256.Sum256(body)
 	payloadHash := string(appendHex(scratch[:0], sum[:]))
 	maxAttempts := c.retryer.MaxAttempts()
@@ -199,7 +249,7 @@ func (c *Client) call(ctx context.Context, operation string, body, scratch []byt
 		if err != nil {
 			return scratch, operationError(operation, fmt.Errorf("failed to get retry Send token, %w", err))
 		}
-		scratch, err = c.attempt(ctx, operation, body, payloadHash, scratch, decode)
+		scratch, err = c.attempt(ctx, operation, body, payloadHash, scratch, a)
 		_ = releaseRetry(err)
 		_ = releaseAttempt(err)
 		if err == nil {
@@ -268,12 +318,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 var (
 	contentType = []string{"application/x-amz-json-1.0"}
 	identity    = []string{"identity"}
-	targets     = map[string][]string{"TransactWriteItems": {"DynamoDB_20120810.TransactWriteItems"}}
+	targets     = map[string][]string{
+		"TransactWriteItems": {"DynamoDB_20120810.TransactWriteItems"},
+		"GetItem":            {"DynamoDB_20120810.GetItem"},
+	}
 )
 
 // attempt sends the request once. A success returns nil; any other answer
 // (or a success whose checksum does not match) goes to decode.
-func (c *Client) attempt(ctx context.Context, operation string, body []byte, payloadHash string, scratch []byte, decode func(context.Context, *http.Response) error) ([]byte, error) {
+func (c *Client) attempt(ctx context.Context, operation string, body []byte, payloadHash string, scratch []byte, a answer) ([]byte, error) {
 	creds, err := c.creds.Retrieve(ctx)
 	if err != nil {
 		return scratch, fmt.Errorf("failed to retrieve credentials: %w", err)
@@ -292,11 +345,12 @@ func (c *Client) attempt(ctx context.Context, operation string, body []byte, pay
 		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
 	}).WithContext(ctx)
 	scratch = c.signer.sign(req, creds, payloadHash, time.Now(), scratch)
-	return scratch, c.send(ctx, req, decode)
+	return scratch, c.send(ctx, req, a)
 }
 
-// send sends req and reads its answer: nil for a success, else decode's.
-func (c *Client) send(ctx context.Context, req *http.Request, decode func(context.Context, *http.Response) error) error {
+// send sends req and reads its answer: nil for a success a read, else the
+// SDK's reading of it (a.replay).
+func (c *Client) send(ctx context.Context, req *http.Request, a answer) error {
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// As smithy-go's ClientHandler: a send error, or the context's end.
@@ -305,16 +359,16 @@ func (c *Client) send(ctx context.Context, req *http.Request, decode func(contex
 		}
 		return &smithyhttp.RequestSendError{Err: err}
 	}
-	answer, err := io.ReadAll(resp.Body)
+	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil {
 		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read the answer: %w", err)}
 	}
-	if resp.StatusCode/100 == 2 && c.checksumMatches(resp, answer) {
+	if resp.StatusCode/100 == 2 && c.checksumMatches(resp, body) && (a.read == nil || a.read(body)) {
 		return nil
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(answer))
-	return decode(ctx, resp)
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return a.replay(ctx, resp)
 }
 
 // checksumMatches is the SDK's check of DynamoDB's X-Amz-Crc32 header,

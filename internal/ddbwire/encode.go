@@ -42,11 +42,34 @@ func AppendTransactWriteItems(b []byte, in *dynamodb.TransactWriteItemsInput) ([
 	return append(b, '}'), nil
 }
 
+// AppendGetItem appends in as the body of a GetItem request to b. An input
+// with AttributesToGet or ReturnConsumedCapacity, which the store never
+// sends, is refused (the caller sends it through the SDK).
+func AppendGetItem(b []byte, in *dynamodb.GetItemInput) ([]byte, error) {
+	if in.AttributesToGet != nil || in.ReturnConsumedCapacity != "" {
+		return b, fmt.Errorf("GetItem with AttributesToGet or ReturnConsumedCapacity: %w", errUnsupported)
+	}
+	b = append(b, '{')
+	start := len(b)
+	b, err := appendOperationFields(b, operation{key: in.Key, table: in.TableName, names: in.ExpressionAttributeNames, projection: in.ProjectionExpression})
+	if err != nil {
+		return b, err
+	}
+	if in.ConsistentRead != nil {
+		if len(b) > start {
+			b = append(b, ',')
+		}
+		b = strconv.AppendBool(append(b, `"ConsistentRead":`...), *in.ConsistentRead)
+	}
+	return append(b, '}'), nil
+}
+
 // operation is what the four kinds of transact item share, in one shape.
 type operation struct {
 	item, key        map[string]types.AttributeValue
 	table            *string
 	update           *string
+	projection       *string
 	condition        *string
 	names            map[string]string
 	values           map[string]types.AttributeValue
@@ -87,7 +110,12 @@ func appendTransactItem(b []byte, item types.TransactWriteItem) ([]byte, error) 
 }
 
 func appendOperation(b []byte, op operation) ([]byte, error) {
-	b = append(b, '{')
+	b, err := appendOperationFields(append(b, '{'), op)
+	return append(b, '}'), err
+}
+
+// appendOperationFields writes op's fields, without braces.
+func appendOperationFields(b []byte, op operation) ([]byte, error) {
 	first := true
 	field := func(name string) {
 		if !first {
@@ -113,7 +141,7 @@ func appendOperation(b []byte, op operation) ([]byte, error) {
 	for _, s := range [...]struct {
 		name  string
 		value *string
-	}{{"TableName", op.table}, {"UpdateExpression", op.update}, {"ConditionExpression", op.condition}} {
+	}{{"TableName", op.table}, {"UpdateExpression", op.update}, {"ConditionExpression", op.condition}, {"ProjectionExpression", op.projection}} {
 		if s.value != nil {
 			field(s.name)
 			b = appendString(b, *s.value)
@@ -143,7 +171,7 @@ func appendOperation(b []byte, op operation) ([]byte, error) {
 		field("ReturnValuesOnConditionCheckFailure")
 		b = appendString(b, string(op.returnOnConflict))
 	}
-	return append(b, '}'), nil
+	return b, nil
 }
 
 func appendAttributeMap(b []byte, m map[string]types.AttributeValue) ([]byte, error) {

@@ -32,6 +32,12 @@ func str(s string) types.AttributeValue { return &types.AttributeValueMemberS{Va
 // and message, the same cancellation reasons with their items.
 func sameError(t *testing.T, got, want error) {
 	t.Helper()
+	sameErrorOf(t, "TransactWriteItems", got, want)
+}
+
+// sameErrorOf is sameError for an operation's errors.
+func sameErrorOf(t *testing.T, operation string, got, want error) {
+	t.Helper()
 	if want == nil || got == nil {
 		t.Fatalf("ddbwire: %v; the SDK: %v (want an error from both)", got, want)
 	}
@@ -56,7 +62,7 @@ func sameError(t *testing.T, got, want error) {
 		}
 	}
 	var op *smithy.OperationError
-	if !errors.As(got, &op) || op.Operation() != "TransactWriteItems" || op.Service() != dynamodb.ServiceID {
+	if !errors.As(got, &op) || op.Operation() != operation || op.Service() != dynamodb.ServiceID {
 		t.Errorf("not the SDK's operation error: %#v", got)
 	}
 }
