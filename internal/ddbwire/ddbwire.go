@@ -75,6 +75,7 @@ type Client struct {
 	checkCRC  bool
 	observe   func(string, time.Duration, error)
 	userAgent []string
+	tokens    dynamodb.IdempotencyTokenProvider
 }
 
 var errUnsupported = errors.New("not supported by ddbwire")
@@ -87,8 +88,8 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 	if o.HTTPClient == nil {
 		return nil, errors.New("ddbwire: no HTTP client")
 	}
-	if opts.Credentials == nil || opts.Retryer == nil || opts.EndpointResolverV2 == nil {
-		return nil, errors.New("ddbwire: the SDK client has no credentials, retryer or endpoint resolver")
+	if opts.Credentials == nil || opts.Retryer == nil || opts.EndpointResolverV2 == nil || opts.IdempotencyTokenProvider == nil {
+		return nil, errors.New("ddbwire: the SDK client has no credentials, retryer, endpoint resolver or idempotency token provider")
 	}
 	params := dynamodb.EndpointParameters{
 		Region:                aws.String(opts.Region),
@@ -116,6 +117,7 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 		retryer:  opts.Retryer,
 		checkCRC: !opts.DisableValidateResponseChecksum,
 		observe:  o.Observe,
+		tokens:   opts.IdempotencyTokenProvider,
 		// The SDK's own names go in its User-Agent; ours says who sent it.
 		userAgent: []string{"pointledger-ddbwire"},
 	}, nil
@@ -133,6 +135,17 @@ var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }
 func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
 	if len(optFns) > 0 || in == nil {
 		return c.Client.TransactWriteItems(ctx, in, optFns...)
+	}
+	if in.ClientRequestToken == nil {
+		// As the SDK's idempotency token middleware does (into the input,
+		// too): every attempt of the call carries the one token, so that
+		// DynamoDB answers a retry after a lost answer with the first
+		// outcome.
+		token, err := c.tokens.GetIdempotencyToken()
+		if err != nil {
+			return nil, operationError("TransactWriteItems", err)
+		}
+		in.ClientRequestToken = &token
 	}
 	buf := bodies.Get().(*[]byte)
 	b, err := AppendTransactWriteItems((*buf)[:0], in)

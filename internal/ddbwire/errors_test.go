@@ -2,6 +2,7 @@ package ddbwire_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -173,10 +174,11 @@ func TestRetriesAndErrorsMatchSDK(t *testing.T) {
 		{"transaction conflict", []answer{conflict}, 1, false, false},
 		{"an item throttled", []answer{throttledItem}, 1, false, true},
 	}
-	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			// Its own input: the SDK writes a ClientRequestToken into it.
+			in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
 			var errs [2]error
 			for i := range errs {
 				s := &script{answers: tc.answers}
@@ -277,4 +279,28 @@ func TestChecksumMismatchAsTheSDK(t *testing.T) {
 		t.Errorf("%d requests, the SDK %d", n, sdkRequests)
 	}
 	t.Logf("with a checksum that does not match: %d requests, %v", sdkRequests, want)
+}
+
+// A transaction given without a ClientRequestToken gets one, as through
+// the SDK client, and every attempt carries the same (so that DynamoDB
+// answers a retry after a lost answer with the first outcome).
+func TestOneTokenForEveryAttempt(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{status: http.StatusInternalServerError, answer: internal.body}
+	wire := leanClient(t, rec, "http://127.0.0.1:1")
+	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
+	if _, err := wire.TransactWriteItems(context.Background(), in); err == nil {
+		t.Fatal("a 500 every time, and no error")
+	}
+	tokens := map[string]int{}
+	for _, body := range rec.bodies {
+		var sent struct{ ClientRequestToken string }
+		if err := json.Unmarshal(body, &sent); err != nil {
+			t.Fatal(err)
+		}
+		tokens[sent.ClientRequestToken]++
+	}
+	if len(rec.bodies) != 3 || len(tokens) != 1 || tokens[""] != 0 || in.ClientRequestToken == nil || tokens[*in.ClientRequestToken] != 3 {
+		t.Errorf("%d attempts with tokens %v, the input's %v; want 3 with one token, the input's", len(rec.bodies), tokens, in.ClientRequestToken)
+	}
 }
