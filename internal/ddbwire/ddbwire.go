@@ -19,9 +19,11 @@
 // through the SDK client itself.
 //
 // What it does not do that the SDK does: clock skew correction (the SDK
-// shifts its signing time after a skewed answer), the amz-sdk-* headers, and
+// shifts its signing time after a skewed answer), the amz-sdk-* headers,
 // checking the input's required fields (DynamoDB refuses an invalid request
-// itself, with ValidationException).
+// itself, with ValidationException), and the account-based endpoint the SDK
+// may pick when the credentials carry an account id (the region's endpoint
+// is resolved instead: both reach the same tables).
 package ddbwire
 
 import (
