@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/pointledger/pointledger/internal/ddbhttp"
+	"github.com/pointledger/pointledger/internal/ddbwire"
 	"github.com/pointledger/pointledger/internal/history"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledger/dynamo"
@@ -51,6 +52,7 @@ type Config struct {
 	BudgetGrowth    int           // throttles of a budget's shards within a window that double them; 0: never
 	KindRefresh     time.Duration // how often the point kinds are read again
 	MaxKinds        int           // point kinds the program may have
+	LeanWrites      bool          // the store's TransactWriteItems and GetItem through ddbwire, not the SDK's stack
 
 	metrics *metrics.Metrics // nil: not measured
 	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
@@ -79,6 +81,8 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 		"how often this process reads the point kinds again: a change of a kind applies here within twice it (at most "+dynamo.MaxKindRefresh.String()+")")
 	s.Int(&c.MaxKinds, "max-kinds", "LEDGER_MAX_KINDS", ledger.DefaultMaxKinds,
 		"point kinds the program may have besides standard; a creation past it is refused (TOO_MANY_KINDS)")
+	s.Switch(&c.LeanWrites, "lean-writes", "LEDGER_LEAN_WRITES",
+		"send the store's TransactWriteItems and GetItem without the AWS SDK's middleware stack (same endpoint, credentials, retries and errors; issue 37); false: through the SDK")
 	return s.err()
 }
 
@@ -147,6 +151,24 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 	return db, streams, nil
 }
 
+// storeAPI is what the store calls DynamoDB through: db, with its
+// TransactWriteItems and GetItem sent by ddbwire unless -lean-writes=false.
+func (c *Config) storeAPI(ctx context.Context, db *dynamodb.Client) (dynamo.API, error) {
+	if !c.LeanWrites {
+		return db, nil
+	}
+	return ddbwire.New(ctx, db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient), Observe: c.observeDynamoDB()})
+}
+
+// observeDynamoDB is what counts ddbwire's calls where the SDK's metrics
+// middleware counts the SDK's: nil without metrics.
+func (c *Config) observeDynamoDB() func(string, time.Duration, error) {
+	if c.metrics == nil {
+		return nil
+	}
+	return c.metrics.DynamoDBCall
+}
+
 // projectorFlags registers the options of the stream projector.
 func (c *Config) projectorFlags(fs *flag.FlagSet, getenv func(string) string) error {
 	s := newSettings(fs, getenv)
@@ -197,7 +219,11 @@ func (c *Config) parts(ctx context.Context, getenv func(string) string, log *slo
 	if c.metrics != nil {
 		o.Observer = c.metrics
 	}
-	store := dynamo.New(db, o)
+	api, err := c.storeAPI(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	store := dynamo.New(api, o)
 	return &ledgerParts{
 		store:   store,
 		history: projection.NewHistory(db, c.TablePrefix+migrations.HistoryTable, store, tokens),

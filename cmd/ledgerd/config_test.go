@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/pointledger/pointledger/internal/api"
+	"github.com/pointledger/pointledger/internal/ddbwire"
 	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/dynamolocal"
 )
 
 func TestPageTokenKey(t *testing.T) {
@@ -248,5 +252,54 @@ func TestRetryDelaysAreWrittenAsParsed(t *testing.T) {
 	s, err := parseRetryDelays(defaultRetryDelays)
 	if err != nil || !slices.Equal(s.Delays, dispatch.DefaultSchedule.Delays) {
 		t.Errorf("the default %q reads as %v, %v; want %v", defaultRetryDelays, s.Delays, err, dispatch.DefaultSchedule.Delays)
+	}
+}
+
+// TestLeanWritesSetting: the store's TransactWriteItems go through ddbwire
+// by default, to the configured endpoint, and through the SDK client with
+// -lean-writes=false or LEDGER_LEAN_WRITES=false.
+func TestLeanWritesSetting(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  string // LEDGER_LEAN_WRITES
+		lean bool
+	}{
+		{name: "default", lean: true},
+		{name: "variable off", env: "false"},
+		{name: "flag off", args: []string{"-lean-writes=false"}},
+		{name: "flag on, variable off", args: []string{"-lean-writes=true"}, env: "false", lean: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			getenv := func(name string) string {
+				if name == "LEDGER_LEAN_WRITES" {
+					return tt.env
+				}
+				return ""
+			}
+			c, err := serveFlags(tt.args, getenv, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, err := c.storeAPI(t.Context(), dynamolocal.NewClient("http://127.0.0.1:8123"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch api := api.(type) {
+			case *ddbwire.Client:
+				if !tt.lean || api.Endpoint() != "http://127.0.0.1:8123/" {
+					t.Errorf("ddbwire to %s, want lean %v to http://127.0.0.1:8123/", api.Endpoint(), tt.lean)
+				}
+			case *dynamodb.Client:
+				if tt.lean {
+					t.Error("the SDK client, want ddbwire")
+				}
+			default:
+				t.Errorf("%T", api)
+			}
+		})
 	}
 }

@@ -24,9 +24,9 @@ import (
 // BenchmarkPurchasePath is ledgerd's whole purchase path in one process:
 // the API's handler as serve builds it (authentication and the rate
 // limiter, the metrics, request logging, Connect's decoding), the write
-// path's decision and its TransactWriteItems to DynamoDB Local through the
-// SDK client serve builds (signing, retries, the metrics middleware,
-// ddbhttp). The load tool calls as here: Connect, the protobuf encoding, a
+// path's decision and its TransactWriteItems to DynamoDB Local as serve
+// sends them (through internal/ddbwire, with -lean-writes' default: its
+// signing, the SDK's retryer, the metrics hook, ddbhttp's client). The load tool calls as here: Connect, the protobuf encoding, a
 // service token, purchases of 1 spread over 1000 users granted first
 // (`uniform`). A request goes to the handler without TCP on the API's
 // side, so what is counted is ledgerd's work but for net/http's reading of

@@ -70,3 +70,13 @@ func (c oneWrite) Do(r *http.Request) (*http.Response, error) {
 	}
 	return c.next.Do(r)
 }
+
+// Unwrap is the client OneWrite wraps, or d itself: for a sender whose
+// bodies are in memory already (internal/ddbwire), which OneWrite would
+// copy again.
+func Unwrap(d Doer) Doer {
+	if w, ok := d.(oneWrite); ok {
+		return w.next
+	}
+	return d
+}

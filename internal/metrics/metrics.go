@@ -315,11 +315,16 @@ func (m *Metrics) DynamoDBMiddleware(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			start := time.Now()
 			out, md, err := next.HandleInitialize(ctx, in)
-			op := awsmiddleware.GetOperationName(ctx)
-			m.dynamoDuration.WithLabelValues(op).Observe(time.Since(start).Seconds())
-			m.dynamoCalls.WithLabelValues(op, outcome(err)).Inc()
+			m.DynamoDBCall(awsmiddleware.GetOperationName(ctx), time.Since(start), err)
 			return out, md, err
 		}), middleware.After)
+}
+
+// DynamoDBCall counts and times one DynamoDB call: the middleware's, and
+// those internal/ddbwire sends without the SDK's stack.
+func (m *Metrics) DynamoDBCall(operation string, took time.Duration, err error) {
+	m.dynamoDuration.WithLabelValues(operation).Observe(took.Seconds())
+	m.dynamoCalls.WithLabelValues(operation, outcome(err)).Inc()
 }
 
 // outcome names how a call ended, with few enough values to be a label.

@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/pointledger/pointledger/internal/ddbhttp"
+	"github.com/pointledger/pointledger/internal/ddbwire"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
@@ -32,6 +36,30 @@ func TestContract(t *testing.T) {
 			ledgertest.Contract(t, newStore)
 		})
 	}
+}
+
+// TestContractLeanWrites runs the contract with the write path's
+// transactions sent by internal/ddbwire, as ledgerd sends them (issue 37),
+// with group commit: the same money behaviour as through the SDK.
+func TestContractLeanWrites(t *testing.T) {
+	t.Parallel()
+	ledgertest.Contract(t, func(t *testing.T, now func() time.Time) ledger.Store {
+		env := dynamotest.New(t)
+		l := New(leanWrites(t, env.Client), Options{Table: env.Ledger, Now: now})
+		t.Cleanup(func() { auditEveryone(t, l) })
+		return l
+	})
+}
+
+// leanWrites is db with its TransactWriteItems sent by ddbwire, through the
+// HTTP client db has.
+func leanWrites(t *testing.T, db *dynamodb.Client) API {
+	t.Helper()
+	c, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // auditEveryone audits every user of l's table.

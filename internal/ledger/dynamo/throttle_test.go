@@ -18,7 +18,8 @@ import (
 // throttledLedger is a ledger whose DynamoDB is DynamoDB Local behind the
 // proxy's partition limits at scale: real ThrottlingExceptions and
 // ThrottlingError cancellations, which the emulator alone never sends.
-func throttledLedger(t *testing.T, scale float64) (*Ledger, *ddbproxy.Proxy) {
+// With lean, its transactions go through ddbwire, as ledgerd's do.
+func throttledLedger(t *testing.T, scale float64, lean bool) (*Ledger, *ddbproxy.Proxy) {
 	t.Helper()
 	env := dynamotest.New(t)
 	p, err := ddbproxy.Start(ddbproxy.Options{Target: env.Endpoint, Limits: ddbproxy.Limits{PartitionScale: scale}})
@@ -26,7 +27,11 @@ func throttledLedger(t *testing.T, scale float64) (*Ledger, *ddbproxy.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return New(dynamolocal.NewClient(p.URL), Options{Table: env.Ledger}), p
+	var db API = dynamolocal.NewClient(p.URL)
+	if lean {
+		db = leanWrites(t, dynamolocal.NewClient(p.URL))
+	}
+	return New(db, Options{Table: env.Ledger}), p
 }
 
 // untilAnswered applies m as a client does: again, with the same request_id,
@@ -54,10 +59,20 @@ func untilAnswered(t *testing.T, l *Ledger, m ledger.Mutation) (ledger.Result, e
 // for the partition to refill and commit, or answer unavailable/THROTTLED,
 // never internal (a throttled request was not carried out); sent again
 // until answered, every purchase is on the ledger once. Before, a request
-// refused with ThrottlingException was an unknown outcome: internal.
+// refused with ThrottlingException was an unknown outcome: internal. The
+// same through the SDK client and through ddbwire.
 func TestThrottledWritesAreRetriedThenUnavailable(t *testing.T) {
 	t.Parallel()
-	l, p := throttledLedger(t, 0.005) // 5 write units a second for the hot user
+	for _, lean := range []bool{false, true} {
+		t.Run(fmt.Sprint("lean writes ", lean), func(t *testing.T) {
+			t.Parallel()
+			throttledWrites(t, lean)
+		})
+	}
+}
+
+func throttledWrites(t *testing.T, lean bool) {
+	l, p := throttledLedger(t, 0.005, lean) // 5 write units a second for the hot user
 	if _, err := untilAnswered(t, l, mutation(t, ledger.EntryGrant, "hot", "g", "1000")); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,401 @@
+// Package ddbwire sends the write path's TransactWriteItems and GetItem to
+// DynamoDB without the AWS SDK's middleware stack (issue 37): the request
+// encoded straight from the SDK's input types into a reused buffer, signed
+// with SigV4 (sign.go) over a payload hash computed once, sent with the same
+// HTTP client with its body in memory; a GetItem's item read by a decoder
+// of DynamoDB's JSON (decode.go). About a third of ledgerd's CPU per purchase was
+// the SDK's stack (its serialiser, its middlewares, ~390 allocations a
+// call).
+//
+// What it keeps of the SDK client it is built from: the endpoint (resolved
+// once, by the client's own resolver), the region, the cached credentials,
+// the retryer (the same instance, so the same attempts, backoff and retry
+// quota) and the response checksum setting. An answer that is not a
+// success is handed to the SDK client's own deserialiser (by replaying the
+// response through it), so a caller gets exactly the errors the SDK gives:
+// *types.TransactionCanceledException with its reasons and items, the
+// throttling exceptions, generic API errors, wrapped in the same
+// *smithy.OperationError and response error. Every other operation goes
+// through the SDK client itself.
+//
+// What it does not do that the SDK does: clock skew correction (the SDK
+// shifts its signing time after a skewed answer), the amz-sdk-* headers,
+// checking the input's required fields (DynamoDB refuses an invalid request
+// itself, with ValidationException), and the account-based endpoint the SDK
+// may pick when the credentials carry an account id (the region's endpoint
+// is resolved instead: both reach the same tables).
+package ddbwire
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Doer sends an HTTP request (ddbhttp.Doer, an *http.Client).
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// Options are what New takes besides the SDK client.
+type Options struct {
+	// HTTPClient sends the requests: the HTTP client the SDK client was
+	// given (ddbhttp.Client()), not one wrapped in ddbhttp.OneWrite: the
+	// body here is already in memory, which net/http writes with its
+	// headers.
+	HTTPClient Doer
+	// Observe, if set, is told of every call this package carries out
+	// (after its retries), as the SDK's metrics middleware would be.
+	Observe func(operation string, took time.Duration, err error)
+}
+
+// Client is the SDK client with TransactWriteItems and GetItem sent the
+// lean way; the SDK client's other methods are its own.
+type Client struct {
+	*dynamodb.Client
+	http      Doer
+	url       *url.URL
+	region    string
+	creds     aws.CredentialsProvider
+	signer    *signer
+	retryer   aws.Retryer
+	checkCRC  bool
+	observe   func(string, time.Duration, error)
+	userAgent []string
+	tokens    dynamodb.IdempotencyTokenProvider
+}
+
+var errUnsupported = errors.New("not supported by ddbwire")
+
+// New builds a Client from the SDK client db: its endpoint is resolved
+// here, once, by db's resolver (DynamoDB Local's BaseEndpoint in tests, the
+// region's endpoint in production).
+func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
+	opts := db.Options()
+	if o.HTTPClient == nil {
+		return nil, errors.New("ddbwire: no HTTP client")
+	}
+	if opts.Credentials == nil || opts.Retryer == nil || opts.EndpointResolverV2 == nil || opts.IdempotencyTokenProvider == nil {
+		return nil, errors.New("ddbwire: the SDK client has no credentials, retryer, endpoint resolver or idempotency token provider")
+	}
+	params := dynamodb.EndpointParameters{
+		Region:                aws.String(opts.Region),
+		Endpoint:              opts.BaseEndpoint,
+		UseFIPS:               aws.Bool(opts.EndpointOptions.UseFIPSEndpoint == aws.FIPSEndpointStateEnabled),
+		UseDualStack:          aws.Bool(opts.EndpointOptions.UseDualStackEndpoint == aws.DualStackEndpointStateEnabled),
+		AccountIdEndpointMode: aws.String(string(aws.AccountIDEndpointModeDisabled)),
+	}
+	ep, err := opts.EndpointResolverV2.ResolveEndpoint(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("ddbwire: resolve the DynamoDB endpoint: %w", err)
+	}
+	u := ep.URI
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	host := hostOf(u.Scheme, u.Host)
+	creds := opts.Credentials
+	if !aws.IsCredentialsProvider(creds, (*aws.CredentialsCache)(nil)) {
+		creds = aws.NewCredentialsCache(creds)
+	}
+	return &Client{
+		Client: db, http: o.HTTPClient, url: &u, region: opts.Region, creds: creds,
+		signer:   &signer{host: host, region: opts.Region, service: "dynamodb"},
+		retryer:  opts.Retryer,
+		checkCRC: !opts.DisableValidateResponseChecksum,
+		observe:  o.Observe,
+		tokens:   opts.IdempotencyTokenProvider,
+		// The SDK's own names go in its User-Agent; ours says who sent it.
+		userAgent: []string{"pointledger-ddbwire"},
+	}, nil
+}
+
+// Endpoint is the URL requests go to.
+func (c *Client) Endpoint() string { return c.url.String() }
+
+// bodies are request bodies being built; a request gets its own copy (the
+// transport may read a body after Do returns).
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// TransactWriteItems sends in without the SDK's stack; with per-call
+// options, or an input the encoder does not know, it is the SDK's call.
+func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	if len(optFns) > 0 || in == nil {
+		return c.Client.TransactWriteItems(ctx, in, optFns...)
+	}
+	if in.ClientRequestToken == nil {
+		// As the SDK's idempotency token middleware does (into the input,
+		// too): every attempt of the call carries the one token, so that
+		// DynamoDB answers a retry after a lost answer with the first
+		// outcome.
+		token, err := c.tokens.GetIdempotencyToken()
+		if err != nil {
+			return nil, operationError("TransactWriteItems", err)
+		}
+		in.ClientRequestToken = &token
+	}
+	buf := bodies.Get().(*[]byte)
+	b, err := AppendTransactWriteItems((*buf)[:0], in)
+	if err != nil {
+		*buf = b[:0]
+		bodies.Put(buf)
+		return c.Client.TransactWriteItems(ctx, in)
+	}
+	body := bytes.Clone(b)
+
+	start := time.Now()
+	*buf, err = c.call(ctx, "TransactWriteItems", body, b, answer{replay: func(ctx context.Context, resp *http.Response) error {
+		_, err := c.Client.TransactWriteItems(ctx, in, replay(resp))
+		return sdkError(err)
+	}})
+	*buf = (*buf)[:0]
+	bodies.Put(buf)
+	if c.observe != nil {
+		c.observe("TransactWriteItems", time.Since(start), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.TransactWriteItemsOutput{}, nil
+}
+
+// answer is how an operation's answers are read: a success's body by read
+// (nil: nothing to read; false: not readable here, so the SDK reads it),
+// anything else by replay, the SDK client's own call answered with it.
+type answer struct {
+	read   func(body []byte) bool
+	replay func(context.Context, *http.Response) error
+}
+
+// GetItem reads an item without the SDK's stack (the write path's account
+// read on a user's first write); with per-call options, or an input the
+// encoder does not know, it is the SDK's call.
+func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if len(optFns) > 0 || in == nil {
+		return c.Client.GetItem(ctx, in, optFns...)
+	}
+	buf := bodies.Get().(*[]byte)
+	b, err := AppendGetItem((*buf)[:0], in)
+	if err != nil {
+		*buf = b[:0]
+		bodies.Put(buf)
+		return c.Client.GetItem(ctx, in)
+	}
+	body := bytes.Clone(b)
+
+	start := time.Now()
+	var out *dynamodb.GetItemOutput
+	*buf, err = c.call(ctx, "GetItem", body, b, answer{
+		read: func(body []byte) bool {
+			item, err := DecodeItem(body)
+			out = &dynamodb.GetItemOutput{Item: item}
+			return err == nil
+		},
+		replay: func(ctx context.Context, resp *http.Response) error {
+			var err error
+			out, err = c.Client.GetItem(ctx, in, replay(resp))
+			return sdkError(err)
+		},
+	})
+	*buf = (*buf)[:0]
+	bodies.Put(buf)
+	if c.observe != nil {
+		c.observe("GetItem", time.Since(start), err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// replay makes an SDK call answer with resp, once, without retries or
+// APIOptions (the metrics middleware counts the call once, here): its
+// deserialiser then reads resp as it reads every answer.
+func replay(resp *http.Response) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.HTTPClient = replayer{resp: resp}
+		o.Retryer = aws.NopRetryer{}
+		o.APIOptions = nil
+	}
+}
+
+type replayer struct{ resp *http.Response }
+
+func (r replayer) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+	resp := *r.resp
+	resp.Request = req
+	return &resp, nil
+}
+
+// call sends body as operation's request with the retryer's policy, as the
+// SDK's retry middleware does: an attempt token, the attempt, the retry
+// token's release, IsErrorRetryable, MaxAttempts, a retry (quota) token,
+// RetryDelay, a sleep that the context ends. decode turns an answer that
+// is not a success into the SDK's error. scratch is reused for signing, and
+// returned.
+func (c *Client) call(ctx context.Context, operation string, body, scratch []byte, a answer) ([]byte, error) {
+	sum := sha256.Sum256(body)
+	payloadHash := string(appendHex(scratch[:0], sum[:]))
+	maxAttempts := c.retryer.MaxAttempts()
+	releaseRetry := func(error) error { return nil }
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return scratch, operationError(operation, err)
+		}
+		releaseAttempt, err := c.attemptToken(ctx)
+		if err != nil {
+			return scratch, operationError(operation, fmt.Errorf("failed to get retry Send token, %w", err))
+		}
+		scratch, err = c.attempt(ctx, operation, body, payloadHash, scratch, a)
+		_ = releaseRetry(err)
+		_ = releaseAttempt(err)
+		if err == nil {
+			return scratch, nil
+		}
+		if !c.retryer.IsErrorRetryable(err) {
+			return scratch, operationError(operation, err)
+		}
+		if maxAttempts > 0 && attempt >= maxAttempts {
+			return scratch, operationError(operation, &retry.MaxAttemptsError{Attempt: attempt, Err: err})
+		}
+		var tokenErr error
+		if releaseRetry, tokenErr = c.retryer.GetRetryToken(ctx, err); tokenErr != nil {
+			return scratch, operationError(operation, errors.Join(err, tokenErr))
+		}
+		delay, err := c.retryer.RetryDelay(attempt, err)
+		if err != nil {
+			return scratch, operationError(operation, err)
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return scratch, operationError(operation, &aws.RequestCanceledError{Err: err})
+		}
+	}
+}
+
+// attemptToken is the retryer's token for an attempt, as the SDK's retry
+// middleware takes it (a retryer of before RetryerV2 has GetInitialToken).
+func (c *Client) attemptToken(ctx context.Context) (func(error) error, error) {
+	if r, ok := c.retryer.(aws.RetryerV2); ok {
+		return r.GetAttemptToken(ctx)
+	}
+	return c.retryer.GetInitialToken(), nil
+}
+
+// operationError wraps err as the SDK wraps an operation's errors.
+func operationError(operation string, err error) error {
+	return &smithy.OperationError{ServiceID: dynamodb.ServiceID, OperationName: operation, Err: err}
+}
+
+// sdkError is the error inside the SDK's OperationError: a replayed answer's
+// error as the SDK's deserialiser and its response middleware made it
+// (a *awshttp.ResponseError around the typed error), for call to retry and
+// wrap as the SDK's retry middleware would.
+func sdkError(err error) error {
+	var op *smithy.OperationError
+	if errors.As(err, &op) {
+		return op.Err
+	}
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+var (
+	contentType = []string{"application/x-amz-json-1.0"}
+	identity    = []string{"identity"}
+	targets     = map[string][]string{
+		"TransactWriteItems": {"DynamoDB_20120810.TransactWriteItems"},
+		"GetItem":            {"DynamoDB_20120810.GetItem"},
+	}
+)
+
+// attempt sends the request once. A success returns nil; any other answer
+// (or a success whose checksum does not match) goes to decode.
+func (c *Client) attempt(ctx context.Context, operation string, body []byte, payloadHash string, scratch []byte, a answer) ([]byte, error) {
+	creds, err := c.creds.Retrieve(ctx)
+	if err != nil {
+		return scratch, fmt.Errorf("failed to retrieve credentials: %w", err)
+	}
+	req := (&http.Request{
+		Method: http.MethodPost, URL: c.url, Host: c.signer.host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{
+			"Content-Type":    contentType,
+			"X-Amz-Target":    targets[operation],
+			"Accept-Encoding": identity,
+			"User-Agent":      c.userAgent,
+		},
+		ContentLength: int64(len(body)),
+		Body:          io.NopCloser(bytes.NewReader(body)),
+		GetBody:       func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil },
+	}).WithContext(ctx)
+	scratch = c.signer.sign(req, creds, payloadHash, time.Now(), scratch)
+	return scratch, c.send(ctx, req, a)
+}
+
+// send sends req and reads its answer: nil for a success a read, else the
+// SDK's reading of it (a.replay).
+func (c *Client) send(ctx context.Context, req *http.Request, a answer) error {
+	resp, err := c.http.Do(req)
+	if err != nil {
+		// As smithy-go's ClientHandler: a send error, or the context's end.
+		if ctx.Err() != nil {
+			return &smithy.CanceledError{Err: ctx.Err()}
+		}
+		return &smithyhttp.RequestSendError{Err: err}
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read the answer: %w", err)}
+	}
+	if resp.StatusCode/100 == 2 && c.checksumMatches(resp, body) && (a.read == nil || a.read(body)) {
+		return nil
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return a.replay(ctx, resp)
+}
+
+// checksumMatches is the SDK's check of DynamoDB's X-Amz-Crc32 header,
+// when the client makes it.
+func (c *Client) checksumMatches(resp *http.Response, body []byte) bool {
+	if !c.checkCRC {
+		return true
+	}
+	h := resp.Header.Get("X-Amz-Crc32")
+	if h == "" {
+		return true
+	}
+	want, err := strconv.ParseUint(h, 10, 32)
+	return err == nil && uint32(want) == crc32.ChecksumIEEE(body)
+}
