@@ -40,9 +40,10 @@ type WebhookDeliveries interface {
 }
 
 // DefaultEndpointRefresh is how often, at most, a dispatcher reads the
-// endpoints again, by default. A dispatcher's setting and the service's
-// EndpointRefresh must be the same for the service's wait to hold.
-const DefaultEndpointRefresh = time.Second
+// endpoints again, by default: the dispatcher's own default, not a copy.
+// A dispatcher's setting and the service's EndpointRefresh must be the same
+// for the service's wait to hold.
+const DefaultEndpointRefresh = dispatch.DefaultEndpointRefresh
 
 // MaxDescriptionBytes bounds an endpoint's description.
 const MaxDescriptionBytes = 512
