@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -138,6 +139,7 @@ type Ledger struct {
 	maxPending int
 	linger     time.Duration
 	queues     queues
+	groupCtx   atomic.Pointer[sharedContext] // write.go
 	observe    Observer
 	tokens     *pagetoken.Codec
 

@@ -229,7 +229,7 @@ func (l *Ledger) drain(q *userQueue, carry []*call) {
 // groupTry is a group's commit in progress: its calls and what the tries so
 // far have learnt.
 type groupTry struct {
-	ctx       context.Context // the group's: it outlives any one caller
+	ctx       context.Context // the group's (groupContext): it outlives any one caller
 	user      string
 	calls     []*call
 	conflicts int
@@ -245,21 +245,41 @@ type groupTry struct {
 // and then q to a drainer goroutine, so that no caller waits on a backoff
 // past its ctx, and reports handed.
 func (l *Ledger) commit(q *userQueue, calls []*call, inline bool) (later []*call, handed bool) {
-	// The group outlives any one caller: they may leave, the group goes on.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	g := &groupTry{ctx: ctx, user: q.user, calls: calls,
-		seen: seen{purchases: map[string]requestRecord{}, grants: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}}
+	g := &groupTry{ctx: l.groupContext(), user: q.user, calls: calls}
 	later, backoff := l.try(g, inline)
 	if !backoff {
-		cancel()
 		return later, false
 	}
 	go func() {
 		later, _ := l.try(g, false)
-		cancel()
 		l.drain(q, later)
 	}()
 	return nil, true
+}
+
+// groupWindow is how long groups share one context (groupContext).
+const groupWindow = time.Second
+
+// sharedContext is a context for the groups begun before until.
+type sharedContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc // never called: the context ends at its deadline
+	until  time.Time
+}
+
+// groupContext returns the context a group commits under: it outlives any
+// one caller (they may leave, the group goes on) and ends a minute after the
+// group begins, or up to groupWindow later. Groups begun within one window
+// share it, so that a busy process makes one context and one timer a
+// window, not one a group.
+func (l *Ledger) groupContext() context.Context {
+	now := time.Now()
+	if s := l.groupCtx.Load(); s != nil && now.Before(s.until) {
+		return s.ctx
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute+groupWindow))
+	l.groupCtx.Store(&sharedContext{ctx: ctx, cancel: cancel, until: now.Add(groupWindow)})
+	return ctx
 }
 
 // try commits g, retrying as cancellations and throttles say, and returns
@@ -285,7 +305,7 @@ func (l *Ledger) try(g *groupTry, stopAtBackoff bool) (later []*call, backoff bo
 			finishAll(g.calls, err)
 			return later, false
 		}
-		p := l.plan(ctx, acct, g.calls, g.seen)
+		p := l.plan(ctx, acct, g.calls, &g.seen)
 		later = p.later
 		current := g.calls[:len(g.calls)-len(p.later)] // p.later is what follows the group in calls
 		if p.behind {
@@ -406,7 +426,7 @@ func (l *Ledger) checkRecords(ctx context.Context, g group, unexplained error) {
 // it is decided on (facts.go), the domain's decision on the account so far
 // (ledger.Decide), and its items added to the transaction (txn.go), until
 // the group is full or a call must wait for the next.
-func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen seen) group {
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen *seen) group {
 	t := newTxn(&l.table, l, acct, l.now().UTC().Truncate(time.Microsecond))
 loop:
 	for i, c := range calls {
