@@ -245,13 +245,14 @@ type groupTry struct {
 // and then q to a drainer goroutine, so that no caller waits on a backoff
 // past its ctx, and reports handed.
 func (l *Ledger) commit(q *userQueue, calls []*call, inline bool) (later []*call, handed bool) {
-	g := &groupTry{ctx: l.groupContext(), user: q.user, calls: calls}
-	later, backoff := l.try(g, inline)
+	g := groupTry{ctx: l.groupContext(), user: q.user, calls: calls}
+	later, backoff := l.try(&g, inline)
 	if !backoff {
 		return later, false
 	}
+	rest := g // only a group that goes on elsewhere moves to the heap
 	go func() {
-		later, _ := l.try(g, false)
+		later, _ := l.try(&rest, false)
 		l.drain(q, later)
 	}()
 	return nil, true
