@@ -9,7 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -297,4 +299,44 @@ func gather(tb testing.TB, c prometheus.Collector) *dto.MetricFamily {
 		tb.Fatalf("gather: %d families, %v", len(families), err)
 	}
 	return families[0]
+}
+
+// An RPC is counted under its procedure and code, and timed under its
+// procedure, whether the procedure was known at New (its series looked up
+// once) or not.
+func TestRequestsByProcedureAndCode(t *testing.T) {
+	t.Parallel()
+	const purchase, other = "/pointledger.v1.LedgerService/Purchase", "/pointledger.v1.LedgerService/Other"
+	m := New(purchase)
+	start := time.Now()
+	m.observeRequest(purchase, start, nil)
+	m.observeRequest(purchase, start, nil)
+	m.observeRequest(purchase, start, connect.NewError(connect.CodeFailedPrecondition, errors.New("short")))
+	m.observeRequest(other, start, nil)
+	for _, tt := range []struct {
+		procedure, code string
+		want            float64
+	}{
+		{purchase, "ok", 2},
+		{purchase, "failed_precondition", 1},
+		{purchase, "aborted", 0},
+		{other, "ok", 1},
+	} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues(tt.procedure, tt.code)); got != tt.want {
+			t.Errorf("requests of %s with %s = %v, want %v", tt.procedure, tt.code, got, tt.want)
+		}
+	}
+	for procedure, want := range map[string]uint64{purchase: 3, other: 1} {
+		var got uint64
+		for _, s := range gather(t, m.requestDuration).GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetValue() == procedure {
+					got = s.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		if got != want {
+			t.Errorf("durations of %s = %d, want %d", procedure, got, want)
+		}
+	}
 }

@@ -32,7 +32,7 @@ const (
 // returns too the purchase's request record, which the purchase's update
 // is conditioned on. It says whether c is decided now or must wait; a read
 // that fails answers c with its error.
-func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTypeInfo, seen seen) (ledger.Facts, requestRecord, step) {
+func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTypeInfo, seen *seen) (ledger.Facts, requestRecord, step) {
 	facts := ledger.Facts{MaxBuckets: l.maxBuckets, MaxHolds: l.maxHolds, MaxPending: l.maxPending}
 	var purchase requestRecord
 	next := decide
@@ -77,7 +77,7 @@ func (l *Ledger) facts(ctx context.Context, t *txn, c *call, info ledger.EntryTy
 // purchase commits in this one, or another refund of it does (a
 // transaction updates an item once); and the account is read again if the
 // purchase is newer than it.
-func (l *Ledger) purchaseFacts(ctx context.Context, t *txn, m ledger.Mutation, seen seen) (*ledger.PurchaseRef, requestRecord, step, error) {
+func (l *Ledger) purchaseFacts(ctx context.Context, t *txn, m ledger.Mutation, seen *seen) (*ledger.PurchaseRef, requestRecord, step, error) {
 	rec, ok := seen.purchases[m.PurchaseRequestID]
 	if !ok {
 		found := false
@@ -87,7 +87,7 @@ func (l *Ledger) purchaseFacts(ctx context.Context, t *txn, m ledger.Mutation, s
 		}
 		// A refused request wrote no entry: there is nothing to refund.
 		if ok = found && rec.Refusal == nil; ok {
-			seen.purchases[m.PurchaseRequestID] = rec
+			setIn(&seen.purchases, m.PurchaseRequestID, rec)
 		}
 	}
 	if p, inGroup := t.byRequest[m.PurchaseRequestID]; !ok && inGroup && p.entry.Type.Refundable() {
@@ -122,7 +122,7 @@ func (l *Ledger) purchaseFacts(ctx context.Context, t *txn, m ledger.Mutation, s
 // grantFacts reads the grant a reversal m names, as ledger.Facts has it,
 // and its request record with the reversed amount read, which the grant's
 // update is conditioned on; as purchaseFacts does a refund's purchase.
-func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen seen) (*ledger.GrantRef, requestRecord, step, error) {
+func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen *seen) (*ledger.GrantRef, requestRecord, step, error) {
 	rec, ok := seen.grants[m.GrantRequestID]
 	if !ok {
 		found := false
@@ -131,7 +131,7 @@ func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen
 			return nil, requestRecord{}, answered, err
 		}
 		if ok = found && rec.Refusal == nil; ok {
-			seen.grants[m.GrantRequestID] = rec
+			setIn(&seen.grants, m.GrantRequestID, rec)
 		}
 	}
 	if g, inGroup := t.byRequest[m.GrantRequestID]; !ok && inGroup && g.entry.Type == ledger.EntryGrant {
@@ -163,7 +163,7 @@ func (l *Ledger) grantFacts(ctx context.Context, t *txn, m ledger.Mutation, seen
 // user made no hold of it. It waits for the next group if its hold is made
 // in this one (a transaction writes a hold's record once); and the account
 // is read again if the hold is newer than it.
-func (l *Ledger) holdFacts(ctx context.Context, t *txn, m ledger.Mutation, seen seen) (*ledger.HoldRef, step, error) {
+func (l *Ledger) holdFacts(ctx context.Context, t *txn, m ledger.Mutation, seen *seen) (*ledger.HoldRef, step, error) {
 	id := m.HoldRequestID
 	switch st, resolved := t.holds.resolved[id]; {
 	case t.holds.made[id]:
@@ -186,14 +186,15 @@ func (l *Ledger) holdFacts(ctx context.Context, t *txn, m ledger.Mutation, seen 
 		return nil, readAgain, nil // made by another writer since the account was read
 	}
 	if h.State != ledger.HoldHeld {
-		seen.resolved[id] = h.State
+		setIn(&seen.resolved, id, h.State)
 	}
 	return &ledger.HoldRef{State: h.State}, decide, nil
 }
 
 // seen is what a commit read that stays true while it tries its groups
 // again: request records of refunds' purchases (records never change) and
-// the states of resolved holds (a hold resolves once).
+// the states of resolved holds (a hold resolves once). Its maps are made
+// when first written (setIn): most commits read none of these.
 type seen struct {
 	purchases map[string]requestRecord
 	grants    map[string]requestRecord // reversals' grants

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -138,6 +139,7 @@ type Ledger struct {
 	maxPending int
 	linger     time.Duration
 	queues     queues
+	groupCtx   atomic.Pointer[sharedContext] // write.go
 	observe    Observer
 	tokens     *pagetoken.Codec
 
@@ -212,7 +214,8 @@ func (l *Ledger) newID(t time.Time) string {
 }
 
 // queues holds, per user, the mutations waiting for their group. A user has
-// a queue, and one goroutine draining it, exactly while mutations wait.
+// a queue, and one goroutine committing from it (its first caller's, then a
+// drainer's), exactly while mutations wait or commit.
 type queues struct {
 	mu sync.Mutex
 	m  map[string]*userQueue
@@ -223,29 +226,27 @@ type userQueue struct {
 	pending []*call
 }
 
-// push queues c and starts drain for its user if none runs.
-func (q *queues) push(c *call, drain func(*userQueue)) {
+// push queues c and reports whether its user was idle: then c's caller
+// commits (see Ledger.lead).
+func (q *queues) push(c *call) (uq *userQueue, lead bool) {
 	q.mu.Lock()
-	uq := q.m[c.m.UserID]
-	start := uq == nil
-	if start {
+	defer q.mu.Unlock()
+	uq = q.m[c.m.UserID]
+	lead = uq == nil
+	if lead {
 		uq = &userQueue{user: c.m.UserID}
 		q.m[c.m.UserID] = uq
 	}
 	uq.pending = append(uq.pending, c)
-	q.mu.Unlock()
-	if start {
-		go drain(uq)
-	}
+	return uq, lead
 }
 
 // take returns carry and then queued calls, up to n in all. It retires the
-// queue when there is nothing left, so the next push starts a new drainer.
+// queue when there is nothing left, so the next push leads anew.
 func (q *queues) take(uq *userQueue, carry []*call, n int) []*call {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(carry) == 0 && len(uq.pending) == 0 {
-		delete(q.m, uq.user)
+	if q.retire(uq, carry) {
 		return nil
 	}
 	k := min(max(n-len(carry), 0), len(uq.pending))
@@ -254,11 +255,27 @@ func (q *queues) take(uq *userQueue, carry []*call, n int) []*call {
 	return group
 }
 
+// idle retires the queue if carry and the queue are empty, and reports
+// whether it did; if not, the caller must commit what waits.
+func (q *queues) idle(uq *userQueue, carry []*call) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.retire(uq, carry)
+}
+
+func (q *queues) retire(uq *userQueue, carry []*call) bool {
+	if len(carry) > 0 || len(uq.pending) > 0 {
+		return false
+	}
+	delete(q.m, uq.user)
+	return true
+}
+
 // maxCachedAccounts bounds the aggregate cache; past it, it starts over.
 const maxCachedAccounts = 100_000
 
 // cachedAccount returns the user's aggregate, from the cache if it is
-// there. Only the user's drainer uses its entry. A stale cache costs a
+// there. Only the goroutine committing for the user uses its entry. A stale cache costs a
 // failed account condition, never a wrong answer.
 func (l *Ledger) cachedAccount(ctx context.Context, user string) (ledger.Account, error) {
 	l.accountsMu.Lock()

@@ -68,6 +68,16 @@ type group struct {
 	budgets groupBudgets
 }
 
+// setIn sets m[k] to v, making m first: most groups write none of the maps
+// they may need (a refund's purchase touched, a hold made or resolved), and
+// an empty map made in advance is an allocation a group.
+func setIn[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
+	}
+	(*m)[k] = v
+}
+
 // groupHolds are the holds a group's entries made or resolved: a
 // transaction may write a hold's record once, and a capture or a void of
 // a hold its group resolved must be refused as the group leaves it.
@@ -77,12 +87,12 @@ type groupHolds struct {
 }
 
 // note notes what e does to a hold.
-func (h groupHolds) note(e ledger.Entry) {
+func (h *groupHolds) note(e ledger.Entry) {
 	switch {
 	case e.Type == ledger.EntryHold:
-		h.made[e.RequestID] = true
+		setIn(&h.made, e.RequestID, true)
 	case e.HoldRequestID != "":
-		h.resolved[e.HoldRequestID] = ledger.ResolvedHold(ledger.Hold{}, e).State
+		setIn(&h.resolved, e.HoldRequestID, ledger.ResolvedHold(ledger.Hold{}, e).State)
 	}
 }
 
@@ -123,10 +133,8 @@ func newTxn(table *string, ids entryIDs, acct ledger.Account, now time.Time) txn
 		running:   acct,
 		cum:       decimal.Zero,
 		need:      decimal.Zero,
-		touched:   map[int64]bool{},
 		byRequest: map[string]*planned{},
 		records:   map[string]requestRecord{},
-		holds:     groupHolds{made: map[string]bool{}, resolved: map[string]ledger.HoldState{}},
 	}
 }
 
@@ -179,11 +187,11 @@ func (t *txn) join(c *call, info ledger.EntryTypeInfo, dec ledger.Decision, purc
 	case info.RefersToPurchase:
 		p.cap = len(t.items)
 		t.items = append(t.items, types.TransactWriteItem{Update: purchaseRefundUpdate(*t.table, c.m, purchase)})
-		t.touched[purchase.Version] = true
+		setIn(&t.touched, purchase.Version, true)
 	case info.RefersToGrant:
 		p.cap = len(t.items)
 		t.items = append(t.items, types.TransactWriteItem{Update: grantReversalUpdate(*t.table, dec.Entry(), purchase)})
-		t.touched[purchase.Version] = true
+		setIn(&t.touched, purchase.Version, true)
 	}
 	t.byRequest[c.m.RequestID] = p
 	t.records[c.m.RequestID] = requestRecord{Hash: c.m.Hash(), RequestRecord: ledger.RequestRecord{Type: p.entry.Type, Version: p.entry.Version, Last: p.after.Version}}

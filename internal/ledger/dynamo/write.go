@@ -17,8 +17,10 @@ import (
 
 // The write path, with group commit. A mutation goes, in this file:
 //
-//	Apply          queues the call behind its user's (await); one goroutine per
-//	               busy user takes the queue group by group (drain)
+//	Apply          queues the call behind its user's (await); the call that
+//	               finds its user idle commits its group itself (lead), and
+//	               one goroutine per busy user takes the rest of the queue
+//	               group by group (drain)
 //	commit         per group: the account (cached), plan, one TransactWriteItems,
 //	               answers, or retries after a cancellation
 //	plan           per call, in order: its facts -> ledger.Decide -> its items
@@ -38,7 +40,8 @@ import (
 // What must hold, and how:
 //
 // Mutations of one user queue in this process, in arrival order, and one
-// goroutine per busy user commits them in groups of up to Options.MaxBatch
+// goroutine at a time per busy user (the first caller's, then a drainer's)
+// commits them in groups of up to Options.MaxBatch
 // (1 turns grouping off). A group is one TransactWriteItems:
 //
 //	0        Update account A         (balance, buckets, held and the open holds, pending and
@@ -153,14 +156,25 @@ func (c *call) finish(res ledger.Result, err error) {
 // Apply appends the entry of m to its user's ledger, exactly once per
 // request_id. If ctx ends first, Apply returns ctx's error, and the mutation
 // may or may not be applied: retrying it with the same request_id is safe.
+// (A call that commits its own group, see await, answers when that try
+// does: DynamoDB's answer to one request is not waited for past it.)
 func (l *Ledger) Apply(ctx context.Context, m ledger.Mutation) (ledger.Result, error) {
 	return l.await(&call{ctx: ctx, m: m, done: make(chan struct{})})
 }
 
 // await queues c behind its user's other calls and waits for its answer,
 // or for its caller to leave.
+//
+// A call that finds its user idle commits its group itself, in its own
+// goroutine (lead): most users are idle most of the time, and a purchase
+// then crosses no goroutine of the write path's. Calls that queue behind
+// it wait, and once its group has committed a drainer goroutine commits
+// theirs, group by group, until the queue is empty: a busy user has one
+// goroutine committing for as long as it stays busy, as before.
 func (l *Ledger) await(c *call) (ledger.Result, error) {
-	l.queues.push(c, l.drain)
+	if q, lead := l.queues.push(c); lead && l.lead(q, c) {
+		return c.res, c.err
+	}
 	select {
 	case <-c.done:
 		return c.res, c.err
@@ -180,9 +194,26 @@ func (l *Ledger) Expire(ctx context.Context, user string) (ledger.Result, error)
 	return l.await(&call{ctx: ctx, m: ledger.Mutation{UserID: user}, sweep: true, done: make(chan struct{})})
 }
 
-// drain commits a user's queue, group by group, until it is empty.
-func (l *Ledger) drain(q *userQueue) {
-	var carry []*call // planned for the next group: they keep their place in line
+// lead commits the first group of q, whose first call is c, in c's
+// goroutine, and reports whether c has its answer. It gives q to a drainer
+// goroutine when more calls wait (or c's group goes on without it: a
+// linger c's caller left during, a retry's backoff; see commit), and
+// retires q when nothing does.
+func (l *Ledger) lead(q *userQueue, c *call) (answered bool) {
+	if l.linger > 0 && !pause(c.ctx, l.linger) {
+		go l.drain(q, nil) // c's caller left: the others' group goes on
+		return false
+	}
+	group := l.queues.take(q, nil, l.maxBatch)
+	later, handed := l.commit(q, group, true)
+	if !handed && !l.queues.idle(q, later) {
+		go l.drain(q, later)
+	}
+	return isDone(c)
+}
+
+// drain commits q, group by group, starting with carry, until it is empty.
+func (l *Ledger) drain(q *userQueue, carry []*call) {
 	for {
 		if l.linger > 0 && len(carry) == 0 {
 			time.Sleep(l.linger)
@@ -191,98 +222,160 @@ func (l *Ledger) drain(q *userQueue) {
 		if len(group) == 0 {
 			return
 		}
-		carry = l.commit(q.user, group)
+		carry, _ = l.commit(q, group, false)
 	}
 }
 
+// groupTry is a group's commit in progress: its calls and what the tries so
+// far have learnt.
+type groupTry struct {
+	ctx       context.Context // the group's (groupContext): it outlives any one caller
+	user      string
+	calls     []*call
+	conflicts int
+	throttles int
+	seen      seen
+	fresh     *ledger.Account // just read: the next try plans on it
+	wait      time.Duration   // the backoff before the next try
+}
+
 // commit commits calls as one group (or several tries of it) and returns the
-// calls that did not fit, for the next group.
-func (l *Ledger) commit(user string, calls []*call) (later []*call) {
-	// The group outlives any one caller: they may leave, the group goes on.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conflicts, throttles := 0, 0
-	seen := seen{purchases: map[string]requestRecord{}, grants: map[string]requestRecord{}, resolved: map[string]ledger.HoldState{}}
-	var fresh *ledger.Account // just read: the next try plans on it
-	for len(calls) > 0 {
+// calls that did not fit, for the next group. Inline (in the goroutine of
+// a caller, see lead), a try that must back off hands the rest of the group
+// and then q to a drainer goroutine, so that no caller waits on a backoff
+// past its ctx, and reports handed.
+func (l *Ledger) commit(q *userQueue, calls []*call, inline bool) (later []*call, handed bool) {
+	g := groupTry{ctx: l.groupContext(), user: q.user, calls: calls}
+	later, backoff := l.try(&g, inline)
+	if !backoff {
+		return later, false
+	}
+	rest := g // only a group that goes on elsewhere moves to the heap
+	go func() {
+		later, _ := l.try(&rest, false)
+		l.drain(q, later)
+	}()
+	return nil, true
+}
+
+// groupWindow is how long groups share one context (groupContext).
+const groupWindow = time.Second
+
+// sharedContext is a context for the groups begun before until.
+type sharedContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc // never called: the context ends at its deadline
+	until  time.Time
+}
+
+// groupContext returns the context a group commits under: it outlives any
+// one caller (they may leave, the group goes on) and ends a minute after the
+// group begins, or up to groupWindow later. Groups begun within one window
+// share it, so that a busy process makes one context and one timer a
+// window, not one a group.
+func (l *Ledger) groupContext() context.Context {
+	now := time.Now()
+	if s := l.groupCtx.Load(); s != nil && now.Before(s.until) {
+		return s.ctx
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(time.Minute+groupWindow))
+	l.groupCtx.Store(&sharedContext{ctx: ctx, cancel: cancel, until: now.Add(groupWindow)})
+	return ctx
+}
+
+// try commits g, retrying as cancellations and throttles say, and returns
+// the calls planned for the next group. If stopAtBackoff, it returns at the
+// first backoff instead (backoff true, g.wait set) for the caller to go on
+// elsewhere.
+func (l *Ledger) try(g *groupTry, stopAtBackoff bool) (later []*call, backoff bool) {
+	ctx, user := g.ctx, g.user
+	for len(g.calls) > 0 {
+		if g.wait > 0 {
+			err := sleep(ctx, g.wait)
+			g.wait = 0
+			if err != nil {
+				finishAll(g.calls, err)
+				return later, false
+			}
+		}
 		var acct ledger.Account
 		var err error
-		if fresh != nil {
-			acct, fresh = *fresh, nil
+		if g.fresh != nil {
+			acct, g.fresh = *g.fresh, nil
 		} else if acct, err = l.cachedAccount(ctx, user); err != nil {
-			finishAll(calls, err)
-			return later
+			finishAll(g.calls, err)
+			return later, false
 		}
-		g := l.plan(ctx, acct, calls, seen)
-		later = g.later
-		current := calls[:len(calls)-len(g.later)] // g.later is what follows the group in calls
-		if g.behind {
+		p := l.plan(ctx, acct, g.calls, &g.seen)
+		later = p.later
+		current := g.calls[:len(g.calls)-len(p.later)] // p.later is what follows the group in calls
+		if p.behind {
 			// A refund of a purchase past the account shows the account is
 			// behind another writer's: read it and plan again.
 			read, err := l.account(ctx, user)
 			if err != nil {
 				finishAll(current, err)
-				return later
+				return later, false
 			}
 			l.cache(user, read)
-			fresh = &read
+			g.fresh = &read
 			l.observe.Retried(RetryStaleCache)
-			if conflicts++; conflicts >= l.retry.MaxAttempts {
-				l.abandon(ctx, user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), conflicts)
-				return later
+			if g.conflicts++; g.conflicts >= l.retry.MaxAttempts {
+				l.abandon(ctx, user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), g.conflicts)
+				return later, false
 			}
-			calls, later = withoutFinished(calls), nil
+			g.calls, later = withoutFinished(g.calls), nil
 			continue
 		}
-		if len(g.members) == 0 && g.recorded == 0 {
-			l.finishRefused(ctx, g.refused)
-			return later
+		if len(p.members) == 0 && p.recorded == 0 {
+			l.finishRefused(ctx, p.refused)
+			return later, false
 		}
 		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: g.items,
+			TransactItems: p.items,
 			// Lets the SDK's own retries of this call (after a lost response)
 			// be answered with the first outcome instead of failed conditions.
 			ClientRequestToken: aws.String(l.newID(l.now())),
 		})
 		if err == nil {
-			l.committed(ctx, user, g)
-			return later
+			l.committed(ctx, user, p)
+			return later, false
 		}
 		l.forget(user)
-		settled, retry, unexplained := l.failed(ctx, g, err)
+		settled, retry, unexplained := l.failed(ctx, p, err)
 		if settled < 0 {
 			// The outcome is unknown: the callers may retry with their request ids.
-			finishAll(current, fmt.Errorf("transact write of %d entries and %d refusals for user %q: %w", len(g.members), g.recorded, user, err))
-			return later
+			finishAll(current, fmt.Errorf("transact write of %d entries and %d refusals for user %q: %w", len(p.members), p.recorded, user, err))
+			return later, false
 		}
 		// Everything not settled is planned again; the calls that were
 		// planned for later stay in line behind them.
-		calls, later = withoutFinished(calls), nil
+		g.calls, later = withoutFinished(g.calls), nil
 		if settled > 0 {
 			continue // the rest may well commit now
 		}
 		if unexplained != nil {
-			l.checkRecords(ctx, g, unexplained)
-			calls = withoutFinished(calls)
+			l.checkRecords(ctx, p, unexplained)
+			g.calls = withoutFinished(g.calls)
 			continue
 		}
 		l.observe.Retried(retryReason(retry))
 		// A throttle waits for the partition to refill, on a schedule and a
 		// count of its own (Retry.Throttled); a lost race retries at once.
-		policy, n := l.retry.Backoff, &conflicts
+		policy, n := l.retry.Backoff, &g.conflicts
 		if errors.Is(retry, errThrottled) {
-			policy, n = l.retry.Throttled, &throttles
+			policy, n = l.retry.Throttled, &g.throttles
 		}
 		if *n++; *n >= policy.MaxAttempts {
 			l.abandon(ctx, user, current, retry, *n)
-			return g.later // never tried: the next group tries them, with attempts of its own
+			return p.later, false // never tried: the next group tries them, with attempts of its own
 		}
-		if err := sleep(ctx, policy.backoff(*n)); err != nil {
-			finishAll(calls, err)
-			return later
+		g.wait = policy.backoff(*n)
+		if stopAtBackoff {
+			return nil, true // g.calls are every call not answered, in line
 		}
 	}
-	return later
+	return later, false
 }
 
 // failed reads what a transaction that did not commit says: a cancelled one
@@ -334,7 +427,7 @@ func (l *Ledger) checkRecords(ctx context.Context, g group, unexplained error) {
 // it is decided on (facts.go), the domain's decision on the account so far
 // (ledger.Decide), and its items added to the transaction (txn.go), until
 // the group is full or a call must wait for the next.
-func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen seen) group {
+func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen *seen) group {
 	t := newTxn(&l.table, l, acct, l.now().UTC().Truncate(time.Microsecond))
 loop:
 	for i, c := range calls {
@@ -558,6 +651,11 @@ func (r Backoff) backoff(attempt int) time.Duration {
 		return 0
 	}
 	return rand.N(d + 1)
+}
+
+// pause waits d unless ctx ends first, and reports whether it did not.
+func pause(ctx context.Context, d time.Duration) bool {
+	return sleep(ctx, d) == nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
