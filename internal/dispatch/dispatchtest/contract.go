@@ -28,6 +28,9 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"GoneDisablesTheEndpoint":                testGoneDisablesTheEndpoint,
 	"LastAttemptThenNextAndRedeliver":        testLastAttemptThenNextAndRedeliver,
 	"ThrottledQueueWritesAreWrittenAgain":    testThrottledQueueWritesAreWrittenAgain,
+	"FailureThenSuccessKeepsBothAttempts":    testFailureThenSuccessKeepsBothAttempts,
+	"RedeliveryKeepsEarlierAttempts":         testRedeliveryKeepsEarlierAttempts,
+	"AttemptLogIsBounded":                    testAttemptLogIsBounded,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).

@@ -1,0 +1,166 @@
+package dispatchtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
+)
+
+// rowOf returns the delivery row of user's version on ep, read through
+// the dispatcher (ListDeliveries of the user).
+func rowOf(t *testing.T, d *dispatch.Dispatcher, endpointID, user string, version int64) dispatch.Delivery {
+	t.Helper()
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: endpointID, UserID: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Version == version && !strings.HasPrefix(string(r.Type), "points.expiring") {
+			return r
+		}
+	}
+	t.Fatalf("no row of %s v%d in %+v", user, version, rows)
+	return dispatch.Delivery{}
+}
+
+// statuses is the log's HTTP statuses, oldest first.
+func statuses(log []dispatch.Attempt) []int {
+	out := make([]int, len(log))
+	for i, a := range log {
+		out[i] = a.Status
+	}
+	return out
+}
+
+// checkLog checks what every attempt of a log carries: a time in order,
+// no negative duration, an error exactly when no 2xx came.
+func checkLog(t *testing.T, log []dispatch.Attempt) {
+	t.Helper()
+	for i, a := range log {
+		if a.Time.IsZero() || (i > 0 && a.Time.Before(log[i-1].Time)) {
+			t.Errorf("attempt %d at %v: want a time, in order (log %+v)", i, a.Time, log)
+		}
+		if a.Duration < 0 {
+			t.Errorf("attempt %d took %v", i, a.Duration)
+		}
+		if ok := a.Status >= 200 && a.Status <= 299; ok != (a.Error == "") {
+			t.Errorf("attempt %d: status %d with error %q", i, a.Status, a.Error)
+		}
+	}
+}
+
+// TestFailureThenSuccessKeepsBothAttempts: an event answered 500 twice
+// then 204 shows all three attempts, oldest first, the failures with
+// their errors.
+func testFailureThenSuccessKeepsBothAttempts(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, func(n int, _ arrival) int {
+		if n <= 2 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusNoContent
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}}})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "1"})
+	f.feed(f.entries("a"), d)
+	waitFor(t, "the event delivered", func() bool { return rcv.ackedCount() == 1 })
+	settled(t, d)
+	r := rowOf(t, d, ep.ID, "a", 1)
+	if r.State != dispatch.DeliverySucceeded || r.Attempts != 3 || r.LastStatusCode != 204 {
+		t.Errorf("row %+v: want SUCCEEDED after 3 attempts, last 204", r)
+	}
+	if got := statuses(r.Log); !slices.Equal(got, []int{500, 500, 204}) {
+		t.Fatalf("log statuses %v, want [500 500 204] (log %+v)", got, r.Log)
+	}
+	checkLog(t, r.Log)
+	if !strings.Contains(r.Log[0].Error, "500") {
+		t.Errorf("first attempt's error %q, want it to name the 500", r.Log[0].Error)
+	}
+}
+
+// TestRedeliveryKeepsEarlierAttempts: an event given up after three 503s
+// and then redelivered with a 200 keeps the three failures before the
+// success; attempts counts the redelivery's round.
+func testRedeliveryKeepsEarlierAttempts(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	var healed atomic.Bool
+	rcv := newReceiver(t, func(_ int, a arrival) int {
+		if a.version == 2 && !healed.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Millisecond, time.Millisecond}}})
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "x", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("x"), d)
+	waitFor(t, "versions 1 and 3", func() bool { return rcv.ackedCount() == 2 })
+	settled(t, d)
+	if r := rowOf(t, d, ep.ID, "x", 2); r.State != dispatch.DeliveryFailed || !slices.Equal(statuses(r.Log), []int{503, 503, 503}) {
+		t.Fatalf("row %+v: want FAILED with three 503s logged", r)
+	}
+	healed.Store(true)
+	if n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "x", FromVersion: 2}); err != nil || n != 2 {
+		t.Fatalf("Redeliver = %d, %v; want 2", n, err)
+	}
+	waitFor(t, "the gap filled", func() bool { return rcv.requests() == 3+2+2 })
+	settled(t, d)
+	r := rowOf(t, d, ep.ID, "x", 2)
+	if r.State != dispatch.DeliverySucceeded || r.Attempts != 1 || r.LastStatusCode != 200 {
+		t.Errorf("row %+v: want SUCCEEDED at the redelivery's first attempt", r)
+	}
+	if got := statuses(r.Log); !slices.Equal(got, []int{503, 503, 503, 200}) {
+		t.Errorf("v2's log %v, want [503 503 503 200]: the failures before the redelivery kept", got)
+	}
+	checkLog(t, r.Log)
+	if got := statuses(rowOf(t, d, ep.ID, "x", 3).Log); !slices.Equal(got, []int{200, 200}) {
+		t.Errorf("v3's log %v, want [200 200]: delivered, then redelivered", got)
+	}
+}
+
+// TestAttemptLogIsBounded: an event that takes more attempts than the log
+// keeps shows the last dispatch.MaxAttemptLog of them.
+func testAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	failures := dispatch.MaxAttemptLog + 5
+	rcv := newReceiver(t, func(n int, _ arrival) int {
+		if n <= failures {
+			return 500 + n // 501, 502, ...: each attempt its own status
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: slices.Repeat([]time.Duration{time.Millisecond}, failures+1)}})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g1", Amount: "1"})
+	f.feed(f.entries("b"), d)
+	waitFor(t, "the event delivered", func() bool { return rcv.ackedCount() == 1 })
+	settled(t, d)
+	r := rowOf(t, d, ep.ID, "b", 1)
+	var want []int
+	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
+		want = append(want, 500+n)
+	}
+	want = append(want, 200)
+	if got := statuses(r.Log); !slices.Equal(got, want) {
+		t.Errorf("log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
+	}
+	if r.Attempts != failures+1 {
+		t.Errorf("attempts %d, want %d", r.Attempts, failures+1)
+	}
+	checkLog(t, r.Log)
+}
