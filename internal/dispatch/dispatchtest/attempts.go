@@ -164,3 +164,115 @@ func testAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
 	}
 	checkLog(t, r.Log)
 }
+
+// TestWaitingBehindAFailingEventIsPending: while a user's first event
+// fails (its next attempt an hour away), the events behind it are listed
+// as PENDING with no attempts, newest version first, page by page; asked
+// for SUCCEEDED rows, none of them.
+func testWaitingBehindAFailingEventIsPending(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, func(int, arrival) int { return http.StatusInternalServerError })
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Hour}}})
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "w", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("w"), d)
+	waitFor(t, "the head's failure on the record", func() bool {
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+			EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded, dispatch.DeliveryFailed, dispatch.DeliveryPending}})
+		return err == nil && len(rows) == 3 && rows[2].Attempts == 1
+	})
+	var got []dispatch.Delivery
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("more than 3 pages of one row: %+v", got)
+		}
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+			EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliveryPending},
+			Page: ledger.Page{PageSize: 1, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rows...)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	var vs []int64
+	for _, r := range got {
+		vs = append(vs, r.Version)
+		if r.State != dispatch.DeliveryPending || r.Type != ledger.EventPointsGranted || r.EventID == "" {
+			t.Errorf("row %+v: want a PENDING points.granted with its event id", r)
+		}
+	}
+	if !slices.Equal(vs, []int64{3, 2, 1}) {
+		t.Fatalf("PENDING versions %v, want [3 2 1]", vs)
+	}
+	if got[0].Attempts != 0 || len(got[0].Log) != 0 || got[1].Attempts != 0 || got[2].Attempts != 1 || len(got[2].Log) != 1 || got[2].Log[0].Status != 500 {
+		t.Errorf("rows %+v: want 3 and 2 not attempted, 1 attempted once (500)", got)
+	}
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+		EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("SUCCEEDED rows %+v, %v: want none", rows, err)
+	}
+}
+
+// TestDeliveriesListedNewestFirst: every user's deliveries come newest
+// event first (by event id, the entries' time order), one user's newest
+// version first.
+func testDeliveriesListedNewestFirst(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, nil)
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{})
+	for i := range 3 {
+		for _, u := range []string{"p", "q"} {
+			f.clk.Add(time.Millisecond) // one ULID millisecond each: ids in time order
+			f.apply(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: fmt.Sprint("g", i), Amount: "1"})
+		}
+	}
+	all := f.entries("p", "q")
+	f.feed(all, d)
+	waitFor(t, "every event delivered", func() bool { return rcv.ackedCount() == 6 })
+	settled(t, d)
+	slices.SortFunc(all, func(a, b ledger.Entry) int { return b.CreateTime.Compare(a.CreateTime) })
+	var want []string
+	for _, e := range all {
+		want = append(want, e.ID)
+	}
+	var ids []string
+	token := ""
+	for {
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageSize: 4, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.EventID)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("every user's: %v, want newest event first %v", ids, want)
+	}
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []int64
+	for _, r := range rows {
+		vs = append(vs, r.Version)
+	}
+	if !slices.Equal(vs, []int64{3, 2, 1}) {
+		t.Errorf("q's: versions %v, want [3 2 1]", vs)
+	}
+}

@@ -31,6 +31,8 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"FailureThenSuccessKeepsBothAttempts":    testFailureThenSuccessKeepsBothAttempts,
 	"RedeliveryKeepsEarlierAttempts":         testRedeliveryKeepsEarlierAttempts,
 	"AttemptLogIsBounded":                    testAttemptLogIsBounded,
+	"WaitingBehindAFailingEventIsPending":    testWaitingBehindAFailingEventIsPending,
+	"DeliveriesListedNewestFirst":            testDeliveriesListedNewestFirst,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).
