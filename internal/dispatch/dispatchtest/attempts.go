@@ -276,3 +276,45 @@ func testDeliveriesListedNewestFirst(t *testing.T, newEnv NewEnv) {
 		t.Errorf("q's: versions %v, want [3 2 1]", vs)
 	}
 }
+
+// TestNoticeAttemptLogIsBounded: a notice that takes more attempts than
+// the log keeps shows the last dispatch.MaxAttemptLog of them, as an
+// entry's event does.
+func testNoticeAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	failures := dispatch.MaxAttemptLog + 3
+	rcv := newReceiver(t, func(n int, _ arrival) int {
+		if n <= failures {
+			return 500 + n
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv, "points.expiring")
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: slices.Repeat([]time.Duration{time.Millisecond}, failures+1)}})
+	ev := webhook.Event{
+		ID: "01JNOTICE0000000000000000B", Type: ledger.EventPointsExpiring, UserID: "nb", Version: 1,
+		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000B","user_id":"nb","version":"1","amount":"5"}`),
+	}
+	if err := d.Notify(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	var row dispatch.Delivery
+	waitFor(t, "the notice's row SUCCEEDED", func() bool {
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "nb"})
+		if err != nil || len(rows) != 1 {
+			return false
+		}
+		row = rows[0]
+		return row.State == dispatch.DeliverySucceeded
+	})
+	var want []int
+	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
+		want = append(want, 500+n)
+	}
+	want = append(want, 200)
+	if got := statuses(row.Log); !slices.Equal(got, want) {
+		t.Errorf("notice's log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
+	}
+	checkLog(t, row.Log)
+}

@@ -33,6 +33,7 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"AttemptLogIsBounded":                    testAttemptLogIsBounded,
 	"WaitingBehindAFailingEventIsPending":    testWaitingBehindAFailingEventIsPending,
 	"DeliveriesListedNewestFirst":            testDeliveriesListedNewestFirst,
+	"NoticeAttemptLogIsBounded":              testNoticeAttemptLogIsBounded,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).
