@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/oklog/ulid/v2"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	pb "github.com/pointledger/pointledger/gen/pointledger/v1"
@@ -480,7 +481,24 @@ func deliveryToProto(d dispatch.Delivery) *pb.WebhookDelivery {
 		LastStatusCode:  int32(d.LastStatusCode),
 		LastError:       d.LastError,
 		NextAttemptTime: timeToProto(d.NextAttemptTime),
+		AttemptLog:      attemptsToProto(d.Log),
 	}
+}
+
+func attemptsToProto(log []dispatch.Attempt) []*pb.WebhookAttempt {
+	if len(log) == 0 {
+		return nil
+	}
+	out := make([]*pb.WebhookAttempt, len(log))
+	for i, a := range log {
+		out[i] = &pb.WebhookAttempt{
+			AttemptTime: timestamppb.New(a.Time),
+			StatusCode:  int32(a.Status),
+			Error:       a.Error,
+			Duration:    durationpb.New(a.Duration),
+		}
+	}
+	return out
 }
 
 var deliveryStates = map[dispatch.DeliveryState]pb.DeliveryState{

@@ -199,12 +199,14 @@ func (b *batch) attempt(ctx context.Context, ep Endpoint, e ledger.Entry) error 
 		return err
 	}
 	attempts := attemptNumber(b.q, e.Version)
+	start := d.o.Now()
 	res := d.send(ctx, ep, ev)
 	again := e.Version <= b.q.ResolvedHigh
 	row := Row{
 		EndpointID: ep.ID, Event: ev,
 		Attempts: attempts, Status: res.StatusCode, LastErr: attemptError(res),
 	}
+	row.Attempt = logged(start, d.o.Now(), res, row.LastErr)
 	if res.Gone() {
 		d.disable(ctx, ep)
 	}
@@ -342,6 +344,12 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, ev webhook.Event) we
 		return webhook.Attempt{Err: err}
 	}
 	return d.o.Sender.Send(ctx, now.URL, now.SecretsAt(d.o.Now()), webhook.Message{ID: ev.ID, Body: body})
+}
+
+// logged is an attempt made from start to end that answered res (lastErr
+// its error as the row keeps it), as the delivery's attempt log keeps it.
+func logged(start, end time.Time, res webhook.Attempt, lastErr string) Attempt {
+	return Attempt{Time: start.UTC(), Status: res.StatusCode, Error: lastErr, Duration: max(end.Sub(start), 0)}
 }
 
 func attemptError(a webhook.Attempt) string {

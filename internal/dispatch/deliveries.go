@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -13,10 +16,11 @@ import (
 // deliveriesRead names ListWebhookDeliveries' tokens (their scope's first name).
 const deliveriesRead = "ListWebhookDeliveries"
 
-// ListDeliveries pages one endpoint's delivery rows, newest event first:
-// every user's through the deliveries_by_endpoint index, by event id
-// (ULIDs: time order); one user's from its own partition, consistently,
-// by version, its notices after its entries' events. States filter.
+// ListDeliveries pages one endpoint's delivery rows: every user's newest
+// event first, by event id (ULIDs: time order); one user's newest version
+// first, its notices after its entries' events, newest first, and before
+// its rows the user's events not yet attempted (waiting behind a failing
+// one, or not yet reached), PENDING with no attempts. States filter.
 func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, string, error) {
 	if q.EndpointID == "" {
 		return nil, "", EndpointNotFound("")
@@ -36,7 +40,8 @@ func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Del
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := d.store.Get(ctx, q.EndpointID); err != nil {
+	ep, err := d.store.Get(ctx, q.EndpointID)
+	if err != nil {
 		return nil, "", err
 	}
 	states := slices.Clone(q.States)
@@ -49,7 +54,14 @@ func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Del
 		}
 	}
 	q.States = states
-	out, last, err := d.store.ListDeliveries(ctx, q, size, after)
+	var out []Delivery
+	var last string
+	if q.UserID != "" && (len(states) == 0 || slices.Contains(states, DeliveryPending)) &&
+		(after == "" || strings.HasPrefix(after, waitingPosition)) {
+		out, last, err = d.listWaitingFirst(ctx, ep, q, size, after)
+	} else {
+		out, last, err = d.store.ListDeliveries(ctx, q, size, after)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -58,6 +70,87 @@ func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Del
 		next = d.o.Codec.EncodeKey(last, scope...)
 	}
 	return out, next, nil
+}
+
+// waitingPosition starts a page token's position inside the waiting events
+// of one user's listing: "W\x00<version>", the last listed. A store's
+// positions for one user are its sort keys ("V#...", "N#..."): they do
+// not start so.
+const waitingPosition = "W\x00"
+
+// listWaitingFirst is one user's listing that wants PENDING rows: the
+// user's waiting events (waiting), newest first, below the version after
+// names ("": all of them), then the store's rows from the first.
+func (d *Dispatcher) listWaitingFirst(ctx context.Context, ep Endpoint, q DeliveryQuery, size int, after string) ([]Delivery, string, error) {
+	below := int64(math.MaxInt64)
+	if after != "" {
+		v, err := strconv.ParseInt(strings.TrimPrefix(after, waitingPosition), 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("list deliveries: position %q: %w", after, err)
+		}
+		below = v
+	}
+	out, err := d.waiting(ctx, ep, q.UserID, below, size+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(out) > size {
+		out = out[:size]
+		return out, waitingPosition + strconv.FormatInt(out[size-1].Version, 10), nil
+	}
+	if len(out) == size {
+		// The page is full: a next one only if the store has a row.
+		rows, _, err := d.store.ListDeliveries(ctx, q, 1, "")
+		if err != nil || len(rows) == 0 {
+			return out, "", err
+		}
+		return out, waitingPosition + strconv.FormatInt(out[size-1].Version, 10), nil
+	}
+	rows, last, err := d.store.ListDeliveries(ctx, q, size-len(out), "")
+	if err != nil {
+		return nil, "", err
+	}
+	return append(out, rows...), last, nil
+}
+
+// waiting returns at most limit of the events of user's queue on ep that
+// are wanted and have no row yet, below version below, newest first, as
+// PENDING deliveries with no attempts: those after the queue's done and
+// after the user's newest row (the head's, failing, or the last
+// resolved), that ep receives.
+func (d *Dispatcher) waiting(ctx context.Context, ep Endpoint, user string, below int64, limit int) ([]Delivery, error) {
+	q, ok, err := d.store.ReadQueue(ctx, QueueRef{EndpointID: ep.ID, UserID: user})
+	if err != nil || !ok || q.Done >= q.Wanted {
+		return nil, err
+	}
+	lo := q.Done
+	top, _, err := d.store.ListDeliveries(ctx, DeliveryQuery{EndpointID: ep.ID, UserID: user}, 1, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(top) == 1 && top[0].Type != ledger.EventPointsExpiring {
+		lo = max(lo, top[0].Version) // the newest row: rows come newest version first, notices last
+	}
+	var out []Delivery
+	for cur := min(q.Wanted, below-1); cur > lo && len(out) < limit; {
+		from := max(lo, cur-int64(limit))
+		es, err := d.ledger.EntriesAfter(ctx, user, from, int(cur-from))
+		if err != nil {
+			return nil, fmt.Errorf("list deliveries: entries of %s: %w", user, err)
+		}
+		for i := len(es) - 1; i >= 0 && len(out) < limit; i-- {
+			e := es[i]
+			if e.Version > cur || !admits(ep, q.AdmitFrom, e) {
+				continue
+			}
+			out = append(out, Delivery{
+				EndpointID: ep.ID, EventID: e.ID, Type: ledger.EventTypeOf(e.Type), UserID: user,
+				Version: e.Version, State: DeliveryPending,
+			})
+		}
+		cur = from
+	}
+	return out, nil
 }
 
 // Redeliver sends an endpoint's events again, read from the ledger: one

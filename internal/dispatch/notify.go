@@ -71,9 +71,11 @@ func (d *Dispatcher) deliverNotice(ctx context.Context, stop <-chan struct{}, re
 		return d.store.WriteNotice(ctx, ref, d.o.Owner, NoticeWrite{})
 	}
 	attempts++
+	start := d.o.Now()
 	res := d.send(ctx, ep, ev)
 	release()
 	a := &NoticeAttempt{Attempts: attempts, Status: res.StatusCode, LastErr: attemptError(res)}
+	a.Log = logged(start, d.o.Now(), res, a.LastErr)
 	if res.Gone() {
 		d.disable(ctx, ep)
 	}

@@ -257,6 +257,9 @@ type Row struct {
 	Status     int
 	LastErr    string
 	Next       time.Time
+	// Attempt is the attempt this write records: appended to the row's
+	// attempt log (bounded to MaxAttemptLog); a zero Time records none.
+	Attempt Attempt
 }
 
 // NoticeWrite is what an attempt at a notice writes on its row, which then
@@ -276,6 +279,9 @@ type NoticeAttempt struct {
 	LastErr  string
 	State    DeliveryState
 	Next     time.Time // PENDING: the next attempt, also its due time
+	// Log is the attempt, appended to the row's attempt log (bounded to
+	// MaxAttemptLog).
+	Log Attempt
 }
 
 // EndpointIDs makes a store's endpoint ids: ULIDs of their create time,

@@ -63,6 +63,35 @@ type Delivery struct {
 	LastStatusCode  int    // 0 when no response came
 	LastError       string // what went wrong at the last attempt, for a person; never a secret
 	NextAttemptTime time.Time
+	// Log is the delivery's attempt log, oldest first: every attempt
+	// recorded on the row (each failed one and the one that succeeded),
+	// the last MaxAttemptLog of them, kept across redeliveries (a
+	// redelivery's attempts are appended; Attempts counts the current
+	// round only).
+	Log []Attempt
+}
+
+// Attempt is one attempt at delivering an event, as a delivery's log keeps
+// it: when it was made, the receiver's HTTP status (0 when no response
+// came), what went wrong (empty for a 2xx) and how long it took.
+type Attempt struct {
+	Time     time.Time
+	Status   int
+	Error    string
+	Duration time.Duration
+}
+
+// MaxAttemptLog bounds a delivery's attempt log: a store keeps the last
+// MaxAttemptLog attempts of each delivery and drops older ones.
+const MaxAttemptLog = 20
+
+// AppendAttempt is log with a appended, bounded to the last MaxAttemptLog.
+func AppendAttempt(log []Attempt, a Attempt) []Attempt {
+	out := append(log[:len(log):len(log)], a)
+	if len(out) > MaxAttemptLog {
+		out = out[len(out)-MaxAttemptLog:]
+	}
+	return out
 }
 
 // DeliveryQuery pages one endpoint's deliveries (ListWebhookDeliveries),

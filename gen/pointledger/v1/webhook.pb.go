@@ -9,6 +9,7 @@ package pointledgerv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -725,8 +726,13 @@ type WebhookDelivery struct {
 	LastError string `protobuf:"bytes,8,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// When the next attempt is due; left out when none is.
 	NextAttemptTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_attempt_time,json=nextAttemptTime,proto3" json:"next_attempt_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The attempts made, oldest first: every failed attempt and the one that
+	// succeeded, the last 20 of them (older ones are dropped). A redelivery
+	// appends to them (attempts above counts the latest round only). Empty
+	// for an event not yet attempted.
+	AttemptLog    []*WebhookAttempt `protobuf:"bytes,10,rep,name=attempt_log,json=attemptLog,proto3" json:"attempt_log,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WebhookDelivery) Reset() {
@@ -822,6 +828,87 @@ func (x *WebhookDelivery) GetNextAttemptTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *WebhookDelivery) GetAttemptLog() []*WebhookAttempt {
+	if x != nil {
+		return x.AttemptLog
+	}
+	return nil
+}
+
+// WebhookAttempt is one attempt at delivering an event.
+type WebhookAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the attempt was made.
+	AttemptTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=attempt_time,json=attemptTime,proto3" json:"attempt_time,omitempty"`
+	// The HTTP status of the receiver's answer; 0 when none came.
+	StatusCode int32 `protobuf:"varint,2,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// What went wrong (the status, a timeout, a refused address); empty for
+	// a 2xx.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// How long the attempt took, until the answer or the failure.
+	Duration      *durationpb.Duration `protobuf:"bytes,4,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WebhookAttempt) Reset() {
+	*x = WebhookAttempt{}
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WebhookAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WebhookAttempt) ProtoMessage() {}
+
+func (x *WebhookAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WebhookAttempt.ProtoReflect.Descriptor instead.
+func (*WebhookAttempt) Descriptor() ([]byte, []int) {
+	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *WebhookAttempt) GetAttemptTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AttemptTime
+	}
+	return nil
+}
+
+func (x *WebhookAttempt) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *WebhookAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *WebhookAttempt) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
 type ListWebhookDeliveriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The endpoint whose deliveries to list.
@@ -840,7 +927,7 @@ type ListWebhookDeliveriesRequest struct {
 
 func (x *ListWebhookDeliveriesRequest) Reset() {
 	*x = ListWebhookDeliveriesRequest{}
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[12]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -852,7 +939,7 @@ func (x *ListWebhookDeliveriesRequest) String() string {
 func (*ListWebhookDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[12]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -865,7 +952,7 @@ func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhookDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListWebhookDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{12}
+	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWebhookDeliveriesRequest) GetEndpointId() string {
@@ -905,7 +992,7 @@ func (x *ListWebhookDeliveriesRequest) GetPageToken() string {
 
 type ListWebhookDeliveriesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The deliveries, newest event first.
+	// The deliveries, in the order ListWebhookDeliveries states.
 	Deliveries []*WebhookDelivery `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
 	// Empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -915,7 +1002,7 @@ type ListWebhookDeliveriesResponse struct {
 
 func (x *ListWebhookDeliveriesResponse) Reset() {
 	*x = ListWebhookDeliveriesResponse{}
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[13]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1014,7 @@ func (x *ListWebhookDeliveriesResponse) String() string {
 func (*ListWebhookDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[13]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1027,7 @@ func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhookDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListWebhookDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{13}
+	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
@@ -976,7 +1063,7 @@ type RedeliverWebhookEventsRequest struct {
 
 func (x *RedeliverWebhookEventsRequest) Reset() {
 	*x = RedeliverWebhookEventsRequest{}
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[14]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1075,7 @@ func (x *RedeliverWebhookEventsRequest) String() string {
 func (*RedeliverWebhookEventsRequest) ProtoMessage() {}
 
 func (x *RedeliverWebhookEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[14]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1088,7 @@ func (x *RedeliverWebhookEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedeliverWebhookEventsRequest.ProtoReflect.Descriptor instead.
 func (*RedeliverWebhookEventsRequest) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{14}
+	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RedeliverWebhookEventsRequest) GetEndpointId() string {
@@ -1042,7 +1129,7 @@ type RedeliverWebhookEventsResponse struct {
 
 func (x *RedeliverWebhookEventsResponse) Reset() {
 	*x = RedeliverWebhookEventsResponse{}
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[15]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1141,7 @@ func (x *RedeliverWebhookEventsResponse) String() string {
 func (*RedeliverWebhookEventsResponse) ProtoMessage() {}
 
 func (x *RedeliverWebhookEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pointledger_v1_webhook_proto_msgTypes[15]
+	mi := &file_pointledger_v1_webhook_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1154,7 @@ func (x *RedeliverWebhookEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedeliverWebhookEventsResponse.ProtoReflect.Descriptor instead.
 func (*RedeliverWebhookEventsResponse) Descriptor() ([]byte, []int) {
-	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{15}
+	return file_pointledger_v1_webhook_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RedeliverWebhookEventsResponse) GetCount() int64 {
@@ -1081,7 +1168,7 @@ var File_pointledger_v1_webhook_proto protoreflect.FileDescriptor
 
 const file_pointledger_v1_webhook_proto_rawDesc = "" +
 	"\n" +
-	"\x1cpointledger/v1/webhook.proto\x12\x0epointledger.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x02\n" +
+	"\x1cpointledger/v1/webhook.proto\x12\x0epointledger.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x89\x02\n" +
 	"\x0fWebhookEndpoint\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12\x10\n" +
@@ -1129,7 +1216,7 @@ const file_pointledger_v1_webhook_proto_rawDesc = "" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\"5\n" +
 	"\x1bRotateWebhookSecretResponse\x12\x16\n" +
-	"\x06secret\x18\x01 \x01(\tR\x06secret\"\xd5\x02\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\"\x96\x03\n" +
 	"\x0fWebhookDelivery\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x17\n" +
@@ -1140,7 +1227,16 @@ const file_pointledger_v1_webhook_proto_rawDesc = "" +
 	"\x10last_status_code\x18\a \x01(\x05R\x0elastStatusCode\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\b \x01(\tR\tlastError\x12F\n" +
-	"\x11next_attempt_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\"\xcb\x01\n" +
+	"\x11next_attempt_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0fnextAttemptTime\x12?\n" +
+	"\vattempt_log\x18\n" +
+	" \x03(\v2\x1e.pointledger.v1.WebhookAttemptR\n" +
+	"attemptLog\"\xbd\x01\n" +
+	"\x0eWebhookAttempt\x12=\n" +
+	"\fattempt_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vattemptTime\x12\x1f\n" +
+	"\vstatus_code\x18\x02 \x01(\x05R\n" +
+	"statusCode\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x125\n" +
+	"\bduration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bduration\"\xcb\x01\n" +
 	"\x1cListWebhookDeliveriesRequest\x12\x1f\n" +
 	"\vendpoint_id\x18\x01 \x01(\tR\n" +
 	"endpointId\x12\x17\n" +
@@ -1190,7 +1286,7 @@ func file_pointledger_v1_webhook_proto_rawDescGZIP() []byte {
 }
 
 var file_pointledger_v1_webhook_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pointledger_v1_webhook_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_pointledger_v1_webhook_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_pointledger_v1_webhook_proto_goTypes = []any{
 	(DeliveryState)(0),                     // 0: pointledger.v1.DeliveryState
 	(*WebhookEndpoint)(nil),                // 1: pointledger.v1.WebhookEndpoint
@@ -1205,41 +1301,46 @@ var file_pointledger_v1_webhook_proto_goTypes = []any{
 	(*RotateWebhookSecretRequest)(nil),     // 10: pointledger.v1.RotateWebhookSecretRequest
 	(*RotateWebhookSecretResponse)(nil),    // 11: pointledger.v1.RotateWebhookSecretResponse
 	(*WebhookDelivery)(nil),                // 12: pointledger.v1.WebhookDelivery
-	(*ListWebhookDeliveriesRequest)(nil),   // 13: pointledger.v1.ListWebhookDeliveriesRequest
-	(*ListWebhookDeliveriesResponse)(nil),  // 14: pointledger.v1.ListWebhookDeliveriesResponse
-	(*RedeliverWebhookEventsRequest)(nil),  // 15: pointledger.v1.RedeliverWebhookEventsRequest
-	(*RedeliverWebhookEventsResponse)(nil), // 16: pointledger.v1.RedeliverWebhookEventsResponse
-	(*timestamppb.Timestamp)(nil),          // 17: google.protobuf.Timestamp
+	(*WebhookAttempt)(nil),                 // 13: pointledger.v1.WebhookAttempt
+	(*ListWebhookDeliveriesRequest)(nil),   // 14: pointledger.v1.ListWebhookDeliveriesRequest
+	(*ListWebhookDeliveriesResponse)(nil),  // 15: pointledger.v1.ListWebhookDeliveriesResponse
+	(*RedeliverWebhookEventsRequest)(nil),  // 16: pointledger.v1.RedeliverWebhookEventsRequest
+	(*RedeliverWebhookEventsResponse)(nil), // 17: pointledger.v1.RedeliverWebhookEventsResponse
+	(*timestamppb.Timestamp)(nil),          // 18: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 19: google.protobuf.Duration
 }
 var file_pointledger_v1_webhook_proto_depIdxs = []int32{
-	17, // 0: pointledger.v1.WebhookEndpoint.create_time:type_name -> google.protobuf.Timestamp
+	18, // 0: pointledger.v1.WebhookEndpoint.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 1: pointledger.v1.CreateWebhookEndpointResponse.endpoint:type_name -> pointledger.v1.WebhookEndpoint
 	1,  // 2: pointledger.v1.ListWebhookEndpointsResponse.endpoints:type_name -> pointledger.v1.WebhookEndpoint
 	1,  // 3: pointledger.v1.UpdateWebhookEndpointResponse.endpoint:type_name -> pointledger.v1.WebhookEndpoint
 	0,  // 4: pointledger.v1.WebhookDelivery.state:type_name -> pointledger.v1.DeliveryState
-	17, // 5: pointledger.v1.WebhookDelivery.next_attempt_time:type_name -> google.protobuf.Timestamp
-	0,  // 6: pointledger.v1.ListWebhookDeliveriesRequest.states:type_name -> pointledger.v1.DeliveryState
-	12, // 7: pointledger.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> pointledger.v1.WebhookDelivery
-	17, // 8: pointledger.v1.RedeliverWebhookEventsRequest.start_time:type_name -> google.protobuf.Timestamp
-	2,  // 9: pointledger.v1.WebhookService.CreateWebhookEndpoint:input_type -> pointledger.v1.CreateWebhookEndpointRequest
-	4,  // 10: pointledger.v1.WebhookService.ListWebhookEndpoints:input_type -> pointledger.v1.ListWebhookEndpointsRequest
-	6,  // 11: pointledger.v1.WebhookService.UpdateWebhookEndpoint:input_type -> pointledger.v1.UpdateWebhookEndpointRequest
-	8,  // 12: pointledger.v1.WebhookService.DeleteWebhookEndpoint:input_type -> pointledger.v1.DeleteWebhookEndpointRequest
-	10, // 13: pointledger.v1.WebhookService.RotateWebhookSecret:input_type -> pointledger.v1.RotateWebhookSecretRequest
-	13, // 14: pointledger.v1.WebhookService.ListWebhookDeliveries:input_type -> pointledger.v1.ListWebhookDeliveriesRequest
-	15, // 15: pointledger.v1.WebhookService.RedeliverWebhookEvents:input_type -> pointledger.v1.RedeliverWebhookEventsRequest
-	3,  // 16: pointledger.v1.WebhookService.CreateWebhookEndpoint:output_type -> pointledger.v1.CreateWebhookEndpointResponse
-	5,  // 17: pointledger.v1.WebhookService.ListWebhookEndpoints:output_type -> pointledger.v1.ListWebhookEndpointsResponse
-	7,  // 18: pointledger.v1.WebhookService.UpdateWebhookEndpoint:output_type -> pointledger.v1.UpdateWebhookEndpointResponse
-	9,  // 19: pointledger.v1.WebhookService.DeleteWebhookEndpoint:output_type -> pointledger.v1.DeleteWebhookEndpointResponse
-	11, // 20: pointledger.v1.WebhookService.RotateWebhookSecret:output_type -> pointledger.v1.RotateWebhookSecretResponse
-	14, // 21: pointledger.v1.WebhookService.ListWebhookDeliveries:output_type -> pointledger.v1.ListWebhookDeliveriesResponse
-	16, // 22: pointledger.v1.WebhookService.RedeliverWebhookEvents:output_type -> pointledger.v1.RedeliverWebhookEventsResponse
-	16, // [16:23] is the sub-list for method output_type
-	9,  // [9:16] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	18, // 5: pointledger.v1.WebhookDelivery.next_attempt_time:type_name -> google.protobuf.Timestamp
+	13, // 6: pointledger.v1.WebhookDelivery.attempt_log:type_name -> pointledger.v1.WebhookAttempt
+	18, // 7: pointledger.v1.WebhookAttempt.attempt_time:type_name -> google.protobuf.Timestamp
+	19, // 8: pointledger.v1.WebhookAttempt.duration:type_name -> google.protobuf.Duration
+	0,  // 9: pointledger.v1.ListWebhookDeliveriesRequest.states:type_name -> pointledger.v1.DeliveryState
+	12, // 10: pointledger.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> pointledger.v1.WebhookDelivery
+	18, // 11: pointledger.v1.RedeliverWebhookEventsRequest.start_time:type_name -> google.protobuf.Timestamp
+	2,  // 12: pointledger.v1.WebhookService.CreateWebhookEndpoint:input_type -> pointledger.v1.CreateWebhookEndpointRequest
+	4,  // 13: pointledger.v1.WebhookService.ListWebhookEndpoints:input_type -> pointledger.v1.ListWebhookEndpointsRequest
+	6,  // 14: pointledger.v1.WebhookService.UpdateWebhookEndpoint:input_type -> pointledger.v1.UpdateWebhookEndpointRequest
+	8,  // 15: pointledger.v1.WebhookService.DeleteWebhookEndpoint:input_type -> pointledger.v1.DeleteWebhookEndpointRequest
+	10, // 16: pointledger.v1.WebhookService.RotateWebhookSecret:input_type -> pointledger.v1.RotateWebhookSecretRequest
+	14, // 17: pointledger.v1.WebhookService.ListWebhookDeliveries:input_type -> pointledger.v1.ListWebhookDeliveriesRequest
+	16, // 18: pointledger.v1.WebhookService.RedeliverWebhookEvents:input_type -> pointledger.v1.RedeliverWebhookEventsRequest
+	3,  // 19: pointledger.v1.WebhookService.CreateWebhookEndpoint:output_type -> pointledger.v1.CreateWebhookEndpointResponse
+	5,  // 20: pointledger.v1.WebhookService.ListWebhookEndpoints:output_type -> pointledger.v1.ListWebhookEndpointsResponse
+	7,  // 21: pointledger.v1.WebhookService.UpdateWebhookEndpoint:output_type -> pointledger.v1.UpdateWebhookEndpointResponse
+	9,  // 22: pointledger.v1.WebhookService.DeleteWebhookEndpoint:output_type -> pointledger.v1.DeleteWebhookEndpointResponse
+	11, // 23: pointledger.v1.WebhookService.RotateWebhookSecret:output_type -> pointledger.v1.RotateWebhookSecretResponse
+	15, // 24: pointledger.v1.WebhookService.ListWebhookDeliveries:output_type -> pointledger.v1.ListWebhookDeliveriesResponse
+	17, // 25: pointledger.v1.WebhookService.RedeliverWebhookEvents:output_type -> pointledger.v1.RedeliverWebhookEventsResponse
+	19, // [19:26] is the sub-list for method output_type
+	12, // [12:19] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_pointledger_v1_webhook_proto_init() }
@@ -1254,7 +1355,7 @@ func file_pointledger_v1_webhook_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pointledger_v1_webhook_proto_rawDesc), len(file_pointledger_v1_webhook_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,12 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"GoneDisablesTheEndpoint":                testGoneDisablesTheEndpoint,
 	"LastAttemptThenNextAndRedeliver":        testLastAttemptThenNextAndRedeliver,
 	"ThrottledQueueWritesAreWrittenAgain":    testThrottledQueueWritesAreWrittenAgain,
+	"FailureThenSuccessKeepsBothAttempts":    testFailureThenSuccessKeepsBothAttempts,
+	"RedeliveryKeepsEarlierAttempts":         testRedeliveryKeepsEarlierAttempts,
+	"AttemptLogIsBounded":                    testAttemptLogIsBounded,
+	"WaitingBehindAFailingEventIsPending":    testWaitingBehindAFailingEventIsPending,
+	"DeliveriesListedNewestFirst":            testDeliveriesListedNewestFirst,
+	"NoticeAttemptLogIsBounded":              testNoticeAttemptLogIsBounded,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).

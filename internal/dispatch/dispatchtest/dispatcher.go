@@ -288,6 +288,10 @@ func testNotify(t *testing.T, newEnv NewEnv) {
 	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "n"})
 	if err != nil || len(rows) != 2 || rows[0].Version != 1 || rows[0].State != dispatch.DeliveryPending || rows[1].EventID != ev.ID {
 		t.Errorf("n's rows %+v, %v: want the grant PENDING, then the notice", rows, err)
+	} else if !slices.Equal(statuses(rows[0].Log), []int{500}) || !slices.Equal(statuses(rows[1].Log), []int{200}) {
+		t.Errorf("n's logs %+v and %+v: want the grant's 500, the notice's 200", rows[0].Log, rows[1].Log)
+	} else {
+		checkLog(t, rows[1].Log)
 	}
 	if n := sub.requests(); n != 2 {
 		t.Errorf("%d requests, want 2: the grant's first attempt and the notice once", n)

@@ -118,10 +118,21 @@ func testReceiverDownComesBack(t *testing.T, newEnv NewEnv) {
 		f.apply(ledger.EntryGrant, ledger.Request{UserID: "down", RequestID: fmt.Sprint("g", i), Amount: "1"})
 	}
 	f.feed(f.entries("down"), d)
+	// The head (version 1) fails; the three behind it are listed as
+	// PENDING, newest first, not attempted (issue 32).
 	waitFor(t, "three failed attempts", func() bool {
 		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "down"})
-		return err == nil && len(rows) == 1 && rows[0].Attempts >= 3 && rows[0].State == dispatch.DeliveryPending &&
-			rows[0].LastStatusCode == 0 && strings.Contains(rows[0].LastError, "refused")
+		if err != nil || len(rows) != 4 {
+			return false
+		}
+		for i, r := range rows[:3] {
+			if r.Version != int64(4-i) || r.State != dispatch.DeliveryPending || r.Attempts != 0 {
+				return false
+			}
+		}
+		head := rows[3]
+		return head.Version == 1 && head.Attempts >= 3 && head.State == dispatch.DeliveryPending &&
+			head.LastStatusCode == 0 && strings.Contains(head.LastError, "refused")
 	})
 	back, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -3,7 +3,7 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/pointledger/pointledger/internal/ddbattr"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -47,6 +48,122 @@ func rowItem(r dispatch.Row) map[string]types.AttributeValue {
 	return item
 }
 
+// rowUpdate is r's write as an Update: the row's attributes set (its
+// next_attempt_time removed when it has none), and r's attempt appended to
+// its attempt_log, a list kept to dispatch.MaxAttemptLog by the condition
+// that it is shorter (a full log fails the condition: WriteQueue drops its
+// oldest attempt, trimLog, and writes again). An Update, not a Put, so
+// that the log survives the row's next write, a redelivery's included,
+// without a read.
+func (s *Store) rowUpdate(r dispatch.Row) *types.Update {
+	item := rowItem(r)
+	key := map[string]types.AttributeValue{"PK": item["PK"], "SK": item["SK"]}
+	delete(item, "PK")
+	delete(item, "SK")
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	set := make([]string, 0, len(item)+1)
+	for _, name := range sortedNames(item) {
+		n := fmt.Sprintf("#a%d", len(names))
+		names[n] = name
+		values[":"+n[1:]] = item[name]
+		set = append(set, n+" = :"+n[1:])
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	cond := ""
+	if !r.Attempt.Time.IsZero() {
+		names["#log"] = "attempt_log"
+		values[":attempt"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(r.Attempt)}}
+		values[":nolog"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+		values[":maxlog"] = ddbattr.Int(dispatch.MaxAttemptLog)
+		expr += ", #log = list_append(if_not_exists(#log, :nolog), :attempt)"
+		cond = "attribute_not_exists(#log) OR size(#log) < :maxlog"
+	}
+	if _, ok := item["next_attempt_time"]; !ok {
+		names["#next"] = "next_attempt_time"
+		expr += " REMOVE #next"
+	}
+	u := &types.Update{
+		TableName: &s.table, Key: key, UpdateExpression: aws.String(expr),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	}
+	if cond != "" {
+		u.ConditionExpression = aws.String(cond)
+	}
+	return u
+}
+
+func sortedNames(item map[string]types.AttributeValue) []string {
+	names := make([]string, 0, len(item))
+	for name := range item {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// attemptItem is an attempt as attempt_log keeps it: t (unix ns), s (HTTP
+// status), d (duration, ns) and e (the error, when there is one).
+func attemptItem(a dispatch.Attempt) types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		"t": ddbattr.Int(a.Time.UnixNano()), "s": ddbattr.Int(int64(a.Status)), "d": ddbattr.Int(int64(a.Duration)),
+	}
+	if a.Error != "" {
+		m["e"] = ddbattr.S(a.Error)
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// decodeLog reads a row's attempt_log, oldest first.
+func decodeLog(item map[string]types.AttributeValue) []dispatch.Attempt {
+	l, ok := item["attempt_log"].(*types.AttributeValueMemberL)
+	if !ok {
+		return nil
+	}
+	out := make([]dispatch.Attempt, 0, len(l.Value))
+	for _, v := range l.Value {
+		m, ok := v.(*types.AttributeValueMemberM)
+		if !ok {
+			continue
+		}
+		out = append(out, dispatch.Attempt{
+			Time:     time.Unix(0, ddbattr.IntOf(m.Value, "t")).UTC(),
+			Status:   int(ddbattr.IntOf(m.Value, "s")),
+			Error:    ddbattr.Text(m.Value, "e"),
+			Duration: time.Duration(ddbattr.IntOf(m.Value, "d")),
+		})
+	}
+	return out
+}
+
+// trimLog drops the oldest attempt of the row at key if its log is full
+// (dispatch.MaxAttemptLog long), making room for the next: only its
+// claim holder writes a row, so the log is no longer than that. With
+// owner, only while owner holds the row's claim (a notice's); trimmed
+// says whether it dropped one.
+func (s *Store) trimLog(ctx context.Context, key map[string]types.AttributeValue, owner string) (trimmed bool, err error) {
+	cond := "size(#log) >= :maxlog"
+	values := map[string]types.AttributeValue{":maxlog": ddbattr.Int(dispatch.MaxAttemptLog)}
+	if owner != "" {
+		cond += " AND claim_owner = :me"
+		values[":me"] = ddbattr.S(owner)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: &s.table, Key: key,
+		UpdateExpression:          aws.String("REMOVE #log[0]"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#log": "attempt_log"},
+		ExpressionAttributeValues: values,
+	})
+	if isConditionFailed(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("trim attempt log: %w", err)
+	}
+	return true, nil
+}
+
 func decodeDelivery(item map[string]types.AttributeValue) dispatch.Delivery {
 	dl := dispatch.Delivery{
 		EndpointID:     ddbattr.Text(item, "endpoint_id"),
@@ -58,6 +175,7 @@ func decodeDelivery(item map[string]types.AttributeValue) dispatch.Delivery {
 		Attempts:       int(ddbattr.IntOf(item, "attempts")),
 		LastStatusCode: int(ddbattr.IntOf(item, "last_status_code")),
 		LastError:      ddbattr.Text(item, "last_error"),
+		Log:            decodeLog(item),
 	}
 	if n := ddbattr.IntOf(item, "next_attempt_time"); n != 0 && dl.State == dispatch.DeliveryPending {
 		dl.NextAttemptTime = time.Unix(0, n).UTC()

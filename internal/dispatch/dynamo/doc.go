@@ -37,9 +37,14 @@
 //     type, state (PENDING, SUCCEEDED, FAILED), attempts, last status
 //     code, last error and next attempt time; delivery_endpoint + event_id
 //     index it by endpoint for ListWebhookDeliveries. An entry's row is
-//     written whole, from the queue's count, in the same transaction as
-//     the queue's done (the 2xx of a group) or its failed head, so a
-//     redelivered event's row starts again at its next attempt.
+//     written, from the queue's count, in the same transaction as the
+//     queue's done (the 2xx of a group) or its failed head, so a
+//     redelivered event's row starts its count again at its next
+//     attempt; the write is an Update that appends the attempt to
+//     attempt_log (a list of {t, s, e, d}: time, status, error,
+//     duration), which a redelivery does not reset, conditional on the
+//     list being shorter than dispatch.MaxAttemptLog (a full one loses
+//     its oldest attempt first, rowUpdate and trimLog).
 //     A notice's delivery row is its own queue of one event: while PENDING
 //     it carries due_shard and due_time, its data and time, and a claim,
 //     and it is attempted outside the user's version order.

@@ -3,13 +3,13 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"github.com/pointledger/pointledger/internal/ddbattr"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/webhook"
@@ -78,7 +78,13 @@ func (s *Store) WriteNotice(ctx context.Context, ref dispatch.QueueRef, owner st
 	case a != nil:
 		values[":a"], values[":status"], values[":err"] = ddbattr.Int(int64(a.Attempts)), ddbattr.Int(int64(a.Status)), ddbattr.S(a.LastErr)
 		values[":state"] = ddbattr.S(string(a.State))
-		const recorded = "SET attempts = :a, last_status_code = :status, last_error = :err, #state = :state"
+		recorded := "SET attempts = :a, last_status_code = :status, last_error = :err, #state = :state"
+		if !a.Log.Time.IsZero() {
+			values[":attempt"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(a.Log)}}
+			values[":nolog"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+			values[":maxlog"] = ddbattr.Int(dispatch.MaxAttemptLog)
+			recorded += ", #log = list_append(if_not_exists(#log, :nolog), :attempt)"
+		}
 		if a.State == dispatch.DeliveryPending {
 			values[":next"], values[":due"] = ddbattr.Int(a.Next.UnixNano()), ddbattr.S(dueText(a.Next))
 			expr = recorded + ", next_attempt_time = :next, due_time = :due REMOVE claim_owner, claim_until"
@@ -102,12 +108,30 @@ func (s *Store) WriteNotice(ctx context.Context, ref dispatch.QueueRef, owner st
 		ConditionExpression:       aws.String("claim_owner = :me"),
 		ExpressionAttributeValues: values,
 	}
+	logged := w.Attempt != nil && !w.Attempt.Log.Time.IsZero()
 	if w.Attempt != nil {
 		in.ExpressionAttributeNames = map[string]string{"#state": "state"}
 	}
-	_, err := s.db.UpdateItem(ctx, in)
-	if err != nil && !isConditionFailed(err) {
-		return fmt.Errorf("write notice row: %w", err)
+	if logged {
+		// The attempt log is kept to dispatch.MaxAttemptLog, as a queue's
+		// rows are (rowUpdate).
+		in.ExpressionAttributeNames["#log"] = "attempt_log"
+		in.ConditionExpression = aws.String("claim_owner = :me AND (attribute_not_exists(#log) OR size(#log) < :maxlog)")
 	}
-	return nil
+	for {
+		_, err := s.db.UpdateItem(ctx, in)
+		if isConditionFailed(err) && logged {
+			// The claim lost, or the log full: its oldest attempt goes if
+			// the claim is still ours, and the write again.
+			trimmed, err := s.trimLog(ctx, noticeKey(ref), owner)
+			if err != nil || !trimmed {
+				return err
+			}
+			continue
+		}
+		if err != nil && !isConditionFailed(err) {
+			return fmt.Errorf("write notice row: %w", err)
+		}
+		return nil
+	}
 }

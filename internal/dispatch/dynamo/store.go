@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pointledger/pointledger/internal/ddbattr"
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbattr"
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/throttle"
 )
@@ -202,7 +202,7 @@ func (s *Store) ReadQueue(ctx context.Context, ref dispatch.QueueRef) (dispatch.
 // tried again here, the claim still held.
 func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatch.Row, w dispatch.QueueWrite) error {
 	update := s.queueUpdate(q, w)
-	for conflicts, throttles := 0, 0; ; {
+	for conflicts, throttles, trims := 0, 0, 0; ; {
 		var err error
 		if len(rows) == 0 {
 			_, err = s.db.UpdateItem(ctx, update)
@@ -213,14 +213,28 @@ func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatc
 				ConditionExpression: update.ConditionExpression, ExpressionAttributeValues: update.ExpressionAttributeValues,
 			}})
 			for _, r := range rows {
-				items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: rowItem(r)}})
+				items = append(items, types.TransactWriteItem{Update: s.rowUpdate(r)})
 			}
 			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		}
-		failed, conflict := writeFailure(err)
+		failed, conflict, full := writeFailure(err)
 		switch {
 		case err == nil:
 			return nil
+		case len(full) > 0 && !failed && trims < len(rows)+1:
+			// A row's attempt log is full: its oldest attempt goes, and
+			// the write again (nothing of it was written).
+			trims++
+			for _, i := range full {
+				if i < 1 || i > len(rows) {
+					continue
+				}
+				r := rowItem(rows[i-1])
+				if _, err := s.trimLog(ctx, map[string]types.AttributeValue{"PK": r["PK"], "SK": r["SK"]}, ""); err != nil {
+					return err
+				}
+			}
+			continue
 		case throttle.Throttled(err) && throttles < maxThrottledWrites:
 			// The queue's or the rows' partition is over its capacity:
 			// back off and write again, still holding the claim (given
@@ -263,29 +277,31 @@ func throttleBackoff(n int) time.Duration {
 
 // writeFailure says whether err is the queue's condition failing (alone
 // or in a transaction, where the queue is the first item), or a
-// transaction conflict, which is worth trying again.
-func writeFailure(err error) (conditionFailed, conflict bool) {
+// transaction conflict, which is worth trying again, and which items
+// after the first (rows whose attempt log is full) failed their condition.
+func writeFailure(err error) (conditionFailed, conflict bool, full []int) {
 	if err == nil {
-		return false, false
+		return false, false, nil
 	}
 	if isConditionFailed(err) {
-		return true, false
+		return true, false, nil
 	}
 	var cancelled *types.TransactionCanceledException
 	if !errors.As(err, &cancelled) {
-		return false, false
+		return false, false, nil
 	}
 	for i, r := range cancelled.CancellationReasons {
 		switch aws.ToString(r.Code) {
 		case "ConditionalCheckFailed":
 			if i == 0 {
-				return true, false
+				return true, false, nil
 			}
+			full = append(full, i)
 		case "TransactionConflict":
 			conflict = true
 		}
 	}
-	return false, conflict
+	return false, conflict, full
 }
 
 // queueUpdate is w as an UpdateItem of q.

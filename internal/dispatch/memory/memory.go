@@ -208,7 +208,21 @@ func (s *Store) putRow(r dispatch.Row) {
 	if r.State == dispatch.DeliveryPending && !r.Next.IsZero() {
 		d.NextAttemptTime = time.Unix(0, r.Next.UnixNano()).UTC()
 	}
-	s.rows[rowKey{r.EndpointID, r.Event.UserID, sk}] = &row{d: d, notice: r.Notice}
+	k := rowKey{r.EndpointID, r.Event.UserID, sk}
+	if was, ok := s.rows[k]; ok {
+		d.Log = was.d.Log // a write appends to the row's log, as DynamoDB's list_append
+	}
+	if !r.Attempt.Time.IsZero() {
+		d.Log = dispatch.AppendAttempt(d.Log, kept(r.Attempt))
+	}
+	s.rows[k] = &row{d: d, notice: r.Notice}
+}
+
+// kept is an attempt as the DynamoDB store keeps it: times in UTC, to the
+// nanosecond, without a monotonic reading.
+func kept(a dispatch.Attempt) dispatch.Attempt {
+	a.Time = time.Unix(0, a.Time.UnixNano()).UTC()
+	return a
 }
 
 // MoveBack is dispatch.Store's.
@@ -311,6 +325,7 @@ func (s *Store) ListDeliveries(_ context.Context, q dispatch.DeliveryQuery, size
 	out := make([]dispatch.Delivery, len(all))
 	for i, p := range all {
 		out[i] = p.d
+		out[i].Log = slices.Clone(p.d.Log)
 	}
 	return out, next, nil
 }
@@ -362,6 +377,9 @@ func (s *Store) WriteNotice(_ context.Context, ref dispatch.QueueRef, owner stri
 	switch a := w.Attempt; {
 	case a != nil:
 		r.d.Attempts, r.d.LastStatusCode, r.d.LastError, r.d.State = a.Attempts, a.Status, a.LastErr, a.State
+		if !a.Log.Time.IsZero() {
+			r.d.Log = dispatch.AppendAttempt(r.d.Log, kept(a.Log))
+		}
 		if a.State == dispatch.DeliveryPending {
 			r.d.NextAttemptTime, r.due = time.Unix(0, a.Next.UnixNano()).UTC(), a.Next
 		} else {

@@ -80,8 +80,13 @@ type WebhookServiceClient interface {
 	// that knows either verifies.
 	RotateWebhookSecret(context.Context, *connect.Request[v1.RotateWebhookSecretRequest]) (*connect.Response[v1.RotateWebhookSecretResponse], error)
 	// ListWebhookDeliveries pages through an endpoint's deliveries, one per
-	// event, newest event first: each with its state, attempts and the
-	// outcome of the last attempt.
+	// event: each with its state, attempts, the outcome of the last attempt
+	// and its attempt log (the last 20 attempts, oldest first, kept across
+	// redeliveries). Every user's: newest event first (by event id, a ULID
+	// of the entry's or the notice's time). One user's (user_id): its
+	// entries' events newest version first, then its notices newest first;
+	// an event of the user's not yet attempted because an earlier one is
+	// failing is listed as PENDING with no attempts.
 	ListWebhookDeliveries(context.Context, *connect.Request[v1.ListWebhookDeliveriesRequest]) (*connect.Response[v1.ListWebhookDeliveriesResponse], error)
 	// RedeliverWebhookEvents sends an endpoint's events again, read from the
 	// ledger itself (which keeps every entry), in version order per user:
@@ -217,8 +222,13 @@ type WebhookServiceHandler interface {
 	// that knows either verifies.
 	RotateWebhookSecret(context.Context, *connect.Request[v1.RotateWebhookSecretRequest]) (*connect.Response[v1.RotateWebhookSecretResponse], error)
 	// ListWebhookDeliveries pages through an endpoint's deliveries, one per
-	// event, newest event first: each with its state, attempts and the
-	// outcome of the last attempt.
+	// event: each with its state, attempts, the outcome of the last attempt
+	// and its attempt log (the last 20 attempts, oldest first, kept across
+	// redeliveries). Every user's: newest event first (by event id, a ULID
+	// of the entry's or the notice's time). One user's (user_id): its
+	// entries' events newest version first, then its notices newest first;
+	// an event of the user's not yet attempted because an earlier one is
+	// failing is listed as PENDING with no attempts.
 	ListWebhookDeliveries(context.Context, *connect.Request[v1.ListWebhookDeliveriesRequest]) (*connect.Response[v1.ListWebhookDeliveriesResponse], error)
 	// RedeliverWebhookEvents sends an endpoint's events again, read from the
 	// ledger itself (which keeps every entry), in version order per user:

@@ -1,0 +1,320 @@
+package dispatchtest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pointledger/pointledger/internal/dispatch"
+	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
+)
+
+// rowOf returns the delivery row of user's version on ep, read through
+// the dispatcher (ListDeliveries of the user).
+func rowOf(t *testing.T, d *dispatch.Dispatcher, endpointID, user string, version int64) dispatch.Delivery {
+	t.Helper()
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: endpointID, UserID: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Version == version && !strings.HasPrefix(string(r.Type), "points.expiring") {
+			return r
+		}
+	}
+	t.Fatalf("no row of %s v%d in %+v", user, version, rows)
+	return dispatch.Delivery{}
+}
+
+// statuses is the log's HTTP statuses, oldest first.
+func statuses(log []dispatch.Attempt) []int {
+	out := make([]int, len(log))
+	for i, a := range log {
+		out[i] = a.Status
+	}
+	return out
+}
+
+// checkLog checks what every attempt of a log carries: a time in order,
+// no negative duration, an error exactly when no 2xx came.
+func checkLog(t *testing.T, log []dispatch.Attempt) {
+	t.Helper()
+	for i, a := range log {
+		if a.Time.IsZero() || (i > 0 && a.Time.Before(log[i-1].Time)) {
+			t.Errorf("attempt %d at %v: want a time, in order (log %+v)", i, a.Time, log)
+		}
+		if a.Duration < 0 {
+			t.Errorf("attempt %d took %v", i, a.Duration)
+		}
+		if ok := a.Status >= 200 && a.Status <= 299; ok != (a.Error == "") {
+			t.Errorf("attempt %d: status %d with error %q", i, a.Status, a.Error)
+		}
+	}
+}
+
+// TestFailureThenSuccessKeepsBothAttempts: an event answered 500 twice
+// then 204 shows all three attempts, oldest first, the failures with
+// their errors.
+func testFailureThenSuccessKeepsBothAttempts(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, func(n int, _ arrival) int {
+		if n <= 2 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusNoContent
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}}})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "a", RequestID: "g1", Amount: "1"})
+	f.feed(f.entries("a"), d)
+	waitFor(t, "the event delivered", func() bool { return rcv.ackedCount() == 1 })
+	settled(t, d)
+	r := rowOf(t, d, ep.ID, "a", 1)
+	if r.State != dispatch.DeliverySucceeded || r.Attempts != 3 || r.LastStatusCode != 204 {
+		t.Errorf("row %+v: want SUCCEEDED after 3 attempts, last 204", r)
+	}
+	if got := statuses(r.Log); !slices.Equal(got, []int{500, 500, 204}) {
+		t.Fatalf("log statuses %v, want [500 500 204] (log %+v)", got, r.Log)
+	}
+	checkLog(t, r.Log)
+	if !strings.Contains(r.Log[0].Error, "500") {
+		t.Errorf("first attempt's error %q, want it to name the 500", r.Log[0].Error)
+	}
+}
+
+// TestRedeliveryKeepsEarlierAttempts: an event given up after three 503s
+// and then redelivered with a 200 keeps the three failures before the
+// success; attempts counts the redelivery's round.
+func testRedeliveryKeepsEarlierAttempts(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	var healed atomic.Bool
+	rcv := newReceiver(t, func(_ int, a arrival) int {
+		if a.version == 2 && !healed.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Millisecond, time.Millisecond}}})
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "x", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("x"), d)
+	waitFor(t, "versions 1 and 3", func() bool { return rcv.ackedCount() == 2 })
+	settled(t, d)
+	if r := rowOf(t, d, ep.ID, "x", 2); r.State != dispatch.DeliveryFailed || !slices.Equal(statuses(r.Log), []int{503, 503, 503}) {
+		t.Fatalf("row %+v: want FAILED with three 503s logged", r)
+	}
+	healed.Store(true)
+	if n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "x", FromVersion: 2}); err != nil || n != 2 {
+		t.Fatalf("Redeliver = %d, %v; want 2", n, err)
+	}
+	waitFor(t, "the gap filled", func() bool { return rcv.requests() == 3+2+2 })
+	settled(t, d)
+	r := rowOf(t, d, ep.ID, "x", 2)
+	if r.State != dispatch.DeliverySucceeded || r.Attempts != 1 || r.LastStatusCode != 200 {
+		t.Errorf("row %+v: want SUCCEEDED at the redelivery's first attempt", r)
+	}
+	if got := statuses(r.Log); !slices.Equal(got, []int{503, 503, 503, 200}) {
+		t.Errorf("v2's log %v, want [503 503 503 200]: the failures before the redelivery kept", got)
+	}
+	checkLog(t, r.Log)
+	if got := statuses(rowOf(t, d, ep.ID, "x", 3).Log); !slices.Equal(got, []int{200, 200}) {
+		t.Errorf("v3's log %v, want [200 200]: delivered, then redelivered", got)
+	}
+}
+
+// TestAttemptLogIsBounded: an event that takes more attempts than the log
+// keeps shows the last dispatch.MaxAttemptLog of them.
+func testAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	failures := dispatch.MaxAttemptLog + 5
+	rcv := newReceiver(t, func(n int, _ arrival) int {
+		if n <= failures {
+			return 500 + n // 501, 502, ...: each attempt its own status
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: slices.Repeat([]time.Duration{time.Millisecond}, failures+1)}})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "b", RequestID: "g1", Amount: "1"})
+	f.feed(f.entries("b"), d)
+	waitFor(t, "the event delivered", func() bool { return rcv.ackedCount() == 1 })
+	settled(t, d)
+	r := rowOf(t, d, ep.ID, "b", 1)
+	var want []int
+	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
+		want = append(want, 500+n)
+	}
+	want = append(want, 200)
+	if got := statuses(r.Log); !slices.Equal(got, want) {
+		t.Errorf("log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
+	}
+	if r.Attempts != failures+1 {
+		t.Errorf("attempts %d, want %d", r.Attempts, failures+1)
+	}
+	checkLog(t, r.Log)
+}
+
+// TestWaitingBehindAFailingEventIsPending: while a user's first event
+// fails (its next attempt an hour away), the events behind it are listed
+// as PENDING with no attempts, newest version first, page by page; asked
+// for SUCCEEDED rows, none of them.
+func testWaitingBehindAFailingEventIsPending(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, func(int, arrival) int { return http.StatusInternalServerError })
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Hour}}})
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "w", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("w"), d)
+	waitFor(t, "the head's failure on the record", func() bool {
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+			EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded, dispatch.DeliveryFailed, dispatch.DeliveryPending}})
+		return err == nil && len(rows) == 3 && rows[2].Attempts == 1
+	})
+	var got []dispatch.Delivery
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatalf("more than 3 pages of one row: %+v", got)
+		}
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+			EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliveryPending},
+			Page: ledger.Page{PageSize: 1, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rows...)
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	var vs []int64
+	for _, r := range got {
+		vs = append(vs, r.Version)
+		if r.State != dispatch.DeliveryPending || r.Type != ledger.EventPointsGranted || r.EventID == "" {
+			t.Errorf("row %+v: want a PENDING points.granted with its event id", r)
+		}
+	}
+	if !slices.Equal(vs, []int64{3, 2, 1}) {
+		t.Fatalf("PENDING versions %v, want [3 2 1]", vs)
+	}
+	if got[0].Attempts != 0 || len(got[0].Log) != 0 || got[1].Attempts != 0 || got[2].Attempts != 1 || len(got[2].Log) != 1 || got[2].Log[0].Status != 500 {
+		t.Errorf("rows %+v: want 3 and 2 not attempted, 1 attempted once (500)", got)
+	}
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+		EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
+	if err != nil || len(rows) != 0 {
+		t.Errorf("SUCCEEDED rows %+v, %v: want none", rows, err)
+	}
+}
+
+// TestDeliveriesListedNewestFirst: every user's deliveries come newest
+// event first (by event id, the entries' time order), one user's newest
+// version first.
+func testDeliveriesListedNewestFirst(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, nil)
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{})
+	for i := range 3 {
+		for _, u := range []string{"p", "q"} {
+			f.clk.Add(time.Millisecond) // one ULID millisecond each: ids in time order
+			f.apply(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: fmt.Sprint("g", i), Amount: "1"})
+		}
+	}
+	all := f.entries("p", "q")
+	f.feed(all, d)
+	waitFor(t, "every event delivered", func() bool { return rcv.ackedCount() == 6 })
+	settled(t, d)
+	slices.SortFunc(all, func(a, b ledger.Entry) int { return b.CreateTime.Compare(a.CreateTime) })
+	var want []string
+	for _, e := range all {
+		want = append(want, e.ID)
+	}
+	var ids []string
+	token := ""
+	for {
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, Page: ledger.Page{PageSize: 4, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			ids = append(ids, r.EventID)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("every user's: %v, want newest event first %v", ids, want)
+	}
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []int64
+	for _, r := range rows {
+		vs = append(vs, r.Version)
+	}
+	if !slices.Equal(vs, []int64{3, 2, 1}) {
+		t.Errorf("q's: versions %v, want [3 2 1]", vs)
+	}
+}
+
+// TestNoticeAttemptLogIsBounded: a notice that takes more attempts than
+// the log keeps shows the last dispatch.MaxAttemptLog of them, as an
+// entry's event does.
+func testNoticeAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	failures := dispatch.MaxAttemptLog + 3
+	rcv := newReceiver(t, func(n int, _ arrival) int {
+		if n <= failures {
+			return 500 + n
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv, "points.expiring")
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: slices.Repeat([]time.Duration{time.Millisecond}, failures+1)}})
+	ev := webhook.Event{
+		ID: "01JNOTICE0000000000000000B", Type: ledger.EventPointsExpiring, UserID: "nb", Version: 1,
+		Time: f.clk.Now(), Data: []byte(`{"event_id":"01JNOTICE0000000000000000B","user_id":"nb","version":"1","amount":"5"}`),
+	}
+	if err := d.Notify(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	var row dispatch.Delivery
+	waitFor(t, "the notice's row SUCCEEDED", func() bool {
+		rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "nb"})
+		if err != nil || len(rows) != 1 {
+			return false
+		}
+		row = rows[0]
+		return row.State == dispatch.DeliverySucceeded
+	})
+	var want []int
+	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
+		want = append(want, 500+n)
+	}
+	want = append(want, 200)
+	if got := statuses(row.Log); !slices.Equal(got, want) {
+		t.Errorf("notice's log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
+	}
+	checkLog(t, row.Log)
+}
