@@ -62,8 +62,13 @@ LDFLAGS := -X main.version=$(VERSION)
 # runs four packages at once, not one a core: the fault test sleeps through
 # most of its minute of faults, and the others often wait on DynamoDB Local
 # (measured on 2 cores, other work running: 65 to 71 s instead of 99 to
-# 127 s, for about the same CPU).
-TEST_FLAGS ?= -race -count=1 -timeout 20m -p 4
+# 127 s, for about the same CPU). -vet=off: the vet that go test runs by
+# default (atomic, bools, buildtag, directive, errorsas, ifaceassert,
+# nilfunc, printf, stringintconv, tests) is a subset of golangci-lint's
+# govet, which runs every go vet default analyzer over the same packages and
+# their tests, and make test runs lint beside the tests: the go test vet was
+# the same check twice (docs/performance.md, "A fresh machine").
+TEST_FLAGS ?= -race -vet=off -count=1 -timeout 20m -p 4
 
 .PHONY: help
 help: ## list the targets
