@@ -62,8 +62,14 @@ LDFLAGS := -X main.version=$(VERSION)
 # runs four packages at once, not one a core: the fault test sleeps through
 # most of its minute of faults, and the others often wait on DynamoDB Local
 # (measured on 2 cores, other work running: 65 to 71 s instead of 99 to
-# 127 s, for about the same CPU).
-TEST_FLAGS ?= -race -count=1 -timeout 20m -p 4
+# 127 s, for about the same CPU). -vet=off: the vet that go test runs by
+# default (atomic, bools, buildtag, directive, errorsas, ifaceassert,
+# nilfunc, printf, stringintconv, tests) is a subset of golangci-lint's
+# govet, which runs every go vet default analyzer over the same packages and
+# their tests, and make test runs lint beside the tests: the go test vet was
+# the same check twice (docs/performance.md, "A fresh machine").
+TEST_BUILD ?= -race
+TEST_FLAGS ?= $(TEST_BUILD) -vet=off -count=1 -timeout 20m -p 4
 
 .PHONY: help
 help: ## list the targets
@@ -107,13 +113,28 @@ BUF := $(TOOLS)/buf-$(BUF_VERSION)
 TEST_NEEDS := dynamodb-local chromium $(BUF) $(GOTESTSUM)
 
 .PHONY: test
-# The three at once, each installing what it needs first: the tests leave
-# about a core's worth of their time idle (waiting on DynamoDB Local, on
-# faults, on processes), which lint, the generated-code check and, on a
-# fresh machine, the builds of their tools use (docs/performance.md, "Test
-# suite time"). The tests come first: they take longest.
-test: ## install what is missing, then lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
+# Two steps. First the build, and whatever tool is missing: every package
+# and test variant compiled as the tests compile them (TEST_BUILD), with
+# nothing linked or run (go list -export), and beside it the plain build of
+# every package, which the tests that run ledgerd, devstack or an example
+# (go build) and the generated-code check (go run) link from. Then the
+# three at once, each finding its compiles done: the tests, lint (whose
+# type information is that same build: LINT_GOFLAGS) and the generated-code
+# check. The tests leave about a core's worth of their time idle (waiting on
+# DynamoDB Local, on faults, on processes), which lint and the check use
+# (docs/performance.md, "Test suite time"). Started at once, the tests' and
+# lint's compiles were two configurations (lint's without -race) in
+# processes that do not wait for each other: on a fresh machine, lint's was
+# most of its CPU (docs/performance.md, "A fresh machine").
+test: ## install what is missing and build, then lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
+	$(MAKE) --no-print-directory -j4 test-build $(TEST_NEEDS) tools $(GOLANGCI_LINT)
 	$(MAKE) --no-print-directory -j4 test-packages lint generate-check
+
+.PHONY: test-build
+test-build: ## compile what make test runs: every package and its tests as the tests build them (TEST_BUILD), nothing linked, and beside it go build ./...
+	$(GO) list $(TEST_BUILD) -test -deps -export -f '{{.ImportPath}}' ./... >/dev/null & tests=$$!; \
+	plain=0; $(GO) build ./... || plain=$$?; \
+	wait $$tests && exit $$plain
 
 .PHONY: test-packages
 test-packages: $(TEST_NEEDS) ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
@@ -282,11 +303,19 @@ $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD):
 $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD):
 	@$(call go-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 
+# golangci-lint reads its packages' type information from the go command's
+# build (go list -export, the test variants included), so it compiles
+# every package it lints: with the tests' TEST_BUILD, so that in make test it
+# finds the tests' compiles done instead of compiling everything again
+# without -race. The code linted and the analyzers are the same; no file of
+# this module has a race build tag.
+LINT_GOFLAGS ?= $(TEST_BUILD)
+
 .PHONY: lint
 lint: $(GOLANGCI_LINT) tools ## golangci-lint (.golangci.yml), buf lint and buf breaking
 	# Serial runners: a second lint at the same time (two checkouts' make
 	# test) waits for the first's lock instead of failing.
-	golangci-lint run --allow-serial-runners ./...
+	GOFLAGS="$$($(GO) env GOFLAGS) $(LINT_GOFLAGS)" golangci-lint run --allow-serial-runners ./...
 	cd proto && buf lint
 	$(MAKE) --no-print-directory breaking
 
