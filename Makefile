@@ -115,30 +115,31 @@ TEST_NEEDS := dynamodb-local chromium $(BUF) $(GOTESTSUM)
 .PHONY: test
 # Two steps. First the build, and whatever tool is missing: every package
 # and test variant compiled as the tests compile them (TEST_BUILD), with
-# nothing linked or run (go list -export), and beside it the plain build of
-# every package, which the tests that run ledgerd, devstack or an example
-# (go build) and the generated-code check (go run) link from. Then the
-# three at once, each finding its compiles done: the tests, lint (whose
-# type information is that same build: LINT_GOFLAGS) and the generated-code
-# check. The tests leave about a core's worth of their time idle (waiting on
-# DynamoDB Local, on faults, on processes), which lint and the check use
-# (docs/performance.md, "Test suite time"). Started at once, the tests' and
-# lint's compiles were two configurations (lint's without -race) in
-# processes that do not wait for each other: on a fresh machine, lint's was
-# most of its CPU (docs/performance.md, "A fresh machine").
+# nothing linked or run (go list -export). Then the three at once, each
+# finding its compiles done: the tests, lint (whose type information is that
+# same build: LINT_GOFLAGS) and the generated-code check. What the tests
+# build and run as processes (ledgerd, devstack, the examples: go build, go
+# run) and the check's go run are built with TEST_BUILD too (GOFLAGS), so
+# they link from that one build instead of a second, plain build of every
+# package (171 s of CPU on an empty cache), and ledgerd's processes in the
+# tests run with the race detector. The tests leave about a core's worth of
+# their time idle (waiting on DynamoDB Local, on faults, on processes),
+# which lint and the check use (docs/performance.md, "Test suite time").
+# Started at once, the tests' and lint's compiles were two configurations
+# (lint's without -race) in processes that do not wait for each other: on a
+# fresh machine, lint's was most of its CPU (docs/performance.md, "A fresh
+# machine").
 test: ## install what is missing and build, then lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
 	$(MAKE) --no-print-directory -j4 test-build $(TEST_NEEDS) tools $(GOLANGCI_LINT)
 	$(MAKE) --no-print-directory -j4 test-packages lint generate-check
 
 .PHONY: test-build
-test-build: ## compile what make test runs: every package and its tests as the tests build them (TEST_BUILD), nothing linked, and beside it go build ./...
-	$(GO) list $(TEST_BUILD) -test -deps -export -f '{{.ImportPath}}' ./... >/dev/null & tests=$$!; \
-	plain=0; $(GO) build ./... || plain=$$?; \
-	wait $$tests && exit $$plain
+test-build: ## compile what make test runs: every package and its tests as the tests build them (TEST_BUILD), nothing linked
+	$(GO) list $(TEST_BUILD) -test -deps -export -f '{{.ImportPath}}' ./... >/dev/null
 
 .PHONY: test-packages
 test-packages: $(TEST_NEEDS) ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
-	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
+	GOFLAGS="$$($(GO) env GOFLAGS) $(TEST_BUILD)" gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
 # The steps SETUP_JOBS at once: each Go build is waiting on the module proxy,
 # linking or compiling one last package for part of its time, which the
@@ -259,10 +260,18 @@ sha-prefix = $(shell printf %.12s '$(1)')
 # installs it again.
 link-tool = mkdir -p '$(TOOLS)' && ln -sfn "$$dir/$(1)" '$(TOOLS)/$(1)' && ln -sfn "$$dir/$(1)" '$@'
 
-# $(call go-tool,NAME,VERSION,PACKAGE): a tool that `go install PACKAGE@VERSION`
-# builds, shared keyed by VERSION and the Go that built it, then linked.
-go-tool = $(call shared-tool,$(1),$(2),$(2)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install $(3)@$(2)); \
+# $(call go-tool,NAME,VERSION,PACKAGE[,FLAGS]): a tool that `go install
+# [FLAGS] PACKAGE@VERSION` builds, shared keyed by VERSION and the Go that
+# built it, then linked.
+go-tool = $(call shared-tool,$(1),$(2),$(2)-$(GO_BUILD),built,GOBIN="$$out" $(GO) install $(4) $(3)@$(2)); \
 	$(call link-tool,$(1))
+
+# The tools that do little work when they run (the protoc plugins on a few
+# protos, gotestsum on the tests' output) are built without the compiler's
+# optimizations: on an empty cache, protoc-gen-connect-openapi took 153 s
+# of CPU to build with them and 90 s without (docs/performance.md, "A
+# fresh machine"). golangci-lint, which does work, is built as usual.
+QUICK_BUILD := -gcflags=all=-N\ -l
 
 $(TOOLS)/buf-$(BUF_VERSION):
 	@test -n "$(BUF_SHA256_$(BUF_PLATFORM))" || { echo "no pinned buf for $(BUF_PLATFORM)"; exit 1; }
@@ -276,10 +285,10 @@ tar -xzf *.tgz package/bin/buf && mv package/bin/buf buf && rm -rf package *.tgz
 endef
 
 $(TOOLS)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)-$(GO_BUILD):
-	@$(call go-tool,protoc-gen-go,$(PROTOC_GEN_GO_VERSION),google.golang.org/protobuf/cmd/protoc-gen-go)
+	@$(call go-tool,protoc-gen-go,$(PROTOC_GEN_GO_VERSION),google.golang.org/protobuf/cmd/protoc-gen-go,$(QUICK_BUILD))
 
 $(TOOLS)/protoc-gen-connect-go-$(PROTOC_GEN_CONNECT_GO_VERSION)-$(GO_BUILD):
-	@$(call go-tool,protoc-gen-connect-go,$(PROTOC_GEN_CONNECT_GO_VERSION),connectrpc.com/connect/cmd/protoc-gen-connect-go)
+	@$(call go-tool,protoc-gen-connect-go,$(PROTOC_GEN_CONNECT_GO_VERSION),connectrpc.com/connect/cmd/protoc-gen-connect-go,$(QUICK_BUILD))
 
 # Not `go install module@version`: that also reads the module's list of
 # versions (for a deprecation notice), which a proxy may refuse (ours has,
@@ -294,11 +303,11 @@ define connect-openapi-build
 mod=$$(mktemp -d) && trap 'rm -rf "$$mod"' EXIT && cd "$$mod" && \
 $(GO) mod init tools >/dev/null 2>&1 && \
 $(GO) get github.com/sudorandom/protoc-gen-connect-openapi@$(PROTOC_GEN_CONNECT_OPENAPI_VERSION) && \
-GOBIN="$$out" $(GO) install github.com/sudorandom/protoc-gen-connect-openapi
+GOBIN="$$out" $(GO) install $(QUICK_BUILD) github.com/sudorandom/protoc-gen-connect-openapi
 endef
 
 $(TOOLS)/gotestsum-$(GOTESTSUM_VERSION)-$(GO_BUILD):
-	@$(call go-tool,gotestsum,$(GOTESTSUM_VERSION),gotest.tools/gotestsum)
+	@$(call go-tool,gotestsum,$(GOTESTSUM_VERSION),gotest.tools/gotestsum,$(QUICK_BUILD))
 
 $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)-$(GO_BUILD):
 	@$(call go-tool,golangci-lint,$(GOLANGCI_LINT_VERSION),github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
@@ -337,7 +346,7 @@ generate: tools ## lint the protos and regenerate gen/ and openapi/
 generate-check: tools ## fail if gen/ or openapi/ is not what the protos generate
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	(cd proto && buf lint && buf generate --output "$$tmp" && buf generate --template buf.gen.openapi.yaml --output "$$tmp") && \
-	diff -r "$$tmp/gen" gen && $(OPENAPI_REFINE) "$$tmp/openapi/pointledger.v1.openapi.yaml" && diff -r "$$tmp/openapi" openapi || \
+	diff -r "$$tmp/gen" gen && GOFLAGS="$$($(GO) env GOFLAGS) $(TEST_BUILD)" $(OPENAPI_REFINE) "$$tmp/openapi/pointledger.v1.openapi.yaml" && diff -r "$$tmp/openapi" openapi || \
 	{ echo "gen/ or openapi/ is stale: run 'make generate' and commit"; exit 1; }
 
 SCENARIO ?= uniform
