@@ -115,31 +115,30 @@ TEST_NEEDS := dynamodb-local chromium $(BUF) $(GOTESTSUM)
 .PHONY: test
 # Two steps. First the build, and whatever tool is missing: every package
 # and test variant compiled as the tests compile them (TEST_BUILD), with
-# nothing linked or run (go list -export). Then the three at once, each
-# finding its compiles done: the tests, lint (whose type information is that
-# same build: LINT_GOFLAGS) and the generated-code check. What the tests
-# build and run as processes (ledgerd, devstack, the examples: go build, go
-# run) and the check's go run are built with TEST_BUILD too (GOFLAGS), so
-# they link from that one build instead of a second, plain build of every
-# package (171 s of CPU on an empty cache), and ledgerd's processes in the
-# tests run with the race detector. The tests leave about a core's worth of
-# their time idle (waiting on DynamoDB Local, on faults, on processes),
-# which lint and the check use (docs/performance.md, "Test suite time").
-# Started at once, the tests' and lint's compiles were two configurations
-# (lint's without -race) in processes that do not wait for each other: on a
-# fresh machine, lint's was most of its CPU (docs/performance.md, "A fresh
-# machine").
+# nothing linked or run (go list -export), and beside it the plain build of
+# every package, which the tests that run ledgerd, devstack or an example
+# (go build) and the generated-code check (go run) link from. Then the
+# three at once, each finding its compiles done: the tests, lint (whose
+# type information is that same build: LINT_GOFLAGS) and the generated-code
+# check. The tests leave about a core's worth of their time idle (waiting on
+# DynamoDB Local, on faults, on processes), which lint and the check use
+# (docs/performance.md, "Test suite time"). Started at once, the tests' and
+# lint's compiles were two configurations (lint's without -race) in
+# processes that do not wait for each other: on a fresh machine, lint's was
+# most of its CPU (docs/performance.md, "A fresh machine").
 test: ## install what is missing and build, then lint, check generated code and run all tests against DynamoDB Local, at once (a line per package as it finishes)
 	$(MAKE) --no-print-directory -j4 test-build $(TEST_NEEDS) tools $(GOLANGCI_LINT)
 	$(MAKE) --no-print-directory -j4 test-packages lint generate-check
 
 .PHONY: test-build
-test-build: ## compile what make test runs: every package and its tests as the tests build them (TEST_BUILD), nothing linked
-	$(GO) list $(TEST_BUILD) -test -deps -export -f '{{.ImportPath}}' ./... >/dev/null
+test-build: ## compile what make test runs: every package and its tests as the tests build them (TEST_BUILD), nothing linked, and beside it go build ./...
+	$(GO) list $(TEST_BUILD) -test -deps -export -f '{{.ImportPath}}' ./... >/dev/null & tests=$$!; \
+	plain=0; $(GO) build ./... || plain=$$?; \
+	wait $$tests && exit $$plain
 
 .PHONY: test-packages
 test-packages: $(TEST_NEEDS) ## run all tests against DynamoDB Local, without lint (a line per package as it finishes)
-	GOFLAGS="$$($(GO) env GOFLAGS) $(TEST_BUILD)" gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
+	gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg -- $(TEST_FLAGS) ./...
 
 # The steps SETUP_JOBS at once: each Go build is waiting on the module proxy,
 # linking or compiling one last package for part of its time, which the
@@ -346,7 +345,7 @@ generate: tools ## lint the protos and regenerate gen/ and openapi/
 generate-check: tools ## fail if gen/ or openapi/ is not what the protos generate
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	(cd proto && buf lint && buf generate --output "$$tmp" && buf generate --template buf.gen.openapi.yaml --output "$$tmp") && \
-	diff -r "$$tmp/gen" gen && GOFLAGS="$$($(GO) env GOFLAGS) $(TEST_BUILD)" $(OPENAPI_REFINE) "$$tmp/openapi/pointledger.v1.openapi.yaml" && diff -r "$$tmp/openapi" openapi || \
+	diff -r "$$tmp/gen" gen && $(OPENAPI_REFINE) "$$tmp/openapi/pointledger.v1.openapi.yaml" && diff -r "$$tmp/openapi" openapi || \
 	{ echo "gen/ or openapi/ is stale: run 'make generate' and commit"; exit 1; }
 
 SCENARIO ?= uniform

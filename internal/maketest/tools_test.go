@@ -18,20 +18,21 @@ import (
 // it was asked for in $FAKE_LOG, so a test counts downloads and builds.
 var fakeFetchers = map[string]string{
 	// go env GOVERSION GOOS GOARCH, with $FAKE_GOVERSION for the version;
-	// go install PKG@VERSION writes a script named after PKG into $GOBIN. With
+	// go install [FLAGS] PKG@VERSION writes a script named after PKG into $GOBIN. With
 	// $FAKE_BARRIER, each build waits (up to 2 minutes, to bound a hang) until
 	// two have started, so that two clones build at the same time.
 	"go": `#!/bin/sh
 case "$1" in
 env) echo "${FAKE_GOVERSION:-go1.99.0}"; echo linux; echo amd64 ;;
 install)
-	echo "go install $2" >> "$FAKE_LOG"
+	shift; while [ "${1#-}" != "$1" ]; do shift; done # build flags, such as QUICK_BUILD's
+	echo "go install $1" >> "$FAKE_LOG"
 	if [ -n "${FAKE_BARRIER:-}" ]; then
 		touch "$FAKE_BARRIER/$$"; n=0
 		while [ "$(ls "$FAKE_BARRIER" | wc -l)" -lt 2 ] && [ $n -lt 1200 ]; do sleep 0.1; n=$((n + 1)); done
 	fi
-	name=${2%@*}; name=${name##*/}
-	printf '#!/bin/sh\necho "%s %s"\n' "$name" "${2#*@}" > "$GOBIN/$name" && chmod +x "$GOBIN/$name" ;;
+	name=${1%@*}; name=${name##*/}
+	printf '#!/bin/sh\necho "%s %s"\n' "$name" "${1#*@}" > "$GOBIN/$name" && chmod +x "$GOBIN/$name" ;;
 *) echo "fake go: unexpected $*" >&2; exit 2 ;;
 esac
 `,
