@@ -303,3 +303,40 @@ func (g *EndpointIDs) New(t time.Time) string {
 	}
 	return ulid.MustNew(ulid.Timestamp(t), g.entropy).String()
 }
+
+// DisableEndpoint marks endpoint id disabled with reason through u's
+// Update (what a store's Disable does); an endpoint already disabled keeps
+// its first reason, and nothing is written.
+func DisableEndpoint(ctx context.Context, u interface {
+	Update(ctx context.Context, id string, change func(*Endpoint) error) (Endpoint, error)
+}, id, reason string) error {
+	_, err := u.Update(ctx, id, func(e *Endpoint) error {
+		if e.Disabled {
+			return errEndpointUnchanged
+		}
+		e.Disabled, e.DisabledReason = true, reason
+		return nil
+	})
+	if errors.Is(err, errEndpointUnchanged) {
+		return nil
+	}
+	return err
+}
+
+// errEndpointUnchanged is how DisableEndpoint's change says there is
+// nothing to write.
+var errEndpointUnchanged = errors.New("endpoint unchanged")
+
+// RotatedSecrets is what a rotation at now makes of an endpoint's secrets:
+// a new one, signing first, and each that was not yet retiring, retiring
+// RotationOverlap after now (one already retiring is dropped at once).
+func RotatedSecrets(secrets []SigningSecret, now time.Time) (webhook.Secret, []SigningSecret) {
+	secret := webhook.NewSecret()
+	next := []SigningSecret{{Secret: secret}}
+	for _, old := range secrets {
+		if old.RetireTime.IsZero() {
+			next = append(next, SigningSecret{Secret: old.Secret, RetireTime: now.Add(RotationOverlap).UTC()})
+		}
+	}
+	return secret, next
+}

@@ -183,22 +183,8 @@ func (s *Endpoints) Update(ctx context.Context, id string, change func(*dispatch
 // Disable marks the endpoint disabled with reason (the dispatcher does on
 // a 410); an endpoint already disabled keeps its first reason.
 func (s *Endpoints) Disable(ctx context.Context, id, reason string) error {
-	_, err := s.Update(ctx, id, func(e *dispatch.Endpoint) error {
-		if e.Disabled {
-			return errUnchanged
-		}
-		e.Disabled, e.DisabledReason = true, reason
-		return nil
-	})
-	if errors.Is(err, errUnchanged) {
-		return nil
-	}
-	return err
+	return dispatch.DisableEndpoint(ctx, s, id, reason)
 }
-
-// errUnchanged is how a change given to Update says there is nothing to
-// write.
-var errUnchanged = errors.New("endpoint unchanged")
 
 // Rotate gives the endpoint a new secret and returns it (the only time it
 // is shown). The secret it replaces signs beside it for dispatch.RotationOverlap; a
@@ -208,15 +194,8 @@ func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, erro
 	if err != nil {
 		return webhook.Secret{}, err
 	}
-	now := s.now()
-	secret := webhook.NewSecret()
-	next := []dispatch.SigningSecret{{Secret: secret}}
-	for _, old := range e.Secrets {
-		if old.RetireTime.IsZero() {
-			next = append(next, dispatch.SigningSecret{Secret: old.Secret, RetireTime: now.Add(dispatch.RotationOverlap).UTC()})
-		}
-	}
-	e.Secrets = next
+	secret, secrets := dispatch.RotatedSecrets(e.Secrets, s.now())
+	e.Secrets = secrets
 	if err := s.replace(ctx, e, rvn); err != nil {
 		return webhook.Secret{}, err
 	}

@@ -545,22 +545,8 @@ func (s *Store) Update(_ context.Context, id string, change func(*dispatch.Endpo
 
 // Disable is dispatch.EndpointStore's.
 func (s *Store) Disable(ctx context.Context, id, reason string) error {
-	_, err := s.Update(ctx, id, func(e *dispatch.Endpoint) error {
-		if e.Disabled {
-			return errUnchanged
-		}
-		e.Disabled, e.DisabledReason = true, reason
-		return nil
-	})
-	if errors.Is(err, errUnchanged) {
-		return nil
-	}
-	return err
+	return dispatch.DisableEndpoint(ctx, s, id, reason)
 }
-
-// errUnchanged is how a change given to Update says there is nothing to
-// write.
-var errUnchanged = errors.New("endpoint unchanged")
 
 // Rotate is dispatch.EndpointStore's.
 func (s *Store) Rotate(_ context.Context, id string) (webhook.Secret, error) {
@@ -568,15 +554,8 @@ func (s *Store) Rotate(_ context.Context, id string) (webhook.Secret, error) {
 	if err != nil {
 		return webhook.Secret{}, err
 	}
-	now := s.now()
-	secret := webhook.NewSecret()
-	next := []dispatch.SigningSecret{{Secret: secret}}
-	for _, old := range e.Secrets {
-		if old.RetireTime.IsZero() {
-			next = append(next, dispatch.SigningSecret{Secret: old.Secret, RetireTime: now.Add(dispatch.RotationOverlap).UTC()})
-		}
-	}
-	e.Secrets = next
+	secret, secrets := dispatch.RotatedSecrets(e.Secrets, s.now())
+	e.Secrets = secrets
 	if err := s.replace(e, rvn); err != nil {
 		return webhook.Secret{}, err
 	}
