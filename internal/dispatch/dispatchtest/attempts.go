@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,20 +94,7 @@ func testFailureThenSuccessKeepsBothAttempts(t *testing.T, newEnv NewEnv) {
 func testRedeliveryKeepsEarlierAttempts(t *testing.T, newEnv NewEnv) {
 	t.Parallel()
 	f := newFixture(t, newEnv)
-	var healed atomic.Bool
-	rcv := newReceiver(t, func(_ int, a arrival) int {
-		if a.version == 2 && !healed.Load() {
-			return http.StatusServiceUnavailable
-		}
-		return http.StatusOK
-	})
-	ep := f.endpoint(rcv)
-	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Millisecond, time.Millisecond}}})
-	for i := range 3 {
-		f.apply(ledger.EntryGrant, ledger.Request{UserID: "x", RequestID: fmt.Sprint("g", i), Amount: "1"})
-	}
-	f.feed(f.entries("x"), d)
-	waitFor(t, "versions 1 and 3", func() bool { return rcv.ackedCount() == 2 })
+	healed, rcv, ep, d := f.secondOfThreeGivenUp(t)
 	settled(t, d)
 	if r := rowOf(t, d, ep.ID, "x", 2); r.State != dispatch.DeliveryFailed || !slices.Equal(statuses(r.Log), []int{503, 503, 503}) {
 		t.Fatalf("row %+v: want FAILED with three 503s logged", r)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,4 +405,27 @@ func versions(from, to int64) []int64 {
 		out = append(out, v)
 	}
 	return out
+}
+
+// secondOfThreeGivenUp: user x's three grants fed to a dispatcher of three
+// attempts a millisecond apart, whose receiver answers 503 to version 2
+// until healed is set; it returns once versions 1 and 3 are acknowledged
+// (version 2 given up, or about to be).
+func (f *fixture) secondOfThreeGivenUp(t *testing.T) (healed *atomic.Bool, rcv *receiver, ep dispatch.Endpoint, d *dispatch.Dispatcher) {
+	t.Helper()
+	healed = new(atomic.Bool)
+	rcv = newReceiver(t, func(_ int, a arrival) int {
+		if a.version == 2 && !healed.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	ep = f.endpoint(rcv)
+	d = f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Millisecond, time.Millisecond}}})
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "x", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("x"), d)
+	waitFor(t, "versions 1 and 3", func() bool { return rcv.ackedCount() == 2 })
+	return healed, rcv, ep, d
 }
