@@ -230,6 +230,9 @@ func (d *Dispatcher) redeliverySpan(ctx context.Context, ep Endpoint, user strin
 	if fromVersion > 0 {
 		after, target, found = fromVersion-1, fromVersion-1, true
 	}
+	// As admits: the ledger keeps an entry's time to the microsecond, so an
+	// entry of from's own microsecond is not before it.
+	from = from.Truncate(time.Microsecond)
 	const page = 500
 	for {
 		es, err := d.ledger.EntriesAfter(ctx, user, after, page)

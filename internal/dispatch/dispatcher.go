@@ -1,12 +1,14 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,6 +87,10 @@ type Options struct {
 	// Codec makes ListDeliveries' page tokens; nil derives one
 	// (pagetoken.Derived; ledgerd gives its own).
 	Codec *pagetoken.Codec
+	// QueueAll sends every event through its user's queue, none directly
+	// (direct.go): what tests of the queues themselves (claims, takeovers,
+	// stops) set, so that their events do not bypass what they test.
+	QueueAll bool
 	// Observer receives the dispatcher's measures; its nil funcs are skipped.
 	Observer Observer
 	Log      *slog.Logger
@@ -165,6 +171,7 @@ type Dispatcher struct {
 	inbox    map[QueueRef]*inbox      // entries Apply marked on queues under delivery
 	slots    map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
 	depth    map[QueueRef]int64
+	paused   map[string]time.Time // by endpoint: no direct sends until then (direct.go)
 	st       Status
 }
 
@@ -232,6 +239,7 @@ func New(store Store, led Ledger, o Options) (*Dispatcher, error) {
 		inbox:    map[QueueRef]*inbox{},
 		slots:    map[string]chan struct{}{},
 		depth:    map[QueueRef]int64{},
+		paused:   map[string]time.Time{},
 		st:       Status{Owner: o.Owner},
 	}, nil
 }
@@ -321,18 +329,21 @@ func (d *Dispatcher) endpoint(ctx context.Context, id string) (e Endpoint, found
 	return e, err == nil, err
 }
 
-// Apply is the stream handler: for each user of the batch and each enabled
-// endpoint that receives at least one of the user's entries (by its
-// subscription and create_time), it records on their queue that the
-// entries are wanted, making the queue if needed (done just before the
-// first such entry): one write per user and endpoint, not per entry. The
-// same write claims the queue if it was idle and Run is delivering, and
-// the queue and the entries are handed to Run in-process: a user's event
-// costs that write, its attempt and its share of a group's write (see
-// deliverQueue). The endpoints are read after the batch's newest entry
-// was written (one small consistent Query per batch while entries are
-// new), so an endpoint created before an entry is never missed. The
-// stream consumer checkpoints the batch only after Apply returns nil.
+// Apply is the stream handler. For each user of the batch and each
+// enabled endpoint that receives at least one of the user's entries (by
+// its subscription and create_time): a user with no queue for the
+// endpoint is sent the events here, directly (direct.go), their rows
+// written together once the batch's attempts end; a user with a queue
+// has it marked wanted (one write per user and endpoint, not per entry),
+// making the queue if needed, and claimed if it was idle and Run is
+// delivering, the queue and the entries handed to Run in-process. So a
+// healthy receiver's events cost a share of a read of the batch's queues
+// and of a write of its rows; a parked user's event, its mark, its
+// attempt and its share of a group's write (deliverQueue). The endpoints
+// are read after the batch's newest entry was written (one small
+// consistent Query per batch while entries are new), so an endpoint
+// created before an entry is never missed. The stream consumer
+// checkpoints the batch only after Apply returns nil.
 func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	if len(entries) == 0 {
 		return nil
@@ -345,39 +356,57 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 			newest = e.CreateTime
 		}
 	}
+	for _, es := range byUser {
+		slices.SortFunc(es, func(x, y ledger.Entry) int { return cmp.Compare(x.Version, y.Version) })
+	}
 	eps, err := d.endpointsAsOf(ctx, newest)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	marks := group(byUser, eps)
+	direct, queued, err := d.route(ctx, group(byUser, eps))
+	if err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
 	d.mu.Lock()
 	take := d.running
 	d.mu.Unlock()
-	errs := make([]error, len(marks))
+	errs := make([]error, len(direct)+len(queued))
+	rows := make([][]Row, len(direct))
 	var wg sync.WaitGroup
-	// Marks of many users at once: a batch waits for all of them before
-	// the stream reads on, so their round trips overlap.
+	// Many users at once: a batch waits for all of them before the
+	// stream reads on, so their round trips overlap.
 	limit := make(chan struct{}, 64)
-	for i, m := range marks {
+	for i, m := range direct {
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			d.dispatched(m)
+			rows[i], errs[i] = d.sendDirect(ctx, m, eps[m.ref.EndpointID], byUser[m.ref.UserID])
+		})
+	}
+	for i, m := range queued {
 		wg.Go(func() {
 			limit <- struct{}{}
 			defer func() { <-limit }()
 			q, claimed, err := d.markWanted(ctx, m.ref, m.first, m.last, m.admitFrom, take)
 			if err != nil {
-				errs[i] = err
+				errs[len(direct)+i] = err
 				return
 			}
-			if d.o.Observer.EventsDispatched != nil {
-				d.o.Observer.EventsDispatched(m.ref.EndpointID, m.n)
-			}
+			d.dispatched(m)
 			h := handoff{ref: m.ref, entries: byUser[m.ref.UserID]}
 			if claimed {
 				h.q = &q
 			}
-			errs[i] = d.handOverMarked(ctx, h, m.last)
+			errs[len(direct)+i] = d.handOverMarked(ctx, h, m.last)
 		})
 	}
 	wg.Wait()
+	// The rows of what was sent, even if another part failed: the batch
+	// is then read again and its events sent again, under the same ids.
+	if all := slices.Concat(rows...); len(all) > 0 {
+		errs = append(errs, d.store.PutRows(ctx, all))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
@@ -390,6 +419,13 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	}
 	d.mu.Unlock()
 	return nil
+}
+
+// dispatched counts m's events for the Observer.
+func (d *Dispatcher) dispatched(m mark) {
+	if d.o.Observer.EventsDispatched != nil {
+		d.o.Observer.EventsDispatched(m.ref.EndpointID, m.n)
+	}
 }
 
 // handOverMarked passes a marked queue on: claimed, to Run with its

@@ -11,9 +11,21 @@
 // Contract. What it decides is machine.go's pure functions, tested with
 // no store. This package imports no SDK (depguard's dispatch-without-sdk).
 //
+// Two ways an event goes (direct.go): a user with no queue for the
+// endpoint (nothing waiting: a release deletes the queue) is sent its
+// events by Apply itself, in version order, before the stream's
+// checkpoint moves, and their rows are written together; a user with a
+// queue (a failing event, a redelivery) has the events marked on it and
+// delivered by Run under the queue's claim. A direct attempt without a
+// 2xx makes the queue behind its event.
+//
 // What holds:
 //
-//   - Order: a user's events reach an endpoint in version order. Only the
+//   - Order: a user's events reach an endpoint in version order. Sent
+//     directly, one after another by the stream's reader, which holds the
+//     user's shard (a lease), the next batch only after this one; only to
+//     a user without a queue, and a queue is deleted only when all it was
+//     marked with is resolved, so the two ways never overlap. Only the
 //     holder of a queue's claim (a conditional write with an expiry: the
 //     mark of an idle queue, or a claim of a due one) sends its events,
 //     one after another, each only after the previous one's 2xx or last
@@ -22,8 +34,9 @@
 //     mark of wanted does not: a release also requires wanted <= done).
 //     A head that got no 2xx is put off, and nothing after it goes until
 //     it does or is given up.
-//   - Nothing lost: the stream consumer checkpoints a batch only after the
-//     queues of its users record wanted; a queue's events are the entries
+//   - Nothing lost: the stream consumer checkpoints a batch only after its
+//     direct sends are answered and their rows written, and the queues of
+//     its other users record wanted; a queue's events are the entries
 //     the stream handed over (as written: the same decoding) or else read
 //     from the ledger (consistent reads), so a trimmed or lost stream
 //     record delays nothing that a later record or a redelivery does not
@@ -38,8 +51,10 @@
 //     (a given-up one ends its group). So after a dispatcher dies, the
 //     one that takes its queue over sends again, in version order, the
 //     events it had sent since done was last written (one group at
-//     most): a receiver that dedupes by webhook-id, as Standard Webhooks
-//     asks, sees each user's events once and in version order. Writing
+//     most), and the reader that takes a dead one's shard reads its last
+//     batch again and sends what it sent directly again: a receiver that
+//     dedupes by webhook-id, as Standard Webhooks asks, sees each user's
+//     events once and in version order. Writing
 //     done before each next event instead costs a write per event, one
 //     after another: a hot user's events then lag without bound
 //     (docs/performance.md, "Webhooks").
@@ -56,7 +71,9 @@
 //     user without a queue gets one, wanting the user's last entry) and
 //     records redo, so that a holder whose group is not yet written sends
 //     again what was asked too: the events are sent again, in order, read
-//     from the ledger.
+//     from the ledger. A user's events being sent directly when the
+//     redelivery makes the queue may arrive once more after it (the same
+//     webhook-ids).
 //
 // Wiring: New(dynamo.New(db, webhooksTable, nil), ledgerStore,
 // Options{Sender, EncodeEntry: api.EntryJSON, Observer}) and go Run(ctx); the stream consumer calls

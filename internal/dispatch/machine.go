@@ -185,11 +185,14 @@ func redeliveryStart(r Redelivery, ep Endpoint, q Queue, exists bool) (admitFrom
 // (never forward), and a holder whose group is not yet written learns
 // where to start again (Redo, the earliest asked); what was resolved
 // before (up to ResolvedHigh) is counted as sent again. A queue made by
-// it wants last.
+// it wants last, all of it counted as sent again.
 func moveBack(q Queue, exists bool, target, last int64, admitFrom, now time.Time) MoveBack {
 	m := MoveBack{AdmitFrom: admitFrom, Now: now}
 	if !exists {
-		m.Done, m.Wanted = target, last
+		// A user without a queue has had every event sent (directly, or
+		// by a queue released since) or never had one for ep: what the
+		// redelivery sends is sent again, not a first delivery.
+		m.Done, m.Wanted, m.ResolvedHigh = target, last, last
 		return m
 	}
 	m.Redo = target

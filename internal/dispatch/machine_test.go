@@ -258,7 +258,7 @@ func TestMoveBackNeverMovesDoneForward(t *testing.T) {
 		target int64
 		want   MoveBack
 	}{
-		{"no queue: made wanting the last", Queue{}, false, 3, MoveBack{Done: 3, Wanted: 9, AdmitFrom: t0, Now: t0}},
+		{"no queue: made wanting the last, all sent again", Queue{}, false, 3, MoveBack{Done: 3, Wanted: 9, ResolvedHigh: 9, AdmitFrom: t0, Now: t0}},
 		{"back from 7 to 3", Queue{Done: 7}, true, 3, MoveBack{Done: 3, Redo: 3, ResolvedHigh: 7, AdmitFrom: t0, Now: t0}},
 		{"a target past done: done stays", Queue{Done: 2}, true, 5, MoveBack{Done: 2, Redo: 5, ResolvedHigh: 2, AdmitFrom: t0, Now: t0}},
 		{"an earlier redo not yet taken wins", Queue{Done: 7, Redo: 1, HasRedo: true}, true, 3, MoveBack{Done: 3, Redo: 1, ResolvedHigh: 7, AdmitFrom: t0, Now: t0}},

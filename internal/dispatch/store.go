@@ -38,16 +38,29 @@ type Store interface {
 	Claim(ctx context.Context, ref QueueRef, owner string, now, until time.Time) (q Queue, ok bool, err error)
 	// ReadQueue reads a queue consistently; ok is false if there is none.
 	ReadQueue(ctx context.Context, ref QueueRef) (q Queue, ok bool, err error)
+	// ReadQueues reads the queues of refs consistently, as ReadQueue, in
+	// as few calls as the store can (DynamoDB's BatchGetItem takes 100
+	// keys): those that exist, by ref.
+	ReadQueues(ctx context.Context, refs []QueueRef) (map[QueueRef]Queue, error)
 	// WriteQueue puts rows and w on the record at once, conditional on
 	// q's record version (and, for a release, on wanted <= w.Done):
 	// ErrQueueChanged when the condition fails, and then nothing is
-	// written.
+	// written. A release deletes the queue: a queue exists only while it
+	// has events waiting or is held, so that a user without one is sent
+	// its events directly (Apply).
 	WriteQueue(ctx context.Context, q Queue, rows []Row, w QueueWrite) error
+	// PutRows writes the delivery rows of events sent directly, with no
+	// queue (Apply), each as WriteQueue writes a row (its attempt appended
+	// to its log), in as few calls as the store can (DynamoDB: one
+	// transaction a hundred rows); nothing else.
+	PutRows(ctx context.Context, rows []Row) error
 	// MoveBack is a redelivery's write: on the queue of ref as read (q,
 	// exists), conditional on q's record version (or on there being no
 	// queue), ErrQueueChanged when that fails.
 	MoveBack(ctx context.Context, ref QueueRef, q Queue, exists bool, m MoveBack) error
-	// QueueUsers calls fn with each user the endpoint has a queue for.
+	// QueueUsers calls fn once with each user the endpoint has a queue or
+	// a delivery row for (a user sent its events directly has rows and no
+	// queue).
 	QueueUsers(ctx context.Context, endpointID string, fn func(user string) error) error
 	// Due returns the queues and notice rows due at now (candidates only:
 	// a claim decides).
@@ -187,8 +200,10 @@ const (
 	// PutOff ends the claim until a time, the queue staying due then: a
 	// failed head's next attempt, a disabled endpoint, a stop.
 	PutOff
-	// Release ends the claim of a queue with nothing more wanted: it
-	// leaves the "due" index, only if wanted is at most done.
+	// Release ends the claim of a queue with nothing more wanted, only if
+	// wanted is at most done: the queue is deleted (what it kept matters
+	// no more: its head's attempts are on their rows), and the user's
+	// next events are sent directly until one fails.
 	Release
 	// Drop takes the queue of a deleted endpoint out of the "due" index.
 	Drop
@@ -235,8 +250,9 @@ func (q Queue) Applied(w QueueWrite) Queue {
 
 // MoveBack is a redelivery's write of a queue: done moved back to Done,
 // admitting from AdmitFrom, the head's attempts reset, due at Now. On a
-// queue that exists it also records Redo and ResolvedHigh, and a queue put
-// off (Waiting) becomes due now; a queue made by it wants Wanted.
+// queue that exists it also records Redo, and a queue put off (Waiting)
+// becomes due now; a queue made by it wants Wanted. Both record
+// ResolvedHigh.
 type MoveBack struct {
 	Done         int64
 	Redo         int64

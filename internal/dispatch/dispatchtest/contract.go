@@ -34,6 +34,8 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"WaitingBehindAFailingEventIsPending":    testWaitingBehindAFailingEventIsPending,
 	"DeliveriesListedNewestFirst":            testDeliveriesListedNewestFirst,
 	"NoticeAttemptLogIsBounded":              testNoticeAttemptLogIsBounded,
+	"DirectSendsKeepNoQueue":                 testDirectSendsKeepNoQueue,
+	"DirectFailureParksTheUser":              testDirectFailureParksTheUser,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).

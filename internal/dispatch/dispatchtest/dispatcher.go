@@ -351,7 +351,7 @@ func testExpiredClaimIsTakenOver(t *testing.T, newEnv NewEnv) {
 	rcv := newReceiver(t, nil)
 	rcv.inOrder = true
 	ep := f.endpoint(rcv)
-	idle, err := dispatch.New(f.env.Store, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON})
+	idle, err := dispatch.New(f.env.Store, f.store, dispatch.Options{Sender: sender(time.Second), EncodeEntry: testEntryJSON, QueueAll: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,6 +417,7 @@ func testStoppedDispatcherReleasesItsQueues(t *testing.T, newEnv NewEnv) {
 	f.endpoint(rcv)
 	first, err := dispatch.New(f.env.Store, f.store, dispatch.Options{
 		Sender: sender(time.Minute), EncodeEntry: testEntryJSON, ClaimTTL: 10 * time.Minute, PollInterval: 20 * time.Millisecond,
+		QueueAll: true, // a stop during a queue's delivery
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -232,6 +232,11 @@ func (db *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, op
 	return db.DB.GetItem(ctx, in, opts...)
 }
 
+func (db *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	db.count("BatchGetItem", false, false)
+	return db.DB.BatchGetItem(ctx, in, opts...)
+}
+
 func (db *countingDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
 	index := aws.ToString(in.IndexName)
 	db.count("Query "+strings.TrimSpace(index), false, index == "due")

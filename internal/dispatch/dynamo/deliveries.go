@@ -261,30 +261,51 @@ func startKey(position string, index bool) map[string]types.AttributeValue {
 	return key
 }
 
-// QueueUsers is dispatch.Store's: a Query of the queues_by_endpoint index.
+// QueueUsers is dispatch.Store's: a Query of the queues_by_endpoint index,
+// then of deliveries_by_endpoint (the users sent their events directly
+// have rows and no queue), each user once. The second reads every row of
+// the endpoint (its user_id only): a redelivery to every user is rare,
+// and its cost grows with the rows kept.
 func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user string) error) error {
-	var start map[string]types.AttributeValue
-	for {
-		out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-			TableName:                 &s.table,
-			IndexName:                 aws.String(queuesIndex),
-			KeyConditionExpression:    aws.String("queue_endpoint = :ep"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":ep": ddbattr.S(endpointID)},
-			ExclusiveStartKey:         start,
-		})
-		if err != nil {
-			return fmt.Errorf("redeliver: queues of %s: %w", endpointID, err)
-		}
-		for _, item := range out.Items {
-			if err := fn(ddbattr.Text(item, "user_id")); err != nil {
-				return err
-			}
-		}
-		if out.LastEvaluatedKey == nil {
+	seen := map[string]bool{}
+	each := func(item map[string]types.AttributeValue) error {
+		u := ddbattr.Text(item, "user_id")
+		if u == "" || seen[u] {
 			return nil
 		}
-		start = out.LastEvaluatedKey
+		seen[u] = true
+		return fn(u)
 	}
+	for _, in := range []*dynamodb.QueryInput{
+		{
+			TableName: &s.table, IndexName: aws.String(queuesIndex),
+			KeyConditionExpression:    aws.String("queue_endpoint = :ep"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":ep": ddbattr.S(endpointID)},
+		},
+		{
+			TableName: &s.table, IndexName: aws.String(deliveriesIndex),
+			KeyConditionExpression:    aws.String("delivery_endpoint = :ep"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":ep": ddbattr.S(endpointID)},
+			ProjectionExpression:      aws.String("user_id"),
+		},
+	} {
+		for {
+			out, err := s.db.Query(ctx, in)
+			if err != nil {
+				return fmt.Errorf("redeliver: users of %s: %w", endpointID, err)
+			}
+			for _, item := range out.Items {
+				if err := each(item); err != nil {
+					return err
+				}
+			}
+			if out.LastEvaluatedKey == nil {
+				break
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+	return nil
 }
 
 // MoveBack is dispatch.Store's: one conditional UpdateItem.
@@ -309,8 +330,8 @@ func (s *Store) MoveBack(ctx context.Context, ref dispatch.QueueRef, q dispatch.
 		in.UpdateExpression = aws.String(expr + " ADD rvn :one REMOVE last_status_code, last_error, next_attempt_time")
 		in.ConditionExpression = aws.String("rvn = :rvn")
 	} else {
-		values[":done"], values[":w"] = ddbattr.Int(m.Done), ddbattr.Int(m.Wanted)
-		in.UpdateExpression = aws.String("SET done = :done, wanted = :w, " + common + " ADD rvn :one")
+		values[":done"], values[":w"], values[":high"] = ddbattr.Int(m.Done), ddbattr.Int(m.Wanted), ddbattr.Int(m.ResolvedHigh)
+		in.UpdateExpression = aws.String("SET done = :done, wanted = :w, resolved_high = :high, " + common + " ADD rvn :one")
 		in.ConditionExpression = aws.String("attribute_not_exists(PK)")
 	}
 	_, err := s.db.UpdateItem(ctx, in)

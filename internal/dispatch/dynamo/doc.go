@@ -29,14 +29,21 @@
 //     disabled endpoint, a stopped dispatcher) has claim_owner "(waiting)"
 //     and claim_until its due time: no one holds it, and any dispatcher
 //     may claim it then. redo is where a redelivery asked the queue to
-//     start again, until its holder takes it into account.
+//     start again, until its holder takes it into account. A queue is
+//     deleted when its holder releases it with nothing more wanted
+//     (conditional on its rvn and wanted <= done): a user without one is
+//     sent its events directly, and one BatchGetItem of a stream batch's
+//     queues tells which users have one.
 //   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",
 //     SK "V#<version, zero-padded>" (a notice: "N#<event id>": Notify is
 //     handed the event, whose id the notice finder makes once per user,
 //     bucket and lead, so it names the notice as well), with the event id,
 //     type, state (PENDING, SUCCEEDED, FAILED), attempts, last status
 //     code, last error and next attempt time; delivery_endpoint + event_id
-//     index it by endpoint for ListWebhookDeliveries. An entry's row is
+//     index it by endpoint for ListWebhookDeliveries (and, with the
+//     queues, names the users a redelivery to every user sends to). An
+//     event sent directly has its row written with the batch's other rows,
+//     a TransactWriteItems of each hundred. A queued entry's row is
 //     written, from the queue's count, in the same transaction as the
 //     queue's done (the 2xx of a group) or its failed head, so a
 //     redelivered event's row starts its count again at its next

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ type DB interface {
 	EndpointsAPI
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
 }
 
 // Store is dispatch.Store on the webhooks table (doc.go).
@@ -195,29 +197,99 @@ func (s *Store) ReadQueue(ctx context.Context, ref dispatch.QueueRef) (dispatch.
 	return decodeQueue(ref, out.Item), true, nil
 }
 
-// WriteQueue is dispatch.Store's: an UpdateItem of the queue alone, or a
-// TransactWriteItems of the rows and the queue, so that done never passes
-// an event whose row is not written. A write DynamoDB throttles or cancels
-// for a conflict with another write of the queue (a mark) under way is
-// tried again here, the claim still held.
+// ReadQueues is dispatch.Store's: BatchGetItem, consistent, 100 keys a
+// call, the keys DynamoDB left unprocessed asked again.
+func (s *Store) ReadQueues(ctx context.Context, refs []dispatch.QueueRef) (map[dispatch.QueueRef]dispatch.Queue, error) {
+	out := map[dispatch.QueueRef]dispatch.Queue{}
+	for chunk := range slices.Chunk(refs, 100) {
+		keys := make([]map[string]types.AttributeValue, len(chunk))
+		for i, ref := range chunk {
+			keys[i] = queueKey(ref)
+		}
+		for tries := 0; len(keys) > 0; tries++ {
+			if tries > 0 {
+				select {
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				case <-time.After(throttleBackoff(min(tries, maxThrottledWrites))):
+				}
+			}
+			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+				s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
+			}})
+			if err != nil {
+				return nil, fmt.Errorf("read queues: %w", err)
+			}
+			for _, item := range res.Responses[s.table] {
+				if ref, ok := refOfKey(ddbattr.Text(item, "PK"), ddbattr.Text(item, "SK")); ok {
+					out[ref] = decodeQueue(ref, item)
+				}
+			}
+			keys = res.UnprocessedKeys[s.table].Keys
+		}
+	}
+	return out, nil
+}
+
+// PutRows is dispatch.Store's: a TransactWriteItems of each hundred rows,
+// each row's Update as WriteQueue's (a full attempt log loses its oldest
+// attempt first, and the rows are written again).
+func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
+	for chunk := range slices.Chunk(rows, maxTransactItems) {
+		if err := s.transact(ctx, nil, chunk); err != nil {
+			return fmt.Errorf("put delivery rows: %w", err)
+		}
+	}
+	return nil
+}
+
+// maxTransactItems is the most items a TransactWriteItems takes.
+const maxTransactItems = 100
+
+// WriteQueue is dispatch.Store's: an UpdateItem of the queue alone (a
+// DeleteItem for a release), or a TransactWriteItems of the rows and the
+// queue, so that done never passes an event whose row is not written.
 func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatch.Row, w dispatch.QueueWrite) error {
-	update := s.queueUpdate(q, w)
+	return s.transact(ctx, s.queueWrite(q, w), rows)
+}
+
+// transact writes queue (nil: none) and rows at once: the queue alone as
+// one UpdateItem or DeleteItem, else one TransactWriteItems with the queue
+// first. A write DynamoDB throttles or cancels for a conflict with another
+// write under way (a mark of the queue) is tried again here, the claim
+// still held; a row whose attempt log is full loses its oldest attempt,
+// and the write goes again. ErrQueueChanged: the queue's condition failed.
+func (s *Store) transact(ctx context.Context, queue *types.TransactWriteItem, rows []dispatch.Row) error {
+	first := 0 // the index of the first row in the transaction
+	if queue != nil {
+		first = 1
+	}
 	for conflicts, throttles, trims := 0, 0, 0; ; {
 		var err error
-		if len(rows) == 0 {
-			_, err = s.db.UpdateItem(ctx, update)
-		} else {
+		switch {
+		case len(rows) == 0 && queue.Delete != nil:
+			d := queue.Delete
+			_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+				TableName: d.TableName, Key: d.Key, ConditionExpression: d.ConditionExpression,
+				ExpressionAttributeValues: d.ExpressionAttributeValues,
+			})
+		case len(rows) == 0:
+			u := queue.Update
+			_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+				ConditionExpression: u.ConditionExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
+			})
+		default:
 			items := make([]types.TransactWriteItem, 0, len(rows)+1)
-			items = append(items, types.TransactWriteItem{Update: &types.Update{
-				TableName: update.TableName, Key: update.Key, UpdateExpression: update.UpdateExpression,
-				ConditionExpression: update.ConditionExpression, ExpressionAttributeValues: update.ExpressionAttributeValues,
-			}})
+			if queue != nil {
+				items = append(items, *queue)
+			}
 			for _, r := range rows {
 				items = append(items, types.TransactWriteItem{Update: s.rowUpdate(r)})
 			}
 			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		}
-		failed, conflict, full := writeFailure(err)
+		failed, conflict, full := writeFailure(err, queue != nil)
 		switch {
 		case err == nil:
 			return nil
@@ -226,10 +298,10 @@ func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatc
 			// the write again (nothing of it was written).
 			trims++
 			for _, i := range full {
-				if i < 1 || i > len(rows) {
+				if i < first || i-first >= len(rows) {
 					continue
 				}
-				r := rowItem(rows[i-1])
+				r := rowItem(rows[i-first])
 				if _, err := s.trimLog(ctx, map[string]types.AttributeValue{"PK": r["PK"], "SK": r["SK"]}, ""); err != nil {
 					return err
 				}
@@ -276,10 +348,11 @@ func throttleBackoff(n int) time.Duration {
 }
 
 // writeFailure says whether err is the queue's condition failing (alone
-// or in a transaction, where the queue is the first item), or a
-// transaction conflict, which is worth trying again, and which items
-// after the first (rows whose attempt log is full) failed their condition.
-func writeFailure(err error) (conditionFailed, conflict bool, full []int) {
+// or in a transaction, where the queue, if there is one, is the first
+// item), or a transaction conflict, which is worth trying again, and
+// which of the rows' items (their attempt log full) failed their
+// condition.
+func writeFailure(err error, queue bool) (conditionFailed, conflict bool, full []int) {
 	if err == nil {
 		return false, false, nil
 	}
@@ -293,7 +366,7 @@ func writeFailure(err error) (conditionFailed, conflict bool, full []int) {
 	for i, r := range cancelled.CancellationReasons {
 		switch aws.ToString(r.Code) {
 		case "ConditionalCheckFailed":
-			if i == 0 {
+			if i == 0 && queue {
 				return true, false, nil
 			}
 			full = append(full, i)
@@ -302,6 +375,24 @@ func writeFailure(err error) (conditionFailed, conflict bool, full []int) {
 		}
 	}
 	return false, conflict, full
+}
+
+// queueWrite is w as a write of q: a Delete for a release (conditional
+// on q's record version and on wanting no more than w.Done), else an
+// Update.
+func (s *Store) queueWrite(q dispatch.Queue, w dispatch.QueueWrite) *types.TransactWriteItem {
+	if w.After == dispatch.Release {
+		return &types.TransactWriteItem{Delete: &types.Delete{
+			TableName: &s.table, Key: queueKey(q.Ref),
+			ConditionExpression:       aws.String("rvn = :rvn AND wanted <= :done"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":rvn": ddbattr.Int(q.RVN), ":done": ddbattr.Int(w.Done)},
+		}}
+	}
+	u := s.queueUpdate(q, w)
+	return &types.TransactWriteItem{Update: &types.Update{
+		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
+		ConditionExpression: u.ConditionExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
+	}}
 }
 
 // queueUpdate is w as an UpdateItem of q.

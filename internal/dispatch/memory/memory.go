@@ -190,6 +190,32 @@ func (s *Store) WriteQueue(_ context.Context, was dispatch.Queue, rows []dispatc
 		q.claimOwner, q.claimUntil, q.hasClaimUntil, q.due = "", 0, false, time.Time{}
 	}
 	q.rvn++
+	if w.After == dispatch.Release {
+		delete(s.queues, was.Ref)
+	}
+	for _, r := range rows {
+		s.putRow(r)
+	}
+	return nil
+}
+
+// ReadQueues is dispatch.Store's.
+func (s *Store) ReadQueues(_ context.Context, refs []dispatch.QueueRef) (map[dispatch.QueueRef]dispatch.Queue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[dispatch.QueueRef]dispatch.Queue{}
+	for _, ref := range refs {
+		if q, ok := s.queues[ref]; ok {
+			out[ref] = q.read(ref)
+		}
+	}
+	return out, nil
+}
+
+// PutRows is dispatch.Store's.
+func (s *Store) PutRows(_ context.Context, rows []dispatch.Row) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, r := range rows {
 		s.putRow(r)
 	}
@@ -240,7 +266,7 @@ func (s *Store) MoveBack(_ context.Context, ref dispatch.QueueRef, was dispatch.
 		}
 		q.lastStatus, q.lastErr, q.next = 0, "", 0
 	default:
-		q = &queue{done: m.Done, wanted: m.Wanted}
+		q = &queue{done: m.Done, wanted: m.Wanted, resolvedHigh: m.ResolvedHigh}
 		s.queues[ref] = q
 	}
 	q.admitFrom, q.attempts, q.due = m.AdmitFrom.UnixNano(), 0, m.Now
@@ -257,8 +283,14 @@ func (s *Store) QueueUsers(_ context.Context, endpointID string, fn func(user st
 			users = append(users, ref.UserID)
 		}
 	}
+	for k := range s.rows {
+		if k.endpointID == endpointID {
+			users = append(users, k.userID)
+		}
+	}
 	s.mu.Unlock()
 	slices.Sort(users)
+	users = slices.Compact(users)
 	for _, u := range users {
 		if err := fn(u); err != nil {
 			return err
