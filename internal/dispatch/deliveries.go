@@ -18,9 +18,13 @@ const deliveriesRead = "ListWebhookDeliveries"
 
 // ListDeliveries pages one endpoint's delivery rows: every user's newest
 // event first, by event id (ULIDs: time order); one user's newest version
-// first, its notices after its entries' events, newest first, and before
-// its rows the user's events not yet attempted (waiting behind a failing
-// one, or not yet reached), PENDING with no attempts. States filter.
+// first, its notices after its entries' events, newest first. Before the
+// rows come the events not yet attempted in their queue's current round
+// (waiting behind a failing one, not yet reached, or asked again by a
+// redelivery), PENDING with no attempts: one user's, newest first, and in
+// every user's listing those of every user with a queue, by user, each
+// newest first. In one user's listing an event waiting again after a
+// redelivery is listed as waiting, not as its row was. States filter.
 func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, string, error) {
 	if q.EndpointID == "" {
 		return nil, "", EndpointNotFound("")
@@ -54,11 +58,13 @@ func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Del
 		}
 	}
 	q.States = states
+	pending := len(states) == 0 || slices.Contains(states, DeliveryPending)
 	var out []Delivery
 	var last string
-	if q.UserID != "" && (len(states) == 0 || slices.Contains(states, DeliveryPending)) &&
-		(after == "" || strings.HasPrefix(after, waitingPosition)) {
-		out, last, err = d.listWaitingFirst(ctx, ep, q, size, after)
+	if q.UserID != "" {
+		out, last, err = d.listUser(ctx, ep, q, pending, size, after)
+	} else if pending && (after == "" || strings.HasPrefix(after, waitingPosition)) {
+		out, last, err = d.listEveryWaitingFirst(ctx, ep, q, size, after)
 	} else {
 		out, last, err = d.store.ListDeliveries(ctx, q, size, after)
 	}
@@ -72,16 +78,53 @@ func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Del
 	return out, next, nil
 }
 
-// waitingPosition starts a page token's position inside the waiting events
-// of one user's listing: "W\x00<version>", the last listed. A store's
-// positions for one user are its sort keys ("V#...", "N#..."): they do
-// not start so.
+// waitingPosition starts a page token's position inside the waiting
+// events: "W\x00<version>" in one user's listing, "W\x00<user>\x00<version>"
+// in every user's, the last listed. A store's positions do not start so
+// (one user's are its sort keys, "V#...", "N#..."; every user's, event
+// ids).
 const waitingPosition = "W\x00"
 
-// listWaitingFirst is one user's listing that wants PENDING rows: the
-// user's waiting events (waiting), newest first, below the version after
-// names ("": all of them), then the store's rows from the first.
-func (d *Dispatcher) listWaitingFirst(ctx context.Context, ep Endpoint, q DeliveryQuery, size int, after string) ([]Delivery, string, error) {
+// round is what one user's listing takes from the user's queue: the
+// events after lo, up to wanted, wait in the queue's current round (lo is
+// done, or the head when it has failed attempts in this round: its row is
+// then of this round), and only the rows below lo+1 are listed as rows
+// (those above it are of an earlier round: a redelivery asked them again).
+// Without a queue, or with nothing wanted, nothing waits.
+type round struct {
+	lo, wanted int64
+	q          Queue
+}
+
+func (r round) waits() bool { return r.wanted > r.lo }
+
+// roundOf reads user's queue on ep.
+func (d *Dispatcher) roundOf(ctx context.Context, ep Endpoint, user string) (round, error) {
+	q, ok, err := d.store.ReadQueue(ctx, QueueRef{EndpointID: ep.ID, UserID: user})
+	if err != nil || !ok || q.Done >= q.Wanted {
+		return round{}, err
+	}
+	lo := q.Done
+	if q.Attempts > 0 {
+		lo++
+	}
+	return round{lo: lo, wanted: q.Wanted, q: q}, nil
+}
+
+// listUser is one user's listing: with pending, the user's waiting events
+// first (below the version after names: "" all of them), newest first,
+// then the store's rows from the first; the rows only below the round's.
+func (d *Dispatcher) listUser(ctx context.Context, ep Endpoint, q DeliveryQuery, pending bool, size int, after string) ([]Delivery, string, error) {
+	r, err := d.roundOf(ctx, ep, q.UserID)
+	if err != nil {
+		return nil, "", err
+	}
+	if r.waits() {
+		q.BelowVersion = r.lo + 1
+	}
+	if !pending || (after != "" && !strings.HasPrefix(after, waitingPosition)) {
+		return d.store.ListDeliveries(ctx, q, size, after)
+	}
 	below := int64(math.MaxInt64)
 	if after != "" {
 		v, err := strconv.ParseInt(strings.TrimPrefix(after, waitingPosition), 10, 64)
@@ -90,21 +133,71 @@ func (d *Dispatcher) listWaitingFirst(ctx context.Context, ep Endpoint, q Delive
 		}
 		below = v
 	}
-	out, err := d.waiting(ctx, ep, q.UserID, below, size+1)
+	out, err := d.waiting(ctx, ep, q.UserID, r, below, size+1)
 	if err != nil {
 		return nil, "", err
 	}
+	position := func() string { return waitingPosition + strconv.FormatInt(out[size-1].Version, 10) }
+	return d.thenRows(ctx, q, out, size, position)
+}
+
+// listEveryWaitingFirst is every user's listing that wants PENDING rows:
+// the waiting events of every user with a queue, by user, each newest
+// first (from the position after names: "" the first), then the store's
+// rows from the first.
+func (d *Dispatcher) listEveryWaitingFirst(ctx context.Context, ep Endpoint, q DeliveryQuery, size int, after string) ([]Delivery, string, error) {
+	var out []Delivery
+	position := func() string {
+		last := out[size-1]
+		return waitingPosition + last.UserID + "\x00" + strconv.FormatInt(last.Version, 10)
+	}
+	each := func(user string, below int64) (bool, error) {
+		r, err := d.roundOf(ctx, ep, user)
+		if err != nil {
+			return false, err
+		}
+		ws, err := d.waiting(ctx, ep, user, r, below, size+1-len(out))
+		out = append(out, ws...)
+		return len(out) <= size, err
+	}
+	from := ""
+	if after != "" {
+		user, v, ok := strings.Cut(strings.TrimPrefix(after, waitingPosition), "\x00")
+		below, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil {
+			return nil, "", fmt.Errorf("list deliveries: position %q", after)
+		}
+		more, err := each(user, below)
+		if err != nil {
+			return nil, "", err
+		}
+		if !more {
+			return d.thenRows(ctx, q, out, size, position)
+		}
+		from = user
+	}
+	err := d.store.Queued(ctx, ep.ID, from, func(user string) (bool, error) { return each(user, math.MaxInt64) })
+	if err != nil {
+		return nil, "", err
+	}
+	return d.thenRows(ctx, q, out, size, position)
+}
+
+// thenRows ends a listing whose waiting events are out (at most size+1 of
+// them): more than size, the page is full and the next starts after its
+// last (position); size, the next page only if the store has a row;
+// fewer, the page is filled with the store's rows from the first.
+func (d *Dispatcher) thenRows(ctx context.Context, q DeliveryQuery, out []Delivery, size int, position func() string) ([]Delivery, string, error) {
 	if len(out) > size {
 		out = out[:size]
-		return out, waitingPosition + strconv.FormatInt(out[size-1].Version, 10), nil
+		return out, position(), nil
 	}
 	if len(out) == size {
-		// The page is full: a next one only if the store has a row.
 		rows, _, err := d.store.ListDeliveries(ctx, q, 1, "")
 		if err != nil || len(rows) == 0 {
 			return out, "", err
 		}
-		return out, waitingPosition + strconv.FormatInt(out[size-1].Version, 10), nil
+		return out, position(), nil
 	}
 	rows, last, err := d.store.ListDeliveries(ctx, q, size-len(out), "")
 	if err != nil {
@@ -113,34 +206,43 @@ func (d *Dispatcher) listWaitingFirst(ctx context.Context, ep Endpoint, q Delive
 	return append(out, rows...), last, nil
 }
 
-// waiting returns at most limit of the events of user's queue on ep that
-// are wanted and have no row yet, below version below, newest first, as
-// PENDING deliveries with no attempts: those after the queue's done and
-// after the user's newest row (the head's, failing, or the last
-// resolved), that ep receives.
-func (d *Dispatcher) waiting(ctx context.Context, ep Endpoint, user string, below int64, limit int) ([]Delivery, error) {
-	q, ok, err := d.store.ReadQueue(ctx, QueueRef{EndpointID: ep.ID, UserID: user})
-	if err != nil || !ok || q.Done >= q.Wanted {
-		return nil, err
+// waiting returns at most limit of the events waiting in user's round r
+// on ep, below version below, newest first, as PENDING deliveries with no
+// attempts: those after r.lo, up to r.wanted, that ep receives. One that
+// a redelivery asked again keeps its earlier attempts in its log.
+func (d *Dispatcher) waiting(ctx context.Context, ep Endpoint, user string, r round, below int64, limit int) ([]Delivery, error) {
+	out, err := d.waitingEvents(ctx, ep, user, r, below, limit)
+	if err != nil || len(out) == 0 {
+		return out, err
 	}
-	lo := q.Done
-	top, _, err := d.store.ListDeliveries(ctx, DeliveryQuery{EndpointID: ep.ID, UserID: user}, 1, "")
+	rows, _, err := d.store.ListDeliveries(ctx, DeliveryQuery{EndpointID: ep.ID, UserID: user, BelowVersion: out[0].Version + 1}, len(out), "")
 	if err != nil {
 		return nil, err
 	}
-	if len(top) == 1 && top[0].Type != ledger.EventPointsExpiring {
-		lo = max(lo, top[0].Version) // the newest row: rows come newest version first, notices last
+	logs := map[int64][]Attempt{}
+	for _, row := range rows {
+		if row.Type != ledger.EventPointsExpiring {
+			logs[row.Version] = row.Log
+		}
 	}
+	for i := range out {
+		out[i].Log = logs[out[i].Version]
+	}
+	return out, nil
+}
+
+// waitingEvents is waiting's events, read from the ledger.
+func (d *Dispatcher) waitingEvents(ctx context.Context, ep Endpoint, user string, r round, below int64, limit int) ([]Delivery, error) {
 	var out []Delivery
-	for cur := min(q.Wanted, below-1); cur > lo && len(out) < limit; {
-		from := max(lo, cur-int64(limit))
+	for cur := min(r.wanted, below-1); cur > r.lo && len(out) < limit; {
+		from := max(r.lo, cur-int64(limit))
 		es, err := d.ledger.EntriesAfter(ctx, user, from, int(cur-from))
 		if err != nil {
 			return nil, fmt.Errorf("list deliveries: entries of %s: %w", user, err)
 		}
 		for i := len(es) - 1; i >= 0 && len(out) < limit; i-- {
 			e := es[i]
-			if e.Version > cur || !admits(ep, q.AdmitFrom, e) {
+			if e.Version > cur || !admits(ep, r.q.AdmitFrom, e) {
 				continue
 			}
 			out = append(out, Delivery{

@@ -62,6 +62,10 @@ type Store interface {
 	// a delivery row for (a user sent its events directly has rows and no
 	// queue).
 	QueueUsers(ctx context.Context, endpointID string, fn func(user string) error) error
+	// Queued calls fn with each user the endpoint has a queue for, in
+	// user order, from the first after after ("" the first), while fn
+	// says more.
+	Queued(ctx context.Context, endpointID, after string, fn func(user string) (more bool, err error)) error
 	// Due returns the queues and notice rows due at now (candidates only:
 	// a claim decides).
 	Due(ctx context.Context, now time.Time) ([]QueueRef, error)

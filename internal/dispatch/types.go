@@ -100,6 +100,9 @@ type DeliveryQuery struct {
 	EndpointID string
 	UserID     string          // "": every user
 	States     []DeliveryState // none: every state
+	// BelowVersion, with UserID, lists only the rows of the entries'
+	// events below it (and every notice's); 0: all.
+	BelowVersion int64
 	ledger.Page
 }
 

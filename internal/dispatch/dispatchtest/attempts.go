@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,4 +304,117 @@ func testNoticeAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
 		t.Errorf("notice's log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
 	}
 	checkLog(t, row.Log)
+}
+
+// TestRedeliveredEventsListedAsWaiting: after a redelivery, the events it
+// asked again and that are not yet attempted are listed as waiting
+// (PENDING, no attempts, their earlier attempts logged), not as their
+// rows were (SUCCEEDED); the head,
+// failing in the new round, is listed as its row is, its log keeping the
+// first round's 2xx.
+func testRedeliveredEventsListedAsWaiting(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	var broken atomic.Bool
+	rcv := newReceiver(t, func(int, arrival) int {
+		if broken.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Hour}}})
+	for i := range 3 {
+		f.apply(ledger.EntryGrant, ledger.Request{UserID: "r", RequestID: fmt.Sprint("g", i), Amount: "1"})
+	}
+	f.feed(f.entries("r"), d)
+	waitFor(t, "every event delivered", func() bool { return rcv.ackedCount() == 3 })
+	settled(t, d)
+	broken.Store(true)
+	if n, err := d.Redeliver(context.Background(), dispatch.Redelivery{EndpointID: ep.ID, UserID: "r", FromVersion: 1}); err != nil || n != 3 {
+		t.Fatalf("Redeliver = %d, %v; want 3", n, err)
+	}
+	waitFor(t, "the head's new failure on the record", func() bool {
+		r := rowOf(t, d, ep.ID, "r", 1)
+		return r.State == dispatch.DeliveryPending && r.Attempts == 1
+	})
+	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []int64
+	for _, r := range rows {
+		vs = append(vs, r.Version)
+	}
+	if !slices.Equal(vs, []int64{3, 2, 1}) {
+		t.Fatalf("versions %v, want [3 2 1], each once", vs)
+	}
+	for _, r := range rows[:2] {
+		if r.State != dispatch.DeliveryPending || r.Attempts != 0 || !slices.Equal(statuses(r.Log), []int{200}) {
+			t.Errorf("v%d: %+v, want waiting again (PENDING, no attempts), its first round's 200 in its log", r.Version, r)
+		}
+	}
+	if got := statuses(rows[2].Log); rows[2].State != dispatch.DeliveryPending || !slices.Equal(got, []int{200, 503}) {
+		t.Errorf("v1: %+v (log %v), want PENDING with [200 503] logged", rows[2], got)
+	}
+	done, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+		EndpointID: ep.ID, UserID: "r", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
+	if err != nil || len(done) != 0 {
+		t.Errorf("SUCCEEDED rows %+v, %v: want none while all three wait again", done, err)
+	}
+}
+
+// TestEveryUsersListingShowsWaitingEvents: every user's listing that asks
+// for PENDING shows the events waiting behind a failing one, of every user
+// with a queue (by user, each newest first), page by page, then the rows.
+func testEveryUsersListingShowsWaitingEvents(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, func(_ int, a arrival) int {
+		if a.user == "ok" {
+			return http.StatusOK
+		}
+		return http.StatusInternalServerError
+	})
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{Schedule: webhook.Schedule{Delays: []time.Duration{time.Hour}}})
+	for _, u := range []string{"a", "b", "ok"} {
+		for i := range 3 {
+			f.apply(ledger.EntryGrant, ledger.Request{UserID: u, RequestID: fmt.Sprint("g", i), Amount: "1"})
+		}
+	}
+	f.feed(f.entries("a", "b", "ok"), d)
+	waitFor(t, "ok's events delivered", func() bool { return rcv.ackedCount() == 3 })
+	settled(t, d)
+	var got []string
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 20 {
+			t.Fatalf("more than 20 pages of two: %v", got)
+		}
+		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
+			EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliveryPending},
+			Page: ledger.Page{PageSize: 2, PageToken: token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			got = append(got, fmt.Sprintf("%s%d/%d", r.UserID, r.Version, r.Attempts))
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	// a's and b's waiting events (3, 2), then the heads' rows (1, tried
+	// once), newest event first: b's head was written after a's or
+	// before, so both orders of the two heads are right.
+	want := []string{"a3/0", "a2/0", "b3/0", "b2/0"}
+	if len(got) != 6 || !slices.Equal(got[:4], want) {
+		t.Fatalf("PENDING, every user: %v, want %v then a1/1 and b1/1", got, want)
+	}
+	heads := slices.Sorted(slices.Values(got[4:]))
+	if !slices.Equal(heads, []string{"a1/1", "b1/1"}) {
+		t.Errorf("the heads' rows %v, want a1/1 and b1/1", got[4:])
+	}
 }

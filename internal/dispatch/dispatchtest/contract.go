@@ -36,6 +36,8 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"NoticeAttemptLogIsBounded":              testNoticeAttemptLogIsBounded,
 	"DirectSendsKeepNoQueue":                 testDirectSendsKeepNoQueue,
 	"DirectFailureParksTheUser":              testDirectFailureParksTheUser,
+	"RedeliveredEventsListedAsWaiting":       testRedeliveredEventsListedAsWaiting,
+	"EveryUsersListingShowsWaitingEvents":    testEveryUsersListingShowsWaitingEvents,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).

@@ -188,7 +188,7 @@ func decodeDelivery(item map[string]types.AttributeValue) dispatch.Delivery {
 // user's from its own partition, consistently, by version, its notices
 // after its entries' events. The position is the last row's key.
 func (s *Store) ListDeliveries(ctx context.Context, q dispatch.DeliveryQuery, size int, after string) ([]dispatch.Delivery, string, error) {
-	in := s.deliveriesQuery(q.EndpointID, q.UserID, q.States, size)
+	in := s.deliveriesQuery(q.EndpointID, q.UserID, q.BelowVersion, q.States, size)
 	if after != "" {
 		in.ExclusiveStartKey = startKey(after, q.UserID == "")
 	}
@@ -217,7 +217,7 @@ func (s *Store) ListDeliveries(ctx context.Context, q dispatch.DeliveryQuery, si
 	return out, next, nil
 }
 
-func (s *Store) deliveriesQuery(endpointID, user string, states []dispatch.DeliveryState, size int) *dynamodb.QueryInput {
+func (s *Store) deliveriesQuery(endpointID, user string, below int64, states []dispatch.DeliveryState, size int) *dynamodb.QueryInput {
 	in := &dynamodb.QueryInput{
 		TableName:                 &s.table,
 		ScanIndexForward:          aws.Bool(false),
@@ -228,6 +228,11 @@ func (s *Store) deliveriesQuery(endpointID, user string, states []dispatch.Deliv
 		in.KeyConditionExpression = aws.String("PK = :pk")
 		in.ExpressionAttributeValues[":pk"] = ddbattr.S(deliveryPK(endpointID, user))
 		in.ConsistentRead = aws.Bool(true)
+		if below > 0 {
+			// Notices ("N#...") sort below every version ("V#...").
+			in.KeyConditionExpression = aws.String("PK = :pk AND SK < :below")
+			in.ExpressionAttributeValues[":below"] = ddbattr.S(versionSK(below))
+		}
 	} else {
 		in.IndexName = aws.String(deliveriesIndex)
 		in.KeyConditionExpression = aws.String("delivery_endpoint = :ep")
@@ -306,6 +311,35 @@ func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user 
 		}
 	}
 	return nil
+}
+
+// Queued is dispatch.Store's: a Query of the queues_by_endpoint index, by
+// user.
+func (s *Store) Queued(ctx context.Context, endpointID, after string, fn func(user string) (bool, error)) error {
+	in := &dynamodb.QueryInput{
+		TableName: &s.table, IndexName: aws.String(queuesIndex),
+		KeyConditionExpression:    aws.String("queue_endpoint = :ep"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":ep": ddbattr.S(endpointID)},
+	}
+	if after != "" {
+		in.KeyConditionExpression = aws.String("queue_endpoint = :ep AND user_id > :after")
+		in.ExpressionAttributeValues[":after"] = ddbattr.S(after)
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return fmt.Errorf("queues of %s: %w", endpointID, err)
+		}
+		for _, item := range out.Items {
+			if more, err := fn(ddbattr.Text(item, "user_id")); err != nil || !more {
+				return err
+			}
+		}
+		if out.LastEvaluatedKey == nil {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
 }
 
 // MoveBack is dispatch.Store's: one conditional UpdateItem.

@@ -299,6 +299,25 @@ func (s *Store) QueueUsers(_ context.Context, endpointID string, fn func(user st
 	return nil
 }
 
+// Queued is dispatch.Store's.
+func (s *Store) Queued(_ context.Context, endpointID, after string, fn func(user string) (bool, error)) error {
+	s.mu.Lock()
+	var users []string
+	for ref := range s.queues {
+		if ref.EndpointID == endpointID && ref.UserID > after {
+			users = append(users, ref.UserID)
+		}
+	}
+	s.mu.Unlock()
+	slices.Sort(users)
+	for _, u := range users {
+		if more, err := fn(u); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
 // Due is dispatch.Store's.
 func (s *Store) Due(_ context.Context, now time.Time) ([]dispatch.QueueRef, error) {
 	s.mu.Lock()
@@ -332,6 +351,9 @@ func (s *Store) ListDeliveries(_ context.Context, q dispatch.DeliveryQuery, size
 			continue
 		}
 		if len(q.States) > 0 && !slices.Contains(q.States, r.d.State) {
+			continue
+		}
+		if q.UserID != "" && q.BelowVersion > 0 && !r.notice && r.d.Version >= q.BelowVersion {
 			continue
 		}
 		at := k.sk

@@ -84,9 +84,12 @@ type WebhookServiceClient interface {
 	// and its attempt log (the last 20 attempts, oldest first, kept across
 	// redeliveries). Every user's: newest event first (by event id, a ULID
 	// of the entry's or the notice's time). One user's (user_id): its
-	// entries' events newest version first, then its notices newest first;
-	// an event of the user's not yet attempted because an earlier one is
-	// failing is listed as PENDING with no attempts.
+	// entries' events newest version first, then its notices newest first.
+	// Events not yet attempted because an earlier one is failing (or asked
+	// again by a redelivery and not yet reached) come first, as PENDING with
+	// no attempts (a redelivered one keeps its earlier attempts in its log):
+	// one user's newest first; in every user's listing, when it asks for
+	// PENDING, those of every user with events waiting, by user_id.
 	ListWebhookDeliveries(context.Context, *connect.Request[v1.ListWebhookDeliveriesRequest]) (*connect.Response[v1.ListWebhookDeliveriesResponse], error)
 	// RedeliverWebhookEvents sends an endpoint's events again, read from the
 	// ledger itself (which keeps every entry), in version order per user:
@@ -226,9 +229,12 @@ type WebhookServiceHandler interface {
 	// and its attempt log (the last 20 attempts, oldest first, kept across
 	// redeliveries). Every user's: newest event first (by event id, a ULID
 	// of the entry's or the notice's time). One user's (user_id): its
-	// entries' events newest version first, then its notices newest first;
-	// an event of the user's not yet attempted because an earlier one is
-	// failing is listed as PENDING with no attempts.
+	// entries' events newest version first, then its notices newest first.
+	// Events not yet attempted because an earlier one is failing (or asked
+	// again by a redelivery and not yet reached) come first, as PENDING with
+	// no attempts (a redelivered one keeps its earlier attempts in its log):
+	// one user's newest first; in every user's listing, when it asks for
+	// PENDING, those of every user with events waiting, by user_id.
 	ListWebhookDeliveries(context.Context, *connect.Request[v1.ListWebhookDeliveriesRequest]) (*connect.Response[v1.ListWebhookDeliveriesResponse], error)
 	// RedeliverWebhookEvents sends an endpoint's events again, read from the
 	// ledger itself (which keeps every entry), in version order per user:
