@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -232,13 +233,29 @@ func (s *Store) ReadQueues(ctx context.Context, refs []dispatch.QueueRef) (map[d
 }
 
 // PutRows is dispatch.Store's: a TransactWriteItems of each hundred rows,
-// each row's Update as WriteQueue's (a full attempt log loses its oldest
-// attempt first, and the rows are written again).
+// four at once, each row's Update as WriteQueue's (a full attempt log
+// loses its oldest attempt first, and the rows are written again).
 func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		errs  []error
+		limit = make(chan struct{}, 4)
+	)
 	for chunk := range slices.Chunk(rows, maxTransactItems) {
-		if err := s.transact(ctx, nil, chunk); err != nil {
-			return fmt.Errorf("put delivery rows: %w", err)
-		}
+		wg.Go(func() {
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			if err := s.transact(ctx, nil, chunk); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("put delivery rows: %w", err)
 	}
 	return nil
 }
