@@ -171,24 +171,7 @@ func testWaitingBehindAFailingEventIsPending(t *testing.T, newEnv NewEnv) {
 			EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded, dispatch.DeliveryFailed, dispatch.DeliveryPending}})
 		return err == nil && len(rows) == 3 && rows[2].Attempts == 1
 	})
-	var got []dispatch.Delivery
-	token := ""
-	for pages := 0; ; pages++ {
-		if pages > 3 {
-			t.Fatalf("more than 3 pages of one row: %+v", got)
-		}
-		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
-			EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliveryPending},
-			Page: ledger.Page{PageSize: 1, PageToken: token}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, rows...)
-		if next == "" {
-			break
-		}
-		token = next
-	}
+	got := pages(t, d, dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliveryPending}}, 1, 4)
 	var vs []int64
 	for _, r := range got {
 		vs = append(vs, r.Version)
@@ -202,10 +185,38 @@ func testWaitingBehindAFailingEventIsPending(t *testing.T, newEnv NewEnv) {
 	if got[0].Attempts != 0 || len(got[0].Log) != 0 || got[1].Attempts != 0 || got[2].Attempts != 1 || len(got[2].Log) != 1 || got[2].Log[0].Status != 500 {
 		t.Errorf("rows %+v: want 3 and 2 not attempted, 1 attempted once (500)", got)
 	}
+	noSucceeded(t, d, ep.ID, "w", "behind a failing event")
+}
+
+// noSucceeded checks that user's listing on endpointID asked for
+// SUCCEEDED rows has none (why: while what holds).
+func noSucceeded(t *testing.T, d *dispatch.Dispatcher, endpointID, user, why string) {
+	t.Helper()
 	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
-		EndpointID: ep.ID, UserID: "w", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
+		EndpointID: endpointID, UserID: user, States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
 	if err != nil || len(rows) != 0 {
-		t.Errorf("SUCCEEDED rows %+v, %v: want none", rows, err)
+		t.Errorf("SUCCEEDED rows %+v, %v: want none %s", rows, err, why)
+	}
+}
+
+// pages lists q page by page (pageSize a page, at most maxPages pages).
+func pages(t *testing.T, d *dispatch.Dispatcher, q dispatch.DeliveryQuery, pageSize, maxPages int) []dispatch.Delivery {
+	t.Helper()
+	var got []dispatch.Delivery
+	q.Page = ledger.Page{PageSize: pageSize}
+	for n := 0; ; n++ {
+		if n >= maxPages {
+			t.Fatalf("more than %d pages of %d: %+v", maxPages, pageSize, got)
+		}
+		rows, next, err := d.ListDeliveries(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, rows...)
+		if next == "" {
+			return got
+		}
+		q.PageToken = next
 	}
 }
 
@@ -251,17 +262,18 @@ func testDeliveriesListedNewestFirst(t *testing.T, newEnv NewEnv) {
 	if !slices.Equal(ids, want) {
 		t.Errorf("every user's: %v, want newest event first %v", ids, want)
 	}
-	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vs []int64
-	for _, r := range rows {
-		vs = append(vs, r.Version)
-	}
-	if !slices.Equal(vs, []int64{3, 2, 1}) {
+	if vs := versionsOf(pages(t, d, dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "q"}, 50, 1)); !slices.Equal(vs, []int64{3, 2, 1}) {
 		t.Errorf("q's: versions %v, want [3 2 1]", vs)
 	}
+}
+
+// versionsOf is the rows' versions, in their order.
+func versionsOf(rows []dispatch.Delivery) []int64 {
+	vs := make([]int64, len(rows))
+	for i, r := range rows {
+		vs[i] = r.Version
+	}
+	return vs
 }
 
 // TestNoticeAttemptLogIsBounded: a notice that takes more attempts than
@@ -338,15 +350,8 @@ func testRedeliveredEventsListedAsWaiting(t *testing.T, newEnv NewEnv) {
 		r := rowOf(t, d, ep.ID, "r", 1)
 		return r.State == dispatch.DeliveryPending && r.Attempts == 1
 	})
-	rows, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "r"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vs []int64
-	for _, r := range rows {
-		vs = append(vs, r.Version)
-	}
-	if !slices.Equal(vs, []int64{3, 2, 1}) {
+	rows := pages(t, d, dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "r"}, 50, 1)
+	if vs := versionsOf(rows); !slices.Equal(vs, []int64{3, 2, 1}) {
 		t.Fatalf("versions %v, want [3 2 1], each once", vs)
 	}
 	for _, r := range rows[:2] {
@@ -357,11 +362,7 @@ func testRedeliveredEventsListedAsWaiting(t *testing.T, newEnv NewEnv) {
 	if got := statuses(rows[2].Log); rows[2].State != dispatch.DeliveryPending || !slices.Equal(got, []int{200, 503}) {
 		t.Errorf("v1: %+v (log %v), want PENDING with [200 503] logged", rows[2], got)
 	}
-	done, _, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
-		EndpointID: ep.ID, UserID: "r", States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}})
-	if err != nil || len(done) != 0 {
-		t.Errorf("SUCCEEDED rows %+v, %v: want none while all three wait again", done, err)
-	}
+	noSucceeded(t, d, ep.ID, "r", "while all three wait again")
 }
 
 // TestEveryUsersListingShowsWaitingEvents: every user's listing that asks
@@ -387,24 +388,8 @@ func testEveryUsersListingShowsWaitingEvents(t *testing.T, newEnv NewEnv) {
 	waitFor(t, "ok's events delivered", func() bool { return rcv.ackedCount() == 3 })
 	settled(t, d)
 	var got []string
-	token := ""
-	for pages := 0; ; pages++ {
-		if pages > 20 {
-			t.Fatalf("more than 20 pages of two: %v", got)
-		}
-		rows, next, err := d.ListDeliveries(context.Background(), dispatch.DeliveryQuery{
-			EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliveryPending},
-			Page: ledger.Page{PageSize: 2, PageToken: token}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range rows {
-			got = append(got, fmt.Sprintf("%s%d/%d", r.UserID, r.Version, r.Attempts))
-		}
-		if next == "" {
-			break
-		}
-		token = next
+	for _, r := range pages(t, d, dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliveryPending}}, 2, 20) {
+		got = append(got, fmt.Sprintf("%s%d/%d", r.UserID, r.Version, r.Attempts))
 	}
 	// a's and b's waiting events (3, 2), then the heads' rows (1, tried
 	// once), newest event first: b's head was written after a's or
