@@ -36,6 +36,7 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"NoticeAttemptLogIsBounded":              testNoticeAttemptLogIsBounded,
 	"DirectSendsKeepNoQueue":                 testDirectSendsKeepNoQueue,
 	"DirectFailureParksTheUser":              testDirectFailureParksTheUser,
+	"ManyQueuesAndRowsAtOnce":                testManyQueuesAndRowsAtOnce,
 	"RedeliveredEventsListedAsWaiting":       testRedeliveredEventsListedAsWaiting,
 	"EveryUsersListingShowsWaitingEvents":    testEveryUsersListingShowsWaitingEvents,
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pointledger/pointledger/internal/dispatch"
 	"github.com/pointledger/pointledger/internal/ledger"
 	"github.com/pointledger/pointledger/internal/ledgertest"
+	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // TestDirectSendsKeepNoQueue: the events of users with nothing waiting are
@@ -108,5 +109,56 @@ func testDirectFailureParksTheUser(t *testing.T, newEnv NewEnv) {
 	qs, err := f.env.Store.ReadQueues(context.Background(), []dispatch.QueueRef{{EndpointID: ep.ID, UserID: "p"}})
 	if err != nil || len(qs) != 0 {
 		t.Errorf("p's queue %+v, %v: want none once it is drained", qs, err)
+	}
+}
+
+// TestManyQueuesAndRowsAtOnce: ReadQueues of 250 users finds exactly the
+// 150 with a queue, and PutRows of 250 rows writes each of them (more than
+// one call's worth of each, as a stream batch of many users asks).
+func testManyQueuesAndRowsAtOnce(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	ctx := context.Background()
+	ep := f.endpoint(newReceiver(t, nil))
+	var refs []dispatch.QueueRef
+	var rows []dispatch.Row
+	for i := range 250 {
+		ref := dispatch.QueueRef{EndpointID: ep.ID, UserID: fmt.Sprintf("m%03d", i)}
+		refs = append(refs, ref)
+		if i%5 < 3 {
+			if _, _, ok, err := f.env.Store.MarkWanted(ctx, ref, dispatch.Mark{First: 1, Last: 2, Now: f.clk.Now()}); err != nil || !ok {
+				t.Fatalf("mark %s: %v, %v", ref.UserID, ok, err)
+			}
+		}
+		rows = append(rows, dispatch.Row{
+			EndpointID: ep.ID, Event: webhook.Event{ID: fmt.Sprintf("ev%03d", i), Type: ledger.EventPointsGranted, UserID: ref.UserID, Version: 1},
+			State: dispatch.DeliverySucceeded, Attempts: 1, Status: http.StatusNoContent,
+			Attempt: dispatch.Attempt{Time: f.clk.Now(), Status: http.StatusNoContent},
+		})
+	}
+	qs, err := f.env.Store.ReadQueues(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ref := range refs {
+		q, ok := qs[ref]
+		if ok != (i%5 < 3) || (ok && (q.Wanted != 2 || q.Done != 0)) {
+			t.Errorf("%s: queue %+v, %v; want one (wanting 2, done 0) for every 5th user's first 3", ref.UserID, q, ok)
+		}
+	}
+	if len(qs) != 150 {
+		t.Errorf("%d queues read, want 150", len(qs))
+	}
+	if err := f.env.Store.PutRows(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	got := pages(t, f.dispatcher(dispatch.Options{}), dispatch.DeliveryQuery{EndpointID: ep.ID, States: []dispatch.DeliveryState{dispatch.DeliverySucceeded}}, 100, 4)
+	if len(got) != 250 {
+		t.Errorf("%d SUCCEEDED rows listed, want the 250 written", len(got))
+	}
+	for _, r := range got {
+		if r.Attempts != 1 || len(r.Log) != 1 {
+			t.Errorf("row %+v: want one attempt, logged", r)
+		}
 	}
 }

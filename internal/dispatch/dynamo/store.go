@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -199,19 +198,21 @@ func (s *Store) ReadQueue(ctx context.Context, ref dispatch.QueueRef) (dispatch.
 }
 
 // ReadQueues is dispatch.Store's: BatchGetItem, consistent, 100 keys a
-// call, the keys DynamoDB left unprocessed asked again.
+// call, four calls at once, the keys DynamoDB left unprocessed asked
+// again.
 func (s *Store) ReadQueues(ctx context.Context, refs []dispatch.QueueRef) (map[dispatch.QueueRef]dispatch.Queue, error) {
 	out := map[dispatch.QueueRef]dispatch.Queue{}
-	for chunk := range slices.Chunk(refs, 100) {
-		keys := make([]map[string]types.AttributeValue, len(chunk))
-		for i, ref := range chunk {
-			keys[i] = queueKey(ref)
+	var mu sync.Mutex
+	err := s.inChunks(len(refs), maxBatchGet, func(from, to int) error {
+		keys := make([]map[string]types.AttributeValue, 0, to-from)
+		for _, ref := range refs[from:to] {
+			keys = append(keys, queueKey(ref))
 		}
 		for tries := 0; len(keys) > 0; tries++ {
 			if tries > 0 {
 				select {
 				case <-ctx.Done():
-					return nil, ctx.Err()
+					return ctx.Err()
 				case <-time.After(throttleBackoff(min(tries, maxThrottledWrites))):
 				}
 			}
@@ -219,34 +220,39 @@ func (s *Store) ReadQueues(ctx context.Context, refs []dispatch.QueueRef) (map[d
 				s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
 			}})
 			if err != nil {
-				return nil, fmt.Errorf("read queues: %w", err)
+				return fmt.Errorf("read queues: %w", err)
 			}
+			mu.Lock()
 			for _, item := range res.Responses[s.table] {
 				if ref, ok := refOfKey(ddbattr.Text(item, "PK"), ddbattr.Text(item, "SK")); ok {
 					out[ref] = decodeQueue(ref, item)
 				}
 			}
+			mu.Unlock()
 			keys = res.UnprocessedKeys[s.table].Keys
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// PutRows is dispatch.Store's: a TransactWriteItems of each hundred rows,
-// four at once, each row's Update as WriteQueue's (a full attempt log
-// loses its oldest attempt first, and the rows are written again).
-func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
+// inChunks calls fn with each chunk [from, to) of n, at most size long,
+// four at once, and returns their errors joined.
+func (s *Store) inChunks(n, size int, fn func(from, to int) error) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		errs  []error
 		limit = make(chan struct{}, 4)
 	)
-	for chunk := range slices.Chunk(rows, maxTransactItems) {
+	for from := 0; from < n; from += size {
 		wg.Go(func() {
 			limit <- struct{}{}
 			defer func() { <-limit }()
-			if err := s.transact(ctx, nil, chunk); err != nil {
+			if err := fn(from, min(from+size, n)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -254,14 +260,27 @@ func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	return errors.Join(errs...)
+}
+
+// PutRows is dispatch.Store's: a TransactWriteItems of each hundred rows,
+// four at once, each row's Update as WriteQueue's (a full attempt log
+// loses its oldest attempt first, and the rows are written again).
+func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
+	err := s.inChunks(len(rows), maxTransactItems, func(from, to int) error {
+		return s.transact(ctx, nil, rows[from:to])
+	})
+	if err != nil {
 		return fmt.Errorf("put delivery rows: %w", err)
 	}
 	return nil
 }
 
-// maxTransactItems is the most items a TransactWriteItems takes.
-const maxTransactItems = 100
+// The most items a TransactWriteItems takes, and keys a BatchGetItem.
+const (
+	maxTransactItems = 100
+	maxBatchGet      = 100
+)
 
 // WriteQueue is dispatch.Store's: an UpdateItem of the queue alone (a
 // DeleteItem for a release), or a TransactWriteItems of the rows and the
