@@ -12,7 +12,7 @@ import (
 // by Apply itself, in version order, before the stream's checkpoint
 // moves: the events are in the stream until then, so the stream is the
 // queue, and nothing is written per event but its row, with the batch's
-// other rows (Store.PutRows: one call a hundred rows). One read of the
+// other rows (Store.PutRows: one call 25 rows, no transaction). One read of the
 // batch's queues (Store.ReadQueues: one call a hundred users) says who
 // has none. An attempt without a 2xx parks the user behind it: the mark
 // makes the queue (done just before the event), claimed, and the failed

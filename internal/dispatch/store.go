@@ -50,9 +50,10 @@ type Store interface {
 	// its events directly (Apply).
 	WriteQueue(ctx context.Context, q Queue, rows []Row, w QueueWrite) error
 	// PutRows writes the delivery rows of events sent directly, with no
-	// queue (Apply), each as WriteQueue writes a row (its attempt appended
-	// to its log), in as few calls as the store can (DynamoDB: one
-	// transaction a hundred rows); nothing else.
+	// queue (Apply), each whole, its log its one attempt (a row there
+	// already, of an event sent again after a crash, is replaced), in as
+	// few calls as the store can (DynamoDB: a batch write of 25, no
+	// transaction); nothing else.
 	PutRows(ctx context.Context, rows []Row) error
 	// MoveBack is a redelivery's write: on the queue of ref as read (q,
 	// exists), conditional on q's record version (or on there being no

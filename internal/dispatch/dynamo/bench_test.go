@@ -161,7 +161,7 @@ func writeGrants(ctx context.Context, b *testing.B, store *dynamo.Ledger, users 
 // calls counts a dispatcher's calls by kind.
 type calls struct {
 	byOp        map[string]int64
-	writes      int64 // UpdateItem, PutItem, DeleteItem, TransactWriteItems
+	writes      int64 // UpdateItem, PutItem, DeleteItem, TransactWriteItems, BatchWriteItem
 	duePolls    int64 // Query of the "due" index
 	ledgerReads int64
 }
@@ -230,6 +230,11 @@ func (db *countingDB) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInp
 func (db *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	db.count("GetItem", false, false)
 	return db.DB.GetItem(ctx, in, opts...)
+}
+
+func (db *countingDB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	db.count("BatchWriteItem", true, false)
+	return db.DB.BatchWriteItem(ctx, in, opts...)
 }
 
 func (db *countingDB) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {

@@ -87,9 +87,9 @@ func newEnv(t *testing.T, now func() time.Time) dispatchtest.Env {
 
 // throttlingDB cancels the first n transactions that write a queue with
 // ThrottlingError reasons, as DynamoDB does when a partition is over its
-// capacity: a fault DynamoDB Local never produces (it has no partitions),
-// hence this stand-in in front of it. Nothing of a cancelled one is
-// written.
+// capacity, and throttles batch writes of rows the same way (below): a
+// fault DynamoDB Local never produces (it has no partitions), hence this
+// stand-in in front of it. Nothing of a cancelled one is written.
 type throttlingDB struct {
 	dispatchdynamo.DB
 	n         atomic.Int64
@@ -106,6 +106,21 @@ func (t *throttlingDB) TransactWriteItems(ctx context.Context, in *dynamodb.Tran
 		return nil, &types.TransactionCanceledException{Message: aws.String("injected: throughput exceeds the partition's"), CancellationReasons: reasons}
 	}
 	return t.DB.TransactWriteItems(ctx, in, opts...)
+}
+
+// BatchWriteItem, the first n times (shared with TransactWriteItems'),
+// leaves every item unprocessed, as DynamoDB answers a batch write whose
+// items' partitions are over their capacity; every second time of those
+// it refuses the call as a whole instead (ProvisionedThroughputExceeded).
+func (t *throttlingDB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	if n := t.n.Add(-1); n >= 0 {
+		t.throttled.Add(1)
+		if n%2 == 1 {
+			return nil, &types.ProvisionedThroughputExceededException{Message: aws.String("injected: throughput exceeds the partition's")}
+		}
+		return &dynamodb.BatchWriteItemOutput{UnprocessedItems: in.RequestItems}, nil
+	}
+	return t.DB.BatchWriteItem(ctx, in, opts...)
 }
 
 // sender sends to receivers on 127.0.0.1, each attempt ending at timeout.

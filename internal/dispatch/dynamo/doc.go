@@ -43,7 +43,8 @@
 //     index it by endpoint for ListWebhookDeliveries (and, with the
 //     queues, names the users a redelivery to every user sends to). An
 //     event sent directly has its row written with the batch's other rows,
-//     a TransactWriteItems of each hundred. A queued entry's row is
+//     a BatchWriteItem of each 25 (put whole: no transaction). A queued
+//     entry's row is
 //     written, from the queue's count, in the same transaction as the
 //     queue's done (the 2xx of a group) or its failed head, so a
 //     redelivered event's row starts its count again at its next

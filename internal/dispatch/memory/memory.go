@@ -212,11 +212,13 @@ func (s *Store) ReadQueues(_ context.Context, refs []dispatch.QueueRef) (map[dis
 	return out, nil
 }
 
-// PutRows is dispatch.Store's.
+// PutRows is dispatch.Store's: each row put whole, as DynamoDB's batch
+// write puts it (its log only this attempt).
 func (s *Store) PutRows(_ context.Context, rows []dispatch.Row) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range rows {
+		delete(s.rows, rowKey{r.EndpointID, r.Event.UserID, versionSK(r.Event.Version)})
 		s.putRow(r)
 	}
 	return nil
