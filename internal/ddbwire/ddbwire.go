@@ -62,6 +62,12 @@ type Options struct {
 	// Observe, if set, is told of every call this package carries out
 	// (after its retries), as the SDK's metrics middleware would be.
 	Observe func(operation string, took time.Duration, err error)
+	// OwnConns sends the requests over connections of ddbwire's own
+	// (conn.go), with HTTPClient's settings, instead of through
+	// HTTPClient: unless HTTPClient is not an *http.Client or the SDK's
+	// BuildableClient, its transport dials TLS itself, or the endpoint is
+	// reached through a proxy (Client.OwnConns says which).
+	OwnConns bool
 }
 
 // Client is the SDK client with TransactWriteItems and GetItem sent the
@@ -69,7 +75,9 @@ type Options struct {
 type Client struct {
 	*dynamodb.Client
 	http      Doer
+	conns     *conns // nil: through http
 	url       *url.URL
+	uri       string // the request line's
 	region    string
 	creds     aws.CredentialsProvider
 	signer    *signer
@@ -113,8 +121,14 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 	if !aws.IsCredentialsProvider(creds, (*aws.CredentialsCache)(nil)) {
 		creds = aws.NewCredentialsCache(creds)
 	}
+	var own *conns
+	if o.OwnConns {
+		if own, err = newConns(o.HTTPClient, &u); err != nil && !errors.Is(err, errNoOwnConns) {
+			return nil, err
+		}
+	}
 	return &Client{
-		Client: db, http: o.HTTPClient, url: &u, region: opts.Region, creds: creds,
+		Client: db, http: o.HTTPClient, conns: own, url: &u, uri: u.RequestURI(), region: opts.Region, creds: creds,
 		signer:   &signer{host: host, region: opts.Region, service: "dynamodb"},
 		retryer:  opts.Retryer,
 		checkCRC: !opts.DisableValidateResponseChecksum,
@@ -128,8 +142,22 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 // Endpoint is the URL requests go to.
 func (c *Client) Endpoint() string { return c.url.String() }
 
-// bodies are request bodies being built; a request gets its own copy (the
-// transport may read a body after Do returns).
+// OwnConns says whether the requests go over ddbwire's own connections
+// (Options.OwnConns), not through the HTTP client.
+func (c *Client) OwnConns() bool { return c.conns != nil }
+
+// CloseIdleConnections closes ddbwire's idle connections (its own; the
+// HTTP client's are the HTTP client's).
+func (c *Client) CloseIdleConnections() {
+	if c.conns != nil {
+		c.conns.closeIdle()
+	}
+}
+
+// bodies are request bodies being built, and scratch for signing; a request
+// sent through the HTTP client gets its own copy of its body (the transport
+// may read a body after Do returns), one over ddbwire's own connections is
+// written before the call returns.
 var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // TransactWriteItems sends in without the SDK's stack; with per-call
@@ -156,14 +184,13 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 		bodies.Put(buf)
 		return c.Client.TransactWriteItems(ctx, in)
 	}
-	body := bytes.Clone(b)
 
 	start := time.Now()
-	*buf, err = c.call(ctx, "TransactWriteItems", body, b, answer{replay: func(ctx context.Context, resp *http.Response) error {
+	err = c.call(ctx, "TransactWriteItems", c.requestBody(b), answer{replay: func(ctx context.Context, resp *http.Response) error {
 		_, err := c.Client.TransactWriteItems(ctx, in, replay(resp))
 		return sdkError(err)
 	}})
-	*buf = (*buf)[:0]
+	*buf = b[:0]
 	bodies.Put(buf)
 	if c.observe != nil {
 		c.observe("TransactWriteItems", time.Since(start), err)
@@ -196,11 +223,10 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns 
 		bodies.Put(buf)
 		return c.Client.GetItem(ctx, in)
 	}
-	body := bytes.Clone(b)
 
 	start := time.Now()
 	var out *dynamodb.GetItemOutput
-	*buf, err = c.call(ctx, "GetItem", body, b, answer{
+	err = c.call(ctx, "GetItem", c.requestBody(b), answer{
 		read: func(body []byte) bool {
 			item, err := DecodeItem(body)
 			out = &dynamodb.GetItemOutput{Item: item}
@@ -212,7 +238,7 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns 
 			return sdkError(err)
 		},
 	})
-	*buf = (*buf)[:0]
+	*buf = b[:0]
 	bodies.Put(buf)
 	if c.observe != nil {
 		c.observe("GetItem", time.Since(start), err)
@@ -245,13 +271,32 @@ func (r replayer) Do(req *http.Request) (*http.Response, error) {
 	return &resp, nil
 }
 
+// requestBody is b as a request's body: b itself when the request is
+// written before the call returns (ddbwire's own connections), a copy when
+// the HTTP client sends it.
+func (c *Client) requestBody(b []byte) []byte {
+	if c.conns != nil {
+		return b
+	}
+	return bytes.Clone(b)
+}
+
 // call sends body as operation's request with the retryer's policy, as the
 // SDK's retry middleware does: an attempt token, the attempt, the retry
 // token's release, IsErrorRetryable, MaxAttempts, a retry (quota) token,
-// RetryDelay, a sleep that the context ends. decode turns an answer that
-// is not a success into the SDK's error. scratch is reused for signing, and
-// returned.
-func (c *Client) call(ctx context.Context, operation string, body, scratch []byte, a answer) ([]byte, error) {
+// RetryDelay, a sleep that the context ends. a.replay turns an answer that
+// is not a success into the SDK's error.
+func (c *Client) call(ctx context.Context, operation string, body []byte, a answer) error {
+	buf := bodies.Get().(*[]byte)
+	scratch, err := c.callWith(ctx, operation, body, (*buf)[:0], a)
+	*buf = scratch[:0]
+	bodies.Put(buf)
+	return err
+}
+
+// callWith is call with scratch for signing (and the request, on ddbwire's
+// own connections), returned.
+func (c *Client) callWith(ctx context.Context, operation string, body, scratch []byte, a answer) ([]byte, error) {
 	sum := sha256.Sum256(body)
 	payloadHash := string(appendHex(scratch[:0], sum[:]))
 	maxAttempts := c.retryer.MaxAttempts()
@@ -346,6 +391,9 @@ func (c *Client) attempt(ctx context.Context, operation string, body []byte, pay
 	if err != nil {
 		return scratch, fmt.Errorf("failed to retrieve credentials: %w", err)
 	}
+	if c.conns != nil {
+		return c.attemptOwn(ctx, operation, body, payloadHash, creds, scratch, a)
+	}
 	req := (&http.Request{
 		Method: http.MethodPost, URL: c.url, Host: c.signer.host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -379,6 +427,50 @@ func (c *Client) send(ctx context.Context, req *http.Request, a answer) error {
 	if err != nil {
 		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read the answer: %w", err)}
 	}
+	return c.answered(ctx, resp, body, a)
+}
+
+// attemptOwn is attempt over ddbwire's own connections: the request signed,
+// written as HTTP/1.1 into scratch (its head, then body) and sent by
+// c.conns.
+func (c *Client) attemptOwn(ctx context.Context, operation string, body []byte, payloadHash string, creds aws.Credentials, scratch []byte, a answer) ([]byte, error) {
+	target := targets[operation]
+	amzDate, auth, scratch := c.signer.signature(c.url.EscapedPath(), int64(len(body)), contentType, target, creds, payloadHash, time.Now(), scratch)
+	b := append(scratch[:0], "POST "...)
+	b = append(b, c.uri...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, c.signer.host...)
+	b = append(b, "\r\nUser-Agent: "...)
+	b = append(b, c.userAgent[0]...)
+	b = strconv.AppendInt(append(b, "\r\nContent-Length: "...), int64(len(body)), 10)
+	b = append(b, "\r\nAccept-Encoding: identity\r\nAuthorization: "...)
+	b = append(b, auth...)
+	b = append(b, "\r\nContent-Type: "...)
+	b = append(b, contentType[0]...)
+	b = append(b, "\r\nX-Amz-Date: "...)
+	b = append(b, amzDate...)
+	if creds.SessionToken != "" {
+		b = append(b, "\r\nX-Amz-Security-Token: "...)
+		b = append(b, creds.SessionToken...)
+	}
+	b = append(b, "\r\nX-Amz-Target: "...)
+	b = append(b, target[0]...)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	resp, answer, err := c.conns.roundTrip(ctx, b)
+	if err != nil {
+		// As smithy-go's ClientHandler: a send error, or the context's end.
+		if ctx.Err() != nil {
+			return b, &smithy.CanceledError{Err: ctx.Err()}
+		}
+		return b, &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: c.url.String(), Err: err}}
+	}
+	return b, c.answered(ctx, resp, answer, a)
+}
+
+// answered reads an answer whose body was read: nil for a success a read,
+// else the SDK's reading of it (a.replay).
+func (c *Client) answered(ctx context.Context, resp *http.Response, body []byte, a answer) error {
 	if resp.StatusCode/100 == 2 && c.checksumMatches(resp, body) && (a.read == nil || a.read(body)) {
 		return nil
 	}
