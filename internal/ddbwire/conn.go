@@ -18,39 +18,12 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
-// conns is ddbwire's own HTTP/1.1 client for its endpoint (Options.OwnConns):
-// a stack of idle keep-alive connections, each with a bufio.Reader, on
-// which the caller's goroutine writes a request (its head and body in one
-// write) and reads the answer (http.ReadResponse: Content-Length or
-// chunked). net/http's Transport hands every request to two goroutines of
-// the connection (writeLoop, readLoop) and back: about a fifth of ledgerd's
-// CPU samples a purchase (issue 37), mostly the scheduler's hand-offs.
-//
-// What it takes of the HTTP client it is built from (see newConns): the
-// dialer, the TLS configuration and handshake timeout, the idle timeout,
-// the number of idle connections kept, the client's timeout and the SDK's
-// read (inactivity) timeout when set. The rules:
-//
-//   - A connection goes back to the stack only after its answer was read to
-//     its end, when the answer did not say Connection: close and nothing
-//     more than the answer came; otherwise it is closed. At most maxIdle
-//     wait; one idle longer than idleTimeout is closed when next taken.
-//   - The context's end (deadline or cancellation) closes the connection
-//     the call is on (context.AfterFunc), so the call returns at once with
-//     the context's error, as net/http's.
-//   - A request on a connection taken from the stack (reused) is sent again
-//     once, on a new connection, when no byte of an answer came back and
-//     either its write failed or the first read of the answer found the
-//     connection closed (io.EOF, ECONNRESET, ECONNABORTED, EPIPE): what a
-//     server that closed an idle connection gives. Not after a timeout, not
-//     after the context's end, not on a new connection. DynamoDB cannot
-//     have committed a request it did not read to its end; one it read and
-//     then dropped the connection of may have been committed, and then the
-//     second send is answered as a retry of it: a TransactWriteItems
-//     carries its ClientRequestToken (the same on every attempt, so
-//     DynamoDB answers the first outcome for 10 minutes), and a GetItem is
-//     a read. net/http does the same for requests it may replay.
-//     This is not an attempt of the retryer's.
+// conns is ddbwire's own HTTP/1.1 client for its endpoint
+// (Options.OwnConns): a stack of idle keep-alive connections, each with a
+// bufio.Reader, on which the caller's goroutine writes a request and reads
+// its answer. Its rules (keep-alive, the context's end, the one send again
+// on a new connection, what it takes of the HTTP client) are in the
+// package's doc.
 type conns struct {
 	addr, hostname   string
 	dial             func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -129,15 +129,17 @@ type rawServer struct {
 	closed   chan int // the number of each connection the server closed
 	serve    func(conn, req int, r *http.Request, w *bufio.Writer) (closeAfter bool)
 	wg       sync.WaitGroup
+	mu       sync.Mutex
+	open     map[net.Conn]bool
 }
 
-func newRawServer(t *testing.T, serve func(conn, req int, r *http.Request, w *bufio.Writer) bool) *rawServer {
+func newRawServer(t testing.TB, serve func(conn, req int, r *http.Request, w *bufio.Writer) bool) *rawServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &rawServer{ln: ln, serve: serve, closed: make(chan int, 100)}
+	s := &rawServer{ln: ln, serve: serve, closed: make(chan int, 100), open: map[net.Conn]bool{}}
 	s.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -145,11 +147,19 @@ func newRawServer(t *testing.T, serve func(conn, req int, r *http.Request, w *bu
 				return
 			}
 			n := int(s.conns.Add(1) - 1)
+			s.mu.Lock()
+			s.open[c] = true
+			s.mu.Unlock()
 			s.wg.Go(func() { s.handle(n, c) })
 		}
 	})
 	t.Cleanup(func() {
 		_ = ln.Close()
+		s.mu.Lock()
+		for c := range s.open {
+			_ = c.Close() // a client's idle connection
+		}
+		s.mu.Unlock()
 		s.wg.Wait()
 	})
 	return s
@@ -158,7 +168,13 @@ func newRawServer(t *testing.T, serve func(conn, req int, r *http.Request, w *bu
 func (s *rawServer) handle(n int, c net.Conn) {
 	defer func() {
 		_ = c.Close()
-		s.closed <- n
+		s.mu.Lock()
+		delete(s.open, c)
+		s.mu.Unlock()
+		select {
+		case s.closed <- n:
+		default:
+		}
 	}()
 	br, bw := bufio.NewReader(c), bufio.NewWriter(c)
 	for i := 0; ; i++ {

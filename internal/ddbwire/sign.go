@@ -3,9 +3,11 @@ package ddbwire
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"hash"
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +28,24 @@ type signer struct {
 	key                   atomic.Pointer[signingKey]
 }
 
-// signingKey is the key derived for one secret on one day.
+// signingKey is the key derived for one secret on one day, with HMACs keyed
+// with it (an HMAC's keying is two SHA-256 blocks and five allocations).
 type signingKey struct {
 	secret, date string
 	key          []byte
+	macs         sync.Pool // of hash.Hash, HMAC-SHA256 with key
 }
+
+// mac is an HMAC-SHA256 keyed with k's key, to be given back with put.
+func (k *signingKey) mac() hash.Hash {
+	if m, ok := k.macs.Get().(hash.Hash); ok {
+		m.Reset()
+		return m
+	}
+	return hmac.New(sha256.New, k.key)
+}
+
+func (k *signingKey) put(m hash.Hash) { k.macs.Put(m) }
 
 const (
 	signedHeaders          = "content-length;content-type;host;x-amz-date;x-amz-target"
@@ -100,10 +115,12 @@ func (s *signer) signature(path string, contentLength int64, contentType, target
 	b = append(b, '\n')
 	b = appendHex(b, canonical[:])
 
-	mac := hmac.New(sha256.New, s.keyFor(creds.SecretAccessKey, date))
+	key := s.keyFor(creds.SecretAccessKey, date)
+	mac := key.mac()
 	mac.Write(b)
 	var sum [sha256.Size]byte
 	signature := mac.Sum(sum[:0])
+	key.put(mac)
 
 	auth = make([]byte, 0, 64+len(creds.AccessKeyID)+scopeEnd-scopeAt+len(headers)+2*sha256.Size)
 	auth = append(auth, "AWS4-HMAC-SHA256 Credential="...)
@@ -135,16 +152,17 @@ func appendHex(b, v []byte) []byte {
 
 // keyFor is the signing key of secret on date (YYYYMMDD), derived once a
 // day (and again when the credentials rotate).
-func (s *signer) keyFor(secret, date string) []byte {
+func (s *signer) keyFor(secret, date string) *signingKey {
 	if k := s.key.Load(); k != nil && k.date == date && k.secret == secret {
-		return k.key
+		return k
 	}
 	key := hmacOf([]byte("AWS4"+secret), date)
 	key = hmacOf(key, s.region)
 	key = hmacOf(key, s.service)
 	key = hmacOf(key, "aws4_request")
-	s.key.Store(&signingKey{secret: secret, date: date, key: key})
-	return key
+	k := &signingKey{secret: secret, date: date, key: key}
+	s.key.Store(k)
+	return k
 }
 
 func hmacOf(key []byte, data string) []byte {
