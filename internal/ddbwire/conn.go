@@ -257,10 +257,10 @@ func (c *conns) exchange(ctx context.Context, cn *conn, req []byte) (resp *http.
 		}
 	}
 	body, err = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
 	if err != nil {
 		return nil, nil, true, fmt.Errorf("read the answer: %w", err)
 	}
-	_ = resp.Body.Close()
 	keep = !resp.Close && cn.br.Buffered() == 0
 	return resp, body, true, nil
 }
