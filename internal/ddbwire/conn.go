@@ -261,6 +261,7 @@ func (c *conns) exchange(ctx context.Context, cn *conn, req []byte) (resp *http.
 	if err != nil {
 		return nil, nil, true, fmt.Errorf("read the answer: %w", err)
 	}
+	resp.Body = http.NoBody
 	keep = !resp.Close && cn.br.Buffered() == 0
 	return resp, body, true, nil
 }
@@ -280,7 +281,7 @@ type readTimeoutConn struct {
 }
 
 func (c *readTimeoutConn) Read(p []byte) (int, error) {
-	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+	if err := c.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
 		return 0, err
 	}
 	n, err := c.Conn.Read(p)

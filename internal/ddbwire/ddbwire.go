@@ -499,6 +499,7 @@ func (c *Client) attemptOwn(ctx context.Context, operation string, body []byte, 
 		}
 		return b, &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: c.url.String(), Err: err}}
 	}
+	_ = resp.Body.Close() // http.NoBody: the body is answer, read to its end
 	return b, c.answered(ctx, resp, answer, a)
 }
 
