@@ -491,7 +491,7 @@ func (c *Client) attemptOwn(ctx context.Context, operation string, body []byte, 
 	b = append(b, target[0]...)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, body...)
-	resp, answer, err := c.conns.roundTrip(ctx, b)
+	resp, respBody, err := c.conns.roundTrip(ctx, b)
 	if err != nil {
 		// As smithy-go's ClientHandler: a send error, or the context's end.
 		if ctx.Err() != nil {
@@ -499,8 +499,8 @@ func (c *Client) attemptOwn(ctx context.Context, operation string, body []byte, 
 		}
 		return b, &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: c.url.String(), Err: err}}
 	}
-	_ = resp.Body.Close() // http.NoBody: the body is answer, read to its end
-	return b, c.answered(ctx, resp, answer, a)
+	_ = resp.Body.Close() // http.NoBody: the body is respBody, read to its end
+	return b, c.answered(ctx, resp, respBody, a)
 }
 
 // answered reads an answer whose body was read: nil for a success a read,
