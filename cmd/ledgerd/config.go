@@ -53,6 +53,7 @@ type Config struct {
 	KindRefresh     time.Duration // how often the point kinds are read again
 	MaxKinds        int           // point kinds the program may have
 	LeanWrites      bool          // the store's TransactWriteItems and GetItem through ddbwire, not the SDK's stack
+	LeanConns       bool          // ddbwire's requests over its own HTTP/1.1 connections, not net/http's Transport
 
 	metrics *metrics.Metrics // nil: not measured
 	// pageTokenKey is the page tokens' key when LEDGER_PAGE_TOKEN_KEY is
@@ -83,6 +84,8 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 		"point kinds the program may have besides standard; a creation past it is refused (TOO_MANY_KINDS)")
 	s.Switch(&c.LeanWrites, "lean-writes", "LEDGER_LEAN_WRITES",
 		"send the store's TransactWriteItems and GetItem without the AWS SDK's middleware stack (same endpoint, credentials, retries and errors; issue 37); false: through the SDK")
+	s.Switch(&c.LeanConns, "lean-conns", "LEDGER_LEAN_CONNS",
+		"with -lean-writes: send those requests over HTTP/1.1 keep-alive connections of ddbwire's own, written and read by the caller's goroutine (the HTTP client's dialer, TLS and timeouts; issue 37); false, or with a proxy for the endpoint: through the SDK's HTTP client")
 	return s.err()
 }
 
@@ -152,12 +155,13 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 }
 
 // storeAPI is what the store calls DynamoDB through: db, with its
-// TransactWriteItems and GetItem sent by ddbwire unless -lean-writes=false.
+// TransactWriteItems and GetItem sent by ddbwire unless -lean-writes=false,
+// over its own connections unless -lean-conns=false.
 func (c *Config) storeAPI(ctx context.Context, db *dynamodb.Client) (dynamo.API, error) {
 	if !c.LeanWrites {
 		return db, nil
 	}
-	return ddbwire.New(ctx, db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient), Observe: c.observeDynamoDB()})
+	return ddbwire.New(ctx, db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient), Observe: c.observeDynamoDB(), OwnConns: c.LeanConns})
 }
 
 // observeDynamoDB is what counts ddbwire's calls where the SDK's metrics

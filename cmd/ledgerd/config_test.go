@@ -256,27 +256,36 @@ func TestRetryDelaysAreWrittenAsParsed(t *testing.T) {
 }
 
 // TestLeanWritesSetting: the store's TransactWriteItems go through ddbwire
-// by default, to the configured endpoint, and through the SDK client with
-// -lean-writes=false or LEDGER_LEAN_WRITES=false.
+// by default, to the configured endpoint, over ddbwire's own connections,
+// and through the SDK client with -lean-writes=false or
+// LEDGER_LEAN_WRITES=false; through the SDK's HTTP client with
+// -lean-conns=false or LEDGER_LEAN_CONNS=false.
 func TestLeanWritesSetting(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		args []string
-		env  string // LEDGER_LEAN_WRITES
-		lean bool
+		name     string
+		args     []string
+		env      string // LEDGER_LEAN_WRITES
+		connsEnv string // LEDGER_LEAN_CONNS
+		lean     bool
+		ownConns bool
 	}{
-		{name: "default", lean: true},
+		{name: "default", lean: true, ownConns: true},
 		{name: "variable off", env: "false"},
 		{name: "flag off", args: []string{"-lean-writes=false"}},
-		{name: "flag on, variable off", args: []string{"-lean-writes=true"}, env: "false", lean: true},
+		{name: "flag on, variable off", args: []string{"-lean-writes=true"}, env: "false", lean: true, ownConns: true},
+		{name: "conns flag off", args: []string{"-lean-conns=false"}, lean: true},
+		{name: "conns variable off", connsEnv: "false", lean: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			getenv := func(name string) string {
-				if name == "LEDGER_LEAN_WRITES" {
+				switch name {
+				case "LEDGER_LEAN_WRITES":
 					return tt.env
+				case "LEDGER_LEAN_CONNS":
+					return tt.connsEnv
 				}
 				return ""
 			}
@@ -292,6 +301,9 @@ func TestLeanWritesSetting(t *testing.T) {
 			case *ddbwire.Client:
 				if !tt.lean || api.Endpoint() != "http://127.0.0.1:8123/" {
 					t.Errorf("ddbwire to %s, want lean %v to http://127.0.0.1:8123/", api.Endpoint(), tt.lean)
+				}
+				if api.OwnConns() != tt.ownConns {
+					t.Errorf("ddbwire's own connections %v, want %v", api.OwnConns(), tt.ownConns)
 				}
 			case *dynamodb.Client:
 				if tt.lean {

@@ -26,7 +26,9 @@ import (
 // limiter, the metrics, request logging, Connect's decoding), the write
 // path's decision and its TransactWriteItems to DynamoDB Local as serve
 // sends them (through internal/ddbwire, with -lean-writes' default: its
-// signing, the SDK's retryer, the metrics hook, ddbhttp's client). The load tool calls as here: Connect, the protobuf encoding, a
+// signing, the SDK's retryer, the metrics hook, with -lean-conns' default
+// its own connections with ddbhttp's client's settings; LEDGER_LEAN_WRITES
+// and LEDGER_LEAN_CONNS in the environment apply). The load tool calls as here: Connect, the protobuf encoding, a
 // service token, purchases of 1 spread over 1000 users granted first
 // (`uniform`). A request goes to the handler without TCP on the API's
 // side, so what is counted is ledgerd's work but for net/http's reading of
@@ -83,6 +85,13 @@ func benchLedgerd(b *testing.B) (http.Handler, string) {
 	vars := map[string]string{
 		"LEDGER_DYNAMODB_ENDPOINT": env.Endpoint, "LEDGER_TABLE_PREFIX": env.Prefix, "LEDGER_AUTH_JSON": string(creds.Credentials.JSON()),
 		"LEDGER_LOG_LEVEL": "warn", "LEDGER_PROJECTOR": "false", "LEDGER_DISPATCHER": "false",
+	}
+	// The write path's settings from the environment, to compare them in
+	// one binary (LEDGER_LEAN_CONNS=false: through net/http's Transport).
+	for _, k := range []string{"LEDGER_LEAN_WRITES", "LEDGER_LEAN_CONNS"} {
+		if v := os.Getenv(k); v != "" {
+			vars[k] = v
+		}
 	}
 	getenv := func(k string) string { return vars[k] }
 	c, err := serveFlags(nil, getenv, io.Discard)

@@ -1,17 +1,21 @@
 package ddbwire_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/pointledger/pointledger/internal/ddbhttp"
 	"github.com/pointledger/pointledger/internal/ddbwire"
 )
 
@@ -115,4 +119,59 @@ func BenchmarkGetItem(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkTransactWriteItemsOverTCP is the same call to a server on
+// 127.0.0.1 that answers every request with a success at once (a fake:
+// what the client costs with its connections, not DynamoDB's work): the
+// SDK client, ddbwire through ddbhttp's client (net/http's Transport), and
+// ddbwire on its own connections. The server's work is counted too (one
+// process; cpu-ns/op is the process's CPU a call, the server's included);
+// the difference between the last two is the Transport's. Run:
+//
+//	go test -run '^$' -bench TransactWriteItemsOverTCP -benchmem ./internal/ddbwire/
+func BenchmarkTransactWriteItemsOverTCP(b *testing.B) {
+	s := newRawServer(b, func(conn, req int, r *http.Request, w *bufio.Writer) bool {
+		okAnswer(w, "{}")
+		return false
+	})
+	in := purchaseLike()
+	client := ddbhttp.Client()
+	db := sdkClient(s.url(), client, credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""))
+	viaHTTP, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: client})
+	if err != nil {
+		b.Fatal(err)
+	}
+	own, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: client, OwnConns: true})
+	if err != nil || !own.OwnConns() {
+		b.Fatal(err)
+	}
+	b.Cleanup(own.CloseIdleConnections)
+	for _, c := range []struct {
+		name string
+		call func(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	}{{"sdk", db.TransactWriteItems}, {"ddbwire-nethttp", viaHTTP.TransactWriteItems}, {"ddbwire-own", own.TransactWriteItems}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // as the write path's: one that can end
+			defer cancel()
+			before := processCPU(b)
+			for b.Loop() {
+				if _, err := c.call(ctx, in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the CPU (user and system) this process has spent.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

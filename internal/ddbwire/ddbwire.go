@@ -18,6 +18,40 @@
 // *smithy.OperationError and response error. Every other operation goes
 // through the SDK client itself.
 //
+// The requests go over connections of its own (Options.OwnConns, ledgerd's
+// -lean-conns, on by default; conn.go): net/http's Transport hands every
+// request to its connection's writeLoop goroutine and the answer back from
+// its readLoop, two goroutine hand-offs a call that were about a fifth of
+// ledgerd's CPU samples a purchase. Here the caller's goroutine takes an
+// idle HTTP/1.1 keep-alive connection (LIFO, at most the transport's
+// MaxIdleConnsPerHost idle, closed when idle longer than its
+// IdleConnTimeout), or dials one with the HTTP client's dialer (TLS with
+// its TLS configuration and handshake timeout when the endpoint is https,
+// HTTP/1.1 by ALPN); writes the signed request, head and body, in one
+// write; reads the answer with http.ReadResponse (Content-Length or
+// chunked) and its body to the end; and puts the connection back unless
+// the answer said Connection: close or more bytes than the answer came.
+// The context's end closes the connection in use (context.AfterFunc), so
+// the call returns with the context's error and the connection is not
+// used again; the client's timeout, and the SDK's read timeout when set,
+// apply as in the HTTP client. One send again, outside the retryer: a
+// request on a reused connection that got no byte of an answer, its write
+// having failed or its first read having found the connection closed
+// (EOF, ECONNRESET, ECONNABORTED, EPIPE: a server that closed an idle
+// connection), goes once more on a new connection; not after a timeout,
+// the context's end or any byte of an answer, and never from a new
+// connection. That is safe for what goes this way: a TransactWriteItems
+// carries its ClientRequestToken (the same on every attempt, so DynamoDB
+// answers a repeat within 10 minutes with the first outcome) and a GetItem
+// is a read. Any other failure is a send error for the retryer, as
+// net/http's are. When the HTTP client is not an *http.Client or the
+// SDK's BuildableClient (whose settings are read), its transport dials TLS
+// itself, or it would reach the endpoint through a proxy (HTTP_PROXY,
+// HTTPS_PROXY and NO_PROXY, as its Proxy function says, asked once at
+// New), the requests go through the HTTP client as before
+// (Client.OwnConns says which). Answers that are not a success are
+// replayed through the SDK client either way.
+//
 // What it does not do that the SDK does: clock skew correction (the SDK
 // shifts its signing time after a skewed answer), the amz-sdk-* headers,
 // checking the input's required fields (DynamoDB refuses an invalid request
@@ -62,6 +96,12 @@ type Options struct {
 	// Observe, if set, is told of every call this package carries out
 	// (after its retries), as the SDK's metrics middleware would be.
 	Observe func(operation string, took time.Duration, err error)
+	// OwnConns sends the requests over connections of ddbwire's own
+	// (conn.go), with HTTPClient's settings, instead of through
+	// HTTPClient: unless HTTPClient is not an *http.Client or the SDK's
+	// BuildableClient, its transport dials TLS itself, or the endpoint is
+	// reached through a proxy (Client.OwnConns says which).
+	OwnConns bool
 }
 
 // Client is the SDK client with TransactWriteItems and GetItem sent the
@@ -69,7 +109,9 @@ type Options struct {
 type Client struct {
 	*dynamodb.Client
 	http      Doer
+	conns     *conns // nil: through http
 	url       *url.URL
+	uri       string // the request line's
 	region    string
 	creds     aws.CredentialsProvider
 	signer    *signer
@@ -113,8 +155,14 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 	if !aws.IsCredentialsProvider(creds, (*aws.CredentialsCache)(nil)) {
 		creds = aws.NewCredentialsCache(creds)
 	}
+	var own *conns
+	if o.OwnConns {
+		if own, err = newConns(o.HTTPClient, &u); err != nil && !errors.Is(err, errNoOwnConns) {
+			return nil, err
+		}
+	}
 	return &Client{
-		Client: db, http: o.HTTPClient, url: &u, region: opts.Region, creds: creds,
+		Client: db, http: o.HTTPClient, conns: own, url: &u, uri: u.RequestURI(), region: opts.Region, creds: creds,
 		signer:   &signer{host: host, region: opts.Region, service: "dynamodb"},
 		retryer:  opts.Retryer,
 		checkCRC: !opts.DisableValidateResponseChecksum,
@@ -128,8 +176,22 @@ func New(ctx context.Context, db *dynamodb.Client, o Options) (*Client, error) {
 // Endpoint is the URL requests go to.
 func (c *Client) Endpoint() string { return c.url.String() }
 
-// bodies are request bodies being built; a request gets its own copy (the
-// transport may read a body after Do returns).
+// OwnConns says whether the requests go over ddbwire's own connections
+// (Options.OwnConns), not through the HTTP client.
+func (c *Client) OwnConns() bool { return c.conns != nil }
+
+// CloseIdleConnections closes ddbwire's idle connections (its own; the
+// HTTP client's are the HTTP client's).
+func (c *Client) CloseIdleConnections() {
+	if c.conns != nil {
+		c.conns.closeIdle()
+	}
+}
+
+// bodies are request bodies being built, and scratch for signing; a request
+// sent through the HTTP client gets its own copy of its body (the transport
+// may read a body after Do returns), one over ddbwire's own connections is
+// written before the call returns.
 var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // TransactWriteItems sends in without the SDK's stack; with per-call
@@ -156,14 +218,13 @@ func (c *Client) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWr
 		bodies.Put(buf)
 		return c.Client.TransactWriteItems(ctx, in)
 	}
-	body := bytes.Clone(b)
 
 	start := time.Now()
-	*buf, err = c.call(ctx, "TransactWriteItems", body, b, answer{replay: func(ctx context.Context, resp *http.Response) error {
+	err = c.call(ctx, "TransactWriteItems", c.requestBody(b), answer{replay: func(ctx context.Context, resp *http.Response) error {
 		_, err := c.Client.TransactWriteItems(ctx, in, replay(resp))
 		return sdkError(err)
 	}})
-	*buf = (*buf)[:0]
+	*buf = b[:0]
 	bodies.Put(buf)
 	if c.observe != nil {
 		c.observe("TransactWriteItems", time.Since(start), err)
@@ -196,11 +257,10 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns 
 		bodies.Put(buf)
 		return c.Client.GetItem(ctx, in)
 	}
-	body := bytes.Clone(b)
 
 	start := time.Now()
 	var out *dynamodb.GetItemOutput
-	*buf, err = c.call(ctx, "GetItem", body, b, answer{
+	err = c.call(ctx, "GetItem", c.requestBody(b), answer{
 		read: func(body []byte) bool {
 			item, err := DecodeItem(body)
 			out = &dynamodb.GetItemOutput{Item: item}
@@ -212,7 +272,7 @@ func (c *Client) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns 
 			return sdkError(err)
 		},
 	})
-	*buf = (*buf)[:0]
+	*buf = b[:0]
 	bodies.Put(buf)
 	if c.observe != nil {
 		c.observe("GetItem", time.Since(start), err)
@@ -245,13 +305,32 @@ func (r replayer) Do(req *http.Request) (*http.Response, error) {
 	return &resp, nil
 }
 
+// requestBody is b as a request's body: b itself when the request is
+// written before the call returns (ddbwire's own connections), a copy when
+// the HTTP client sends it.
+func (c *Client) requestBody(b []byte) []byte {
+	if c.conns != nil {
+		return b
+	}
+	return bytes.Clone(b)
+}
+
 // call sends body as operation's request with the retryer's policy, as the
 // SDK's retry middleware does: an attempt token, the attempt, the retry
 // token's release, IsErrorRetryable, MaxAttempts, a retry (quota) token,
-// RetryDelay, a sleep that the context ends. decode turns an answer that
-// is not a success into the SDK's error. scratch is reused for signing, and
-// returned.
-func (c *Client) call(ctx context.Context, operation string, body, scratch []byte, a answer) ([]byte, error) {
+// RetryDelay, a sleep that the context ends. a.replay turns an answer that
+// is not a success into the SDK's error.
+func (c *Client) call(ctx context.Context, operation string, body []byte, a answer) error {
+	buf := bodies.Get().(*[]byte)
+	scratch, err := c.callWith(ctx, operation, body, (*buf)[:0], a)
+	*buf = scratch[:0]
+	bodies.Put(buf)
+	return err
+}
+
+// callWith is call with scratch for signing (and the request, on ddbwire's
+// own connections), returned.
+func (c *Client) callWith(ctx context.Context, operation string, body, scratch []byte, a answer) ([]byte, error) {
 	sum := sha256.Sum256(body)
 	payloadHash := string(appendHex(scratch[:0], sum[:]))
 	maxAttempts := c.retryer.MaxAttempts()
@@ -346,6 +425,9 @@ func (c *Client) attempt(ctx context.Context, operation string, body []byte, pay
 	if err != nil {
 		return scratch, fmt.Errorf("failed to retrieve credentials: %w", err)
 	}
+	if c.conns != nil {
+		return c.attemptOwn(ctx, operation, body, payloadHash, creds, scratch, a)
+	}
 	req := (&http.Request{
 		Method: http.MethodPost, URL: c.url, Host: c.signer.host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
@@ -379,6 +461,51 @@ func (c *Client) send(ctx context.Context, req *http.Request, a answer) error {
 	if err != nil {
 		return &smithyhttp.RequestSendError{Err: fmt.Errorf("read the answer: %w", err)}
 	}
+	return c.answered(ctx, resp, body, a)
+}
+
+// attemptOwn is attempt over ddbwire's own connections: the request signed,
+// written as HTTP/1.1 into scratch (its head, then body) and sent by
+// c.conns.
+func (c *Client) attemptOwn(ctx context.Context, operation string, body []byte, payloadHash string, creds aws.Credentials, scratch []byte, a answer) ([]byte, error) {
+	target := targets[operation]
+	amzDate, auth, scratch := c.signer.signature(c.url.EscapedPath(), int64(len(body)), contentType, target, creds, payloadHash, time.Now(), scratch)
+	b := append(scratch[:0], "POST "...)
+	b = append(b, c.uri...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, c.signer.host...)
+	b = append(b, "\r\nUser-Agent: "...)
+	b = append(b, c.userAgent[0]...)
+	b = strconv.AppendInt(append(b, "\r\nContent-Length: "...), int64(len(body)), 10)
+	b = append(b, "\r\nAccept-Encoding: identity\r\nAuthorization: "...)
+	b = append(b, auth...)
+	b = append(b, "\r\nContent-Type: "...)
+	b = append(b, contentType[0]...)
+	b = append(b, "\r\nX-Amz-Date: "...)
+	b = append(b, amzDate...)
+	if creds.SessionToken != "" {
+		b = append(b, "\r\nX-Amz-Security-Token: "...)
+		b = append(b, creds.SessionToken...)
+	}
+	b = append(b, "\r\nX-Amz-Target: "...)
+	b = append(b, target[0]...)
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	resp, respBody, err := c.conns.roundTrip(ctx, b)
+	if err != nil {
+		// As smithy-go's ClientHandler: a send error, or the context's end.
+		if ctx.Err() != nil {
+			return b, &smithy.CanceledError{Err: ctx.Err()}
+		}
+		return b, &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: c.url.String(), Err: err}}
+	}
+	_ = resp.Body.Close() // http.NoBody: the body is respBody, read to its end
+	return b, c.answered(ctx, resp, respBody, a)
+}
+
+// answered reads an answer whose body was read: nil for a success a read,
+// else the SDK's reading of it (a.replay).
+func (c *Client) answered(ctx context.Context, resp *http.Response, body []byte, a answer) error {
 	if resp.StatusCode/100 == 2 && c.checksumMatches(resp, body) && (a.read == nil || a.read(body)) {
 		return nil
 	}

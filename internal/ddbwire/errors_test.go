@@ -82,6 +82,7 @@ func TestErrorsMatchSDKOnDynamoDBLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	own := ownConns(t, db, ddbhttp.Unwrap(db.Options().HTTPClient))
 	table := aws.String(env.Ledger)
 	existing := map[string]types.AttributeValue{"PK": str("U#ddbwire"), "SK": str("ACCOUNT"), "balance": &types.AttributeValueMemberN{Value: "5"}}
 	put := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: table, Item: existing}}}}
@@ -117,6 +118,8 @@ func TestErrorsMatchSDKOnDynamoDBLocal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, want := db.TransactWriteItems(ctx, tc.in)
 			_, got := wire.TransactWriteItems(ctx, tc.in)
+			sameError(t, got, want)
+			_, got = own.TransactWriteItems(ctx, tc.in)
 			sameError(t, got, want)
 		})
 	}
@@ -156,7 +159,8 @@ var (
 // against ddbwire (on a fake server: DynamoDB Local throttles nothing and
 // never fails with a 5xx): the same outcome, the same number of requests
 // (the SDK's standard retryer: 3 attempts, throttling and 5xx retried,
-// cancellations not), the same errors.
+// cancellations not), the same errors; and ddbwire on its own connections
+// the same again.
 func TestRetriesAndErrorsMatchSDK(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -179,15 +183,15 @@ func TestRetriesAndErrorsMatchSDK(t *testing.T) {
 			t.Parallel()
 			// Its own input: the SDK writes a ClientRequestToken into it.
 			in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
-			var errs [2]error
+			var errs [3]error
 			for i := range errs {
 				s := &script{answers: tc.answers}
 				srv := httptest.NewServer(s)
 				defer srv.Close()
 				db := sdkClient(srv.URL, ddbhttp.Client(), credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""))
 				call := db.TransactWriteItems
-				if i == 1 {
-					wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Client()})
+				if i > 0 {
+					wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Client(), OwnConns: i == 2})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -207,10 +211,12 @@ func TestRetriesAndErrorsMatchSDK(t *testing.T) {
 			if tc.succeeds {
 				return
 			}
-			sameError(t, errs[1], errs[0])
-			var maxAttempts *retry.MaxAttemptsError
-			if errors.As(errs[0], &maxAttempts) != errors.As(errs[1], &maxAttempts) {
-				t.Errorf("MaxAttemptsError in the SDK's %v, in ddbwire's %v", errs[0], errs[1])
+			for _, err := range errs[1:] {
+				sameError(t, err, errs[0])
+				var maxAttempts *retry.MaxAttemptsError
+				if errors.As(errs[0], &maxAttempts) != errors.As(err, &maxAttempts) {
+					t.Errorf("MaxAttemptsError in the SDK's %v, in ddbwire's %v", errs[0], err)
+				}
 			}
 		})
 	}
@@ -230,13 +236,14 @@ func TestContextDeadline(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	wire := leanClient(t, ddbhttp.Client(), srv.URL)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
-	_, err := wire.TransactWriteItems(ctx, in)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("%v, want the context's deadline", err)
+	for _, wire := range []*ddbwire.Client{leanClient(t, ddbhttp.Client(), srv.URL), ownConns(t, sdkClient(srv.URL, ddbhttp.Client(), credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")), ddbhttp.Client())} {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		in := &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{TableName: aws.String("t"), Item: map[string]types.AttributeValue{"PK": str("a")}}}}}
+		_, err := wire.TransactWriteItems(ctx, in)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("own connections %v: %v, want the context's deadline", wire.OwnConns(), err)
+		}
 	}
 }
 
@@ -261,22 +268,25 @@ func TestChecksumMismatchAsTheSDK(t *testing.T) {
 	db := dynamodb.New(sdkClient(srv.URL, ddbhttp.Client(), credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")).Options(), checked)
 	_, want := db.TransactWriteItems(context.Background(), in)
 	sdkRequests := requests.Swap(0)
-	wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Client()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, got := wire.TransactWriteItems(context.Background(), in)
-	if (got == nil) != (want == nil) {
-		t.Errorf("ddbwire: %v; the SDK: %v", got, want)
-	}
-	if got != nil {
-		requestID := regexp.MustCompile(`RequestID: [^,]*,`)
-		if g, w := requestID.ReplaceAllString(got.Error(), ""), requestID.ReplaceAllString(want.Error(), ""); g != w {
-			t.Errorf("ddbwire's error %s, the SDK's %s", g, w)
+	for _, own := range []bool{false, true} {
+		wire, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Client(), OwnConns: own})
+		if err != nil || wire.OwnConns() != own {
+			t.Fatal(err, own)
 		}
-	}
-	if n := requests.Load(); n != sdkRequests {
-		t.Errorf("%d requests, the SDK %d", n, sdkRequests)
+		_, got := wire.TransactWriteItems(context.Background(), in)
+		if (got == nil) != (want == nil) {
+			t.Errorf("ddbwire (own connections %v): %v; the SDK: %v", own, got, want)
+		}
+		if got != nil {
+			requestID := regexp.MustCompile(`RequestID: [^,]*,`)
+			if g, w := requestID.ReplaceAllString(got.Error(), ""), requestID.ReplaceAllString(want.Error(), ""); g != w {
+				t.Errorf("ddbwire's error %s, the SDK's %s", g, w)
+			}
+		}
+		if n := requests.Swap(0); n != sdkRequests {
+			t.Errorf("own connections %v: %d requests, the SDK %d", own, n, sdkRequests)
+		}
+		wire.CloseIdleConnections()
 	}
 	t.Logf("with a checksum that does not match: %d requests, %v", sdkRequests, want)
 }

@@ -30,6 +30,7 @@ func TestGetItemMatchesSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	own := ownConns(t, db, ddbhttp.Unwrap(db.Options().HTTPClient))
 	key := map[string]types.AttributeValue{"PK": str("U#kinds"), "SK": str("ACCOUNT")}
 	item := map[string]types.AttributeValue{"PK": key["PK"], "SK": key["SK"]}
 	for i, k := range attributeKinds {
@@ -52,12 +53,14 @@ func TestGetItemMatchesSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := wire.GetItem(ctx, tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got.Item, want.Item) {
-				t.Errorf("ddbwire read %v, the SDK %v", got.Item, want.Item)
+			for _, w := range []*ddbwire.Client{wire, own} {
+				got, err := w.GetItem(ctx, tc.in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.Item, want.Item) {
+					t.Errorf("ddbwire (own connections %v) read %v, the SDK %v", w.OwnConns(), got.Item, want.Item)
+				}
 			}
 		})
 	}
@@ -67,6 +70,8 @@ func TestGetItemMatchesSDK(t *testing.T) {
 	missing := &dynamodb.GetItemInput{TableName: aws.String(env.Prefix + "nosuchtable"), Key: key}
 	_, want := db.GetItem(ctx, missing)
 	_, got := wire.GetItem(ctx, missing)
+	sameErrorOf(t, "GetItem", got, want)
+	_, got = own.GetItem(ctx, missing)
 	sameErrorOf(t, "GetItem", got, want)
 
 	rec := &recorder{answer: "{}"}

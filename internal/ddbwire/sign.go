@@ -3,9 +3,11 @@ package ddbwire
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"hash"
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +28,24 @@ type signer struct {
 	key                   atomic.Pointer[signingKey]
 }
 
-// signingKey is the key derived for one secret on one day.
+// signingKey is the key derived for one secret on one day, with HMACs keyed
+// with it (an HMAC's keying is two SHA-256 blocks and five allocations).
 type signingKey struct {
 	secret, date string
 	key          []byte
+	macs         sync.Pool // of hash.Hash, HMAC-SHA256 with key
 }
+
+// mac is an HMAC-SHA256 keyed with k's key, to be given back with put.
+func (k *signingKey) mac() hash.Hash {
+	if m, ok := k.macs.Get().(hash.Hash); ok {
+		m.Reset()
+		return m
+	}
+	return hmac.New(sha256.New, k.key)
+}
+
+func (k *signingKey) put(m hash.Hash) { k.macs.Put(m) }
 
 const (
 	signedHeaders          = "content-length;content-type;host;x-amz-date;x-amz-target"
@@ -54,8 +69,21 @@ func hostOf(scheme, host string) string {
 // other signed headers (Content-Type, X-Amz-Target) are set, and whose
 // Host is s.host. scratch is reused for the canonical request.
 func (s *signer) sign(req *http.Request, creds aws.Credentials, payloadHash string, now time.Time, scratch []byte) []byte {
+	amzDate, auth, scratch := s.signature(req.URL.EscapedPath(), req.ContentLength, req.Header["Content-Type"], req.Header["X-Amz-Target"], creds, payloadHash, now, scratch)
+	req.Header["X-Amz-Date"] = []string{amzDate}
+	if creds.SessionToken != "" {
+		req.Header["X-Amz-Security-Token"] = []string{creds.SessionToken}
+	}
+	req.Header["Authorization"] = []string{string(auth)}
+	return scratch
+}
+
+// signature is the X-Amz-Date and Authorization of a POST of path with
+// these headers (and X-Amz-Security-Token, creds.SessionToken, when
+// there is one). scratch is reused for the canonical request.
+func (s *signer) signature(path string, contentLength int64, contentType, target []string, creds aws.Credentials, payloadHash string, now time.Time, scratch []byte) (amzDate string, auth, _ []byte) {
 	var stamp [16]byte
-	amzDate := string(now.UTC().AppendFormat(stamp[:0], "20060102T150405Z"))
+	amzDate = string(now.UTC().AppendFormat(stamp[:0], "20060102T150405Z"))
 	date := amzDate[:8]
 	headers := signedHeaders
 	if creds.SessionToken != "" {
@@ -63,17 +91,17 @@ func (s *signer) sign(req *http.Request, creds aws.Credentials, payloadHash stri
 	}
 
 	b := append(scratch[:0], "POST\n"...)
-	b = append(b, req.URL.EscapedPath()...)
+	b = append(b, path...)
 	b = append(b, "\n\n"...)
-	b = strconv.AppendInt(append(b, "content-length:"...), req.ContentLength, 10)
+	b = strconv.AppendInt(append(b, "content-length:"...), contentLength, 10)
 	b = append(b, '\n')
-	b = appendHeader(b, "content-type", req.Header["Content-Type"])
+	b = appendHeader(b, "content-type", contentType)
 	b = append(append(append(b, "host:"...), s.host...), '\n')
 	b = append(append(append(b, "x-amz-date:"...), amzDate...), '\n')
 	if creds.SessionToken != "" {
 		b = append(append(append(b, "x-amz-security-token:"...), creds.SessionToken...), '\n')
 	}
-	b = appendHeader(b, "x-amz-target", req.Header["X-Amz-Target"])
+	b = appendHeader(b, "x-amz-target", target)
 	b = append(append(append(b, '\n'), headers...), '\n')
 	b = append(b, payloadHash...)
 	canonical := sha256.Sum256(b)
@@ -87,25 +115,21 @@ func (s *signer) sign(req *http.Request, creds aws.Credentials, payloadHash stri
 	b = append(b, '\n')
 	b = appendHex(b, canonical[:])
 
-	mac := hmac.New(sha256.New, s.keyFor(creds.SecretAccessKey, date))
+	key := s.keyFor(creds.SecretAccessKey, date)
+	mac := key.mac()
 	mac.Write(b)
 	var sum [sha256.Size]byte
 	signature := mac.Sum(sum[:0])
+	key.put(mac)
 
-	auth := make([]byte, 0, 64+len(creds.AccessKeyID)+scopeEnd-scopeAt+len(headers)+2*sha256.Size)
+	auth = make([]byte, 0, 64+len(creds.AccessKeyID)+scopeEnd-scopeAt+len(headers)+2*sha256.Size)
 	auth = append(auth, "AWS4-HMAC-SHA256 Credential="...)
 	auth = append(append(auth, creds.AccessKeyID...), '/')
 	auth = append(auth, b[scopeAt:scopeEnd]...)
 	auth = append(append(auth, ", SignedHeaders="...), headers...)
 	auth = append(auth, ", Signature="...)
 	auth = appendHex(auth, signature)
-
-	req.Header["X-Amz-Date"] = []string{amzDate}
-	if creds.SessionToken != "" {
-		req.Header["X-Amz-Security-Token"] = []string{creds.SessionToken}
-	}
-	req.Header["Authorization"] = []string{string(auth)}
-	return b
+	return amzDate, auth, b
 }
 
 func appendHeader(b []byte, name string, values []string) []byte {
@@ -128,16 +152,17 @@ func appendHex(b, v []byte) []byte {
 
 // keyFor is the signing key of secret on date (YYYYMMDD), derived once a
 // day (and again when the credentials rotate).
-func (s *signer) keyFor(secret, date string) []byte {
+func (s *signer) keyFor(secret, date string) *signingKey {
 	if k := s.key.Load(); k != nil && k.date == date && k.secret == secret {
-		return k.key
+		return k
 	}
 	key := hmacOf([]byte("AWS4"+secret), date)
 	key = hmacOf(key, s.region)
 	key = hmacOf(key, s.service)
 	key = hmacOf(key, "aws4_request")
-	s.key.Store(&signingKey{secret: secret, date: date, key: key})
-	return key
+	k := &signingKey{secret: secret, date: date, key: key}
+	s.key.Store(k)
+	return k
 }
 
 func hmacOf(key []byte, data string) []byte {

@@ -51,14 +51,18 @@ func TestContractLeanWrites(t *testing.T) {
 	})
 }
 
-// leanWrites is db with its TransactWriteItems sent by ddbwire, through the
-// HTTP client db has.
+// leanWrites is db with its TransactWriteItems sent by ddbwire, on its own
+// connections with the settings of the HTTP client db has, as ledgerd's.
 func leanWrites(t *testing.T, db *dynamodb.Client) API {
 	t.Helper()
-	c, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient)})
+	c, err := ddbwire.New(context.Background(), db, ddbwire.Options{HTTPClient: ddbhttp.Unwrap(db.Options().HTTPClient), OwnConns: true})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !c.OwnConns() {
+		t.Fatal("ddbwire sends through the HTTP client, not its own connections")
+	}
+	t.Cleanup(c.CloseIdleConnections)
 	return c
 }
 
