@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -11,8 +13,9 @@ import (
 // nothing held: a release deletes the queue) is sent the batch's events
 // by Apply itself, in version order, before the stream's checkpoint
 // moves: the events are in the stream until then, so the stream is the
-// queue, and nothing is written per event but its row, with the batch's
-// other rows (Store.PutRows: one call 25 rows, no transaction). One read of the
+// queue, and nothing is written per event but its row, with other rows
+// of the batch (Store.PutRows: one call 25 rows, no transaction, written
+// as they are answered, while the batch's other attempts go on). One read of the
 // batch's queues (Store.ReadQueues: one call a hundred users) says who
 // has none. An attempt without a 2xx parks the user behind it: the mark
 // makes the queue (done just before the event), claimed, and the failed
@@ -75,22 +78,21 @@ func (d *Dispatcher) pause(endpointID string) {
 }
 
 // sendDirect sends m's events (the user's entries of the batch, in
-// version order, that ep receives) one after another, and returns the
-// rows of those resolved. At an attempt without a 2xx it parks the user
+// version order, that ep receives) one after another, and hands the rows
+// of those resolved to put. At an attempt without a 2xx it parks the user
 // (park) and stops: the rest wait in the queue.
-func (d *Dispatcher) sendDirect(ctx context.Context, m mark, ep Endpoint, entries []ledger.Entry) ([]Row, error) {
-	var rows []Row
+func (d *Dispatcher) sendDirect(ctx context.Context, m mark, ep Endpoint, entries []ledger.Entry, put func(Row)) error {
 	for _, e := range entries {
 		if e.Version < m.first || e.Version > m.last || !admits(ep, ep.CreateTime, e) {
 			continue
 		}
 		ev, err := d.entryEvent(e)
 		if err != nil {
-			return rows, err
+			return err
 		}
 		release, stopped := d.sendSlot(ctx.Done(), ep.ID)
 		if stopped {
-			return rows, ctx.Err()
+			return ctx.Err()
 		}
 		start := d.o.Now()
 		res := d.send(ctx, ep, ev)
@@ -111,12 +113,74 @@ func (d *Dispatcher) sendDirect(ctx context.Context, m mark, ep Endpoint, entrie
 			d.pause(ep.ID)
 		}
 		if st.resolved() {
-			rows = append(rows, row)
+			put(row)
 			continue
 		}
-		return rows, d.park(ctx, m, e.Version, row, st)
+		return d.park(ctx, m, e.Version, row, st)
 	}
-	return rows, nil
+	return nil
+}
+
+// rowChunk is how many rows of direct sends are written at once, as soon
+// as they are answered, while the batch's other attempts go on: a hot
+// user's events are sent one after another, and their rows written
+// meanwhile, not after the last.
+const rowChunk = 25
+
+// rowWriter writes a batch's rows of direct sends rowChunk at a time, at
+// most four writes at once, in the background (Store.PutRows).
+type rowWriter struct {
+	d       *Dispatcher
+	ctx     context.Context
+	mu      sync.Mutex
+	pending []Row
+	errs    []error
+	wg      sync.WaitGroup
+	limit   chan struct{}
+}
+
+func (d *Dispatcher) newRowWriter(ctx context.Context) *rowWriter {
+	return &rowWriter{d: d, ctx: ctx, limit: make(chan struct{}, 4)}
+}
+
+// add takes a row, and writes the pending ones once there are rowChunk.
+func (w *rowWriter) add(r Row) {
+	w.mu.Lock()
+	w.pending = append(w.pending, r)
+	var full []Row
+	if len(w.pending) >= rowChunk {
+		full, w.pending = w.pending, nil
+	}
+	w.mu.Unlock()
+	if full != nil {
+		w.write(full)
+	}
+}
+
+func (w *rowWriter) write(rows []Row) {
+	w.wg.Go(func() {
+		w.limit <- struct{}{}
+		defer func() { <-w.limit }()
+		if err := w.d.store.PutRows(w.ctx, rows); err != nil {
+			w.mu.Lock()
+			w.errs = append(w.errs, err)
+			w.mu.Unlock()
+		}
+	})
+}
+
+// close writes what is pending, waits for every write, and returns their
+// errors joined.
+func (w *rowWriter) close() error {
+	w.mu.Lock()
+	rest := w.pending
+	w.pending = nil
+	w.mu.Unlock()
+	if len(rest) > 0 {
+		w.write(rest)
+	}
+	w.wg.Wait()
+	return errors.Join(w.errs...)
 }
 
 // park makes the queue of m with head as its head (done just before it),

@@ -371,7 +371,7 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	take := d.running
 	d.mu.Unlock()
 	errs := make([]error, len(direct)+len(queued))
-	rows := make([][]Row, len(direct))
+	rows := d.newRowWriter(ctx)
 	var wg sync.WaitGroup
 	// Many users at once: a batch waits for all of them before the
 	// stream reads on, so their round trips overlap.
@@ -381,7 +381,7 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 			limit <- struct{}{}
 			defer func() { <-limit }()
 			d.dispatched(m)
-			rows[i], errs[i] = d.sendDirect(ctx, m, eps[m.ref.EndpointID], byUser[m.ref.UserID])
+			errs[i] = d.sendDirect(ctx, m, eps[m.ref.EndpointID], byUser[m.ref.UserID], rows.add)
 		})
 	}
 	for i, m := range queued {
@@ -404,9 +404,7 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	wg.Wait()
 	// The rows of what was sent, even if another part failed: the batch
 	// is then read again and its events sent again, under the same ids.
-	if all := slices.Concat(rows...); len(all) > 0 {
-		errs = append(errs, d.store.PutRows(ctx, all))
-	}
+	errs = append(errs, rows.close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
