@@ -25,24 +25,32 @@ import (
 // leaves the batch to be read again: its events are sent again, under the
 // same webhook-ids, in version order (at least once).
 //
+// A user with more than directMost events in the batch (a hot user) is
+// queued as well: its events go one after another whichever way, and a
+// queue's holder sends them while the stream reads on (its 2xx written in
+// groups), where direct sends would wait, batch after batch, for the
+// stream's reads and the batch's other work.
+//
 // An endpoint whose direct attempt failed or took longer than directSlow
 // gets its events through queues for directPause, so that one slow or
 // failing receiver does not hold the stream (and with it the projection
 // that shares it) at each batch: a batch waits for its slowest direct
 // attempt, bounded by the Sender's timeout.
 const (
+	directMost  = 20
 	directSlow  = time.Second
 	directPause = 30 * time.Second
 )
 
 // route splits the batch's marks into those sent directly (no queue, the
-// endpoint not paused) and those marked on their queue.
+// endpoint not paused, at most directMost events) and those marked on
+// their queue.
 func (d *Dispatcher) route(ctx context.Context, marks []mark) (direct, queued []mark, err error) {
 	now := d.o.Now()
 	var candidates []mark
 	d.mu.Lock()
 	for _, m := range marks {
-		if d.o.QueueAll || now.Before(d.paused[m.ref.EndpointID]) {
+		if d.o.QueueAll || m.n > directMost || now.Before(d.paused[m.ref.EndpointID]) {
 			queued = append(queued, m)
 		} else {
 			candidates = append(candidates, m)

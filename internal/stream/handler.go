@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"errors"
+	"sync"
 
 	"github.com/pointledger/pointledger/internal/ledger"
 )
@@ -24,10 +26,11 @@ type CatchUpper interface {
 	CatchUp(ctx context.Context) (users int, err error)
 }
 
-// FanOut returns a handler that hands each batch to every handler, in
-// order, so that one reader of the stream feeds several (history and
-// deliveries). A batch fails at the first handler that fails, and is read
-// again for all of them: the earlier ones see it twice, which idempotence
+// FanOut returns a handler that hands each batch to every handler at
+// once, so that one reader of the stream feeds several (history and
+// deliveries), a batch taking as long as its slowest handler, not their
+// sum. A batch fails if any handler fails (their errors joined), and is
+// read again for all of them: the others see it twice, which idempotence
 // allows. It catches up the handlers that are CatchUppers, one after the
 // other, and counts the users behind summed over them.
 func FanOut(handlers ...Handler) CatchUpper {
@@ -37,12 +40,16 @@ func FanOut(handlers ...Handler) CatchUpper {
 type fanOut []Handler
 
 func (f fanOut) Apply(ctx context.Context, entries []ledger.Entry) error {
-	for _, h := range f {
-		if err := h.Apply(ctx, entries); err != nil {
-			return err
-		}
+	if len(f) == 1 {
+		return f[0].Apply(ctx, entries)
 	}
-	return nil
+	errs := make([]error, len(f))
+	var wg sync.WaitGroup
+	for i, h := range f {
+		wg.Go(func() { errs[i] = h.Apply(ctx, entries) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (f fanOut) CatchUp(ctx context.Context) (int, error) {

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -525,5 +526,35 @@ func TestLeaseIsTakenOverOnlyAfterExpiry(t *testing.T) {
 	}
 	if _, err := leases.Acquire(ctx, "k", "c", 10*time.Second); err != nil {
 		t.Errorf("c could not take a released lease: %v", err)
+	}
+}
+
+// gate is a handler that says it started and waits, in Apply, until the
+// other gate has started too.
+type gate struct {
+	started chan struct{}
+	other   *gate
+}
+
+func (g *gate) Apply(ctx context.Context, _ []ledger.Entry) error {
+	close(g.started)
+	select {
+	case <-g.other.started:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the other handler never started while this one applied: %w", ctx.Err())
+	}
+}
+
+func TestFanOutAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	a, b := &gate{started: make(chan struct{})}, &gate{started: make(chan struct{})}
+	a.other, b.other = b, a
+	// The minute only ends a deadlock, should the handlers run one after
+	// the other: each waits for the other to start.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := FanOut(a, b).Apply(ctx, nil); err != nil {
+		t.Fatalf("FanOut: %v (the handlers ran one after the other)", err)
 	}
 }
