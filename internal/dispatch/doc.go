@@ -15,9 +15,10 @@
 // endpoint (nothing waiting: a release deletes the queue) is sent its
 // events by Apply itself, in version order, before the stream's
 // checkpoint moves, and their rows are written together; a user with a
-// queue (a failing event, a redelivery) has the events marked on it and
-// delivered by Run under the queue's claim. A direct attempt without a
-// 2xx makes the queue behind its event.
+// queue (a failing event, a redelivery), or more than directMost events
+// in the batch (a hot user), has the events marked on it and delivered by
+// Run under the queue's claim. A direct attempt without a 2xx makes the
+// queue behind its event.
 //
 // What holds:
 //
