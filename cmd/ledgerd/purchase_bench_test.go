@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -46,7 +45,7 @@ func BenchmarkPurchasePath(b *testing.B) {
 			users := benchUsers(b, h, token, 1000)
 			var next atomic.Int64
 			var failed atomic.Value
-			before := processCPU(b)
+			reportCPU := dynamotest.CPU(b)
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for range clients {
@@ -69,7 +68,7 @@ func BenchmarkPurchasePath(b *testing.B) {
 			if err, _ := failed.Load().(error); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			reportCPU()
 		})
 	}
 }
@@ -195,14 +194,4 @@ func (w *benchWriter) Write(p []byte) (int, error) {
 		return w.body.Write(p)
 	}
 	return len(p), nil
-}
-
-// processCPU is the CPU this process has used so far, user and system.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

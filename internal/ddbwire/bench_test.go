@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/pointledger/pointledger/internal/ddbhttp"
 	"github.com/pointledger/pointledger/internal/ddbwire"
+	"github.com/pointledger/pointledger/internal/dynamotest"
 )
 
 // stub answers every request with a success, reading its body: what a
@@ -155,23 +155,13 @@ func BenchmarkTransactWriteItemsOverTCP(b *testing.B) {
 			b.ReportAllocs()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour) // as the write path's: one that can end
 			defer cancel()
-			before := processCPU(b)
+			reportCPU := dynamotest.CPU(b)
 			for b.Loop() {
 				if _, err := c.call(ctx, in); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64((processCPU(b)-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			reportCPU()
 		})
 	}
-}
-
-// processCPU is the CPU (user and system) this process has spent.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -138,11 +138,7 @@ func testAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
 	waitFor(t, "the event delivered", func() bool { return rcv.ackedCount() == 1 })
 	settled(t, d)
 	r := rowOf(t, d, ep.ID, "b", 1)
-	var want []int
-	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
-		want = append(want, 500+n)
-	}
-	want = append(want, 200)
+	want := lastFailuresThen200(failures)
 	if got := statuses(r.Log); !slices.Equal(got, want) {
 		t.Errorf("log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
 	}
@@ -267,6 +263,17 @@ func testDeliveriesListedNewestFirst(t *testing.T, newEnv NewEnv) {
 	}
 }
 
+// lastFailuresThen200 is the statuses a bounded attempt log keeps of an
+// event answered 500+n at its n-th attempt, failures times, then 200: the
+// last dispatch.MaxAttemptLog of them.
+func lastFailuresThen200(failures int) []int {
+	var want []int
+	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
+		want = append(want, 500+n)
+	}
+	return append(want, 200)
+}
+
 // versionsOf is the rows' versions, in their order.
 func versionsOf(rows []dispatch.Delivery) []int64 {
 	vs := make([]int64, len(rows))
@@ -307,11 +314,7 @@ func testNoticeAttemptLogIsBounded(t *testing.T, newEnv NewEnv) {
 		row = rows[0]
 		return row.State == dispatch.DeliverySucceeded
 	})
-	var want []int
-	for n := failures - dispatch.MaxAttemptLog + 2; n <= failures; n++ {
-		want = append(want, 500+n)
-	}
-	want = append(want, 200)
+	want := lastFailuresThen200(failures)
 	if got := statuses(row.Log); !slices.Equal(got, want) {
 		t.Errorf("notice's log %v, want the last %d attempts %v", got, dispatch.MaxAttemptLog, want)
 	}

@@ -199,50 +199,98 @@ func (s *Store) ReadQueue(ctx context.Context, ref dispatch.QueueRef) (dispatch.
 }
 
 // ReadQueues is dispatch.Store's: BatchGetItem, consistent, 100 keys a
-// call, four calls at once, the keys DynamoDB left unprocessed asked
-// again.
+// call, four calls at once (inChunks), what DynamoDB left unprocessed
+// asked again (untilProcessed).
 func (s *Store) ReadQueues(ctx context.Context, refs []dispatch.QueueRef) (map[dispatch.QueueRef]dispatch.Queue, error) {
 	out := map[dispatch.QueueRef]dispatch.Queue{}
 	var mu sync.Mutex
-	err := s.inChunks(len(refs), maxBatchGet, func(from, to int) error {
+	err := inChunks(len(refs), maxBatchGet, func(from, to int) error {
 		keys := make([]map[string]types.AttributeValue, 0, to-from)
 		for _, ref := range refs[from:to] {
 			keys = append(keys, queueKey(ref))
 		}
-		for tries := 0; len(keys) > 0; tries++ {
-			if tries > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(throttleBackoff(min(tries, maxThrottledWrites))):
-				}
-			}
+		return untilProcessed(ctx, keys, func(keys []map[string]types.AttributeValue) ([]map[string]types.AttributeValue, error) {
 			res, err := s.db.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
 				s.table: {Keys: keys, ConsistentRead: aws.Bool(true)},
 			}})
 			if err != nil {
-				return fmt.Errorf("read queues: %w", err)
+				return nil, err
 			}
 			mu.Lock()
+			defer mu.Unlock()
 			for _, item := range res.Responses[s.table] {
 				if ref, ok := refOfKey(ddbattr.Text(item, "PK"), ddbattr.Text(item, "SK")); ok {
 					out[ref] = decodeQueue(ref, item)
 				}
 			}
-			mu.Unlock()
-			keys = res.UnprocessedKeys[s.table].Keys
-		}
-		return nil
+			return res.UnprocessedKeys[s.table].Keys, nil
+		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read queues: %w", err)
 	}
 	return out, nil
 }
 
+// PutRows is dispatch.Store's: BatchWriteItem, 25 rows a call, four calls
+// at once (inChunks), what DynamoDB left unprocessed written again
+// (untilProcessed). Each row is put whole, not appended to: a batch write
+// is no transaction, and on DynamoDB Local a row put so costs a quarter to
+// a sixth of a row updated in a transaction (on DynamoDB, one write unit a
+// KB instead of two). A row already there (an event sent directly again
+// after a crash, before its batch's checkpoint) keeps only this attempt.
+func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
+	err := inChunks(len(rows), maxBatchWrite, func(from, to int) error {
+		reqs := make([]types.WriteRequest, 0, to-from)
+		for _, r := range rows[from:to] {
+			item := rowItem(r)
+			if !r.Attempt.Time.IsZero() {
+				item["attempt_log"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(r.Attempt)}}
+			}
+			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+		}
+		return untilProcessed(ctx, reqs, func(reqs []types.WriteRequest) ([]types.WriteRequest, error) {
+			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: reqs}})
+			if err != nil {
+				return nil, err
+			}
+			return out.UnprocessedItems[s.table], nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("put delivery rows: %w", err)
+	}
+	return nil
+}
+
+// untilProcessed calls call with items, then with what it answers
+// DynamoDB left unprocessed, after a back-off each time, until nothing is
+// left. A call DynamoDB throttles as a whole is made again the same way,
+// up to maxThrottledWrites times; any other error ends it.
+func untilProcessed[T any](ctx context.Context, items []T, call func([]T) (unprocessed []T, err error)) error {
+	for tries := 0; len(items) > 0; tries++ {
+		if tries > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(throttleBackoff(min(tries, maxThrottledWrites))):
+			}
+		}
+		rest, err := call(items)
+		switch {
+		case throttle.Throttled(err) && tries < maxThrottledWrites:
+			continue // all of it again, after the back-off
+		case err != nil:
+			return err
+		}
+		items = rest
+	}
+	return nil
+}
+
 // inChunks calls fn with each chunk [from, to) of n, at most size long,
 // four at once, and returns their errors joined.
-func (s *Store) inChunks(n, size int, fn func(from, to int) error) error {
+func inChunks(n, size int, fn func(from, to int) error) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
@@ -264,49 +312,6 @@ func (s *Store) inChunks(n, size int, fn func(from, to int) error) error {
 	return errors.Join(errs...)
 }
 
-// PutRows is dispatch.Store's: BatchWriteItem, 25 rows a call, four calls
-// at once, the items DynamoDB left unprocessed (or a call it throttled)
-// written again after a back-off. Each row is
-// put whole, not appended to: a batch write is no transaction, and on
-// DynamoDB Local a row put so costs a quarter to a sixth of a row updated
-// in a transaction (on DynamoDB, one write unit a KB instead of two).
-// A row already there (an event sent directly again after a crash, before
-// its batch's checkpoint) keeps only this attempt.
-func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
-	err := s.inChunks(len(rows), maxBatchWrite, func(from, to int) error {
-		reqs := make([]types.WriteRequest, 0, to-from)
-		for _, r := range rows[from:to] {
-			item := rowItem(r)
-			if !r.Attempt.Time.IsZero() {
-				item["attempt_log"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(r.Attempt)}}
-			}
-			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
-		}
-		for tries := 0; len(reqs) > 0; tries++ {
-			if tries > 0 {
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-time.After(throttleBackoff(min(tries, maxThrottledWrites))):
-				}
-			}
-			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: reqs}})
-			switch {
-			case throttle.Throttled(err) && tries < maxThrottledWrites:
-				continue // all of it again, after the back-off
-			case err != nil:
-				return err
-			}
-			reqs = out.UnprocessedItems[s.table]
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("put delivery rows: %w", err)
-	}
-	return nil
-}
-
 // The most keys a BatchGetItem takes, and items a BatchWriteItem.
 const (
 	maxBatchGet   = 100
@@ -314,23 +319,15 @@ const (
 )
 
 // WriteQueue is dispatch.Store's: an UpdateItem of the queue alone (a
-// DeleteItem for a release), or a TransactWriteItems of the rows and the
-// queue, so that done never passes an event whose row is not written.
+// DeleteItem for a release), or a TransactWriteItems of the queue and the
+// rows, the queue first, so that done never passes an event whose row is
+// not written. A write DynamoDB throttles or cancels for a conflict with
+// another write under way (a mark of the queue) is tried again here, the
+// claim still held; a row whose attempt log is full loses its oldest
+// attempt, and the write goes again. ErrQueueChanged: the queue's
+// condition failed.
 func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatch.Row, w dispatch.QueueWrite) error {
-	return s.transact(ctx, s.queueWrite(q, w), rows)
-}
-
-// transact writes queue (nil: none) and rows at once: the queue alone as
-// one UpdateItem or DeleteItem, else one TransactWriteItems with the queue
-// first. A write DynamoDB throttles or cancels for a conflict with another
-// write under way (a mark of the queue) is tried again here, the claim
-// still held; a row whose attempt log is full loses its oldest attempt,
-// and the write goes again. ErrQueueChanged: the queue's condition failed.
-func (s *Store) transact(ctx context.Context, queue *types.TransactWriteItem, rows []dispatch.Row) error {
-	first := 0 // the index of the first row in the transaction
-	if queue != nil {
-		first = 1
-	}
+	queue := s.queueWrite(q, w)
 	for conflicts, throttles, trims := 0, 0, 0; ; {
 		var err error
 		switch {
@@ -348,15 +345,13 @@ func (s *Store) transact(ctx context.Context, queue *types.TransactWriteItem, ro
 			})
 		default:
 			items := make([]types.TransactWriteItem, 0, len(rows)+1)
-			if queue != nil {
-				items = append(items, *queue)
-			}
+			items = append(items, *queue)
 			for _, r := range rows {
 				items = append(items, types.TransactWriteItem{Update: s.rowUpdate(r)})
 			}
 			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		}
-		failed, conflict, full := writeFailure(err, queue != nil)
+		failed, conflict, full := writeFailure(err)
 		switch {
 		case err == nil:
 			return nil
@@ -365,10 +360,10 @@ func (s *Store) transact(ctx context.Context, queue *types.TransactWriteItem, ro
 			// the write again (nothing of it was written).
 			trims++
 			for _, i := range full {
-				if i < first || i-first >= len(rows) {
+				if i < 1 || i > len(rows) {
 					continue
 				}
-				r := rowItem(rows[i-first])
+				r := rowItem(rows[i-1])
 				if _, err := s.trimLog(ctx, map[string]types.AttributeValue{"PK": r["PK"], "SK": r["SK"]}, ""); err != nil {
 					return err
 				}
@@ -415,11 +410,10 @@ func throttleBackoff(n int) time.Duration {
 }
 
 // writeFailure says whether err is the queue's condition failing (alone
-// or in a transaction, where the queue, if there is one, is the first
-// item), or a transaction conflict, which is worth trying again, and
-// which of the rows' items (their attempt log full) failed their
-// condition.
-func writeFailure(err error, queue bool) (conditionFailed, conflict bool, full []int) {
+// or in a transaction, where the queue is the first item), or a
+// transaction conflict, which is worth trying again, and which items
+// after the first (rows whose attempt log is full) failed their condition.
+func writeFailure(err error) (conditionFailed, conflict bool, full []int) {
 	if err == nil {
 		return false, false, nil
 	}
@@ -433,7 +427,7 @@ func writeFailure(err error, queue bool) (conditionFailed, conflict bool, full [
 	for i, r := range cancelled.CancellationReasons {
 		switch aws.ToString(r.Code) {
 		case "ConditionalCheckFailed":
-			if i == 0 && queue {
+			if i == 0 {
 				return true, false, nil
 			}
 			full = append(full, i)

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
 )
 
@@ -58,7 +58,7 @@ func BenchmarkWritePathHandOffs(b *testing.B) {
 		ms[i] = mutation(b, ledger.EntryPurchase, fmt.Sprint("u", i%users), fmt.Sprint("p", i), "1")
 	}
 	var next atomic.Int64
-	before := rusageCPU(b)
+	reportCPU := dynamotest.CPU(b)
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range clients {
@@ -73,14 +73,5 @@ func BenchmarkWritePathHandOffs(b *testing.B) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64((rusageCPU(b)-before).Nanoseconds())/float64(b.N), "cpu-ns/op")
-}
-
-func rusageCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	reportCPU()
 }
