@@ -26,7 +26,11 @@ import (
 // per event delivered, against DynamoDB Local, with a receiver on
 // 127.0.0.1 that answers 204 at once. Each op is one event. It reports
 // calls/event (every call to the webhooks table and every read of the
-// ledger's entries), writes/event, ledger-reads/event and, apart, the
+// ledger's entries), writes/event, items/event (the items those writes
+// put, update or delete: each of a BatchWriteItem's requests and of a
+// TransactWriteItems' items, one for a PutItem, UpdateItem or
+// DeleteItem: what DynamoDB Local pays for), ledger-reads/event and,
+// apart, the
 // "due" index's polls per event, which are a fixed 16 a second (their
 // share depends on the events a second, so on the machine).
 //
@@ -38,7 +42,7 @@ import (
 //     are written, while the earlier ones are delivered: one queue, in
 //     version order.
 //
-// Run: go test -run '^$' -bench BenchmarkDeliveryCalls -benchtime 2000x ./internal/dispatch/
+// Run: go test -run '^$' -bench BenchmarkDeliveryCalls -benchtime 2000x ./internal/dispatch/dynamo/
 func BenchmarkDeliveryCalls(b *testing.B) {
 	b.Run("many_users", func(b *testing.B) { benchDelivery(b, 100, 100, true) })
 	b.Run("hot_user", func(b *testing.B) { benchDelivery(b, 1, 25, false) })
@@ -122,6 +126,7 @@ func benchDelivery(b *testing.B, users, batch int, wait bool) {
 	n := float64(written)
 	b.ReportMetric(float64(c.total()-c.duePolls+c.ledgerReads)/n, "calls/event")
 	b.ReportMetric(float64(c.writes)/n, "writes/event")
+	b.ReportMetric(float64(c.items)/n, "items/event")
 	b.ReportMetric(float64(c.ledgerReads)/n, "ledger-reads/event")
 	b.ReportMetric(float64(c.duePolls)/n, "due-polls/event")
 	b.Logf("%d events: %+v", written, c)
@@ -162,6 +167,7 @@ func writeGrants(ctx context.Context, b *testing.B, store *dynamo.Ledger, users 
 type calls struct {
 	byOp        map[string]int64
 	writes      int64 // UpdateItem, PutItem, DeleteItem, TransactWriteItems, BatchWriteItem
+	items       int64 // the items those writes write
 	duePolls    int64 // Query of the "due" index
 	ledgerReads int64
 }
@@ -181,7 +187,10 @@ type countingDB struct {
 	c  calls
 }
 
-func (db *countingDB) count(op string, write, poll bool) {
+func (db *countingDB) count(op string, write, poll bool) { db.countItems(op, write, poll, 1) }
+
+// countItems counts a call that writes items items (a read: 0).
+func (db *countingDB) countItems(op string, write, poll bool, items int) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.c.byOp == nil {
@@ -190,6 +199,7 @@ func (db *countingDB) count(op string, write, poll bool) {
 	db.c.byOp[op]++
 	if write {
 		db.c.writes++
+		db.c.items += int64(items)
 	}
 	if poll {
 		db.c.duePolls++
@@ -213,7 +223,7 @@ func (db *countingDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInp
 }
 
 func (db *countingDB) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, opts ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
-	db.count("TransactWriteItems", true, false)
+	db.countItems("TransactWriteItems", true, false, len(in.TransactItems))
 	return db.DB.TransactWriteItems(ctx, in, opts...)
 }
 
@@ -233,7 +243,11 @@ func (db *countingDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, op
 }
 
 func (db *countingDB) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
-	db.count("BatchWriteItem", true, false)
+	n := 0
+	for _, reqs := range in.RequestItems {
+		n += len(reqs)
+	}
+	db.countItems("BatchWriteItem", true, false, n)
 	return db.DB.BatchWriteItem(ctx, in, opts...)
 }
 
