@@ -16,9 +16,11 @@ import (
 // deliveriesRead names ListWebhookDeliveries' tokens (their scope's first name).
 const deliveriesRead = "ListWebhookDeliveries"
 
-// ListDeliveries pages one endpoint's delivery rows: every user's newest
-// event first, by event id (ULIDs: time order); one user's newest version
-// first, its notices after its entries' events, newest first. Before the
+// ListDeliveries pages one endpoint's deliveries, each event's row and
+// its packed occurrences taken together (pack.go, history.go): every
+// user's newest event first, by event id (ULIDs: time order); one user's
+// newest version first, its notices after its entries' events, newest
+// first. Before the
 // rows come the events not yet attempted in their queue's current round
 // (waiting behind a failing one, not yet reached, or asked again by a
 // redelivery), PENDING with no attempts: one user's, newest first, and in
@@ -66,7 +68,7 @@ func (d *Dispatcher) ListDeliveries(ctx context.Context, q DeliveryQuery) ([]Del
 	} else if pending && (after == "" || strings.HasPrefix(after, waitingPosition)) {
 		out, last, err = d.listEveryWaitingFirst(ctx, ep, q, size, after)
 	} else {
-		out, last, err = d.store.ListDeliveries(ctx, q, size, after)
+		out, last, err = d.history(ctx, ep, q, size, after)
 	}
 	if err != nil {
 		return nil, "", err
@@ -123,7 +125,7 @@ func (d *Dispatcher) listUser(ctx context.Context, ep Endpoint, q DeliveryQuery,
 		q.BelowVersion = r.lo + 1
 	}
 	if !pending || (after != "" && !strings.HasPrefix(after, waitingPosition)) {
-		return d.store.ListDeliveries(ctx, q, size, after)
+		return d.history(ctx, ep, q, size, after)
 	}
 	below := int64(math.MaxInt64)
 	if after != "" {
@@ -138,7 +140,7 @@ func (d *Dispatcher) listUser(ctx context.Context, ep Endpoint, q DeliveryQuery,
 		return nil, "", err
 	}
 	position := func() string { return waitingPosition + strconv.FormatInt(out[size-1].Version, 10) }
-	return d.thenRows(ctx, q, out, size, position)
+	return d.thenRows(ctx, ep, q, out, size, position)
 }
 
 // listEveryWaitingFirst is every user's listing that wants PENDING rows:
@@ -172,7 +174,7 @@ func (d *Dispatcher) listEveryWaitingFirst(ctx context.Context, ep Endpoint, q D
 			return nil, "", err
 		}
 		if !more {
-			return d.thenRows(ctx, q, out, size, position)
+			return d.thenRows(ctx, ep, q, out, size, position)
 		}
 		from = user
 	}
@@ -180,26 +182,26 @@ func (d *Dispatcher) listEveryWaitingFirst(ctx context.Context, ep Endpoint, q D
 	if err != nil {
 		return nil, "", err
 	}
-	return d.thenRows(ctx, q, out, size, position)
+	return d.thenRows(ctx, ep, q, out, size, position)
 }
 
 // thenRows ends a listing whose waiting events are out (at most size+1 of
 // them): more than size, the page is full and the next starts after its
 // last (position); size, the next page only if the store has a row;
 // fewer, the page is filled with the store's rows from the first.
-func (d *Dispatcher) thenRows(ctx context.Context, q DeliveryQuery, out []Delivery, size int, position func() string) ([]Delivery, string, error) {
+func (d *Dispatcher) thenRows(ctx context.Context, ep Endpoint, q DeliveryQuery, out []Delivery, size int, position func() string) ([]Delivery, string, error) {
 	if len(out) > size {
 		out = out[:size]
 		return out, position(), nil
 	}
 	if len(out) == size {
-		rows, _, err := d.store.ListDeliveries(ctx, q, 1, "")
-		if err != nil || len(rows) == 0 {
+		rows, next, err := d.history(ctx, ep, q, 1, "")
+		if err != nil || (len(rows) == 0 && next == "") {
 			return out, "", err
 		}
 		return out, position(), nil
 	}
-	rows, last, err := d.store.ListDeliveries(ctx, q, size-len(out), "")
+	rows, last, err := d.history(ctx, ep, q, size-len(out), "")
 	if err != nil {
 		return nil, "", err
 	}
@@ -219,14 +221,21 @@ func (d *Dispatcher) waiting(ctx context.Context, ep Endpoint, user string, r ro
 	if err != nil {
 		return nil, err
 	}
-	logs := map[int64][]Attempt{}
-	for _, row := range rows {
+	byVersion := map[int64]*Delivery{}
+	for i, row := range rows {
 		if row.Type != ledger.EventPointsExpiring {
-			logs[row.Version] = row.Log
+			byVersion[row.Version] = &rows[i]
 		}
 	}
+	occ, err := d.packedOf(ctx, ep.ID, out)
+	if err != nil {
+		return nil, err
+	}
 	for i := range out {
-		out[i].Log = logs[out[i].Version]
+		row, o := byVersion[out[i].Version], occ[out[i].EventID]
+		if row != nil || len(o) > 0 {
+			out[i].Log = merged(ep.ID, row, o).Log
+		}
 	}
 	return out, nil
 }
@@ -287,7 +296,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, r Redelivery) (int64, error)
 		return d.redeliverUser(ctx, ep, r.UserID, r)
 	}
 	var total int64
-	err = d.store.QueueUsers(ctx, ep.ID, func(user string) error {
+	err = d.store.QueueUsers(ctx, ep.ID, r.StartTime, func(user string) error {
 		n, err := d.redeliverUser(ctx, ep, user, r)
 		total += n
 		return err

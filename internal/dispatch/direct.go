@@ -13,9 +13,10 @@ import (
 // nothing held: a release deletes the queue) is sent the batch's events
 // by Apply itself, in version order, before the stream's checkpoint
 // moves: the events are in the stream until then, so the stream is the
-// queue, and nothing is written per event but its row, with other rows
-// of the batch (Store.PutRows: one call 25 rows, no transaction, written
-// as they are answered, while the batch's other attempts go on). One read of the
+// queue, and nothing is written per event: a 2xx goes in a pack with
+// the batch's others (pack.go; Store.PutPacks, written as packs fill and
+// at the batch's end, while the batch's other attempts go on), and only
+// an event without a 2xx gets a row (Store.PutRows). One read of the
 // batch's queues (Store.ReadQueues: one call a hundred users) says who
 // has none. An attempt without a 2xx parks the user behind it: the mark
 // makes the queue (done just before the event), claimed, and the failed
@@ -130,18 +131,19 @@ func (d *Dispatcher) sendDirect(ctx context.Context, m mark, ep Endpoint, entrie
 }
 
 // rowChunk is how many rows of direct sends are written at once, as soon
-// as they are answered, while the batch's other attempts go on: a hot
-// user's events are sent one after another, and their rows written
-// meanwhile, not after the last.
+// as they are answered, while the batch's other attempts go on.
 const rowChunk = 25
 
-// rowWriter writes a batch's rows of direct sends rowChunk at a time, at
-// most four writes at once, in the background (Store.PutRows).
+// rowWriter writes a batch's resolved direct sends in the background, at
+// most four writes at once: the 2xx in packs (Store.PutPacks), each as
+// it fills (PackMost) and the rest at close; the others as rows
+// (Store.PutRows), rowChunk at a time.
 type rowWriter struct {
 	d       *Dispatcher
 	ctx     context.Context
 	mu      sync.Mutex
 	pending []Row
+	packs   packer
 	errs    []error
 	wg      sync.WaitGroup
 	limit   chan struct{}
@@ -151,25 +153,41 @@ func (d *Dispatcher) newRowWriter(ctx context.Context) *rowWriter {
 	return &rowWriter{d: d, ctx: ctx, limit: make(chan struct{}, 4)}
 }
 
-// add takes a row, and writes the pending ones once there are rowChunk.
+// add takes a resolved direct send: a 2xx into its pack (written once
+// full), anything else into the rows, written once there are rowChunk.
 func (w *rowWriter) add(r Row) {
 	w.mu.Lock()
-	w.pending = append(w.pending, r)
 	var full []Row
-	if len(w.pending) >= rowChunk {
-		full, w.pending = w.pending, nil
+	var pack *Pack
+	if packable(r) {
+		pack = w.packs.add(r)
+	} else {
+		w.pending = append(w.pending, r)
+		if len(w.pending) >= rowChunk {
+			full, w.pending = w.pending, nil
+		}
 	}
 	w.mu.Unlock()
 	if full != nil {
-		w.write(full)
+		w.write(full, nil)
+	}
+	if pack != nil {
+		w.write(nil, []Pack{*pack})
 	}
 }
 
-func (w *rowWriter) write(rows []Row) {
+func (w *rowWriter) write(rows []Row, packs []Pack) {
 	w.wg.Go(func() {
 		w.limit <- struct{}{}
 		defer func() { <-w.limit }()
-		if err := w.d.store.PutRows(w.ctx, rows); err != nil {
+		var err error
+		if len(rows) > 0 {
+			err = w.d.store.PutRows(w.ctx, rows)
+		}
+		if len(packs) > 0 && err == nil {
+			err = w.d.store.PutPacks(w.ctx, packs)
+		}
+		if err != nil {
 			w.mu.Lock()
 			w.errs = append(w.errs, err)
 			w.mu.Unlock()
@@ -183,9 +201,10 @@ func (w *rowWriter) close() error {
 	w.mu.Lock()
 	rest := w.pending
 	w.pending = nil
+	packs := w.packs.drain()
 	w.mu.Unlock()
-	if len(rest) > 0 {
-		w.write(rest)
+	if len(rest) > 0 || len(packs) > 0 {
+		w.write(rest, packs)
 	}
 	w.wg.Wait()
 	return errors.Join(w.errs...)

@@ -20,9 +20,11 @@ import (
 )
 
 // Ledger is what the dispatcher reads of the ledger: a user's entries in
-// version order, consistently (the ledger stores have it).
+// version order, and the user's account (its version: the last entry's),
+// consistently (the ledger stores have both).
 type Ledger interface {
 	EntriesAfter(ctx context.Context, user string, after int64, limit int) ([]ledger.Entry, error)
+	Balance(ctx context.Context, user string) (ledger.Account, error)
 }
 
 // DefaultSchedule is the one default retry schedule (ledgerd's

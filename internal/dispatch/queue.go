@@ -55,8 +55,9 @@ var errClaimLost = errors.New("queue claim lost")
 var errRedelivered = errors.New("queue moved by a redelivery")
 
 // write puts the rows (the delivery rows of the events w resolves, and
-// of a failed head) and w on the record in one write (Store.WriteQueue),
-// so that done never passes an event whose row is not written. The write
+// of a failed head: those answered 2xx at their first attempt in packs
+// instead) and w on the record in one write (Store.WriteQueue), so that
+// done never passes an event whose row or pack is not written. The write
 // is conditional on the record version q was read at (claims and
 // redeliveries move it; a mark of wanted does not). When it fails, the
 // queue is read again: a claim that is no longer this dispatcher's is
@@ -64,6 +65,8 @@ var errRedelivered = errors.New("queue moved by a redelivery")
 // the queue as read; a raised wanted alone is written again, keeping the
 // claim if w released it.
 func (d *Dispatcher) write(ctx context.Context, q Queue, rows []Row, w QueueWrite) (Queue, error) {
+	// The group's 2xx at a first attempt go in packs, the rest on rows.
+	rows, w.Packs = splitPacked(rows)
 	for {
 		w = settle(w, q.Wanted)
 		if w.After == KeepClaim {

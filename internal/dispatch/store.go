@@ -42,8 +42,9 @@ type Store interface {
 	// as few calls as the store can (DynamoDB's BatchGetItem takes 100
 	// keys): those that exist, by ref.
 	ReadQueues(ctx context.Context, refs []QueueRef) (map[QueueRef]Queue, error)
-	// WriteQueue puts rows and w on the record at once, conditional on
-	// q's record version (and, for a release, on wanted <= w.Done):
+	// WriteQueue puts rows, w's packs and w on the record at once,
+	// conditional on q's record version (and, for a release, on wanted
+	// <= w.Done):
 	// ErrQueueChanged when the condition fails, and then nothing is
 	// written. A release deletes the queue: a queue exists only while it
 	// has events waiting or is held, so that a user without one is sent
@@ -55,14 +56,27 @@ type Store interface {
 	// few calls as the store can (DynamoDB: a batch write of 25, no
 	// transaction); nothing else.
 	PutRows(ctx context.Context, rows []Row) error
+	// PutPacks writes packs (pack.go) of events sent directly, each a new
+	// item, in as few calls as the store can; nothing else.
+	PutPacks(ctx context.Context, packs []Pack) error
+	// Packs returns at most limit of the endpoint's packs whose key sorts
+	// below below ("" from the highest), highest key first, each with its
+	// Key.
+	Packs(ctx context.Context, endpointID, below string, limit int) ([]Pack, error)
+	// PackedOf returns the occurrences of event eventID in the endpoint's
+	// packs: it reads those in PackWindow(eventID) whose lowest event id
+	// is at most eventID.
+	PackedOf(ctx context.Context, endpointID, eventID string) ([]Packed, error)
 	// MoveBack is a redelivery's write: on the queue of ref as read (q,
 	// exists), conditional on q's record version (or on there being no
 	// queue), ErrQueueChanged when that fails.
 	MoveBack(ctx context.Context, ref QueueRef, q Queue, exists bool, m MoveBack) error
-	// QueueUsers calls fn once with each user the endpoint has a queue or
-	// a delivery row for (a user sent its events directly has rows and no
-	// queue).
-	QueueUsers(ctx context.Context, endpointID string, fn func(user string) error) error
+	// QueueUsers calls fn once with each user the endpoint has a queue, a
+	// delivery row or, in a pack whose highest event id is from since on
+	// (zero: any), a packed event for (a user sent its events directly
+	// and answered 2xx has packed events only). It may name other users
+	// too: a redelivery sends them nothing.
+	QueueUsers(ctx context.Context, endpointID string, since time.Time, fn func(user string) error) error
 	// Queued calls fn with each user the endpoint has a queue for, in
 	// user order, from the first after after ("" the first), while fn
 	// says more.
@@ -73,7 +87,10 @@ type Store interface {
 
 	// ListDeliveries returns the delivery rows of q (checked) after the
 	// position after ("" first), newest first, at most size, and the
-	// position of the last if there are more.
+	// position of the last if there are more. Every user's rows are by
+	// event id, and a position is an event id (the rows below it follow);
+	// one user's, by version and then the notices', and a position is the
+	// store's own.
 	ListDeliveries(ctx context.Context, q DeliveryQuery, size int, after string) (rows []Delivery, next string, err error)
 
 	// PutNotice writes a notice's delivery row, PENDING and due at now,
@@ -224,6 +241,9 @@ type QueueWrite struct {
 	After  Hold
 	Claim  Claim
 	Failed *FailedAttempt
+	// Packs are written with it, new items: the group's events answered
+	// 2xx at their first attempt (pack.go), which have no rows.
+	Packs []Pack
 }
 
 // FailedAttempt is what the queue keeps of its head's last attempt.

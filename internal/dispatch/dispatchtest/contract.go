@@ -39,6 +39,10 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"ManyQueuesAndRowsAtOnce":                testManyQueuesAndRowsAtOnce,
 	"RedeliveredEventsListedAsWaiting":       testRedeliveredEventsListedAsWaiting,
 	"EveryUsersListingShowsWaitingEvents":    testEveryUsersListingShowsWaitingEvents,
+	"PackedSuccessesListed":                  testPackedSuccessesListed,
+	"FailureRowThenPackedSuccess":            testFailureRowThenPackedSuccess,
+	"RedeliveryFindsPackedUsers":             testRedeliveryFindsPackedUsers,
+	"PacksKeepTheirBounds":                   testPacksKeepTheirBounds,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).

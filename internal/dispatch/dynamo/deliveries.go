@@ -184,13 +184,19 @@ func decodeDelivery(item map[string]types.AttributeValue) dispatch.Delivery {
 }
 
 // ListDeliveries is dispatch.Store's: every user's rows through the
-// deliveries_by_endpoint index, by event id (ULIDs: time order); one
-// user's from its own partition, consistently, by version, its notices
-// after its entries' events. The position is the last row's key.
+// deliveries_by_endpoint index, by event id (ULIDs: time order), the
+// position the last row's event id; one user's from its own partition,
+// consistently, by version, its notices after its entries' events, the
+// position the last row's key.
 func (s *Store) ListDeliveries(ctx context.Context, q dispatch.DeliveryQuery, size int, after string) ([]dispatch.Delivery, string, error) {
 	in := s.deliveriesQuery(q.EndpointID, q.UserID, q.BelowVersion, q.States, size)
-	if after != "" {
-		in.ExclusiveStartKey = startKey(after, q.UserID == "")
+	switch {
+	case after != "" && q.UserID == "":
+		// Every user's: below the event id (unique on the endpoint).
+		in.KeyConditionExpression = aws.String("delivery_endpoint = :ep AND event_id < :after")
+		in.ExpressionAttributeValues[":after"] = ddbattr.S(after)
+	case after != "":
+		in.ExclusiveStartKey = startKey(after)
 	}
 	var items []map[string]types.AttributeValue
 	for len(items) <= size {
@@ -208,7 +214,10 @@ func (s *Store) ListDeliveries(ctx context.Context, q dispatch.DeliveryQuery, si
 	if len(items) > size {
 		items = items[:size]
 		last := items[size-1]
-		next = strings.Join([]string{ddbattr.Text(last, "PK"), ddbattr.Text(last, "SK"), ddbattr.Text(last, "event_id")}, "\x00")
+		next = ddbattr.Text(last, "event_id")
+		if q.UserID != "" {
+			next = strings.Join([]string{ddbattr.Text(last, "PK"), ddbattr.Text(last, "SK"), next}, "\x00")
+		}
 	}
 	out := make([]dispatch.Delivery, len(items))
 	for i, item := range items {
@@ -250,28 +259,24 @@ func (s *Store) deliveriesQuery(endpointID, user string, below int64, states []d
 	return in
 }
 
-// startKey is the key to read on after, from a token's position: the
-// table's key, and the index's for a read of the index.
-func startKey(position string, index bool) map[string]types.AttributeValue {
+// startKey is the key to read one user's rows on after, from a token's
+// position ("PK\x00SK\x00event id").
+func startKey(position string) map[string]types.AttributeValue {
 	parts := strings.SplitN(position, "\x00", 3)
-	for len(parts) < 3 {
+	for len(parts) < 2 {
 		parts = append(parts, "")
 	}
-	key := map[string]types.AttributeValue{"PK": ddbattr.S(parts[0]), "SK": ddbattr.S(parts[1])}
-	if index {
-		ep, _, _ := strings.Cut(strings.TrimPrefix(parts[0], "D#"), "#")
-		key["delivery_endpoint"] = ddbattr.S(ep)
-		key["event_id"] = ddbattr.S(parts[2])
-	}
-	return key
+	return map[string]types.AttributeValue{"PK": ddbattr.S(parts[0]), "SK": ddbattr.S(parts[1])}
 }
 
 // QueueUsers is dispatch.Store's: a Query of the queues_by_endpoint index,
-// then of deliveries_by_endpoint (the users sent their events directly
-// have rows and no queue), each user once. The second reads every row of
-// the endpoint (its user_id only): a redelivery to every user is rare,
-// and its cost grows with the rows kept.
-func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user string) error) error {
+// then of deliveries_by_endpoint, then of the endpoint's packs from since
+// (the users sent their events directly have rows or packed events and
+// no queue), each user once. The last two read every row of the endpoint
+// (its user_id only) and every pack from since (its users only): a
+// redelivery to every user is rare, and its cost grows with what is
+// kept.
+func (s *Store) QueueUsers(ctx context.Context, endpointID string, since time.Time, fn func(user string) error) error {
 	seen := map[string]bool{}
 	each := func(item map[string]types.AttributeValue) error {
 		u := ddbattr.Text(item, "user_id")
@@ -280,6 +285,16 @@ func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user 
 		}
 		seen[u] = true
 		return fn(u)
+	}
+	packs := &dynamodb.QueryInput{
+		TableName: &s.table, KeyConditionExpression: aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": ddbattr.S(packPK(endpointID))},
+		ProjectionExpression:      aws.String("#users"),
+		ExpressionAttributeNames:  map[string]string{"#users": "users"},
+	}
+	if !since.IsZero() {
+		packs.KeyConditionExpression = aws.String("PK = :pk AND SK >= :from")
+		packs.ExpressionAttributeValues[":from"] = ddbattr.S(dispatch.PackKeyFrom(since))
 	}
 	for _, in := range []*dynamodb.QueryInput{
 		{
@@ -293,6 +308,7 @@ func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user 
 			ExpressionAttributeValues: map[string]types.AttributeValue{":ep": ddbattr.S(endpointID)},
 			ProjectionExpression:      aws.String("user_id"),
 		},
+		packs,
 	} {
 		for {
 			out, err := s.db.Query(ctx, in)
@@ -302,6 +318,13 @@ func (s *Store) QueueUsers(ctx context.Context, endpointID string, fn func(user 
 			for _, item := range out.Items {
 				if err := each(item); err != nil {
 					return err
+				}
+				if ss, ok := item["users"].(*types.AttributeValueMemberSS); ok {
+					for _, u := range ss.Value {
+						if err := each(map[string]types.AttributeValue{"user_id": ddbattr.S(u)}); err != nil {
+							return err
+						}
+					}
 				}
 			}
 			if out.LastEvaluatedKey == nil {

@@ -319,35 +319,46 @@ const (
 )
 
 // WriteQueue is dispatch.Store's: an UpdateItem of the queue alone (a
-// DeleteItem for a release), or a TransactWriteItems of the queue and the
-// rows, the queue first, so that done never passes an event whose row is
-// not written. A write DynamoDB throttles or cancels for a conflict with
+// DeleteItem for a release), or a TransactWriteItems of the queue, the
+// rows and the packs, the queue first, so that done never passes an
+// event whose row or pack is not written. A write DynamoDB throttles or cancels for a conflict with
 // another write under way (a mark of the queue) is tried again here, the
 // claim still held; a row whose attempt log is full loses its oldest
 // attempt, and the write goes again. ErrQueueChanged: the queue's
 // condition failed.
 func (s *Store) WriteQueue(ctx context.Context, q dispatch.Queue, rows []dispatch.Row, w dispatch.QueueWrite) error {
 	queue := s.queueWrite(q, w)
+	// Each pack a new item, its key made once: a write tried again here
+	// writes it once.
+	packs := make([]map[string]types.AttributeValue, 0, len(w.Packs))
+	for _, p := range w.Packs {
+		if len(p.Events) > 0 {
+			packs = append(packs, packItem(p))
+		}
+	}
 	for conflicts, throttles, trims := 0, 0, 0; ; {
 		var err error
 		switch {
-		case len(rows) == 0 && queue.Delete != nil:
+		case len(rows) == 0 && len(packs) == 0 && queue.Delete != nil:
 			d := queue.Delete
 			_, err = s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 				TableName: d.TableName, Key: d.Key, ConditionExpression: d.ConditionExpression,
 				ExpressionAttributeValues: d.ExpressionAttributeValues,
 			})
-		case len(rows) == 0:
+		case len(rows) == 0 && len(packs) == 0:
 			u := queue.Update
 			_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 				TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
 				ConditionExpression: u.ConditionExpression, ExpressionAttributeValues: u.ExpressionAttributeValues,
 			})
 		default:
-			items := make([]types.TransactWriteItem, 0, len(rows)+1)
+			items := make([]types.TransactWriteItem, 0, len(rows)+len(packs)+1)
 			items = append(items, *queue)
 			for _, r := range rows {
 				items = append(items, types.TransactWriteItem{Update: s.rowUpdate(r)})
+			}
+			for _, p := range packs {
+				items = append(items, types.TransactWriteItem{Put: &types.Put{TableName: &s.table, Item: p}})
 			}
 			_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		}

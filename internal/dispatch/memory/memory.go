@@ -29,6 +29,8 @@ type Store struct {
 	endpoints map[string]endpoint
 	queues    map[dispatch.QueueRef]*queue
 	rows      map[rowKey]*row
+	packs     map[string][]dispatch.Pack // by endpoint, each with its Key
+	packSeq   int64                      // the packs' keys' unique suffixes
 }
 
 var _ dispatch.Store = (*Store)(nil)
@@ -44,6 +46,7 @@ func New(now func() time.Time) *Store {
 		endpoints: map[string]endpoint{},
 		queues:    map[dispatch.QueueRef]*queue{},
 		rows:      map[rowKey]*row{},
+		packs:     map[string][]dispatch.Pack{},
 	}
 }
 
@@ -196,7 +199,77 @@ func (s *Store) WriteQueue(_ context.Context, was dispatch.Queue, rows []dispatc
 	for _, r := range rows {
 		s.putRow(r)
 	}
+	s.putPacks(w.Packs)
 	return nil
+}
+
+// PutPacks is dispatch.Store's.
+func (s *Store) PutPacks(_ context.Context, packs []dispatch.Pack) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.putPacks(packs)
+	return nil
+}
+
+// putPacks keeps each pack under a new key, "<highest event id>#<a
+// unique suffix>", as the DynamoDB store does.
+func (s *Store) putPacks(packs []dispatch.Pack) {
+	for _, p := range packs {
+		if len(p.Events) == 0 {
+			continue
+		}
+		s.packSeq++
+		p.Key = fmt.Sprintf("%s#%016d", p.High(), s.packSeq)
+		p.Events = slices.Clone(p.Events)
+		for i := range p.Events {
+			p.Events[i].Attempt = kept(p.Events[i].Attempt)
+		}
+		s.packs[p.EndpointID] = append(s.packs[p.EndpointID], p)
+	}
+}
+
+// Packs is dispatch.Store's.
+func (s *Store) Packs(_ context.Context, endpointID, below string, limit int) ([]dispatch.Pack, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []dispatch.Pack
+	for _, p := range s.packs[endpointID] {
+		if below == "" || p.Key < below {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b dispatch.Pack) int { return cmp.Compare(b.Key, a.Key) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	for i := range out {
+		out[i].Events = slices.Clone(out[i].Events)
+	}
+	return out, nil
+}
+
+// PackedOf is dispatch.Store's: it reads the packs of PackWindow, as the
+// DynamoDB store does, so that a pack out of its bounds would be missed
+// here as there.
+func (s *Store) PackedOf(_ context.Context, endpointID, eventID string) ([]dispatch.Packed, error) {
+	from, to, ok := dispatch.PackWindow(eventID)
+	if !ok {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []dispatch.Packed
+	for _, p := range s.packs[endpointID] {
+		if p.Key < from || p.Key > to || p.Low() > eventID {
+			continue
+		}
+		for _, e := range p.Events {
+			if e.EventID == eventID {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
 }
 
 // ReadQueues is dispatch.Store's.
@@ -277,7 +350,7 @@ func (s *Store) MoveBack(_ context.Context, ref dispatch.QueueRef, was dispatch.
 }
 
 // QueueUsers is dispatch.Store's: the users in order.
-func (s *Store) QueueUsers(_ context.Context, endpointID string, fn func(user string) error) error {
+func (s *Store) QueueUsers(_ context.Context, endpointID string, _ time.Time, fn func(user string) error) error {
 	s.mu.Lock()
 	var users []string
 	for ref := range s.queues {
@@ -289,6 +362,13 @@ func (s *Store) QueueUsers(_ context.Context, endpointID string, fn func(user st
 		if k.endpointID == endpointID {
 			users = append(users, k.userID)
 		}
+	}
+	// Every pack's users, whatever since: the memory ledger's entry ids
+	// follow the real clock, not the store's, so a pack's key says
+	// nothing of its entries' times here (a user too many is sent
+	// nothing by a redelivery).
+	for _, p := range s.packs[endpointID] {
+		users = append(users, p.Users()...)
 	}
 	s.mu.Unlock()
 	slices.Sort(users)
@@ -360,7 +440,7 @@ func (s *Store) ListDeliveries(_ context.Context, q dispatch.DeliveryQuery, size
 		}
 		at := k.sk
 		if q.UserID == "" {
-			at = r.d.EventID + "\x00" + k.userID + "\x00" + k.sk
+			at = r.d.EventID // every user's position: an event id
 		}
 		all = append(all, placed{at, r.d})
 	}
@@ -477,6 +557,11 @@ func (s *Store) Items() []string {
 	}
 	for k, r := range s.rows {
 		out = append(out, fmt.Sprintf("row %+v %+v", k, *r))
+	}
+	for _, ps := range s.packs {
+		for _, p := range ps {
+			out = append(out, fmt.Sprintf("pack %+v", p))
+		}
 	}
 	slices.Sort(out)
 	return out
