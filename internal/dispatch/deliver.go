@@ -57,8 +57,14 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 		case ep.Disabled:
 			return b.end(ctx, QueueWrite{After: PutOff, Claim: waitUntil(d.o.Now().Add(disabledRecheck))})
 		case b.cursor >= b.wanted:
-			// Nothing more known to be wanted: the group goes on the
-			// record and the claim with it, unless wanted rose meanwhile.
+			// Nothing more known to be wanted: a group not yet written
+			// waits for more (a hot user's next stream batch) until it is
+			// flushAfter old, so that one write (and one pack) takes
+			// several batches' events; then it goes on the record and the
+			// claim with it, unless wanted rose meanwhile.
+			if len(b.rows) > 0 && d.awaitInbox(stop, b.q.Ref, flushAfter-d.o.Now().Sub(b.since)) {
+				continue
+			}
 			err := b.commit(ctx, QueueWrite{After: Release})
 			if err == nil && b.q.ClaimOwner != d.o.Owner {
 				return nil
@@ -296,6 +302,38 @@ func (b *batch) goOn(err error) error {
 		return nil
 	}
 	return err
+}
+
+// awaitInbox waits up to wait for Apply to leave entries for the queue of
+// ref under delivery here (handOverMarked), or for stop: true if either
+// came, false when the wait ended.
+func (d *Dispatcher) awaitInbox(stop <-chan struct{}, ref QueueRef, wait time.Duration) bool {
+	if wait <= 0 {
+		return false
+	}
+	d.mu.Lock()
+	if d.inbox[ref] != nil {
+		d.mu.Unlock()
+		return true
+	}
+	wake := make(chan struct{}, 1)
+	d.wakeQueue[ref] = wake
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.wakeQueue, ref)
+		d.mu.Unlock()
+	}()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-wake:
+		return true
+	case <-stop:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // errRetryLater ends a queue's delivery after its head failed and was put

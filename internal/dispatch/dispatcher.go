@@ -165,16 +165,19 @@ type Dispatcher struct {
 	epReading chan struct{}       // closed when the read under way ends
 
 	mu       sync.Mutex
-	running  bool                     // Run is delivering: Apply may claim queues for it
-	handoffs []handoff                // for Run to start
-	wake     chan struct{}            // tells Run there are handoffs
-	inFlight map[QueueRef]bool        // being delivered by Run
-	pending  map[QueueRef]handoff     // claimed queues to deliver again once their run ends
-	inbox    map[QueueRef]*inbox      // entries Apply marked on queues under delivery
-	slots    map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
-	depth    map[QueueRef]int64
-	paused   map[string]time.Time // by endpoint: no direct sends until then (direct.go)
-	st       Status
+	running  bool                 // Run is delivering: Apply may claim queues for it
+	handoffs []handoff            // for Run to start
+	wake     chan struct{}        // tells Run there are handoffs
+	inFlight map[QueueRef]bool    // being delivered by Run
+	pending  map[QueueRef]handoff // claimed queues to deliver again once their run ends
+	inbox    map[QueueRef]*inbox  // entries Apply marked on queues under delivery
+	// wakeQueue tells a queue under delivery, waiting for its inbox
+	// (awaitInbox), that Apply left it entries.
+	wakeQueue map[QueueRef]chan struct{}
+	slots     map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
+	depth     map[QueueRef]int64
+	paused    map[string]time.Time // by endpoint: no direct sends until then (direct.go)
+	st        Status
 }
 
 // handoff is a queue this process hands Run in-process, without a round
@@ -235,14 +238,15 @@ func New(store Store, led Ledger, o Options) (*Dispatcher, error) {
 	}
 	return &Dispatcher{
 		store: store, ledger: led, o: o,
-		wake:     make(chan struct{}, 1),
-		inFlight: map[QueueRef]bool{},
-		pending:  map[QueueRef]handoff{},
-		inbox:    map[QueueRef]*inbox{},
-		slots:    map[string]chan struct{}{},
-		depth:    map[QueueRef]int64{},
-		paused:   map[string]time.Time{},
-		st:       Status{Owner: o.Owner},
+		wake:      make(chan struct{}, 1),
+		inFlight:  map[QueueRef]bool{},
+		pending:   map[QueueRef]handoff{},
+		inbox:     map[QueueRef]*inbox{},
+		wakeQueue: map[QueueRef]chan struct{}{},
+		slots:     map[string]chan struct{}{},
+		depth:     map[QueueRef]int64{},
+		paused:    map[string]time.Time{},
+		st:        Status{Owner: o.Owner},
 	}, nil
 }
 
@@ -453,6 +457,12 @@ func (d *Dispatcher) handOverMarked(ctx context.Context, h handoff, wanted int64
 		in.wanted = max(in.wanted, wanted)
 		if len(in.entries)+len(h.entries) <= maxInbox {
 			in.entries = append(in.entries, h.entries...)
+		}
+		if wake, ok := d.wakeQueue[h.ref]; ok {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 	d.mu.Unlock()

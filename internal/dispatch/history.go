@@ -116,7 +116,7 @@ func (d *Dispatcher) packedOf(ctx context.Context, endpointID string, ds []Deliv
 		limit = make(chan struct{}, lookupsAtOnce)
 	)
 	for _, dl := range ds {
-		if _, ok := packSlot(dl.EventID); !ok || dl.Type == ledger.EventPointsExpiring {
+		if !isULID(dl.EventID) || dl.Type == ledger.EventPointsExpiring {
 			continue
 		}
 		wg.Go(func() {

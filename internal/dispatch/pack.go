@@ -26,9 +26,8 @@ import (
 // several) taken together (merged): the state, attempts and last status
 // of the latest attempt, and the attempt logs' union by time.
 
-// Bounds of a pack: the events of one PackSpan of event-id time (one
-// aligned stretch: the lowest and the highest are less than PackSpan
-// apart), at most PackMost of them (each some 120 bytes as the DynamoDB
+// Bounds of a pack: events whose ids (their times) are less than
+// PackSpan apart, at most PackMost of them (each some 120 bytes as the DynamoDB
 // store writes them: well under an item's 400 KB).
 const (
 	PackSpan = time.Second
@@ -46,7 +45,7 @@ type Packed struct {
 }
 
 // Pack is events of one endpoint answered 2xx at the first attempt of
-// their round, all of one PackSpan (packSlot), at most PackMost. Key is
+// their round, their ids less than PackSpan apart, at most PackMost. Key is
 // its place among the endpoint's packs as the store read it ("<highest
 // event id>#<a unique suffix>": packs sort by their highest event id);
 // a pack to be written has none yet.
@@ -86,14 +85,11 @@ func (p Pack) Users() []string {
 	return slices.Compact(us)
 }
 
-// packSlot is the stretch of PackSpan an event id's time falls in; ok is
-// false for an id that is not a ULID (such an event gets a row).
-func packSlot(eventID string) (slot int64, ok bool) {
-	id, err := ulid.ParseStrict(eventID)
-	if err != nil {
-		return 0, false
-	}
-	return int64(id.Time()) / PackSpan.Milliseconds(), true
+// isULID says whether an event id is a ULID: only such events are packed
+// (an id's time places its pack), others get rows.
+func isULID(eventID string) bool {
+	_, err := ulid.ParseStrict(eventID)
+	return err == nil
 }
 
 // timePrefix is the first ten characters of a ULID of ms: the ids of that
@@ -142,8 +138,7 @@ func packsBelow(eventID string) string {
 // own: answered 2xx at the first attempt of its round, an entry's event
 // with a ULID for id.
 func packable(r Row) bool {
-	_, ok := packSlot(r.Event.ID)
-	return ok && !r.Notice && r.State == DeliverySucceeded && r.Attempts == 1 && !r.Attempt.Time.IsZero()
+	return isULID(r.Event.ID) && !r.Notice && r.State == DeliverySucceeded && r.Attempts == 1 && !r.Attempt.Time.IsZero()
 }
 
 // packedOf is r as a pack keeps it.
@@ -152,7 +147,8 @@ func packedOf(r Row) Packed {
 }
 
 // splitPacked splits rows into those written as rows and the packs of the
-// rest (packable), by endpoint and PackSpan, each at most PackMost.
+// rest (packable), by endpoint, each within PackSpan and at most
+// PackMost.
 func splitPacked(rows []Row) (kept []Row, packs []Pack) {
 	var p packer
 	for _, r := range rows {
@@ -167,48 +163,53 @@ func splitPacked(rows []Row) (kept []Row, packs []Pack) {
 	return kept, append(packs, p.drain()...)
 }
 
-// packer gathers packable rows into packs, by endpoint and PackSpan.
+// packer gathers packable rows into packs, by endpoint: a row goes in the
+// first open pack of its endpoint that it keeps within PackSpan (its
+// lowest and highest event ids less than PackSpan apart), else in a new
+// one.
 type packer struct {
-	open  map[packKey]*Pack
-	order []packKey // the order packs were opened, for drain
+	open []*openPack // in the order they were opened
 }
 
-type packKey struct {
-	endpointID string
-	slot       int64
+type openPack struct {
+	p      Pack
+	lo, hi uint64 // its event ids' times, ms
 }
 
-// add puts r (packable) in its pack, and returns the pack if that made it
+// add puts r (packable) in a pack, and returns the pack if that made it
 // full (PackMost): it is then no longer open.
 func (p *packer) add(r Row) *Pack {
-	slot, _ := packSlot(r.Event.ID)
-	k := packKey{r.EndpointID, slot}
-	if p.open == nil {
-		p.open = map[packKey]*Pack{}
+	id, _ := ulid.ParseStrict(r.Event.ID)
+	t := id.Time()
+	span := uint64(PackSpan.Milliseconds())
+	var in *openPack
+	for _, o := range p.open {
+		if o.p.EndpointID == r.EndpointID && max(o.hi, t)-min(o.lo, t) < span {
+			in = o
+			break
+		}
 	}
-	pk, ok := p.open[k]
-	if !ok {
-		pk = &Pack{EndpointID: r.EndpointID}
-		p.open[k] = pk
-		p.order = append(p.order, k)
+	if in == nil {
+		in = &openPack{p: Pack{EndpointID: r.EndpointID}, lo: t, hi: t}
+		p.open = append(p.open, in)
 	}
-	pk.Events = append(pk.Events, packedOf(r))
-	if len(pk.Events) < PackMost {
+	in.lo, in.hi = min(in.lo, t), max(in.hi, t)
+	in.p.Events = append(in.p.Events, packedOf(r))
+	if len(in.p.Events) < PackMost {
 		return nil
 	}
-	delete(p.open, k)
-	p.order = slices.DeleteFunc(p.order, func(o packKey) bool { return o == k })
-	return pk
+	p.open = slices.DeleteFunc(p.open, func(o *openPack) bool { return o == in })
+	return &in.p
 }
 
 // drain returns the open packs, in the order they were opened, and closes
 // them.
 func (p *packer) drain() []Pack {
-	out := make([]Pack, 0, len(p.order))
-	for _, k := range p.order {
-		out = append(out, *p.open[k])
+	out := make([]Pack, 0, len(p.open))
+	for _, o := range p.open {
+		out = append(out, o.p)
 	}
-	p.open, p.order = nil, nil
+	p.open = nil
 	return out
 }
 
