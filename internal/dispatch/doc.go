@@ -14,11 +14,23 @@
 // Two ways an event goes (direct.go): a user with no queue for the
 // endpoint (nothing waiting: a release deletes the queue) is sent its
 // events by Apply itself, in version order, before the stream's
-// checkpoint moves, and their rows are written together; a user with a
+// checkpoint moves, and what was sent is written together; a user with a
 // queue (a failing event, a redelivery), or more than directMost events
 // in the batch (a hot user), has the events marked on it and delivered by
 // Run under the queue's claim. A direct attempt without a 2xx makes the
 // queue behind its event.
+//
+// What is written of a delivery (pack.go): an event answered 2xx at the
+// first attempt of its round (the happy path) has no item of its own: it
+// goes in a pack, one item holding many such events of an endpoint
+// (their ids less than PackSpan apart, at most PackMost), written with
+// the batch's other direct sends or in the queue's group transaction.
+// Only an event with a failed attempt in its round has a delivery row,
+// updated at each attempt. ListDeliveries takes an event's row and its
+// packed occurrences together (history.go), so that it lists what a row
+// per event would show: one row per endpoint and event, its state,
+// attempts and last status those of its latest attempt, its attempt log
+// the union of all.
 //
 // What holds:
 //
@@ -36,15 +48,16 @@
 //     A head that got no 2xx is put off, and nothing after it goes until
 //     it does or is given up.
 //   - Nothing lost: the stream consumer checkpoints a batch only after its
-//     direct sends are answered and their rows written, and the queues of
-//     its other users record wanted; a queue's events are the entries
+//     direct sends are answered and their packs and rows written, and the
+//     queues of its other users record wanted; a queue's events are the entries
 //     the stream handed over (as written: the same decoding) or else read
 //     from the ledger (consistent reads), so a trimmed or lost stream
 //     record delays nothing that a later record or a redelivery does not
 //     recover.
 //   - At least once, duplicates only as the same webhook-id: the 2xx of a
 //     group (at most 50, at most 250 ms old) are put on the record
-//     together, rows and done in one transaction; a crash before it sends
+//     together, their pack (rows for those with a failed attempt) and done
+//     in one transaction; a crash before it sends
 //     them again, never another event under its id, nor another body: an
 //     event's entry is as it was written (a purchase's refunded_amount
 //     and a grant's reversed_amount, which later entries move, read as 0).

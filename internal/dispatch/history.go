@@ -79,15 +79,16 @@ func wants(states []DeliveryState, s DeliveryState) bool {
 
 // rowsTogether lists the store's rows of q after after, each taken
 // together with its packed occurrences, those still in q's states after
-// that: the store's pages, until size are listed or the store has no
-// more (a few pages at most: then a shorter page).
+// that: the store's pages, until size are listed, the store has no more,
+// or about maxExamined rows were looked at (then a shorter page).
 func (d *Dispatcher) rowsTogether(ctx context.Context, ep Endpoint, q DeliveryQuery, size int, after string) ([]Delivery, string, error) {
 	var out []Delivery
-	for pages := 0; len(out) < size && pages < maxExamined/size+1; pages++ {
+	for looked := 0; len(out) < size && looked < maxExamined; {
 		rows, next, err := d.store.ListDeliveries(ctx, q, size-len(out), after)
 		if err != nil {
 			return nil, "", err
 		}
+		looked += len(rows)
 		occ, err := d.packedOf(ctx, ep.ID, rows)
 		if err != nil {
 			return nil, "", err
@@ -174,7 +175,7 @@ func (d *Dispatcher) userHistory(ctx context.Context, ep Endpoint, q DeliveryQue
 		if examined >= maxExamined {
 			return out, versionPosition(cur + 1), nil // a shorter page: go on below
 		}
-		n := min(cur, entriesChunk)
+		n := min(cur, entriesChunk, int64(maxExamined-examined))
 		from := cur - n
 		es, err := d.ledger.EntriesAfter(ctx, q.UserID, from, int(n))
 		if err != nil {

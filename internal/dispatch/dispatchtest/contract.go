@@ -43,6 +43,7 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"FailureRowThenPackedSuccess":            testFailureRowThenPackedSuccess,
 	"RedeliveryFindsPackedUsers":             testRedeliveryFindsPackedUsers,
 	"PacksKeepTheirBounds":                   testPacksKeepTheirBounds,
+	"ListingLooksAtABoundedHistory":          testListingLooksAtABoundedHistory,
 }
 
 // Contract runs every case on stores newEnv makes (a fresh one per case).

@@ -287,3 +287,32 @@ func ulidTime(t *testing.T, id string) time.Time {
 	}
 	return ulid.Time(u.Time())
 }
+
+// TestListingLooksAtABoundedHistory: one user's listing looks at a bounded
+// number of the user's entries per call: behind 299 entries the endpoint
+// does not receive, its one delivered event comes on a later page, the
+// first page empty with a next token, not after a read of the whole
+// history in one call.
+func testListingLooksAtABoundedHistory(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	rcv := newReceiver(t, nil)
+	ep := f.endpoint(rcv, "points.granted")
+	d := f.dispatcher(dispatch.Options{})
+	f.apply(ledger.EntryGrant, ledger.Request{UserID: "long", RequestID: "g", Amount: "1000"})
+	for i := range 299 {
+		f.apply(ledger.EntryPurchase, ledger.Request{UserID: "long", RequestID: fmt.Sprint("p", i), Amount: "1"})
+	}
+	f.feed(f.entries("long"), d)
+	waitFor(t, "the grant delivered", func() bool { return rcv.ackedCount() == 1 })
+	settled(t, d)
+	q := dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "long", Page: ledger.Page{PageSize: 50}}
+	first, next, err := d.ListDeliveries(context.Background(), q)
+	if err != nil || len(first) != 0 || next == "" {
+		t.Fatalf("first page %+v, next %q, %v: want none of the 250 newest entries, and a next token", first, next, err)
+	}
+	got := pages(t, d, dispatch.DeliveryQuery{EndpointID: ep.ID, UserID: "long"}, 50, 3)
+	if len(got) != 1 || got[0].Version != 1 || got[0].State != dispatch.DeliverySucceeded {
+		t.Errorf("long's deliveries %+v: want the grant (v1), SUCCEEDED", got)
+	}
+}

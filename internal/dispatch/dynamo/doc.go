@@ -34,19 +34,34 @@
 //     (conditional on its rvn and wanted <= done): a user without one is
 //     sent its events directly, and one BatchGetItem of a stream batch's
 //     queues tells which users have one.
-//   - A delivery row per endpoint and event: PK "D#<endpoint_id>#<user_id>",
+//   - Packs: the events answered 2xx at the first attempt of their round
+//     (dispatch's pack.go), many to an item, with no row of their own: PK
+//     "S#<endpoint_id>", SK "<highest event id>#<a new ULID>", lo (the
+//     lowest event id), users (a string set) and ev, the events as text,
+//     one a line (user, version, event id, type, attempt time and
+//     duration in ns, status; tab-separated). A pack's events are less
+//     than dispatch.PackSpan apart (event ids are ULIDs: time-ordered),
+//     at most dispatch.PackMost, so the packs holding event X are found by
+//     one consistent Query, SK from X to PackSpan after it, lo <= X
+//     (PackedOf); every user's listing reads the partition backwards
+//     (Packs), and a redelivery to every user reads its users, from
+//     start_time's ULID prefix if it gives one. Direct sends put theirs
+//     with a BatchWriteItem; a queue's group puts its packs in the
+//     transaction that moves done. Written once, never updated.
+//   - A delivery row per endpoint and event with a failed attempt in its
+//     round (and per notice): PK "D#<endpoint_id>#<user_id>",
 //     SK "V#<version, zero-padded>" (a notice: "N#<event id>": Notify is
 //     handed the event, whose id the notice finder makes once per user,
 //     bucket and lead, so it names the notice as well), with the event id,
 //     type, state (PENDING, SUCCEEDED, FAILED), attempts, last status
 //     code, last error and next attempt time; delivery_endpoint + event_id
 //     index it by endpoint for ListWebhookDeliveries (and, with the
-//     queues, names the users a redelivery to every user sends to). An
-//     event sent directly has its row written with the batch's other rows,
-//     a BatchWriteItem of each 25 (put whole: no transaction). A queued
-//     entry's row is
-//     written, from the queue's count, in the same transaction as the
-//     queue's done (the 2xx of a group) or its failed head, so a
+//     queues and the packs, names the users a redelivery to every user
+//     sends to). An event sent directly that got no 2xx has its row
+//     written with the batch's other rows, a BatchWriteItem of each 25
+//     (put whole: no transaction). A queued entry's row is written, from
+//     the queue's count, in the same transaction as the queue's done (its
+//     2xx after a failed attempt) or its failed head, so a
 //     redelivered event's row starts its count again at its next
 //     attempt; the write is an Update that appends the attempt to
 //     attempt_log (a list of {t, s, e, d}: time, status, error,
