@@ -57,12 +57,13 @@ func (d *Dispatcher) deliverQueue(ctx context.Context, stop <-chan struct{}, h h
 		case ep.Disabled:
 			return b.end(ctx, QueueWrite{After: PutOff, Claim: waitUntil(d.o.Now().Add(disabledRecheck))})
 		case b.cursor >= b.wanted:
-			// Nothing more known to be wanted: a group not yet written
-			// waits for more (a hot user's next stream batch) until it is
-			// flushAfter old, so that one write (and one pack) takes
-			// several batches' events; then it goes on the record and the
-			// claim with it, unless wanted rose meanwhile.
-			if len(b.rows) > 0 && d.awaitInbox(stop, b.q.Ref, flushAfter-d.o.Now().Sub(b.since)) {
+			// Nothing more known to be wanted: a queue the stream handed
+			// entries lately waits for more (a hot user's next stream
+			// batch; linger), so that one write (and one pack) takes
+			// several batches' events and the queue is not deleted and
+			// made again at each; then the group goes on the record and
+			// the claim with it, unless wanted rose meanwhile.
+			if d.awaitInbox(stop, b.q.Ref, b.linger(d.o.Now())) {
 				continue
 			}
 			err := b.commit(ctx, QueueWrite{After: Release})
@@ -126,16 +127,68 @@ type batch struct {
 	rows     []Row
 	since    time.Time      // when the oldest unwritten row was made
 	buffered []ledger.Entry // the user's entries above cursor, in version order
+	taken    time.Time      // when the stream last handed entries over (Apply)
+	// What rows make when written (splitPacked): packs (those of packed,
+	// open, and closed, full ones) and loose rows.
+	packed        packer
+	closed, loose int
 }
 
-// Bounds of a group put on the record at once: maxGroup rows, with the
-// queue and a failed head's row still within a transaction's 100 items;
-// and flushAfter, the longest a 2xx waits for its row (and what a dead
-// dispatcher's successor may send again).
+// Bounds of a group put on the record at once: maxGroup items (its packs
+// and rows), with the queue and a failed head's row still within a
+// transaction's 100 items; and flushAfter, the longest a 2xx waits to be
+// written (and what a dead dispatcher's successor may send again).
 const (
-	maxGroup   = 50
+	maxGroup   = 90
 	flushAfter = 250 * time.Millisecond
 )
+
+// group adds r to the rows to be written, counting the items they make.
+func (b *batch) group(r Row) {
+	if len(b.rows) == 0 {
+		b.since = b.d.o.Now()
+	}
+	b.rows = append(b.rows, r)
+	switch {
+	case !packable(r):
+		b.loose++
+	case b.packed.add(r) != nil:
+		b.closed++
+	}
+}
+
+// items is how many items the rows make when written.
+func (b *batch) items() int { return b.loose + b.closed + len(b.packed.open) }
+
+// regroup counts the items of rows, which replace the batch's.
+func (b *batch) regroup(rows []Row) {
+	b.rows, b.packed, b.closed, b.loose = nil, packer{}, 0, 0
+	for _, r := range rows {
+		b.group(r)
+	}
+}
+
+// linger is how long a queue with nothing more known to be wanted waits at
+// now for Apply to hand it more: up to flushAfter after the stream last
+// did, and no longer than its unwritten group may wait; none for a queue
+// the stream handed nothing (a retry, a redelivery).
+func (b *batch) linger(now time.Time) time.Duration {
+	if b.taken.IsZero() {
+		return 0
+	}
+	until := b.taken.Add(flushAfter)
+	if len(b.rows) > 0 {
+		until = minTime(until, b.since.Add(flushAfter))
+	}
+	return until.Sub(now)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
 
 // take adds entries (the stream's, handed over by Apply) to those
 // buffered, and raises wanted to what the mark recorded.
@@ -144,6 +197,7 @@ func (b *batch) take(entries []ledger.Entry, wanted int64) {
 	if len(entries) == 0 {
 		return
 	}
+	b.taken = b.d.o.Now()
 	all := append(slices.Clone(b.buffered), entries...)
 	slices.SortFunc(all, func(x, y ledger.Entry) int { return cmp.Compare(x.Version, y.Version) })
 	all = slices.CompactFunc(all, func(x, y ledger.Entry) bool { return x.Version == y.Version })
@@ -220,17 +274,14 @@ func (b *batch) attempt(ctx context.Context, ep Endpoint, e ledger.Entry) error 
 	row.State, row.Next = st.state, st.next
 	d.delivered(ep.ID, ev, st.outcome, again)
 	if st.resolved() {
-		if len(b.rows) == 0 {
-			b.since = d.o.Now()
-		}
-		b.rows = append(b.rows, row)
+		b.group(row)
 		b.cursor = e.Version
-		if flushNow(st, len(b.rows), d.o.Now().Sub(b.since)) {
+		if flushNow(st, b.items(), d.o.Now().Sub(b.since)) {
 			return b.commit(ctx, QueueWrite{After: KeepClaim})
 		}
 		return nil
 	}
-	b.rows = append(b.rows, row)
+	b.group(row)
 	err = b.commit(ctx, QueueWrite{
 		After: PutOff, Claim: waitUntil(st.next),
 		Failed: &FailedAttempt{Attempts: attempts, Status: res.StatusCode, LastErr: row.LastErr, Next: st.next},
@@ -259,7 +310,8 @@ func (b *batch) commit(ctx context.Context, w QueueWrite) error {
 		if err != nil {
 			return err
 		}
-		b.q, b.rows = q, nil
+		b.q = q
+		b.regroup(nil)
 		b.wanted = max(b.wanted, q.Wanted)
 		depth := b.wanted - b.cursor
 		if q.ClaimOwner != b.d.o.Owner {
@@ -282,7 +334,10 @@ func (b *batch) redelivered(now Queue) {
 	// What this batch sent past to was resolved once: sent again, it is a
 	// redelivery.
 	now.ResolvedHigh = max(now.ResolvedHigh, b.cursor)
-	b.q, b.cursor, b.rows = now, to, kept
+	b.q, b.cursor = now, to
+	since := b.since
+	b.regroup(kept)
+	b.since = since // the group is as old as its oldest row
 	b.wanted = max(b.wanted, now.Wanted)
 }
 

@@ -227,7 +227,8 @@ func (d *Dispatcher) park(ctx context.Context, m mark, head int64, row Row, st s
 		// Claimed, but not made here: deliver it from where it is.
 		return d.handOverMarked(ctx, handoff{ref: m.ref, q: &q}, m.last)
 	}
-	b := &batch{d: d, q: q, cursor: q.Done, wanted: q.Wanted, rows: []Row{row}}
+	b := &batch{d: d, q: q, cursor: q.Done, wanted: q.Wanted}
+	b.group(row)
 	return b.end(ctx, QueueWrite{
 		After: PutOff, Claim: waitUntil(st.next),
 		Failed: &FailedAttempt{Attempts: row.Attempts, Status: row.Status, LastErr: row.LastErr, Next: st.next},

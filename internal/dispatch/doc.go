@@ -55,7 +55,7 @@
 //     record delays nothing that a later record or a redelivery does not
 //     recover.
 //   - At least once, duplicates only as the same webhook-id: the 2xx of a
-//     group (at most 50, at most 250 ms old) are put on the record
+//     group (at most 90 items, at most 250 ms old) are put on the record
 //     together, their pack (rows for those with a failed attempt) and done
 //     in one transaction; a crash before it sends
 //     them again, never another event under its id, nor another body: an

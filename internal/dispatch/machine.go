@@ -100,10 +100,10 @@ func decide(res webhook.Attempt, attempts int, s webhook.Schedule, now time.Time
 	return step{outcome: OutcomeFailed, state: DeliveryPending, next: next}
 }
 
-// flushNow says whether the group of n resolved rows, the oldest made age
-// ago, is written now: a given-up event at once (like every attempt
-// without a 2xx, before the next event goes), else when the group is full
-// or old enough.
+// flushNow says whether the group of resolved events that makes n items
+// (packs and rows), the oldest made age ago, is written now: a given-up
+// event at once (like every attempt without a 2xx, before the next event
+// goes), else when the group is full or old enough.
 func flushNow(st step, n int, age time.Duration) bool {
 	return st.state == DeliveryFailed || n >= maxGroup || age >= flushAfter
 }
