@@ -338,13 +338,14 @@ func (d *Dispatcher) endpoint(ctx context.Context, id string) (e Endpoint, found
 // Apply is the stream handler. For each user of the batch and each
 // enabled endpoint that receives at least one of the user's entries (by
 // its subscription and create_time): a user with no queue for the
-// endpoint is sent the events here, directly (direct.go), their rows
-// written together once the batch's attempts end; a user with a queue
-// has it marked wanted (one write per user and endpoint, not per entry),
+// endpoint is sent the events here, directly (direct.go), what was sent
+// written together (packs of 2xx, rows of failures) by the batch's end; a
+// user with a queue has it marked wanted (one write per user and
+// endpoint, not per entry),
 // making the queue if needed, and claimed if it was idle and Run is
 // delivering, the queue and the entries handed to Run in-process. So a
 // healthy receiver's events cost a share of a read of the batch's queues
-// and of a write of its rows; a parked user's event, its mark, its
+// and of a write of its packs; a parked user's event, its mark, its
 // attempt and its share of a group's write (deliverQueue). The endpoints
 // are read after the batch's newest entry was written (one small
 // consistent Query per batch while entries are new), so an endpoint
@@ -408,8 +409,9 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 		})
 	}
 	wg.Wait()
-	// The rows of what was sent, even if another part failed: the batch
-	// is then read again and its events sent again, under the same ids.
+	// The packs and rows of what was sent, even if another part failed:
+	// the batch is then read again and its events sent again, under the
+	// same ids.
 	errs = append(errs, rows.close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("apply: %w", err)
