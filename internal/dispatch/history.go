@@ -49,6 +49,11 @@ func (d *Dispatcher) history(ctx context.Context, ep Endpoint, q DeliveryQuery, 
 	return d.everyHistory(ctx, ep, q, size, positionID(after))
 }
 
+// examinedMost is how many events a call listing a page of size looks
+// at, at most: maxExamined, or more for a page larger than that (a page
+// is full when nothing is filtered out).
+func examinedMost(size int) int { return max(maxExamined, size+1) }
+
 // positionID is the event id an every-user position names: the position
 // itself, or the last part of a store's older "PK\x00SK\x00event id".
 func positionID(position string) string {
@@ -80,10 +85,10 @@ func wants(states []DeliveryState, s DeliveryState) bool {
 // rowsTogether lists the store's rows of q after after, each taken
 // together with its packed occurrences, those still in q's states after
 // that: the store's pages, until size are listed, the store has no more,
-// or about maxExamined rows were looked at (then a shorter page).
+// or about examinedMost rows were looked at (then a shorter page).
 func (d *Dispatcher) rowsTogether(ctx context.Context, ep Endpoint, q DeliveryQuery, size int, after string) ([]Delivery, string, error) {
 	var out []Delivery
-	for looked := 0; len(out) < size && looked < maxExamined; {
+	for looked := 0; len(out) < size && looked < examinedMost(size); {
 		rows, next, err := d.store.ListDeliveries(ctx, q, size-len(out), after)
 		if err != nil {
 			return nil, "", err
@@ -172,10 +177,10 @@ func (d *Dispatcher) userHistory(ctx context.Context, ep Endpoint, q DeliveryQue
 	var out []Delivery
 	examined := 0
 	for cur := top; cur > 0; {
-		if examined >= maxExamined {
+		if examined >= examinedMost(size) {
 			return out, versionPosition(cur + 1), nil // a shorter page: go on below
 		}
-		n := min(cur, entriesChunk, int64(maxExamined-examined))
+		n := min(cur, entriesChunk, int64(examinedMost(size)-examined))
 		from := cur - n
 		es, err := d.ledger.EntriesAfter(ctx, q.UserID, from, int(n))
 		if err != nil {
@@ -315,7 +320,7 @@ func (d *Dispatcher) everyHistory(ctx context.Context, ep Endpoint, q DeliveryQu
 		if next == "" {
 			return out, "", nil // all read
 		}
-		if examined >= maxExamined {
+		if examined >= examinedMost(size) {
 			return out, afterID, nil // a shorter page: go on below the last looked at
 		}
 		examined++
