@@ -165,7 +165,7 @@ type delivery struct {
 // the stream (else the projector's reader feeds it: see sharedProjector).
 func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, log *slog.Logger) (*delivery, error) {
 	var o dispatch.Options
-	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout})
+	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout, IdleConnsPerHost: d.perEndpoint})
 	o.EncodeEntry = api.EntryJSON
 	o.Schedule = d.schedule
 	o.ClaimTTL = d.claimTTL()
