@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -143,7 +144,7 @@ var (
 // reads the stream past the grants, then has each user purchase 1 and
 // returns the GetRecords answers that carry the purchases, as their bodies
 // came, and how many entries each carries.
-func capturePurchasePages(b *testing.B, n int) (pages [][]byte, entries []int) {
+func capturePurchasePages(b testing.TB, n int) (pages [][]byte, entries []int) {
 	b.Helper()
 	env := dynamotest.New(b)
 	store := dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet})
@@ -193,7 +194,7 @@ func capturePurchasePages(b *testing.B, n int) (pages [][]byte, entries []int) {
 	return pages, entries
 }
 
-func shardIterators(b *testing.B, ctx context.Context, env *dynamotest.Env, streams *dynamodbstreams.Client) []*string {
+func shardIterators(b testing.TB, ctx context.Context, env *dynamotest.Env, streams *dynamodbstreams.Client) []*string {
 	b.Helper()
 	arn, err := NewConsumer(env.Ledger, env.Client, streams, nil, nil, Options{Name: "bench"}).streamArn(ctx)
 	if err != nil {
@@ -297,4 +298,26 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The emulator's own GetRecords pages (grants, accounts, request records,
+// purchases) are read by ddbwire.LeanGetRecords as the SDK reads them.
+func TestLeanGetRecordsReadsTheEmulatorsPagesAsTheSDK(t *testing.T) {
+	t.Parallel()
+	pages, _ := capturePurchasePages(t, 30)
+	ctx := context.Background()
+	in := &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String("replayed")}
+	for i, page := range pages {
+		sdk, err := benchStreamsClient(&replayer{pages: [][]byte{page}}, false).GetRecords(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lean dynamodbstreams.GetRecordsOutput
+		if err := ddbwire.DecodeGetRecords(page, &lean); err != nil {
+			t.Fatalf("page %d: DecodeGetRecords: %v", i, err)
+		}
+		if len(lean.Records) == 0 || !reflect.DeepEqual(sdk.Records, lean.Records) || !reflect.DeepEqual(sdk.NextShardIterator, lean.NextShardIterator) {
+			t.Errorf("page %d: lean read %d records %+v, the SDK %d %+v", i, len(lean.Records), lean.Records, len(sdk.Records), sdk.Records)
+		}
+	}
 }
