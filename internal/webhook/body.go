@@ -31,16 +31,23 @@ func AppendBody(b []byte, t ledger.EventType, ts time.Time, data json.RawMessage
 		return b, fmt.Errorf("event body: data is not a JSON object")
 	}
 	start := len(b)
-	b = append(b, `{"type":`...)
-	b = appendJSONString(b, string(t))
-	b = append(b, `,"timestamp":"`...)
-	b = AppendTimestamp(b, ts)
-	b = append(b, `","data":`...)
+	b, _ = appendBodyHead(b, t, ts)
 	buf := bytes.NewBuffer(b)
 	if err := json.Compact(buf, data); err != nil {
 		return b[:start], fmt.Errorf("event body: data is not a JSON object")
 	}
 	return append(buf.Bytes(), '}'), nil
+}
+
+// appendBodyHead appends what a body has before its data, and says where
+// the data starts.
+func appendBodyHead(b []byte, t ledger.EventType, ts time.Time) ([]byte, int) {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, string(t))
+	b = append(b, `,"timestamp":"`...)
+	b = AppendTimestamp(b, ts)
+	b = append(b, `","data":`...)
+	return b, len(b)
 }
 
 func firstNonSpace(b []byte) int {

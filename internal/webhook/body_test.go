@@ -149,3 +149,52 @@ func TestBodyIsEncodingJSONs(t *testing.T) {
 	}
 	t.Logf("%d bodies alike", checked)
 }
+
+// An entry's event carries the data and the body encoding/json made, the
+// body built once with the data; an event whose data, type or time were
+// changed since gets the body of what it now holds.
+func TestNewEntryEventBuildsTheBodyWithTheData(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 25, 15, 4, 5, 120_000, time.UTC)
+	for i, entry := range []json.RawMessage{json.RawMessage(`{"entry_id":"01J","metadata":{"note":"<b>&</b> é"}}`), json.RawMessage("{ \"a\" :\n [1, 2] }")} {
+		ev, err := NewEntryEvent(oddTexts[2], ledger.EventPointsSpent, oddTexts[i+1], int64(i+7), at, entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := NewEventData(oddTexts[2], oddTexts[i+1], int64(i+7))
+		d.Entry = entry
+		wantData, err := eventDataByEncoder(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ev.Data) != string(wantData) || ev.ID != oddTexts[2] || ev.UserID != oddTexts[i+1] || ev.Version != int64(i+7) || !ev.Time.Equal(at) || ev.Type != ledger.EventPointsSpent {
+			t.Errorf("NewEntryEvent = %+v, data %s; want data %s", ev, ev.Data, wantData)
+		}
+		check := func(what string, ev Event) {
+			t.Helper()
+			want, err := bodyByEncoder(ev.Type, ev.Time, ev.Data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := ev.Body(); err != nil || string(got) != string(want) {
+				t.Errorf("%s: Body() = %s, %v; want %s", what, got, err, want)
+			}
+		}
+		check("as built", ev)
+		other := ev
+		other.Data = json.RawMessage(`{"event_id":"other"}`)
+		check("other data", other)
+		other = ev
+		other.Type = ledger.EventPointsGranted
+		check("another type", other)
+		other = ev
+		other.Time = at.Add(time.Second)
+		check("another time", other)
+		other = ev
+		other.Data = append(ev.Data[:len(ev.Data):len(ev.Data)], ' ') // a copy, spaced
+		check("data copied", other)
+	}
+	if ev, err := NewEntryEvent("01J", ledger.EventPointsSpent, "alice", 1, at, json.RawMessage(`{"a":`)); err == nil {
+		t.Errorf("NewEntryEvent of a broken entry = %+v, want an error", ev)
+	}
+}
