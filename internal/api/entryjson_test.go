@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -10,13 +12,15 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // EntryJSON writes entries itself (appendMessage), not through protojson:
 // for every entry type, with every field the API shows set and unset, and
 // text of every sort in its strings, it gives the bytes the API's JSON
 // codec gives for the same entry, and it writes them itself (not by
-// falling back to the codec) for every entry the ledger writes.
+// falling back to the codec) for every entry the ledger writes. The
+// event's data and body made of it are those made before (checkEventBody).
 func TestEntryJSONIsTheCodecsJSON(t *testing.T) {
 	t.Parallel()
 	if entryPlan == nil {
@@ -69,10 +73,48 @@ func TestEntryJSONIsTheCodecsJSON(t *testing.T) {
 			if _, ok := appendMessage(nil, entryToProto(e).ProtoReflect(), entryPlan); !ok {
 				t.Errorf("appendMessage leaves a valid %s entry to the codec: %s", typ, want)
 			}
+			checkEventBody(t, e, want)
 			entries++
 		}
 	}
 	t.Logf("%d entries alike", entries)
+}
+
+// checkEventBody checks that the event the dispatcher makes of e (its
+// entryEvent: EntryJSON, then webhook.NewEntryEvent; sent as Body()) has
+// the data and the body it had before: the entry by the codec (codecJSON),
+// the data and the body by encoding/json.
+func checkEventBody(t *testing.T, e ledger.Entry, codecJSON json.RawMessage) {
+	t.Helper()
+	encode := func(v any) []byte {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			t.Fatal(err)
+		}
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	}
+	data := webhook.NewEventData(e.ID, e.UserID, e.Version)
+	data.Entry = codecJSON
+	wantData := encode(data)
+	wantBody := encode(struct {
+		Type      ledger.EventType `json:"type"`
+		Timestamp string           `json:"timestamp"`
+		Data      json.RawMessage  `json:"data"`
+	}{ledger.EventTypeOf(e.Type), webhook.FormatTimestamp(e.CreateTime), wantData})
+	entry, err := EntryJSON(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := webhook.NewEntryEvent(e.ID, ledger.EventTypeOf(e.Type), e.UserID, e.Version, e.CreateTime, entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := ev.Body()
+	if err != nil || string(ev.Data) != string(wantData) || string(body) != string(wantBody) {
+		t.Fatalf("%s entry's event: data\n%s\nbody\n%s (%v)\nwant\n%s\n%s", e.Type, ev.Data, body, err, wantData, wantBody)
+	}
 }
 
 // What protojson refuses, EntryJSON refuses: a string that is not UTF-8.
