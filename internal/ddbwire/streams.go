@@ -29,7 +29,27 @@ func LeanGetRecords(o *dynamodbstreams.Options) {
 	}
 }
 
-type leanStreams struct{ smithyhttp.ClientProtocol }
+type leanStreams struct {
+	smithyhttp.ClientProtocol
+	keep func(keys map[string]types.AttributeValue) bool // nil: every record's images
+}
+
+// KeepImagesOf is a per-call option of GetRecords for a client made with
+// LeanGetRecords (for any other it does nothing): the records whose Keys
+// keep refuses come without their images (NewImage and OldImage nil), not
+// read at all; the rest as the SDK reads them. It is for a reader that
+// looks at the images of some items only (the stream consumer reads the
+// ledger's entries, not its accounts' or requests' records, whose images,
+// an account's two, were most of what a page's decoding cost). A record
+// whose images come before its Keys in the answer keeps them.
+func KeepImagesOf(keep func(keys map[string]types.AttributeValue) bool) func(*dynamodbstreams.Options) {
+	return func(o *dynamodbstreams.Options) {
+		if p, ok := o.Protocol.(leanStreams); ok {
+			p.keep = keep
+			o.Protocol = p
+		}
+	}
+}
 
 // streamBodies are GetRecords bodies being read (DecodeGetRecords copies
 // what it keeps).
@@ -51,7 +71,7 @@ func (p leanStreams) DeserializeResponse(ctx context.Context, schema *smithy.Ope
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return &smithy.DeserializationError{Err: err}
 	}
-	if DecodeGetRecords(buf.Bytes(), o) == nil {
+	if decodeGetRecords(buf.Bytes(), o, p.keep) == nil {
 		return nil
 	}
 	*o = dynamodbstreams.GetRecordsOutput{}
@@ -66,10 +86,14 @@ func (p leanStreams) DeserializeResponse(ctx context.Context, schema *smithy.Ope
 // kind it does not know, or anything malformed is an error (the SDK then
 // reads the body).
 func DecodeGetRecords(body []byte, out *dynamodbstreams.GetRecordsOutput) error {
+	return decodeGetRecords(body, out, nil)
+}
+
+func decodeGetRecords(body []byte, out *dynamodbstreams.GetRecordsOutput, keep func(map[string]types.AttributeValue) bool) error {
 	if len(body) == 0 {
 		return nil // as the SDK: an empty body is an empty output
 	}
-	d := arenaDecoder{decoder: decoder{b: body}, text: string(body)}
+	d := arenaDecoder{decoder: decoder{b: body}, text: string(body), keep: keep}
 	err := d.object(func(key string) error {
 		switch key {
 		case "NextShardIterator":
@@ -101,6 +125,7 @@ func DecodeGetRecords(body []byte, out *dynamodbstreams.GetRecordsOutput) error 
 type arenaDecoder struct {
 	decoder
 	text string
+	keep func(map[string]types.AttributeValue) bool // KeepImagesOf's
 }
 
 func (d *arenaDecoder) str() (string, error) {
@@ -153,6 +178,20 @@ func (d *arenaDecoder) object(field func(key string) error) error {
 			return d.fail("want , or }")
 		}
 	}
+}
+
+// skip is the decoder's, with strings read by str (no copy).
+func (d *arenaDecoder) skip() error {
+	switch d.peek() {
+	case '{':
+		return d.object(func(string) error { return d.skip() })
+	case '[':
+		return d.array(d.skip)
+	case '"':
+		_, err := d.str()
+		return err
+	}
+	return d.decoder.skip()
 }
 
 func (d *arenaDecoder) strings() ([]string, error) {
@@ -213,6 +252,8 @@ func (d *arenaDecoder) streamRecordEntry() (types.Record, error) {
 }
 
 func (d *arenaDecoder) streamRecord(sr *types.StreamRecord) error {
+	keysSeen := false
+	skipImages := func() bool { return d.keep != nil && keysSeen && !d.keep(sr.Keys) }
 	return d.object(func(key string) error {
 		var err error
 		switch key {
@@ -224,9 +265,16 @@ func (d *arenaDecoder) streamRecord(sr *types.StreamRecord) error {
 			}
 		case "Keys":
 			sr.Keys, err = d.streamAttributeMap()
+			keysSeen = true
 		case "NewImage":
+			if skipImages() {
+				return d.skip()
+			}
 			sr.NewImage, err = d.streamAttributeMap()
 		case "OldImage":
+			if skipImages() {
+				return d.skip()
+			}
 			sr.OldImage, err = d.streamAttributeMap()
 		case "SequenceNumber":
 			sr.SequenceNumber, err = d.optString()

@@ -111,3 +111,46 @@ func TestGetRecordsErrorsAreTheSDKs(t *testing.T) {
 		t.Errorf("a truncated answer: lean %v, SDK %v; want the SDK's error both ways", leanErr, sdkErr)
 	}
 }
+
+// KeepImagesOf leaves out the images of the records whose keys it
+// refuses, reads the others as the SDK does, and changes nothing for a
+// client made without LeanGetRecords.
+func TestKeepImagesOfLeavesOutTheImagesRefused(t *testing.T) {
+	t.Parallel()
+	answer := `{"NextShardIterator":"n","Records":[
+	  {"eventName":"INSERT","dynamodb":{"Keys":{"SK":{"S":"keep"}},"NewImage":{"SK":{"S":"keep"},"a":{"N":"1"}},"SequenceNumber":"1"}},
+	  {"eventName":"MODIFY","dynamodb":{"Keys":{"SK":{"S":"drop"}},"NewImage":{"SK":{"S":"drop"},"m":{"M":{"x":{"L":[{"S":"y"}]}}}},"OldImage":{"SK":{"S":"drop"}},"SequenceNumber":"2"}},
+	  {"eventName":"INSERT","dynamodb":{"NewImage":{"SK":{"S":"drop"}},"Keys":{"SK":{"S":"drop"}},"SequenceNumber":"3"}}
+	]}`
+	keep := ddbwire.KeepImagesOf(func(keys map[string]types.AttributeValue) bool {
+		sk, _ := keys["SK"].(*types.AttributeValueMemberS)
+		return sk != nil && sk.Value == "keep"
+	})
+	in := &dynamodbstreams.GetRecordsInput{ShardIterator: aws.String("iter")}
+	sdk, err := streamsClient(&recorder{answer: answer}, false).GetRecords(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkKeeping, err := streamsClient(&recorder{answer: answer}, false).GetRecords(context.Background(), in, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lean, err := streamsClient(&recorder{answer: answer}, true).GetRecords(context.Background(), in, keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sdk.Records, sdkKeeping.Records) {
+		t.Errorf("KeepImagesOf changed what the SDK's client reads: %+v", sdkKeeping.Records)
+	}
+	if len(lean.Records) != 3 || !reflect.DeepEqual(lean.Records[0], sdk.Records[0]) {
+		t.Fatalf("lean records %+v, want 3, the first as the SDK reads it", lean.Records)
+	}
+	dropped := lean.Records[1]
+	if dropped.Dynamodb.NewImage != nil || dropped.Dynamodb.OldImage != nil || !reflect.DeepEqual(dropped.Dynamodb.Keys, sdk.Records[1].Dynamodb.Keys) ||
+		*dropped.Dynamodb.SequenceNumber != "2" || dropped.EventName != types.OperationTypeModify {
+		t.Errorf("a refused record = %+v, want its keys, name and sequence number, no images", dropped.Dynamodb)
+	}
+	if !reflect.DeepEqual(lean.Records[2], sdk.Records[2]) {
+		t.Errorf("a record whose images come before its keys = %+v, want it whole", lean.Records[2].Dynamodb)
+	}
+}

@@ -91,7 +91,7 @@ func benchmarkDeliveryPerEvent(b *testing.B, lean bool) {
 	iter := aws.String("replayed")
 	// One round first: connections made, the endpoint read.
 	for range pages {
-		out, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		out, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter}, entryImages)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func benchmarkDeliveryPerEvent(b *testing.B, lean bool) {
 	cpuBefore := processCPU(b)
 	b.ResetTimer()
 	for i := range b.N {
-		out, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		out, err := streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter}, entryImages)
 		if err != nil {
 			b.Fatal(err)
 		}
