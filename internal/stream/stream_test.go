@@ -47,8 +47,8 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := dynamotest.New(t)
 	f := &fixture{
-		env:     env,
-		store:   dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet}),
+		env:   env,
+		store: dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet}),
 		// Read as ledgerd reads it (-lean-writes): GetRecords' pages by
 		// ddbwire's decoder.
 		streams: leanStreamsClient(env.Endpoint),
