@@ -105,6 +105,10 @@ func scalarKnown(fd protoreflect.FieldDescriptor) bool {
 	case protoreflect.MessageKind:
 		name := fd.Message().FullName()
 		return name == timestampName || !isWellKnown(name)
+	case protoreflect.Sint32Kind, protoreflect.Uint32Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind,
+		protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind,
+		protoreflect.FloatKind, protoreflect.DoubleKind, protoreflect.BytesKind, protoreflect.GroupKind:
+		// Not written here: planOf leaves such a message to protojson.
 	}
 	return false
 }
@@ -214,6 +218,10 @@ func appendSingular(b []byte, v protoreflect.Value, f *fieldPlan) ([]byte, bool)
 			return b, false
 		}
 		return appendTimestamp(b, ts.GetSeconds(), ts.GetNanos())
+	case protoreflect.Sint32Kind, protoreflect.Uint32Kind, protoreflect.Sint64Kind, protoreflect.Uint64Kind,
+		protoreflect.Sfixed32Kind, protoreflect.Fixed32Kind, protoreflect.Sfixed64Kind, protoreflect.Fixed64Kind,
+		protoreflect.FloatKind, protoreflect.DoubleKind, protoreflect.BytesKind, protoreflect.GroupKind:
+		// Not written here: planOf leaves such a message to protojson.
 	}
 	return b, false
 }
