@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -57,12 +58,18 @@ func BenchmarkDeliveryPerEvent(b *testing.B) {
 }
 
 func benchmarkDeliveryPerEvent(b *testing.B, lean bool) {
-	var received atomic.Int64
-	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var received, dialed atomic.Int64
+	receiver := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		received.Add(1)
 		w.WriteHeader(http.StatusNoContent)
 	}))
+	receiver.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			dialed.Add(1)
+		}
+	}
+	receiver.Start()
 	b.Cleanup(receiver.Close)
 
 	ctx := context.Background()
@@ -100,6 +107,7 @@ func benchmarkDeliveryPerEvent(b *testing.B, lean bool) {
 		}
 	}
 	received.Store(0)
+	dialed.Store(0)
 	sent := int64(0)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -124,6 +132,7 @@ func benchmarkDeliveryPerEvent(b *testing.B, lean bool) {
 		b.Fatalf("the receiver got %d events, want %d", got, sent)
 	}
 	b.ReportMetric(float64(sent)/float64(b.N), "events/op")
+	b.ReportMetric(float64(dialed.Load())/float64(sent), "conns/event")
 	b.ReportMetric(float64(cpuUsed.Nanoseconds())/float64(sent), "cpu-ns/event")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(sent), "allocs/event")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(sent), "B/event")
