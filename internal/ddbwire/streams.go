@@ -93,7 +93,7 @@ func decodeGetRecords(body []byte, out *dynamodbstreams.GetRecordsOutput, keep f
 	if len(body) == 0 {
 		return nil // as the SDK: an empty body is an empty output
 	}
-	d := arenaDecoder{decoder: decoder{b: body}, text: string(body), keep: keep}
+	d := arenaDecoder{decoder: decoder{b: body}, keep: keep}
 	err := d.object(func(key string) error {
 		switch key {
 		case "NextShardIterator":
@@ -103,7 +103,7 @@ func decodeGetRecords(body []byte, out *dynamodbstreams.GetRecordsOutput, keep f
 		case "Records":
 			out.Records = []types.Record{}
 			return d.array(func() error {
-				r, err := d.streamRecordEntry()
+				r, err := d.record()
 				out.Records = append(out.Records, r)
 				return err
 			})
@@ -119,13 +119,80 @@ func decodeGetRecords(body []byte, out *dynamodbstreams.GetRecordsOutput, keep f
 }
 
 // arenaDecoder is a decoder whose strings without escapes (nearly all a
-// page holds: keys, names, values) are substrings of text, the body copied
-// once, not a copy each, as the SDK's string arena keeps them. An entry
-// kept from a page keeps the page's text.
+// record holds: keys, names, values) are substrings of text, the record's
+// bytes copied once, not a copy each, as the SDK's string arena keeps
+// them. What is kept of a record (an entry read from its image) keeps
+// that record's text, not the page's.
 type arenaDecoder struct {
 	decoder
-	text string
+	text string // the bytes of b from base on, as a string
+	base int
 	keep func(map[string]types.AttributeValue) bool // KeepImagesOf's
+}
+
+// record reads the record at d.i with its own text.
+func (d *arenaDecoder) record() (types.Record, error) {
+	d.ws()
+	start := d.i
+	if err := d.scan(); err != nil {
+		return types.Record{}, err
+	}
+	d.text, d.base, d.i = string(d.b[start:d.i]), start, start
+	r, err := d.streamRecordEntry()
+	d.text, d.base = "", 0
+	return r, err
+}
+
+// scan passes over any JSON value, making nothing of it.
+func (d *arenaDecoder) scan() error {
+	switch d.peek() {
+	case '{', '[':
+		open := d.b[d.i]
+		d.i++
+		if c := d.peek(); c == '}' && open == '{' || c == ']' && open == '[' {
+			d.i++
+			return nil
+		}
+		for {
+			if open == '{' {
+				if d.peek() != '"' {
+					return d.fail("want a key")
+				}
+				if err := d.scan(); err != nil {
+					return err
+				}
+				if err := d.expect(':'); err != nil {
+					return err
+				}
+			}
+			if err := d.scan(); err != nil {
+				return err
+			}
+			switch c := d.peek(); {
+			case c == ',':
+				d.i++
+			case c == '}' && open == '{', c == ']' && open == '[':
+				d.i++
+				return nil
+			default:
+				return d.fail("want , or the end")
+			}
+		}
+	case '"':
+		for d.i++; d.i < len(d.b); d.i++ {
+			switch c := d.b[d.i]; {
+			case c == '\\':
+				d.i++
+			case c == '"':
+				d.i++
+				return nil
+			case c < 0x20:
+				return d.fail("control character in a string")
+			}
+		}
+		return d.fail("unterminated string")
+	}
+	return d.decoder.skip() // numbers, true, false, null
 }
 
 func (d *arenaDecoder) str() (string, error) {
@@ -140,7 +207,10 @@ func (d *arenaDecoder) str() (string, error) {
 			return d.decoder.str() // escapes: the decoder's reading
 		case c == '"':
 			d.i++
-			return d.text[start : d.i-1], nil
+			if start >= d.base && d.i-1-d.base <= len(d.text) {
+				return d.text[start-d.base : d.i-1-d.base], nil
+			}
+			return string(d.b[start : d.i-1]), nil
 		case c < 0x20:
 			return "", d.fail("control character in a string")
 		}
