@@ -39,8 +39,8 @@ type leanStreams struct {
 // keep refuses come without their images (NewImage and OldImage nil), not
 // read at all; the rest as the SDK reads them. It is for a reader that
 // looks at the images of some items only (the stream consumer reads the
-// ledger's entries, not its accounts' or requests' records, whose images,
-// an account's two, were most of what a page's decoding cost). A record
+// ledger's entries, not its accounts' or requests' records, whose images
+// hold two thirds of a purchase's attributes in a page). A record
 // whose images come before its Keys in the answer keeps them.
 func KeepImagesOf(keep func(keys map[string]types.AttributeValue) bool) func(*dynamodbstreams.Options) {
 	return func(o *dynamodbstreams.Options) {

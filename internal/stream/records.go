@@ -66,8 +66,8 @@ func (c *Consumer) apply(ctx context.Context, records []types.Record) error {
 
 // entryImages is GetRecords' option that reads the images of the ledger's
 // entries only (with ddbwire.LeanGetRecords; nothing with another client):
-// apply reads no other record's, and an account's two images were most of
-// a page's decoding.
+// apply reads no other record's, and the account's two images and the
+// request record's hold two thirds of a purchase's attributes in a page.
 var entryImages = ddbwire.KeepImagesOf(func(keys map[string]types.AttributeValue) bool {
 	sk, _ := keys["SK"].(*types.AttributeValueMemberS)
 	return sk != nil && dynamo.IsEntryKey(sk.Value)
