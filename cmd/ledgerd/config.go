@@ -52,7 +52,7 @@ type Config struct {
 	BudgetGrowth    int           // throttles of a budget's shards within a window that double them; 0: never
 	KindRefresh     time.Duration // how often the point kinds are read again
 	MaxKinds        int           // point kinds the program may have
-	LeanWrites      bool          // the store's TransactWriteItems and GetItem through ddbwire, not the SDK's stack
+	LeanWrites      bool          // the store's TransactWriteItems and GetItem through ddbwire, not the SDK's stack; GetRecords' answers read by ddbwire
 	LeanConns       bool          // ddbwire's requests over its own HTTP/1.1 connections, not net/http's Transport
 
 	metrics *metrics.Metrics // nil: not measured
@@ -83,7 +83,7 @@ func (c *Config) flags(fs *flag.FlagSet, getenv func(string) string) error {
 	s.Int(&c.MaxKinds, "max-kinds", "LEDGER_MAX_KINDS", ledger.DefaultMaxKinds,
 		"point kinds the program may have besides standard; a creation past it is refused (TOO_MANY_KINDS)")
 	s.Switch(&c.LeanWrites, "lean-writes", "LEDGER_LEAN_WRITES",
-		"send the store's TransactWriteItems and GetItem without the AWS SDK's middleware stack (same endpoint, credentials, retries and errors; issue 37); false: through the SDK")
+		"send the store's TransactWriteItems and GetItem without the AWS SDK's middleware stack (same endpoint, credentials, retries and errors), and read the stream's GetRecords answers without the SDK's deserializer (issue 37); false: through the SDK")
 	s.Switch(&c.LeanConns, "lean-conns", "LEDGER_LEAN_CONNS",
 		"with -lean-writes: send those requests over HTTP/1.1 keep-alive connections of ddbwire's own, written and read by the caller's goroutine (the HTTP client's dialer, TLS and timeouts; issue 37); false, or with a proxy for the endpoint: through the SDK's HTTP client")
 	return s.err()
@@ -149,6 +149,11 @@ func (c *Config) clients(ctx context.Context, getenv func(string) string) (*dyna
 		o.HTTPClient = ddbhttp.OneWrite(o.HTTPClient)
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+		if c.LeanWrites {
+			// The stream's pages read by ddbwire's decoder; the rest of
+			// the call, and any answer it does not read, the SDK's.
+			ddbwire.LeanGetRecords(o)
 		}
 	})
 	return db, streams, nil

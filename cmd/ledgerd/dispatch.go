@@ -88,7 +88,7 @@ func (d *deliveryConfig) flags(s *settings) {
 		fmt.Sprintf("the waits after a failed delivery attempt before the next, comma-separated durations, each moved by up to ±%.0f%% at random; after the last attempt the event is FAILED",
 			dispatch.DefaultSchedule.Jitter*100))
 	s.Int(&d.perEndpoint, "webhook-per-endpoint", "LEDGER_WEBHOOK_PER_ENDPOINT", dispatch.DefaultPerEndpoint,
-		"users whose events are delivered at once to one endpoint (each user's in order)")
+		"users whose events are delivered at once to one endpoint (each user's in order); as many idle connections to a receiver are kept")
 	s.String(&d.leads, "notice-leads", "LEDGER_NOTICE_LEADS", "7d",
 		"how long before points expire the points.expiring notice goes, comma-separated (7d,1d); off: no notices")
 	s.Duration(&d.noticeInterval, "notice-interval", "LEDGER_NOTICE_INTERVAL", notice.DefaultInterval,
@@ -165,7 +165,7 @@ type delivery struct {
 // the stream (else the projector's reader feeds it: see sharedProjector).
 func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, log *slog.Logger) (*delivery, error) {
 	var o dispatch.Options
-	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout})
+	o.Sender = webhook.NewSender(webhook.Options{Policy: d.policy, Timeout: d.attemptTimeout, IdleConnsPerHost: d.perEndpoint})
 	o.EncodeEntry = api.EntryJSON
 	o.Schedule = d.schedule
 	o.ClaimTTL = d.claimTTL()

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"slices"
@@ -81,17 +80,6 @@ func NewWebhookService(e WebhookEndpoints, d WebhookDeliveries, o WebhookOptions
 		o.EndpointRefresh = DefaultEndpointRefresh
 	}
 	return &WebhookService{endpoints: e, deliveries: d, o: o, log: log}
-}
-
-// EntryJSON is e exactly as the API's JSON shows it (ListEntries, a
-// mutation's entry): the event bodies' data.entry, so that a receiver reads
-// the entry it would read from the API.
-func EntryJSON(e ledger.Entry) (json.RawMessage, error) {
-	b, err := jsonCodec{name: "json"}.Marshal(entryToProto(e))
-	if err != nil {
-		return nil, err
-	}
-	return json.RawMessage(b), nil
 }
 
 func (s *WebhookService) CreateWebhookEndpoint(ctx context.Context, req *connect.Request[pb.CreateWebhookEndpointRequest]) (*connect.Response[pb.CreateWebhookEndpointResponse], error) {

@@ -432,7 +432,7 @@ func (d *Dispatcher) send(ctx context.Context, ep Endpoint, ev webhook.Event) we
 	case !found || now.Disabled:
 		return webhook.Attempt{Err: errors.New("the endpoint was disabled or deleted")}
 	}
-	body, err := webhook.Body(ev.Type, ev.Time, ev.Data)
+	body, err := ev.Body()
 	if err != nil {
 		return webhook.Attempt{Err: err}
 	}
@@ -541,7 +541,8 @@ func (d *Dispatcher) noteDepth(ref QueueRef, depth int64) {
 }
 
 // entryEvent is an entry's event: its id is the entry's, its data
-// {event_id, user_id, version, entry}.
+// {event_id, user_id, version, entry}, its body built with it (send sends
+// it as built).
 //
 // The entry is as it was written: a purchase's refunded_amount and a
 // grant's reversed_amount grow with later entries (which are events of
@@ -553,14 +554,5 @@ func (d *Dispatcher) entryEvent(e ledger.Entry) (webhook.Event, error) {
 	if err != nil {
 		return webhook.Event{}, fmt.Errorf("encode entry %s v%d: %w", e.UserID, e.Version, err)
 	}
-	data := webhook.NewEventData(e.ID, e.UserID, e.Version)
-	data.Entry = entry
-	raw, err := data.JSON()
-	if err != nil {
-		return webhook.Event{}, err
-	}
-	return webhook.Event{
-		ID: e.ID, Type: ledger.EventTypeOf(e.Type), UserID: e.UserID, Version: e.Version,
-		Time: e.CreateTime, Data: raw,
-	}, nil
+	return webhook.NewEntryEvent(e.ID, ledger.EventTypeOf(e.Type), e.UserID, e.Version, e.CreateTime, entry)
 }

@@ -352,7 +352,7 @@ func (c *Consumer) process(ctx context.Context, arn, shardID string, st *shardSt
 	}
 	trims := 0 // trimmed answers in a row
 	for {
-		out, err := c.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter})
+		out, err := c.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter}, entryImages)
 		var expired *types.ExpiredIteratorException
 		var trimmed *types.TrimmedDataAccessException
 		if err == nil {

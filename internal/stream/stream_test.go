@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
+	"github.com/pointledger/pointledger/internal/ddbwire"
 	"github.com/pointledger/pointledger/internal/dynamolocal"
 	"github.com/pointledger/pointledger/internal/dynamotest"
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -46,12 +47,19 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	env := dynamotest.New(t)
 	f := &fixture{
-		env:     env,
-		store:   dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet}),
-		streams: dynamolocal.NewStreamsClient(env.Endpoint),
+		env:   env,
+		store: dynamo.New(env.Client, dynamo.Options{Table: env.Ledger, Logger: quiet}),
+		// Read as ledgerd reads it (-lean-writes): GetRecords' pages by
+		// ddbwire's decoder.
+		streams: leanStreamsClient(env.Endpoint),
 	}
 	f.leases = NewLeaseTable(env.Client, env.Leases, func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) })
 	return f
+}
+
+func leanStreamsClient(endpoint string) *dynamodbstreams.Client {
+	o := dynamolocal.NewStreamsClient(endpoint).Options()
+	return dynamodbstreams.New(o, ddbwire.LeanGetRecords)
 }
 
 // consumer returns a consumer with short intervals, so tests wait little.

@@ -46,6 +46,23 @@ type Options struct {
 	Timeout time.Duration
 	// Now is the clock of webhook-timestamp; nil is time.Now.
 	Now func() time.Time
+	// IdleConnsPerHost is how many idle connections to one receiver are
+	// kept for the next attempts; 0 is DefaultIdleConnsPerHost. The
+	// dispatcher makes up to its per-endpoint limit of attempts at once:
+	// with fewer kept, the connections of each burst above it are closed
+	// and dialed again at the next.
+	IdleConnsPerHost int
+}
+
+// DefaultIdleConnsPerHost is the dispatcher's default of attempts at once
+// to one endpoint (dispatch.DefaultPerEndpoint).
+const DefaultIdleConnsPerHost = 16
+
+func (o Options) idleConnsPerHost() int {
+	if o.IdleConnsPerHost > 0 {
+		return o.IdleConnsPerHost
+	}
+	return DefaultIdleConnsPerHost
 }
 
 func (o Options) timeout() time.Duration {
@@ -74,7 +91,7 @@ func NewClient(o Options) *http.Client {
 		TLSHandshakeTimeout:    o.timeout(),
 		ResponseHeaderTimeout:  o.timeout(),
 		MaxResponseHeaderBytes: maxResponseHeaderBytes,
-		MaxIdleConnsPerHost:    4,
+		MaxIdleConnsPerHost:    o.idleConnsPerHost(),
 		IdleConnTimeout:        90 * time.Second,
 	}
 	return &http.Client{
@@ -200,9 +217,14 @@ func (s *Sender) Send(ctx context.Context, endpointURL string, secrets []Secret,
 	if err != nil {
 		return Attempt{Err: fmt.Errorf("send: %w", err)}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "pointledger-webhook")
-	SetHeaders(req.Header, secrets, m.ID, s.now(), m.Body)
+	// What SetHeaders and Header.Set make, under the keys Set gives them
+	// (canonical), without canonicalizing them for every attempt.
+	unix := s.now().Unix()
+	req.Header["Content-Type"] = jsonContentType
+	req.Header["User-Agent"] = userAgent
+	req.Header["Webhook-Id"] = []string{m.ID}
+	req.Header["Webhook-Timestamp"] = []string{strconv.FormatInt(unix, 10)}
+	req.Header["Webhook-Signature"] = []string{string(appendSignatures(make([]byte, 0, len(secrets)*signatureLen), secrets, m.ID, unix, m.Body))}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return Attempt{Err: fmt.Errorf("send: %w", err)}
@@ -211,6 +233,11 @@ func (s *Sender) Send(ctx context.Context, endpointURL string, secrets []Secret,
 	_ = resp.Body.Close()
 	return Attempt{StatusCode: resp.StatusCode}
 }
+
+var (
+	jsonContentType = []string{"application/json"}
+	userAgent       = []string{"pointledger-webhook"}
+)
 
 // drain reads at most MaxResponseBytes of a response body, and drops it.
 // What it reads lets a short body's connection be reused; a longer one is

@@ -1,14 +1,17 @@
 package webhook
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -33,11 +36,23 @@ const signatureVersion = "v1"
 // receiver that knows either verifies. msgID must not contain a full stop,
 // or the signed content would be ambiguous; the ledger's ids are ULIDs.
 func Sign(secrets []Secret, msgID string, ts time.Time, body []byte) string {
-	signatures := make([]string, 0, len(secrets))
-	for _, s := range secrets {
-		signatures = append(signatures, signatureVersion+","+base64.StdEncoding.EncodeToString(mac(s, msgID, ts.Unix(), body)))
+	return string(appendSignatures(make([]byte, 0, len(secrets)*signatureLen), secrets, msgID, ts.Unix(), body))
+}
+
+// signatureLen is one signature's length with its separator: "v1," and
+// the base64 of 32 bytes, and a space.
+const signatureLen = len(signatureVersion) + 1 + 44 + 1
+
+func appendSignatures(b []byte, secrets []Secret, msgID string, unix int64, body []byte) []byte {
+	for i, s := range secrets {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(b, signatureVersion+","...)
+		var sum [sha256.Size]byte
+		b = base64.StdEncoding.AppendEncode(b, mac(sum[:0], s, msgID, unix, body))
 	}
-	return strings.Join(signatures, " ")
+	return b
 }
 
 // SetHeaders sets the three Standard Webhooks headers of a delivery on h.
@@ -47,14 +62,59 @@ func SetHeaders(h http.Header, secrets []Secret, msgID string, ts time.Time, bod
 	h.Set(HeaderSignature, Sign(secrets, msgID, ts, body))
 }
 
-func mac(s Secret, msgID string, unix int64, body []byte) []byte {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(msgID))
-	m.Write([]byte{'.'})
-	m.Write(strconv.AppendInt(nil, unix, 10))
-	m.Write([]byte{'.'})
-	m.Write(body)
-	return m.Sum(nil)
+// mac appends HMAC-SHA256(s, msgID.unix.body) to b. The HMAC keyed with s
+// is kept for the next message signed with s (macs): keying one costs two
+// SHA-256 blocks and its state, for every event otherwise.
+func mac(b []byte, s Secret, msgID string, unix int64, body []byte) []byte {
+	pool := macs.pool(s.key)
+	m := pool.Get().(*keyedMAC)
+	m.h.Reset()
+	m.buf = append(m.buf[:0], msgID...)
+	m.buf = append(m.buf, '.')
+	m.buf = strconv.AppendInt(m.buf, unix, 10)
+	m.buf = append(m.buf, '.')
+	_, _ = m.h.Write(m.buf)
+	_, _ = m.h.Write(body)
+	m.sum = m.h.Sum(m.sum[:0])
+	b = append(b, m.sum...)
+	pool.Put(m)
+	return b
+}
+
+// keyedMAC is an HMAC keyed with one secret, and its scratch.
+type keyedMAC struct {
+	h   hash.Hash
+	buf []byte // msgID.timestamp.
+	sum []byte
+}
+
+// macs keeps, for each signing key in use, a pool of HMACs keyed with it.
+// It forgets them all when it holds more than maxKeyedPools keys (secrets
+// rotated out, endpoints deleted), so that it stays small.
+var macs = &keyedMACs{pools: map[string]*sync.Pool{}}
+
+const maxKeyedPools = 1024
+
+type keyedMACs struct {
+	mu    sync.Mutex
+	pools map[string]*sync.Pool
+}
+
+func (k *keyedMACs) pool(key []byte) *sync.Pool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p, ok := k.pools[string(key)]; ok {
+		return p
+	}
+	if len(k.pools) >= maxKeyedPools {
+		clear(k.pools)
+	}
+	key = bytes.Clone(key)
+	p := &sync.Pool{New: func() any {
+		return &keyedMAC{h: hmac.New(sha256.New, key), buf: make([]byte, 0, 64), sum: make([]byte, 0, sha256.Size)}
+	}}
+	k.pools[string(key)] = p
+	return p
 }
 
 // DefaultTolerance is how far from now Verify accepts a timestamp, as the
@@ -91,7 +151,7 @@ func Verify(secrets []Secret, h http.Header, body []byte, now time.Time, toleran
 			continue
 		}
 		for _, s := range secrets {
-			if hmac.Equal(got, mac(s, msgID, unix, body)) {
+			if hmac.Equal(got, mac(nil, s, msgID, unix, body)) {
 				return nil
 			}
 		}
