@@ -292,6 +292,11 @@ func (d *Dispatcher) Redeliver(ctx context.Context, r Redelivery) (int64, error)
 	if err != nil {
 		return 0, err
 	}
+	// Counted before any queue moves: a dispatcher that remembers users
+	// without a queue reads them again once it sees the count (direct.go).
+	if err := d.store.CountRedelivery(ctx, ep.ID); err != nil {
+		return 0, err
+	}
 	if r.UserID != "" {
 		return d.redeliverUser(ctx, ep, r.UserID, r)
 	}

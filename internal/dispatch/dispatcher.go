@@ -177,7 +177,10 @@ type Dispatcher struct {
 	slots     map[string]chan struct{} // by endpoint: PerEndpoint attempts at once
 	depth     map[QueueRef]int64
 	paused    map[string]time.Time // by endpoint: no direct sends until then (direct.go)
-	st        Status
+	// noQueue is the users this process found without a queue, by
+	// endpoint and user, with the endpoint's Redeliveries then (direct.go).
+	noQueue map[QueueRef]int64
+	st      Status
 }
 
 // handoff is a queue this process hands Run in-process, without a round
@@ -246,6 +249,7 @@ func New(store Store, led Ledger, o Options) (*Dispatcher, error) {
 		slots:     map[string]chan struct{}{},
 		depth:     map[QueueRef]int64{},
 		paused:    map[string]time.Time{},
+		noQueue:   map[QueueRef]int64{},
 		st:        Status{Owner: o.Owner},
 	}, nil
 }
@@ -370,7 +374,7 @@ func (d *Dispatcher) Apply(ctx context.Context, entries []ledger.Entry) error {
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}
-	direct, queued, err := d.route(ctx, group(byUser, eps))
+	direct, queued, err := d.route(ctx, group(byUser, eps), eps)
 	if err != nil {
 		return fmt.Errorf("apply: %w", err)
 	}

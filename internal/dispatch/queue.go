@@ -26,6 +26,7 @@ func waitUntil(t time.Time) Claim { return Claim{Owner: Waiting, Until: t} }
 // wanted <= done), so that marking a queue under delivery does not make
 // its holder read it again.
 func (d *Dispatcher) markWanted(ctx context.Context, ref QueueRef, first, last int64, admitFrom time.Time, take bool) (q Queue, claimed bool, err error) {
+	d.forget(ref)
 	now := d.o.Now()
 	m := Mark{First: first, Last: last, AdmitFrom: admitFrom, Now: now}
 	if take {

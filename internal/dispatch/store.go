@@ -134,6 +134,11 @@ type EndpointStore interface {
 	Rotate(ctx context.Context, id string) (webhook.Secret, error)
 	// Delete removes the endpoint; ENDPOINT_NOT_FOUND if there is none.
 	Delete(ctx context.Context, id string) error
+	// CountRedelivery adds one to the endpoint's Redeliveries, and moves
+	// its record version as any write does (so an Update that read it
+	// before reads again and keeps the count); ENDPOINT_NOT_FOUND if
+	// there is none.
+	CountRedelivery(ctx context.Context, id string) error
 }
 
 // RotationOverlap is how long an endpoint's old secret keeps signing beside

@@ -20,6 +20,11 @@ type Endpoint struct {
 	DisabledReason string // why, when the dispatcher disabled it (a 410) or an admin did
 	CreateTime     time.Time
 	Secrets        []SigningSecret
+	// Redeliveries counts the redeliveries asked of the endpoint
+	// (EndpointStore.CountRedelivery): a dispatcher trusts what it
+	// remembers of users without a queue only while it is unchanged
+	// (Dispatcher.noQueue).
+	Redeliveries int64
 }
 
 // SigningSecret is one of an endpoint's secrets, with the end of its use:

@@ -344,6 +344,9 @@ func (c *Consumer) process(ctx context.Context, arn, shardID string, st *shardSt
 	c.mu.Lock()
 	st.lease = held
 	c.mu.Unlock()
+	if t, ok := c.handler.(ShardTaker); ok {
+		t.ShardTaken(shardID)
+	}
 	lease := held.Lease
 
 	iter, err := c.iterator(ctx, arn, shardID, lease().Checkpoint)

@@ -26,13 +26,23 @@ type CatchUpper interface {
 	CatchUp(ctx context.Context) (users int, err error)
 }
 
+// ShardTaker is a Handler that wants to know when its consumer takes a
+// shard's lease, before the shard's first batch: what it remembers of the
+// users of a shard that another consumer held meanwhile may be out of date
+// (the dispatcher's memory of users without a queue, internal/dispatch).
+type ShardTaker interface {
+	Handler
+	ShardTaken(shardID string)
+}
+
 // FanOut returns a handler that hands each batch to every handler at
 // once, so that one reader of the stream feeds several (history and
 // deliveries), a batch taking as long as its slowest handler, not their
 // sum. A batch fails if any handler fails (their errors joined), and is
 // read again for all of them: the others see it twice, which idempotence
 // allows. It catches up the handlers that are CatchUppers, one after the
-// other, and counts the users behind summed over them.
+// other, and counts the users behind summed over them; it tells those
+// that are ShardTakers of each shard taken.
 func FanOut(handlers ...Handler) CatchUpper {
 	return fanOut(handlers)
 }
@@ -50,6 +60,15 @@ func (f fanOut) Apply(ctx context.Context, entries []ledger.Entry) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// ShardTaken tells each handler that is a ShardTaker.
+func (f fanOut) ShardTaken(shardID string) {
+	for _, h := range f {
+		if t, ok := h.(ShardTaker); ok {
+			t.ShardTaken(shardID)
+		}
+	}
 }
 
 func (f fanOut) CatchUp(ctx context.Context) (int, error) {

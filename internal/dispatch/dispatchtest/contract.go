@@ -43,6 +43,8 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"FailureRowThenPackedSuccess":            testFailureRowThenPackedSuccess,
 	"RedeliveryFindsPackedUsers":             testRedeliveryFindsPackedUsers,
 	"PacksKeepTheirBounds":                   testPacksKeepTheirBounds,
+	"RedeliveryFencesRememberedUsers":        testRedeliveryFencesRememberedUsers,
+	"ShardTakenForgetsUsers":                 testShardTakenForgetsUsers,
 	"ListingLooksAtABoundedHistory":          testListingLooksAtABoundedHistory,
 }
 

@@ -27,6 +27,7 @@ type EndpointsAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 // Endpoints keeps webhook endpoints in the webhooks table. It checks
@@ -172,7 +173,7 @@ func (s *Endpoints) Update(ctx context.Context, id string, change func(*dispatch
 		if err := change(&e); err != nil {
 			return dispatch.Endpoint{}, err
 		}
-		e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
+		e.ID, e.CreateTime, e.Secrets, e.Redeliveries = kept.ID, kept.CreateTime, kept.Secrets, kept.Redeliveries
 		if err := s.replace(ctx, e, rvn); !errors.Is(err, dispatch.ErrEndpointChanged) {
 			return e, err
 		}
@@ -200,6 +201,26 @@ func (s *Endpoints) Rotate(ctx context.Context, id string) (webhook.Secret, erro
 		return webhook.Secret{}, err
 	}
 	return secret, nil
+}
+
+// CountRedelivery adds one to the endpoint's redeliveries and its record
+// version, in one conditional Update.
+func (s *Endpoints) CountRedelivery(ctx context.Context, id string) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &s.table,
+		Key:                       endpointKey(id),
+		UpdateExpression:          aws.String("ADD redeliveries :one, rvn :one"),
+		ConditionExpression:       aws.String("attribute_exists(PK)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":one": ddbattr.Int(1)},
+	})
+	var failed *types.ConditionalCheckFailedException
+	if errors.As(err, &failed) {
+		return dispatch.EndpointNotFound(id)
+	}
+	if err != nil {
+		return fmt.Errorf("count a redelivery: %w", err)
+	}
+	return nil
 }
 
 // Delete removes the endpoint; ENDPOINT_NOT_FOUND if there is none.
@@ -264,6 +285,7 @@ func endpointItem(e dispatch.Endpoint, rvn int64) map[string]types.AttributeValu
 		}}
 	}
 	item["secrets"] = &types.AttributeValueMemberL{Value: secrets}
+	item["redeliveries"] = ddbattr.Int(e.Redeliveries)
 	item["rvn"] = ddbattr.Int(rvn)
 	return item
 }
@@ -307,5 +329,6 @@ func decodeEndpoint(item map[string]types.AttributeValue) (dispatch.Endpoint, in
 			e.Secrets = append(e.Secrets, s)
 		}
 	}
+	e.Redeliveries = ddbattr.IntOf(item, "redeliveries")
 	return e, ddbattr.IntOf(item, "rvn"), nil
 }

@@ -676,7 +676,7 @@ func (s *Store) Update(_ context.Context, id string, change func(*dispatch.Endpo
 		if err := change(&e); err != nil {
 			return dispatch.Endpoint{}, err
 		}
-		e.ID, e.CreateTime, e.Secrets = kept.ID, kept.CreateTime, kept.Secrets
+		e.ID, e.CreateTime, e.Secrets, e.Redeliveries = kept.ID, kept.CreateTime, kept.Secrets, kept.Redeliveries
 		if err := s.replace(e, rvn); !errors.Is(err, dispatch.ErrEndpointChanged) {
 			return e, err
 		}
@@ -701,6 +701,20 @@ func (s *Store) Rotate(_ context.Context, id string) (webhook.Secret, error) {
 		return webhook.Secret{}, err
 	}
 	return secret, nil
+}
+
+// CountRedelivery is dispatch.EndpointStore's.
+func (s *Store) CountRedelivery(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kept, ok := s.endpoints[id]
+	if !ok {
+		return dispatch.EndpointNotFound(id)
+	}
+	kept.e.Redeliveries++
+	kept.rvn++
+	s.endpoints[id] = kept
+	return nil
 }
 
 // Delete is dispatch.EndpointStore's.
