@@ -53,6 +53,12 @@ type Values struct {
 	n []types.AttributeValueMemberN
 }
 
+// MakeValues is a Values whose first blocks hold strings string values and
+// numbers number values: an item's, when its builder knows about how many.
+func MakeValues(strings, numbers int) Values {
+	return Values{s: make([]types.AttributeValueMemberS, 0, strings), n: make([]types.AttributeValueMemberN, 0, numbers)}
+}
+
 // valuesBlock is how many values of a type a block holds: about a
 // purchase's transaction's strings.
 const valuesBlock = 16

@@ -69,13 +69,14 @@ func TestDecimalStringIsDecimalString(t *testing.T) {
 // they share blocks, past a block's end too.
 func TestValuesAreTheSame(t *testing.T) {
 	t.Parallel()
-	var v ddbattr.Values
-	var got, want []types.AttributeValue
-	for i := range 40 {
-		got = append(got, v.S(fmt.Sprint("s", i)), v.Int(int64(i)), v.Decimal(decimal.New(int64(i), -1)))
-		want = append(want, ddbattr.S(fmt.Sprint("s", i)), ddbattr.Int(int64(i)), ddbattr.Decimal(decimal.New(int64(i), -1)))
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("got %v, want %v", got, want)
+	for _, v := range []ddbattr.Values{{}, ddbattr.MakeValues(3, 2), ddbattr.MakeValues(0, 0)} {
+		var got, want []types.AttributeValue
+		for i := range 40 {
+			got = append(got, v.S(fmt.Sprint("s", i)), v.Int(int64(i)), v.Decimal(decimal.New(int64(i), -1)))
+			want = append(want, ddbattr.S(fmt.Sprint("s", i)), ddbattr.Int(int64(i)), ddbattr.Decimal(decimal.New(int64(i), -1)))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
 	}
 }
