@@ -328,9 +328,10 @@ func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[st
 }
 
 // requestAttributes are the attributes every request record has, their
-// values from v, in a map made for a request record's.
+// values from v, in a map made for a request record's: eight, with its
+// version (a map of up to eight is one group, more a table of them).
 func requestAttributes(v *ddbattr.Values, m ledger.Mutation, now time.Time) map[string]types.AttributeValue {
-	item := keyWith(v, m.UserID, requestPrefix+m.RequestID, 12)
+	item := keyWith(v, m.UserID, requestPrefix+m.RequestID, 8)
 	item["request_id"] = v.S(m.RequestID)
 	item["request_hash"] = v.S(m.Hash())
 	item["type"] = v.S(string(m.Type))
