@@ -103,6 +103,16 @@ func (protoCodec) Marshal(v any) ([]byte, error) {
 	return proto.Marshal(m)
 }
 
+// MarshalAppend is Marshal appended to dst: Connect then marshals an answer
+// into a buffer of its pool, not into a new slice each (issue 37).
+func (protoCodec) MarshalAppend(dst []byte, v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("proto codec: %T is not a proto.Message", v)
+	}
+	return proto.MarshalOptions{}.MarshalAppend(dst, m)
+}
+
 func (protoCodec) Unmarshal(b []byte, v any) error {
 	m, ok := v.(proto.Message)
 	if !ok {

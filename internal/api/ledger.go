@@ -75,7 +75,7 @@ func (s *LedgerService) Grant(ctx context.Context, req *connect.Request[pb.Grant
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.GrantResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed, Pending: res.Pending.String()}), nil
+	return connect.NewResponse(&pb.GrantResponse{Entry: entryToProto(res.Entry), Balance: ledger.FormatAmount(res.Balance), Replayed: res.Replayed, Pending: ledger.FormatAmount(res.Pending)}), nil
 }
 
 func (s *LedgerService) Purchase(ctx context.Context, req *connect.Request[pb.PurchaseRequest]) (*connect.Response[pb.PurchaseResponse], error) {
@@ -87,7 +87,7 @@ func (s *LedgerService) Purchase(ctx context.Context, req *connect.Request[pb.Pu
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.PurchaseResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+	return connect.NewResponse(&pb.PurchaseResponse{Entry: entryToProto(res.Entry), Balance: ledger.FormatAmount(res.Balance), Replayed: res.Replayed}), nil
 }
 
 func (s *LedgerService) Refund(ctx context.Context, req *connect.Request[pb.RefundRequest]) (*connect.Response[pb.RefundResponse], error) {
@@ -99,7 +99,7 @@ func (s *LedgerService) Refund(ctx context.Context, req *connect.Request[pb.Refu
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&pb.RefundResponse{Entry: entryToProto(res.Entry), Balance: res.Balance.String(), Replayed: res.Replayed}), nil
+	return connect.NewResponse(&pb.RefundResponse{Entry: entryToProto(res.Entry), Balance: ledger.FormatAmount(res.Balance), Replayed: res.Replayed}), nil
 }
 
 // ReverseGrant takes back a grant's points: the rules are the domain's
@@ -114,7 +114,7 @@ func (s *LedgerService) ReverseGrant(ctx context.Context, req *connect.Request[p
 	}
 	b := balancesAfter(res)
 	return connect.NewResponse(&pb.ReverseGrantResponse{
-		Entry: entryToProto(res.Entry), Balance: b.balance, Available: b.available, Held: b.held, Pending: res.Pending.String(), Replayed: res.Replayed,
+		Entry: entryToProto(res.Entry), Balance: b.balance, Available: b.available, Held: b.held, Pending: ledger.FormatAmount(res.Pending), Replayed: res.Replayed,
 	}), nil
 }
 
@@ -147,13 +147,13 @@ func (s *LedgerService) GetBalance(ctx context.Context, req *connect.Request[pb.
 	at := a.At(now)
 	return connect.NewResponse(&pb.GetBalanceResponse{
 		UserId:    req.Msg.UserId,
-		Balance:   at.Balance.String(),
+		Balance:   ledger.FormatAmount(at.Balance),
 		Version:   a.Version,
 		Status:    statusToProto(a.Status),
 		Expiring:  bucketsToProto(a.Expiring(now, 10)),
 		Available: at.Available().String(),
-		Held:      at.Held.String(),
-		Pending:   at.Pending.String(),
+		Held:      ledger.FormatAmount(at.Held),
+		Pending:   ledger.FormatAmount(at.Pending),
 		Maturing:  maturingToProto(a.Maturing(now, 10)),
 		Kinds:     kindBalancesToProto(a.KindBalances(now, kinds)),
 		Spendable: a.SpendableAt(now, kinds, r.MerchantId, r.Category).String(),
@@ -182,7 +182,7 @@ type KindSource interface {
 func kindBalancesToProto(kbs []ledger.KindBalance) []*pb.KindBalance {
 	out := make([]*pb.KindBalance, len(kbs))
 	for i, k := range kbs {
-		out[i] = &pb.KindBalance{Kind: ledger.KindName(k.Kind), Balance: k.Balance.String(), Available: k.Available.String(), Held: k.Held.String(), Pending: k.Pending.String()}
+		out[i] = &pb.KindBalance{Kind: ledger.KindName(k.Kind), Balance: ledger.FormatAmount(k.Balance), Available: ledger.FormatAmount(k.Available), Held: ledger.FormatAmount(k.Held), Pending: ledger.FormatAmount(k.Pending)}
 	}
 	return out
 }
@@ -253,8 +253,8 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		UserId:            e.UserID,
 		Version:           e.Version,
 		Type:              entryTypeToProto(e.Type),
-		Amount:            e.Amount.String(),
-		BalanceAfter:      e.BalanceAfter.String(),
+		Amount:            ledger.FormatAmount(e.Amount),
+		BalanceAfter:      ledger.FormatAmount(e.BalanceAfter),
 		RequestId:         e.RequestID,
 		OrderId:           e.OrderID,
 		CreateTime:        timestamppb.New(e.CreateTime),
@@ -269,15 +269,15 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		Category:          e.Category,
 	}
 	if e.MovesHeld() {
-		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
+		out.HeldChange, out.HeldAfter = ledger.FormatAmount(e.HeldChange), ledger.FormatAmount(e.HeldAfter)
 	}
 	if e.MovesPending() {
-		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.PendingChange, out.PendingAfter = ledger.FormatAmount(e.PendingChange), ledger.FormatAmount(e.PendingAfter)
 		out.GrantRequestId = e.GrantRequestID
 		out.EffectiveTime = timeToProto(e.EffectiveTime)
 	}
 	if e.Refundable() {
-		out.RefundedAmount = e.RefundedAmount.String()
+		out.RefundedAmount = ledger.FormatAmount(e.RefundedAmount)
 		switch {
 		case e.RefundedAmount.IsZero():
 			out.RefundStatus = pb.RefundStatus_REFUND_STATUS_NOT_REFUNDED
@@ -288,12 +288,12 @@ func historyItemToProto(e ledger.Entry) *pb.HistoryItem {
 		}
 	}
 	if e.MovesPending() {
-		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.PendingChange, out.PendingAfter = ledger.FormatAmount(e.PendingChange), ledger.FormatAmount(e.PendingAfter)
 		out.GrantRequestId = e.GrantRequestID
 		out.EffectiveTime = timeToProto(e.EffectiveTime)
 	}
 	if e.Type == ledger.EntryGrant {
-		out.ReversedAmount = e.ReversedAmount.String()
+		out.ReversedAmount = ledger.FormatAmount(e.ReversedAmount)
 	}
 	return out
 }
@@ -331,8 +331,8 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		UserId:            e.UserID,
 		Version:           e.Version,
 		Type:              entryTypeToProto(e.Type),
-		Amount:            e.Amount.String(),
-		BalanceAfter:      e.BalanceAfter.String(),
+		Amount:            ledger.FormatAmount(e.Amount),
+		BalanceAfter:      ledger.FormatAmount(e.BalanceAfter),
 		RequestId:         e.RequestID,
 		OrderId:           e.OrderID,
 		CreateTime:        timestamppb.New(e.CreateTime),
@@ -349,18 +349,18 @@ func entryToProto(e ledger.Entry) *pb.Entry {
 		Category:          e.Category,
 	}
 	if e.MovesHeld() {
-		out.HeldChange, out.HeldAfter = e.HeldChange.String(), e.HeldAfter.String()
+		out.HeldChange, out.HeldAfter = ledger.FormatAmount(e.HeldChange), ledger.FormatAmount(e.HeldAfter)
 	}
 	if e.Refundable() {
-		out.RefundedAmount = e.RefundedAmount.String()
+		out.RefundedAmount = ledger.FormatAmount(e.RefundedAmount)
 	}
 	if e.MovesPending() {
-		out.PendingChange, out.PendingAfter = e.PendingChange.String(), e.PendingAfter.String()
+		out.PendingChange, out.PendingAfter = ledger.FormatAmount(e.PendingChange), ledger.FormatAmount(e.PendingAfter)
 		out.GrantRequestId = e.GrantRequestID
 		out.EffectiveTime = timeToProto(e.EffectiveTime)
 	}
 	if e.Type == ledger.EntryGrant {
-		out.ReversedAmount = e.ReversedAmount.String()
+		out.ReversedAmount = ledger.FormatAmount(e.ReversedAmount)
 	}
 	return out
 }
@@ -377,7 +377,7 @@ func entryKind(e ledger.Entry) string {
 func maturingToProto(ms []ledger.Maturity) []*pb.Maturity {
 	out := make([]*pb.Maturity, len(ms))
 	for i, m := range ms {
-		out[i] = &pb.Maturity{EffectiveTime: timestamppb.New(m.EffectiveTime), Amount: m.Amount.String()}
+		out[i] = &pb.Maturity{EffectiveTime: timestamppb.New(m.EffectiveTime), Amount: ledger.FormatAmount(m.Amount)}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package ddbattr_test
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -40,6 +41,42 @@ func TestTextReadsStringsAndNumbersOnly(t *testing.T) {
 	for name, want := range map[string]string{"s": "a#1", "n": "7", "b": "", "absent": ""} {
 		if got := ddbattr.Text(item, name); got != want {
 			t.Errorf("Text(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// DecimalString is decimal.String, on either side of an int64's bounds and
+// with every exponent.
+func TestDecimalStringIsDecimalString(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		"0", "1", "-1", "7", "99", "100", "12345678901234567", "-42", "10.50", "-0.000001", "1e3", "1.5e2", "0.0",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809", "123456789012345678901234567890",
+	} {
+		d := decimal.RequireFromString(s)
+		if got, want := ddbattr.DecimalString(d), d.String(); got != want {
+			t.Errorf("DecimalString(%s) = %q, want %q", s, got, want)
+		}
+	}
+	for _, d := range []decimal.Decimal{decimal.Zero, decimal.New(5, 2), decimal.New(-5, -2), decimal.NewFromInt(1).Sub(decimal.NewFromInt(3))} {
+		if got, want := ddbattr.DecimalString(d), d.String(); got != want {
+			t.Errorf("DecimalString(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// Values' values are the package's own, each its own attribute though
+// they share blocks, past a block's end too.
+func TestValuesAreTheSame(t *testing.T) {
+	t.Parallel()
+	for _, v := range []ddbattr.Values{{}, ddbattr.MakeValues(3, 2), ddbattr.MakeValues(0, 0)} {
+		var got, want []types.AttributeValue
+		for i := range 40 {
+			got = append(got, v.S(fmt.Sprint("s", i)), v.Int(int64(i)), v.Decimal(decimal.New(int64(i), -1)))
+			want = append(want, ddbattr.S(fmt.Sprint("s", i)), ddbattr.Int(int64(i)), ddbattr.Decimal(decimal.New(int64(i), -1)))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("got %v, want %v", got, want)
 		}
 	}
 }

@@ -200,8 +200,9 @@ func (c *conns) connect(ctx context.Context) (*conn, error) {
 // roundTrip writes req (a whole HTTP/1.1 request, head and body) and reads
 // its answer, the body read to its end; on a reused connection that gave
 // no answer as a server's closing it gives (the rules on conns), once more
-// on a new one.
-func (c *conns) roundTrip(ctx context.Context, req []byte) (*http.Response, []byte, error) {
+// on a new one. A success that accept took as it came (quick.go) is
+// answered nil, nil, nil: it has no *http.Response.
+func (c *conns) roundTrip(ctx context.Context, req []byte, accept accepter) (*http.Response, []byte, error) {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -211,20 +212,24 @@ func (c *conns) roundTrip(ctx context.Context, req []byte) (*http.Response, []by
 	if err != nil {
 		return nil, nil, err
 	}
-	resp, body, answered, err := c.exchange(ctx, cn, req)
+	resp, body, answered, err := c.exchange(ctx, cn, req, accept)
 	if err == nil || !reused || answered || ctx.Err() != nil || !closedByPeer(err) {
 		return resp, body, err
 	}
 	if cn, err = c.connect(ctx); err != nil {
 		return nil, nil, err
 	}
-	resp, body, _, err = c.exchange(ctx, cn, req)
+	resp, body, _, err = c.exchange(ctx, cn, req, accept)
 	return resp, body, err
 }
 
 // exchange is one request on cn; cn goes back to the stack or is closed.
-// answered says whether any byte of an answer came.
-func (c *conns) exchange(ctx context.Context, cn *conn, req []byte) (resp *http.Response, body []byte, answered bool, err error) {
+// answered says whether any byte of an answer came. A success whose head
+// and body came whole in the reader's buffer, of the simple form every
+// success of DynamoDB's has, goes to accept as it is, without
+// http.ReadResponse (quickAnswer); one that accept does not take, and any
+// other answer, is read by http.ReadResponse.
+func (c *conns) exchange(ctx context.Context, cn *conn, req []byte, accept accepter) (resp *http.Response, body []byte, answered bool, err error) {
 	var stop func() bool
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { _ = cn.nc.Close() })
@@ -245,6 +250,11 @@ func (c *conns) exchange(ctx context.Context, cn *conn, req []byte) (resp *http.
 	}
 	if _, err := cn.br.Peek(1); err != nil {
 		return nil, nil, false, err
+	}
+	if q, ok := quickAnswer(cn.br); ok && accept.accepts(q) {
+		_, _ = cn.br.Discard(q.size) // buffered: cannot fail
+		keep = !q.close && cn.br.Buffered() == 0
+		return nil, nil, true, nil
 	}
 	for {
 		resp, err = http.ReadResponse(cn.br, nil)

@@ -29,7 +29,9 @@
 // its TLS configuration and handshake timeout when the endpoint is https,
 // HTTP/1.1 by ALPN); writes the signed request, head and body, in one
 // write; reads the answer with http.ReadResponse (Content-Length or
-// chunked) and its body to the end; and puts the connection back unless
+// chunked) and its body to the end, or a success of the simple form
+// DynamoDB's have that came whole in the connection's buffer as it is,
+// without a Response (quick.go); and puts the connection back unless
 // the answer said Connection: close or more bytes than the answer came.
 // The context's end closes the connection in use (context.AfterFunc), so
 // the call returns with the context's error and the connection is not
@@ -491,13 +493,16 @@ func (c *Client) attemptOwn(ctx context.Context, operation string, body []byte, 
 	b = append(b, target[0]...)
 	b = append(b, "\r\n\r\n"...)
 	b = append(b, body...)
-	resp, respBody, err := c.conns.roundTrip(ctx, b)
+	resp, respBody, err := c.conns.roundTrip(ctx, b, accepter{checkCRC: c.checkCRC, read: a.read})
 	if err != nil {
 		// As smithy-go's ClientHandler: a send error, or the context's end.
 		if ctx.Err() != nil {
 			return b, &smithy.CanceledError{Err: ctx.Err()}
 		}
 		return b, &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: c.url.String(), Err: err}}
+	}
+	if resp == nil { // a success taken as it came (quick.go)
+		return b, nil
 	}
 	_ = resp.Body.Close() // http.NoBody: the body is respBody, read to its end
 	return b, c.answered(ctx, resp, respBody, a)

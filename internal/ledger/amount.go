@@ -1,6 +1,8 @@
 package ledger
 
 import (
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/shopspring/decimal"
@@ -13,6 +15,19 @@ const (
 	// balances and sums far below DynamoDB's 38 significant digits.
 	MaxIntegerDigits = 18
 )
+
+var minInt64, maxInt64 = decimal.NewFromInt(math.MinInt64), decimal.NewFromInt(math.MaxInt64)
+
+// FormatAmount is d.String(): by strconv when d is an integer of exponent
+// 0 that fits an int64 (every amount of a ledger whose points are whole),
+// which math/big formats with two allocations and a division a digit
+// (issue 37; ddbattr.DecimalString is the same for attribute values).
+func FormatAmount(d decimal.Decimal) string {
+	if d.Exponent() == 0 && d.Cmp(minInt64) >= 0 && d.Cmp(maxInt64) <= 0 {
+		return strconv.FormatInt(d.CoefficientInt64(), 10)
+	}
+	return d.String()
+}
 
 // ParseAmount parses a positive decimal amount written as digits, optionally
 // followed by a point and at most scale digits ("12", "12.5", "0.05"). It

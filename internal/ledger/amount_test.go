@@ -3,6 +3,8 @@ package ledger
 import (
 	"strings"
 	"testing"
+
+	"github.com/shopspring/decimal"
 )
 
 func TestParseAmount(t *testing.T) {
@@ -74,5 +76,23 @@ func TestParseAmountScale(t *testing.T) {
 	}
 	if got, err := ParseAmount("1.12345678", 8); err != nil || got.String() != "1.12345678" {
 		t.Errorf("scale 8: got %v, %v", got, err)
+	}
+}
+
+// FormatAmount is decimal's String, on either side of an int64's bounds and
+// with every exponent.
+func TestFormatAmountIsDecimalString(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		"0", "1", "-1", "42", "100", "10.50", "-0.000001", "1e3", "1.5e2", "0.0",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+	} {
+		d := decimal.RequireFromString(s)
+		if got, want := FormatAmount(d), d.String(); got != want {
+			t.Errorf("FormatAmount(%s) = %q, want %q", s, got, want)
+		}
+	}
+	if got := FormatAmount(decimal.Zero); got != "0" {
+		t.Errorf("FormatAmount(decimal.Zero) = %q", got)
 	}
 }

@@ -370,17 +370,19 @@ func (m Mutation) SpendsWhere() bool { return m.Type == EntryPurchase || m.Type 
 // can be told from another request that reuses its request_id. Every field is
 // length-prefixed and metadata is sorted, so the encoding is unambiguous.
 func (m Mutation) Hash() string {
-	h := sha256.New()
+	// The fields are gathered in a buffer on the stack, then hashed at
+	// once: a hash.Hash and each field's bytes were allocations of every
+	// request's (issue 37).
+	var buf [512]byte
+	b := buf[:0]
 	field := func(s string) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+		b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+		b = append(b, s...)
 	}
 	field(string(m.Type))
 	field(m.UserID)
 	field(m.RequestID)
-	field(m.Amount.String())
+	field(FormatAmount(m.Amount))
 	field(m.OrderID)
 	field(m.PurchaseRequestID)
 	if m.HoldRequestID != "" { // only then, as with the expiry below
@@ -427,7 +429,10 @@ func (m Mutation) Hash() string {
 		field(k)
 		field(m.Metadata[k])
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(b)
+	var text [2 * sha256.Size]byte
+	hex.Encode(text[:], sum[:])
+	return string(text[:])
 }
 
 // ValidateUserID checks a user id: 1 to MaxIDLength characters from the id

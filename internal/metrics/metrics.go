@@ -51,6 +51,18 @@ type Metrics struct {
 	// looked up once: an RPC then finds its two by one map read, not by
 	// hashing its labels in each vector. Read-only after New.
 	byProcedure map[string]procedureSeries
+	// byOperation holds the series of every DynamoDB operation known at
+	// New (its duration, and its calls by the outcomes that are not an AWS
+	// error code), looked up once as byProcedure's: a call then finds its
+	// two by map reads, not by hashing its labels in each vector.
+	// Read-only after New.
+	byOperation map[string]operationSeries
+}
+
+// operationSeries are one DynamoDB operation's series.
+type operationSeries struct {
+	duration prometheus.Observer
+	calls    map[string]prometheus.Counter // by outcome, of dynamoDBOutcomes
 }
 
 // procedureSeries are one procedure's request series.
@@ -172,11 +184,13 @@ func (m *Metrics) startAtZero(procedures []string) {
 	for _, reason := range retryReasons {
 		m.retries.WithLabelValues(reason)
 	}
+	m.byOperation = make(map[string]operationSeries, len(dynamoDBOperations))
 	for _, op := range dynamoDBOperations {
-		m.dynamoDuration.WithLabelValues(op)
+		s := operationSeries{duration: m.dynamoDuration.WithLabelValues(op), calls: make(map[string]prometheus.Counter, len(dynamoDBOutcomes))}
 		for _, outcome := range dynamoDBOutcomes {
-			m.dynamoCalls.WithLabelValues(op, outcome)
+			s.calls[outcome] = m.dynamoCalls.WithLabelValues(op, outcome)
 		}
+		m.byOperation[op] = s
 	}
 	// Forwarding series only where the mutations are served: `ledgerd
 	// project` forwards nothing.
@@ -347,8 +361,19 @@ func (m *Metrics) DynamoDBMiddleware(stack *middleware.Stack) error {
 // DynamoDBCall counts and times one DynamoDB call: the middleware's, and
 // those internal/ddbwire sends without the SDK's stack.
 func (m *Metrics) DynamoDBCall(operation string, took time.Duration, err error) {
-	m.dynamoDuration.WithLabelValues(operation).Observe(took.Seconds())
-	m.dynamoCalls.WithLabelValues(operation, outcome(err)).Inc()
+	outcome := outcome(err)
+	s, ok := m.byOperation[operation]
+	if !ok {
+		m.dynamoDuration.WithLabelValues(operation).Observe(took.Seconds())
+		m.dynamoCalls.WithLabelValues(operation, outcome).Inc()
+		return
+	}
+	s.duration.Observe(took.Seconds())
+	if c, ok := s.calls[outcome]; ok {
+		c.Inc()
+		return
+	}
+	m.dynamoCalls.WithLabelValues(operation, outcome).Inc() // an AWS error code
 }
 
 // outcome names how a call ended, with few enough values to be a label.

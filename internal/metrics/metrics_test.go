@@ -340,3 +340,46 @@ func TestRequestsByProcedureAndCode(t *testing.T) {
 		}
 	}
 }
+
+// A DynamoDB call is counted under its operation and outcome, and timed
+// under its operation, whether the operation and outcome were known at New
+// (their series looked up once) or not: an AWS error code, an operation
+// ledgerd did not list.
+func TestDynamoDBCallsByOperationAndOutcome(t *testing.T) {
+	t.Parallel()
+	m := New()
+	canceled := &types.TransactionCanceledException{}
+	m.DynamoDBCall("TransactWriteItems", time.Millisecond, nil)
+	m.DynamoDBCall("TransactWriteItems", time.Millisecond, nil)
+	m.DynamoDBCall("TransactWriteItems", time.Millisecond, canceled)
+	m.DynamoDBCall("GetItem", time.Millisecond, context.Canceled)
+	m.DynamoDBCall("BatchGetItem", time.Millisecond, nil)
+	for _, tt := range []struct {
+		operation, outcome string
+		want               float64
+	}{
+		{"TransactWriteItems", "ok", 2},
+		{"TransactWriteItems", "TransactionCanceledException", 1},
+		{"TransactWriteItems", "error", 0},
+		{"GetItem", "canceled", 1},
+		{"GetItem", "ok", 0},
+		{"BatchGetItem", "ok", 1},
+	} {
+		if got := testutil.ToFloat64(m.dynamoCalls.WithLabelValues(tt.operation, tt.outcome)); got != tt.want {
+			t.Errorf("dynamodb calls of %s with %s = %v, want %v", tt.operation, tt.outcome, got, tt.want)
+		}
+	}
+	for operation, want := range map[string]uint64{"TransactWriteItems": 3, "GetItem": 1, "BatchGetItem": 1, "Query": 0} {
+		var got uint64
+		for _, s := range gather(t, m.dynamoDuration).GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetValue() == operation {
+					got = s.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+		if got != want {
+			t.Errorf("durations of %s = %d, want %d", operation, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package dynamo
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,15 +50,43 @@ func key(user, sk string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"PK": ddbattr.S(partitionKey(user)), "SK": ddbattr.S(sk)}
 }
 
+// keyWith is key with its values from v, in a map made for size
+// attributes (an item's, which then grows no more).
+func keyWith(v *ddbattr.Values, user, sk string, size int) map[string]types.AttributeValue {
+	item := make(map[string]types.AttributeValue, size)
+	item["PK"], item["SK"] = v.S(partitionKey(user)), v.S(sk)
+	return item
+}
+
 func accountKey(user string) map[string]types.AttributeValue { return key(user, accountSK) }
 
-func entrySK(version int64) string { return fmt.Sprintf("%s%0*d", entryPrefix, versionDigits, version) }
+func entrySK(version int64) string { return versionSK(entryPrefix, version) }
+
+// versionSK is prefix and version in versionDigits digits, zeros first
+// (as fmt's %0*d writes it, without fmt).
+func versionSK(prefix string, version int64) string {
+	if version < 0 {
+		return fmt.Sprintf("%s%0*d", prefix, versionDigits, version)
+	}
+	var b [2 + versionDigits]byte
+	n := copy(b[:], prefix)
+	digits := strconv.AppendInt(b[n:n], version, 10)
+	if len(digits) >= versionDigits {
+		return string(b[:n+len(digits)])
+	}
+	pad := versionDigits - len(digits)
+	copy(b[n+pad:], digits)
+	for i := range pad {
+		b[n+i] = '0'
+	}
+	return string(b[:n+versionDigits])
+}
 
 func entryKey(user string, version int64) map[string]types.AttributeValue {
 	return key(user, entrySK(version))
 }
 
-func holdSK(version int64) string { return fmt.Sprintf("%s%0*d", holdPrefix, versionDigits, version) }
+func holdSK(version int64) string { return versionSK(holdPrefix, version) }
 
 func holdKey(user string, version int64) map[string]types.AttributeValue {
 	return key(user, holdSK(version))
@@ -102,91 +131,94 @@ func recordable(err error) (*ledger.Error, bool) {
 }
 
 func entryItem(e ledger.Entry) map[string]types.AttributeValue {
-	item := key(e.UserID, entrySK(e.Version))
-	item["entry_id"] = ddbattr.S(e.ID)
-	item["user_id"] = ddbattr.S(e.UserID)
-	item["version"] = ddbattr.Int(e.Version)
-	item["type"] = ddbattr.S(string(e.Type))
-	item["amount"] = ddbattr.Decimal(e.Amount)
-	item["balance_after"] = ddbattr.Decimal(e.BalanceAfter)
+	// Its values in two blocks (a purchase's entry has about ten strings
+	// and four numbers), its map made for them.
+	v := ddbattr.MakeValues(10, 5)
+	item := keyWith(&v, e.UserID, entrySK(e.Version), 16)
+	item["entry_id"] = v.S(e.ID)
+	item["user_id"] = v.S(e.UserID)
+	item["version"] = v.Int(e.Version)
+	item["type"] = v.S(string(e.Type))
+	item["amount"] = v.Decimal(e.Amount)
+	item["balance_after"] = v.Decimal(e.BalanceAfter)
 	if e.RequestID != "" { // entries the ledger writes itself (expirations) have none
-		item["request_id"] = ddbattr.S(e.RequestID)
+		item["request_id"] = v.S(e.RequestID)
 	}
-	item["create_time"] = ddbattr.S(formatTime(e.CreateTime))
+	item["create_time"] = v.S(formatTime(e.CreateTime))
 	if !e.ExpireTime.IsZero() {
-		item["expire_time"] = ddbattr.S(formatTime(e.ExpireTime))
+		item["expire_time"] = v.S(formatTime(e.ExpireTime))
 	}
 	if len(e.Draws) > 0 {
-		item["draws"] = drawsItem(e.Draws)
+		item["draws"] = drawsItemWith(&v, e.Draws)
 	}
 	// Kinds and places: only when there are some, so that the items of a
 	// program without kinds stay as they were, and items from before
 	// kinds read as standard.
 	if e.Kind != "" {
-		item["kind"] = ddbattr.S(e.Kind)
+		item["kind"] = v.S(e.Kind)
 	}
 	if e.MerchantID != "" {
-		item["merchant_id"] = ddbattr.S(e.MerchantID)
+		item["merchant_id"] = v.S(e.MerchantID)
 	}
 	if e.Category != "" {
-		item["category"] = ddbattr.S(e.Category)
+		item["category"] = v.S(e.Category)
 	}
 	if e.OrderID != "" {
-		item["order_id"] = ddbattr.S(e.OrderID)
+		item["order_id"] = v.S(e.OrderID)
 	}
 	if len(e.Metadata) > 0 {
 		md := make(map[string]types.AttributeValue, len(e.Metadata))
-		for k, v := range e.Metadata {
-			md[k] = ddbattr.S(v)
+		for k, val := range e.Metadata {
+			md[k] = v.S(val)
 		}
 		item["metadata"] = &types.AttributeValueMemberM{Value: md}
 	}
 	// What is held: only on the entries that move it or follow one that
 	// did, so that the items of a user who never held stay as they were.
 	if !e.HeldChange.IsZero() {
-		item["held_change"] = ddbattr.Decimal(e.HeldChange)
+		item["held_change"] = v.Decimal(e.HeldChange)
 	}
 	if !e.HeldAfter.IsZero() {
-		item["held_after"] = ddbattr.Decimal(e.HeldAfter)
+		item["held_after"] = v.Decimal(e.HeldAfter)
 	}
 	if e.HoldRequestID != "" {
-		item["hold_request_id"] = ddbattr.S(e.HoldRequestID)
+		item["hold_request_id"] = v.S(e.HoldRequestID)
 	}
 	if e.BudgetID != "" {
-		item["budget_id"] = ddbattr.S(e.BudgetID)
+		item["budget_id"] = v.S(e.BudgetID)
 	}
 	if e.Refundable() {
-		item["refunded_amount"] = ddbattr.Decimal(e.RefundedAmount)
+		item["refunded_amount"] = v.Decimal(e.RefundedAmount)
 	}
 	// Pending points: only on the entries that move them or follow one
 	// that did, as with what is held.
 	if !e.PendingChange.IsZero() {
-		item["pending_change"] = ddbattr.Decimal(e.PendingChange)
+		item["pending_change"] = v.Decimal(e.PendingChange)
 	}
 	if !e.PendingAfter.IsZero() {
-		item["pending_after"] = ddbattr.Decimal(e.PendingAfter)
+		item["pending_after"] = v.Decimal(e.PendingAfter)
 	}
 	if !e.EffectiveTime.IsZero() {
-		item["effective_time"] = ddbattr.S(formatTime(e.EffectiveTime))
+		item["effective_time"] = v.S(formatTime(e.EffectiveTime))
 	}
 	if e.GrantRequestID != "" {
-		item["grant_request_id"] = ddbattr.S(e.GrantRequestID)
-		item["grant_version"] = ddbattr.Int(e.GrantVersion)
+		item["grant_request_id"] = v.S(e.GrantRequestID)
+		item["grant_version"] = v.Int(e.GrantVersion)
 	}
 	if !e.ReversedAmount.IsZero() { // a grant's reversals add it (grantReversalUpdate)
-		item["reversed_amount"] = ddbattr.Decimal(e.ReversedAmount)
+		item["reversed_amount"] = v.Decimal(e.ReversedAmount)
 	}
 	switch e.Type {
 	case ledger.EntryGrant, ledger.EntryPurchase, ledger.EntryExpiration, ledger.EntryHold, ledger.EntryCapture, ledger.EntryMaturation:
 	case ledger.EntryReversal: // why, if the request said
 		if e.Reason != "" {
-			item["reason"] = ddbattr.S(e.Reason)
+			item["reason"] = v.S(e.Reason)
 		}
 	case ledger.EntryRefund:
-		item["purchase_request_id"] = ddbattr.S(e.PurchaseRequestID)
-		item["purchase_version"] = ddbattr.Int(e.PurchaseVersion)
+		item["purchase_request_id"] = v.S(e.PurchaseRequestID)
+		item["purchase_version"] = v.Int(e.PurchaseVersion)
 	case ledger.EntryAdjustment, ledger.EntryRelease: // a release's reason: VOIDED or EXPIRED
-		item["reason"] = ddbattr.S(e.Reason)
+		item["reason"] = v.S(e.Reason)
 		if e.ExplainsBalance {
 			item["explains_balance"] = &types.AttributeValueMemberBOOL{Value: true}
 		}
@@ -216,16 +248,25 @@ func bucketKey(b ledger.Bucket) string {
 // drawsItem is a list of {expire_time, amount, kind} maps, in order; the
 // standard kind is written as none.
 func drawsItem(ds []ledger.Draw) types.AttributeValue {
+	var v ddbattr.Values
+	return drawsItemWith(&v, ds)
+}
+
+// drawsItemWith is drawsItem with its values from v.
+func drawsItemWith(v *ddbattr.Values, ds []ledger.Draw) types.AttributeValue {
 	l := make([]types.AttributeValue, len(ds))
+	ms := make([]types.AttributeValueMemberM, len(ds))
 	for i, d := range ds {
-		m := map[string]types.AttributeValue{"amount": ddbattr.Decimal(d.Amount)}
+		m := make(map[string]types.AttributeValue, 3)
+		m["amount"] = v.Decimal(d.Amount)
 		if !d.Expire.IsZero() {
-			m["expire_time"] = ddbattr.S(formatTime(d.Expire))
+			m["expire_time"] = v.S(formatTime(d.Expire))
 		}
 		if d.Kind != "" {
-			m["kind"] = ddbattr.S(d.Kind)
+			m["kind"] = v.S(d.Kind)
 		}
-		l[i] = &types.AttributeValueMemberM{Value: m}
+		ms[i].Value = m
+		l[i] = &ms[i]
 	}
 	return &types.AttributeValueMemberL{Value: l}
 }
@@ -255,10 +296,11 @@ func bucketsItem(bs []ledger.Bucket) types.AttributeValue {
 func kept(b ledger.Bucket) bool { return !b.Expire.IsZero() || b.Kind != "" }
 
 func requestItem(m ledger.Mutation, e ledger.Entry, last int64) map[string]types.AttributeValue {
-	item := requestAttributes(m, e.CreateTime)
-	item["version"] = ddbattr.Int(e.Version)
+	v := ddbattr.MakeValues(6, 3)
+	item := requestAttributes(&v, m, e.CreateTime)
+	item["version"] = v.Int(e.Version)
 	if last > e.Version {
-		item["last_version"] = ddbattr.Int(last)
+		item["last_version"] = v.Int(last)
 	}
 	return item
 }
@@ -266,7 +308,8 @@ func requestItem(m ledger.Mutation, e ledger.Entry, last int64) map[string]types
 // refusalItem is the request record of m refused with refusal (see
 // recordable): it names no entry.
 func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[string]types.AttributeValue {
-	item := requestAttributes(m, now)
+	var v ddbattr.Values
+	item := requestAttributes(&v, m, now)
 	for name, kind := range refusalKinds {
 		if kind == refusal.Kind {
 			item["refusal_kind"] = ddbattr.S(name)
@@ -284,13 +327,16 @@ func refusalItem(m ledger.Mutation, refusal *ledger.Error, now time.Time) map[st
 	return item
 }
 
-func requestAttributes(m ledger.Mutation, now time.Time) map[string]types.AttributeValue {
-	item := requestKey(m.UserID, m.RequestID)
-	item["request_id"] = ddbattr.S(m.RequestID)
-	item["request_hash"] = ddbattr.S(m.Hash())
-	item["type"] = ddbattr.S(string(m.Type))
-	item["amount"] = ddbattr.Decimal(m.Amount)
-	item["create_time"] = ddbattr.S(formatTime(now))
+// requestAttributes are the attributes every request record has, their
+// values from v, in a map made for a request record's: eight, with its
+// version (a map of up to eight is one group, more a table of them).
+func requestAttributes(v *ddbattr.Values, m ledger.Mutation, now time.Time) map[string]types.AttributeValue {
+	item := keyWith(v, m.UserID, requestPrefix+m.RequestID, 8)
+	item["request_id"] = v.S(m.RequestID)
+	item["request_hash"] = v.S(m.Hash())
+	item["type"] = v.S(string(m.Type))
+	item["amount"] = v.Decimal(m.Amount)
+	item["create_time"] = v.S(formatTime(now))
 	return item
 }
 

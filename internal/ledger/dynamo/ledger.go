@@ -148,6 +148,7 @@ type Ledger struct {
 
 	idMu    sync.Mutex
 	entropy *ulid.MonotonicEntropy
+	id      ulid.ULID // newID's, under idMu: the entropy's reader makes its bytes escape
 
 	budgetShardCounts sync.Map // budget id -> its shards as last read or grown (budget.go)
 	budgetThrottles   sync.Map // budget id -> *budgetThrottles (budget_growth.go)
@@ -208,9 +209,20 @@ func New(db API, o Options) *Ledger {
 
 // newID returns a ULID for time t, increasing within the process.
 func (l *Ledger) newID(t time.Time) string {
+	// As ulid.MustNew(ulid.Timestamp(t), l.entropy).String(), in one
+	// allocation, the string's, instead of three (issue 37).
 	l.idMu.Lock()
 	defer l.idMu.Unlock()
-	return ulid.MustNew(ulid.Timestamp(t), l.entropy).String()
+	ms := ulid.Timestamp(t)
+	if err := l.id.SetTime(ms); err != nil {
+		panic(err)
+	}
+	if err := l.entropy.MonotonicRead(ms, l.id[6:]); err != nil {
+		panic(err)
+	}
+	var text [ulid.EncodedSize]byte
+	_ = l.id.MarshalTextTo(text[:]) // the right size
+	return string(text[:])
 }
 
 // queues holds, per user, the mutations waiting for their group. A user has

@@ -3,7 +3,6 @@ package dynamo
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -264,9 +263,9 @@ func (t *txn) close() group {
 	// unfreeze, which moves no version.
 	cond := accountCondition(t.before, t.needsActive || t.recorded > 0, t.need)
 	if len(t.members) > 0 {
-		t.items[0] = types.TransactWriteItem{Update: accountUpdate(*t.table, t.before, t.after, cond)}
+		t.items[0] = types.TransactWriteItem{Update: accountUpdate(t.table, t.before, t.after, cond)}
 	} else {
-		t.items[0] = types.TransactWriteItem{ConditionCheck: accountCheck(*t.table, t.before, cond)}
+		t.items[0] = types.TransactWriteItem{ConditionCheck: accountCheck(t.table, t.before, cond)}
 	}
 	return t.group
 }
@@ -318,10 +317,52 @@ const indexReserve = 3
 
 // condition is a condition expression with its names and values.
 type condition struct {
-	expr   string
+	expr   *string
 	names  map[string]string
 	values map[string]types.AttributeValue
+	// vals holds values' values, with room for accountUpdate's: the
+	// condition is the account item's, which takes it over.
+	vals ddbattr.Values
 }
+
+// accountExprs are accountCondition's expressions for an account of a
+// version, by what else they hold (accountConditionExpr), made once:
+// pointers to them go into the transactions, which only read them.
+var accountExprs = func() (exprs [16]string) {
+	for i := range exprs {
+		e := "version = :expected AND balance = :before"
+		if i&condHeld != 0 {
+			e += " AND held = :held"
+		}
+		if i&condPending != 0 {
+			e += " AND pending = :pending"
+		}
+		if i&condStatus != 0 {
+			e += " AND #status = :status"
+		}
+		if i&condNeed != 0 {
+			e += " AND balance >= :need"
+		}
+		exprs[i] = e
+	}
+	return exprs
+}()
+
+// What an account's condition holds besides its version and balance.
+const (
+	condHeld = 1 << iota
+	condPending
+	condStatus
+	condNeed
+)
+
+// Expressions and names shared by every transaction, which only reads
+// them.
+var (
+	noAccountExpr = "attribute_not_exists(PK)"
+	statusName    = map[string]string{"#status": "status"} // a reserved word
+	plainUpdate   = "SET balance = :balance, version = :version, update_time = :now"
+)
 
 // accountCondition holds only for the account a group was planned on: no
 // account for a new user, else the version and the balance (a balance
@@ -332,44 +373,46 @@ type condition struct {
 // and holds at every step (need).
 func accountCondition(before ledger.Account, withStatus bool, need decimal.Decimal) condition {
 	if before.Version == 0 {
-		return condition{expr: "attribute_not_exists(PK)"}
+		return condition{expr: &noAccountExpr}
 	}
-	c := condition{
-		expr: "version = :expected AND balance = :before",
-		values: map[string]types.AttributeValue{
-			":expected": ddbattr.Int(before.Version),
-			":before":   ddbattr.Decimal(before.Balance),
-		},
-	}
+	// Room for the condition's values and the update's (accountUpdate):
+	// three strings (the key, the time), five numbers and more.
+	c := condition{vals: ddbattr.MakeValues(4, 8), values: make(map[string]types.AttributeValue, 8)}
+	c.values[":expected"] = c.vals.Int(before.Version)
+	c.values[":before"] = c.vals.Decimal(before.Balance)
+	which := 0
 	if len(before.Holds) > 0 || !before.Held.IsZero() {
-		c.expr += " AND held = :held"
-		c.values[":held"] = ddbattr.Decimal(before.Held)
+		which |= condHeld
+		c.values[":held"] = c.vals.Decimal(before.Held)
 	}
 	if len(before.PendingLots) > 0 || !before.Pending.IsZero() {
-		c.expr += " AND pending = :pending"
-		c.values[":pending"] = ddbattr.Decimal(before.Pending)
+		which |= condPending
+		c.values[":pending"] = c.vals.Decimal(before.Pending)
 	}
 	if withStatus {
-		c.expr += " AND #status = :status"
-		c.names = map[string]string{"#status": "status"} // a reserved word
-		c.values[":status"] = ddbattr.S(string(before.Status))
+		which |= condStatus
+		c.names = statusName
+		c.values[":status"] = c.vals.S(string(before.Status))
 	}
 	if need.IsPositive() {
-		c.expr += " AND balance >= :need"
-		c.values[":need"] = ddbattr.Decimal(need)
+		which |= condNeed
+		c.values[":need"] = c.vals.Decimal(need)
 	}
+	c.expr = &accountExprs[which]
 	return c
 }
 
 // accountUpdate moves the aggregate from before to after under cond (see
-// accountCondition).
-func accountUpdate(table string, before, after ledger.Account, cond condition) *types.Update {
-	values := map[string]types.AttributeValue{
-		":balance": ddbattr.Decimal(after.Balance),
-		":version": ddbattr.Int(after.Version),
-		":now":     ddbattr.S(formatTime(after.UpdateTime)),
+// accountCondition), whose values it takes over.
+func accountUpdate(table *string, before, after ledger.Account, cond condition) *types.Update {
+	v := &cond.vals
+	values := cond.values
+	if values == nil {
+		values = make(map[string]types.AttributeValue, 8)
 	}
-	maps.Copy(values, cond.values)
+	values[":balance"] = v.Decimal(after.Balance)
+	values[":version"] = v.Int(after.Version)
+	values[":now"] = v.S(formatTime(after.UpdateTime))
 	names := cond.names
 	set := []string{"balance = :balance", "version = :version", "update_time = :now"}
 	var remove []string
@@ -387,7 +430,7 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	switch {
 	case len(after.Holds) > 0 && !sameHolds(before, after):
 		set = append(set, "held = :heldAfter", "holds = :holds")
-		values[":heldAfter"] = ddbattr.Decimal(after.Held)
+		values[":heldAfter"] = v.Decimal(after.Held)
 		values[":holds"] = holdsItem(after.Holds)
 	case len(after.Holds) == 0 && len(before.Holds) > 0:
 		remove = append(remove, "held", "holds")
@@ -395,7 +438,7 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 	switch {
 	case len(after.PendingLots) > 0 && !sameLots(before, after):
 		set = append(set, "pending = :pendingAfter", "pending_lots = :lots")
-		values[":pendingAfter"] = ddbattr.Decimal(after.Pending)
+		values[":pendingAfter"] = v.Decimal(after.Pending)
 		values[":lots"] = lotsItem(after.PendingLots)
 	case len(after.PendingLots) == 0 && len(before.PendingLots) > 0:
 		remove = append(remove, "pending", "pending_lots")
@@ -403,19 +446,23 @@ func accountUpdate(table string, before, after ledger.Account, cond condition) *
 
 	if before.Version == 0 {
 		set = append(set, "user_id = :user", "#status = :active", "create_time = :now")
-		names = map[string]string{"#status": "status"}
-		values[":user"] = ddbattr.S(after.UserID)
-		values[":active"] = ddbattr.S(string(ledger.StatusActive))
+		names = statusName
+		values[":user"] = v.S(after.UserID)
+		values[":active"] = v.S(string(ledger.StatusActive))
 	}
-	update := "SET " + strings.Join(set, ", ")
-	if len(remove) > 0 {
-		update += " REMOVE " + strings.Join(remove, ", ")
+	update := &plainUpdate // most updates: the balance, the version, the time
+	if len(set) > 3 || len(remove) > 0 {
+		u := "SET " + strings.Join(set, ", ")
+		if len(remove) > 0 {
+			u += " REMOVE " + strings.Join(remove, ", ")
+		}
+		update = &u
 	}
 	return &types.Update{
-		TableName:                           &table,
-		Key:                                 accountKey(after.UserID),
-		UpdateExpression:                    &update,
-		ConditionExpression:                 &cond.expr,
+		TableName:                           table,
+		Key:                                 keyWith(v, after.UserID, accountSK, 2),
+		UpdateExpression:                    update,
+		ConditionExpression:                 cond.expr,
 		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -443,11 +490,11 @@ func sameLots(a, b ledger.Account) bool {
 
 // accountCheck holds a group of refusals alone to the account they were
 // decided on: cond (see accountCondition), and no change.
-func accountCheck(table string, before ledger.Account, cond condition) *types.ConditionCheck {
+func accountCheck(table *string, before ledger.Account, cond condition) *types.ConditionCheck {
 	return &types.ConditionCheck{
-		TableName:                           &table,
+		TableName:                           table,
 		Key:                                 accountKey(before.UserID),
-		ConditionExpression:                 &cond.expr,
+		ConditionExpression:                 cond.expr,
 		ExpressionAttributeNames:            cond.names,
 		ExpressionAttributeValues:           cond.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
