@@ -38,7 +38,12 @@
 //     directly, one after another by the stream's reader, which holds the
 //     user's shard (a lease), the next batch only after this one; only to
 //     a user without a queue, and a queue is deleted only when all it was
-//     marked with is resolved, so the two ways never overlap. Only the
+//     marked with is resolved, so the two ways never overlap. A user found
+//     without a queue is remembered so (direct.go, noQueue) until this
+//     process marks its queue, a redelivery counts itself on the endpoint
+//     (every batch with an entry written after that reads its users
+//     again), or the stream consumer takes a shard (which another process
+//     may have held and made queues under). Only the
 //     holder of a queue's claim (a conditional write with an expiry: the
 //     mark of an idle queue, or a claim of a due one) sends its events,
 //     one after another, each only after the previous one's 2xx or last

@@ -33,7 +33,10 @@
 //     deleted when its holder releases it with nothing more wanted
 //     (conditional on its rvn and wanted <= done): a user without one is
 //     sent its events directly, and one BatchGetItem of a stream batch's
-//     queues tells which users have one.
+//     queues tells which users have one (those the dispatcher does not
+//     remember without one). An endpoint's redeliveries attribute counts
+//     the redeliveries asked of it (ADD, with its rvn): the fence of that
+//     memory.
 //   - Packs: the events answered 2xx at the first attempt of their round
 //     (dispatch's pack.go), many to an item, with no row of their own: PK
 //     "S#<endpoint_id>", SK "<highest event id>#<a new ULID>", lo (the
