@@ -187,3 +187,34 @@ func TestAGroupPlannedAheadOfAFailedOneIsDecidedAgain(t *testing.T) {
 	}
 	t.Logf("%d transactions after the grant, %d of them failed with a group planned behind", f.n.Load(), f.failed.Load())
 }
+
+// A refund queued right behind its purchase is not decided while the
+// purchase's transaction is in flight (its purchase is not committed yet,
+// and would be read as missing): planning ahead stops before it, and goes
+// on from it once the purchase has committed, with the purchases behind
+// it in the same group.
+func TestARefundBehindItsPurchaseInFlightWaitsForIt(t *testing.T) {
+	t.Parallel()
+	env := dynamotest.New(t)
+	counter := &transactionCounter{API: env.Client}
+	h := newHoldFirst(counter, env.Client) // the grant's transaction is not counted
+	l := New(h, Options{Table: env.Ledger})
+	refund, err := ledger.NewMutation(ledger.EntryRefund, ledger.Request{UserID: "u1", RequestID: "r1", Amount: "5", PurchaseRequestID: "p1"}, ledger.DefaultScale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := applyBehind(t, l, h, mutation(t, ledger.EntryGrant, "u1", "g", "50"),
+		mutation(t, ledger.EntryPurchase, "u1", "p1", "20"), refund,
+		mutation(t, ledger.EntryPurchase, "u1", "p2", "1"), mutation(t, ledger.EntryPurchase, "u1", "p3", "1"))
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("call %d: %v", i, err)
+		}
+	}
+	if got := counter.n.Load(); got != 2 {
+		t.Errorf("%d transactions after the grant, want 2: the purchase, then the refund and the purchases behind it", got)
+	}
+	if acct := assertAuditClean(t, l, "u1"); acct.Balance.String() != "33" || acct.Version != 5 {
+		t.Errorf("account = balance %s version %d, want 50-20+5-1-1 = 33 and 5", acct.Balance, acct.Version)
+	}
+}
