@@ -47,9 +47,11 @@ type Options struct {
 	Logger  *slog.Logger     // zero: slog.Default()
 
 	// Group commit (see write.go): at most MaxBatch mutations of one user per
-	// transaction (0: DefaultMaxBatch; 1: no grouping), each group gathered
-	// for Linger first (0: a group is whatever queued while the previous
-	// one committed).
+	// transaction (0: DefaultMaxBatch; 1: no grouping, and no group planned
+	// ahead: one mutation a round trip), each group gathered for Linger
+	// first (0: a group is whatever queued while the previous one
+	// committed, planned while it was in flight: ahead.go; with a linger,
+	// each group is planned after the one before it has committed).
 	MaxBatch int
 	Linger   time.Duration
 
