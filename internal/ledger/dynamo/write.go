@@ -357,6 +357,10 @@ func (l *Ledger) try(g *groupTry, stopAtBackoff bool) (later []*call, backoff bo
 			// The next group goes now; p's calls are answered once it is
 			// on its way (transact, or flush).
 			next, calls := l.adopt(ctx, g.q, a)
+			// A group of its own, with its own context (a busy user's
+			// groups may go on one after the other for longer than any
+			// one context lasts) and its own attempts.
+			ctx = l.groupContext()
 			*g = groupTry{ctx: ctx, user: user, q: g.q, calls: calls, next: &next, answer: &p}
 			continue
 		}
