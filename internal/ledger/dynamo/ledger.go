@@ -1,8 +1,10 @@
 // Package dynamo stores the ledger in one DynamoDB table (single-table
 // design; see migrations/) and implements its write path (write.go, with
-// the facts it reads in facts.go, the transaction it builds in txn.go and
-// its cancellations decoded in cancel.go) and consistent reads (read.go).
-// The invariants it keeps are those of package ledger.
+// the facts it reads in facts.go, the transaction it builds in txn.go, a
+// busy user's next group planned while the last one commits in ahead.go,
+// and its cancellations decoded in cancel.go) and consistent reads
+// (read.go). The invariants it keeps are those of package ledger: write.go
+// says how ("What must hold, and how").
 package dynamo
 
 import (
@@ -45,9 +47,11 @@ type Options struct {
 	Logger  *slog.Logger     // zero: slog.Default()
 
 	// Group commit (see write.go): at most MaxBatch mutations of one user per
-	// transaction (0: DefaultMaxBatch; 1: no grouping), each group gathered
-	// for Linger first (0: a group is whatever queued while the previous
-	// one committed).
+	// transaction (0: DefaultMaxBatch; 1: no grouping, and no group planned
+	// ahead: one mutation a round trip), each group gathered for Linger
+	// first (0: a group is whatever queued while the previous one
+	// committed, planned while it was in flight: ahead.go; with a linger,
+	// each group is planned after the one before it has committed).
 	MaxBatch int
 	Linger   time.Duration
 
@@ -227,7 +231,9 @@ func (l *Ledger) newID(t time.Time) string {
 
 // queues holds, per user, the mutations waiting for their group. A user has
 // a queue, and one goroutine committing from it (its first caller's, then a
-// drainer's), exactly while mutations wait or commit.
+// drainer's), exactly while mutations wait or commit; while a drainer's
+// transaction is in flight, a goroutine of its takes the next group's calls
+// (takeMore, see ahead.go), and they go back (putBack) if it is dropped.
 type queues struct {
 	mu sync.Mutex
 	m  map[string]*userQueue
@@ -265,6 +271,36 @@ func (q *queues) take(uq *userQueue, carry []*call, n int) []*call {
 	group := append(carry[:len(carry):len(carry)], uq.pending[:k]...)
 	uq.pending = uq.pending[k:]
 	return group
+}
+
+// takeMore returns up to n queued calls, for a group planned while the
+// one before it commits (ahead.go); it never retires the queue: its
+// committer is still at work.
+func (q *queues) takeMore(uq *userQueue, n int) []*call {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	k := min(max(n, 0), len(uq.pending))
+	more := uq.pending[:k:k]
+	uq.pending = uq.pending[k:]
+	return more
+}
+
+// waiting says whether calls are queued.
+func (q *queues) waiting(uq *userQueue) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(uq.pending) > 0
+}
+
+// putBack puts calls taken by takeMore back at the head of the queue, in
+// their order, ahead of those that queued since: their group was not sent.
+func (q *queues) putBack(uq *userQueue, calls []*call) {
+	if len(calls) == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	uq.pending = append(calls[:len(calls):len(calls)], uq.pending...)
 }
 
 // idle retires the queue if carry and the queue are empty, and reports

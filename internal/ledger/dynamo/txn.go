@@ -112,6 +112,9 @@ type txn struct {
 	byRequest   map[string]*planned      // members by request_id
 	records     map[string]requestRecord // a transaction may write a request record once
 	holds       groupHolds
+	// ahead: planned on the account the group in flight leaves, before
+	// it commits (ahead.go); stopped: the group ended early for that.
+	ahead, stopped bool
 }
 
 // entryIDs gives entries their ids: the Ledger (Ledger.newID), or one id
@@ -151,6 +154,10 @@ func (t *txn) fits(ctx context.Context, c *call, n int) bool {
 		return true
 	}
 	if len(t.items) > 1 {
+		return false
+	}
+	if t.ahead { // decided once the account it is planned on has committed
+		t.stopped = true
 		return false
 	}
 	dec := ledger.DecideExpiryUpTo(t.running, t.now, (maxTxItems-indexReserve-1)/2)

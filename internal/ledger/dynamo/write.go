@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/pointledger/pointledger/internal/ledger"
@@ -27,6 +25,8 @@ import (
 //
 // and the steps plan and commit take live beside it:
 //
+//	ahead.go       a busy user's next group planned while the last one's
+//	               transaction is in flight, adopted or dropped on its answer
 //	facts.go       reading the facts a decision needs (a refund's purchase, a
 //	               hold's record, the sum an explaining adjustment explains)
 //	txn.go         building the transaction from the decisions: its items, their
@@ -124,6 +124,27 @@ import (
 // group of its own: it is checked against the sum of the entries up to the
 // account's version (read consistently), and the version condition makes
 // the transaction apply to exactly that account.
+//
+// One group ahead (ahead.go): a drainer (grouping on, no linger) sends
+// each group from its own goroutine and, while the transaction is in
+// flight, another goroutine answers the group before it and plans the next
+// group on the account this one leaves if it commits. Only mutations
+// decided on the account alone are planned so: a refund, a reversal, a
+// capture or a void, a grant on a budget, an adjustment that explains the
+// balance and the sweeper's call wait until the group in flight has
+// committed, and join the group then, planned as above. When the
+// transaction commits, the group planned behind it takes what queued
+// meanwhile (up to MaxBatch calls in all) and is sent at once, and the
+// committed group's calls are answered while it is in flight. When it does
+// not (cancelled, throttled, or its outcome unknown), the group planned
+// behind it is dropped, nothing of it sent: the calls it took from the
+// queue go back to the head of the queue, in line, and everything is
+// decided again on the account as it is read. So the versions a dropped
+// group planned are planned again, none skipped and none written twice; a
+// balance spent, or a refusal decided, ahead stands only if the group it
+// was decided behind committed; and the account's version and balance
+// conditions guard every write as before. One transaction per user is in
+// flight at a time, as before.
 //
 // A cancelled group is decoded item by item: a taken request record makes
 // that mutation, entry or refusal, a replay (its original answer) or
@@ -231,12 +252,19 @@ func (l *Ledger) drain(q *userQueue, carry []*call) {
 type groupTry struct {
 	ctx       context.Context // the group's (groupContext): it outlives any one caller
 	user      string
+	q         *userQueue
 	calls     []*call
 	conflicts int
 	throttles int
 	seen      seen
 	fresh     *ledger.Account // just read: the next try plans on it
 	wait      time.Duration   // the backoff before the next try
+	// next is the group adopted (ahead.go): planned while the group
+	// before it was in flight, sent as it is on the next try.
+	next *group
+	// answer is a group that committed, whose calls are answered once the
+	// group after it is on its way (flush).
+	answer *group
 }
 
 // commit commits calls as one group (or several tries of it) and returns the
@@ -245,7 +273,7 @@ type groupTry struct {
 // and then q to a drainer goroutine, so that no caller waits on a backoff
 // past its ctx, and reports handed.
 func (l *Ledger) commit(q *userQueue, calls []*call, inline bool) (later []*call, handed bool) {
-	g := groupTry{ctx: l.groupContext(), user: q.user, calls: calls}
+	g := groupTry{ctx: l.groupContext(), user: q.user, q: q, calls: calls}
 	later, backoff := l.try(&g, inline)
 	if !backoff {
 		return later, false
@@ -286,9 +314,12 @@ func (l *Ledger) groupContext() context.Context {
 // try commits g, retrying as cancellations and throttles say, and returns
 // the calls planned for the next group. If stopAtBackoff, it returns at the
 // first backoff instead (backoff true, g.wait set) for the caller to go on
-// elsewhere.
+// elsewhere. Otherwise, pipelining (ahead.go), it goes on from a group
+// that committed to the next, planned while that one was in flight, for
+// as long as calls wait.
 func (l *Ledger) try(g *groupTry, stopAtBackoff bool) (later []*call, backoff bool) {
 	ctx, user := g.ctx, g.user
+	defer l.flush(g)
 	for len(g.calls) > 0 {
 		if g.wait > 0 {
 			err := sleep(ctx, g.wait)
@@ -298,50 +329,45 @@ func (l *Ledger) try(g *groupTry, stopAtBackoff bool) (later []*call, backoff bo
 				return later, false
 			}
 		}
-		var acct ledger.Account
-		var err error
-		if g.fresh != nil {
-			acct, g.fresh = *g.fresh, nil
-		} else if acct, err = l.cachedAccount(ctx, user); err != nil {
-			finishAll(g.calls, err)
+		p, ok := l.planTry(g)
+		if !ok {
 			return later, false
 		}
-		p := l.plan(ctx, acct, g.calls, &g.seen)
 		later = p.later
 		current := g.calls[:len(g.calls)-len(p.later)] // p.later is what follows the group in calls
 		if p.behind {
-			// A refund of a purchase past the account shows the account is
-			// behind another writer's: read it and plan again.
-			read, err := l.account(ctx, user)
-			if err != nil {
-				finishAll(current, err)
-				return later, false
-			}
-			l.cache(user, read)
-			g.fresh = &read
-			l.observe.Retried(RetryStaleCache)
-			if g.conflicts++; g.conflicts >= l.retry.MaxAttempts {
-				l.abandon(ctx, user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), g.conflicts)
+			if !l.readAgain(g, current) {
 				return later, false
 			}
 			g.calls, later = withoutFinished(g.calls), nil
 			continue
 		}
 		if len(p.members) == 0 && p.recorded == 0 {
+			l.flush(g)
 			l.finishRefused(ctx, p.refused)
 			return later, false
 		}
-		_, err = l.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{
-			TransactItems: p.items,
-			// Lets the SDK's own retries of this call (after a lost response)
-			// be answered with the first outcome instead of failed conditions.
-			ClientRequestToken: aws.String(l.newID(l.now())),
-		})
+		a, err := l.transact(g, p, l.pipelines(stopAtBackoff))
 		if err == nil {
-			l.committed(ctx, user, p)
-			return later, false
+			l.settled(user, p)
+			if a == nil {
+				l.answer(ctx, p)
+				return later, false
+			}
+			// The next group goes now; p's calls are answered once it is
+			// on its way (transact, or flush).
+			next, calls := l.adopt(ctx, g.q, a)
+			// A group of its own, with its own context (a busy user's
+			// groups may go on one after the other for longer than any
+			// one context lasts) and its own attempts.
+			ctx = l.groupContext()
+			*g = groupTry{ctx: ctx, user: user, q: g.q, calls: calls, next: &next, answer: &p}
+			continue
 		}
 		l.forget(user)
+		if a != nil {
+			l.discard(g.q, a)
+		}
 		settled, retry, unexplained := l.failed(ctx, p, err)
 		if settled < 0 {
 			// The outcome is unknown: the callers may retry with their request ids.
@@ -378,6 +404,49 @@ func (l *Ledger) try(g *groupTry, stopAtBackoff bool) (later []*call, backoff bo
 	return later, false
 }
 
+// planTry is the group g tries next: the one adopted (g.next), or one
+// planned on the account just read, or cached. It answers every call with
+// the error when the account cannot be read (ok false).
+func (l *Ledger) planTry(g *groupTry) (p group, ok bool) {
+	if g.next != nil {
+		p, g.next = *g.next, nil
+		return p, true
+	}
+	var acct ledger.Account
+	if g.fresh != nil {
+		acct, g.fresh = *g.fresh, nil
+	} else {
+		var err error
+		if acct, err = l.cachedAccount(g.ctx, g.user); err != nil {
+			l.flush(g)
+			finishAll(g.calls, err)
+			return group{}, false
+		}
+	}
+	return l.plan(g.ctx, acct, g.calls, &g.seen), true
+}
+
+// readAgain reads g's account for its next try, after planning showed the
+// cache behind another writer's (a refund of a purchase past it), and
+// reports whether g goes on: not when the read fails or the account kept
+// changing (current, the group's calls, are answered then).
+func (l *Ledger) readAgain(g *groupTry, current []*call) bool {
+	l.flush(g)
+	read, err := l.account(g.ctx, g.user)
+	if err != nil {
+		finishAll(current, err)
+		return false
+	}
+	l.cache(g.user, read)
+	g.fresh = &read
+	l.observe.Retried(RetryStaleCache)
+	if g.conflicts++; g.conflicts >= l.retry.MaxAttempts {
+		l.abandon(g.ctx, g.user, current, fmt.Errorf("%w: the account kept changing under its cache", errRetry), g.conflicts)
+		return false
+	}
+	return true
+}
+
 // failed reads what a transaction that did not commit says: a cancelled one
 // settles calls (decodeCancel); a throttled request was not carried out
 // and is retried like a throttled item; anything else has an unknown
@@ -393,11 +462,16 @@ func (l *Ledger) failed(ctx context.Context, g group, err error) (settled int, r
 	return -1, nil, nil
 }
 
-// committed answers the calls of g, which committed: each member with its
-// entry, each repeat as its request's record says, each refusal.
-func (l *Ledger) committed(ctx context.Context, user string, g group) {
+// settled notes that g committed: its account is cached for the next
+// group, and the Observer told.
+func (l *Ledger) settled(user string, g group) {
 	l.cache(user, g.after)
 	l.observe.GroupCommitted(len(g.members) + g.recorded)
+}
+
+// answer answers the calls of g, which committed: each member with its
+// entry, each repeat as its request's record says, each refusal.
+func (l *Ledger) answer(ctx context.Context, g group) {
 	for _, p := range g.members {
 		p.c.finish(ledger.Result{Entry: p.entry, Balance: p.after.Balance, Held: p.after.Held, Pending: p.after.Pending, Hold: p.hold}, nil)
 	}
@@ -429,11 +503,24 @@ func (l *Ledger) checkRecords(ctx context.Context, g group, unexplained error) {
 // the group is full or a call must wait for the next.
 func (l *Ledger) plan(ctx context.Context, acct ledger.Account, calls []*call, seen *seen) group {
 	t := newTxn(&l.table, l, acct, l.now().UTC().Truncate(time.Microsecond))
+	l.planInto(ctx, &t, calls, seen)
+	return t.close()
+}
+
+// planInto folds calls into t, in order (see plan), setting t.later to
+// those past the group's end. Planning ahead (t.ahead, see ahead.go), it
+// also ends the group before a call that is not aheadable, or that would
+// need a group of its own, and says so (t.stopped).
+func (l *Ledger) planInto(ctx context.Context, t *txn, calls []*call, seen *seen) {
 loop:
 	for i, c := range calls {
 		if err := c.ctx.Err(); err != nil {
 			c.finish(ledger.Result{}, err) // the caller left before its turn
 			continue
+		}
+		if t.ahead && !aheadable(c) {
+			t.later, t.stopped = calls[i:], true
+			break
 		}
 		if c.sweep {
 			dec := ledger.DecideExpiry(t.running, t.now)
@@ -453,7 +540,7 @@ loop:
 			continue
 		}
 		info, _ := c.m.Type.Info()
-		facts, purchase, next := l.facts(ctx, &t, c, info, seen)
+		facts, purchase, next := l.facts(ctx, t, c, info, seen)
 		switch next {
 		case decide:
 		case answered:
@@ -484,7 +571,6 @@ loop:
 		t.join(c, info, dec, purchase)
 		t.drawFromBudget(c)
 	}
-	return t.close()
 }
 
 func giveUp(cause error, attempts int) error {
