@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -592,87 +591,6 @@ func (l *Ledger) abandon(ctx context.Context, user string, calls []*call, cause 
 	}
 }
 
-// finishRefused answers the refusals of a group: a recorded one with its
-// refusal, since its record committed; any other after checking the
-// request record (see refuse).
-func (l *Ledger) finishRefused(ctx context.Context, refused []refusal) {
-	for _, r := range refused {
-		if r.record >= 0 {
-			r.c.finish(ledger.Result{}, r.err)
-		} else {
-			r.c.finish(l.refuse(ctx, r.c.m, r.err))
-		}
-	}
-}
-
-// refuse returns refusal for m unless m's request_id was already used: a
-// retry of a request that succeeded, or was refused, must get its original
-// answer even when the ledger has moved on since (the balance may no
-// longer cover it, say). The store may not report every failed condition
-// of a cancelled transaction, so an answer that no record of this call
-// backs checks the request record with a consistent read first.
-func (l *Ledger) refuse(ctx context.Context, m ledger.Mutation, refusal error) (ledger.Result, error) {
-	rec, ok, err := l.request(ctx, m.UserID, m.RequestID)
-	if err != nil {
-		return ledger.Result{}, err
-	}
-	if ok {
-		return l.replay(ctx, m, rec)
-	}
-	return ledger.Result{}, refusal
-}
-
-// replay answers a request whose request_id has a record: the original
-// answer if the request is the same (its entry, or its refusal again,
-// marked replayed), ALREADY_EXISTS if it is another.
-func (l *Ledger) replay(ctx context.Context, m ledger.Mutation, rec requestRecord) (ledger.Result, error) {
-	if rec.Hash != m.Hash() {
-		was := fmt.Sprintf("%s entry version %d", rec.Type, rec.Version)
-		if rec.Refusal != nil {
-			was = fmt.Sprintf("%s refused with %s", rec.Type, rec.Refusal.Reason)
-		}
-		return ledger.Result{}, ledger.Errorf(ledger.KindAlreadyExists, ledger.ReasonRequestIDReused,
-			"request_id %q of user %q was used for another request (%s)", m.RequestID, m.UserID, was)
-	}
-	if rec.Refusal != nil {
-		again := *rec.Refusal
-		again.Replayed = true
-		return ledger.Result{}, &again
-	}
-	e, ok, err := l.entry(ctx, m.UserID, rec.Version)
-	if err != nil {
-		return ledger.Result{}, err
-	}
-	if !ok {
-		return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Version)
-	}
-	res := ledger.Result{Entry: e, Balance: e.BalanceAfter, Held: e.HeldAfter, Pending: e.PendingAfter, Replayed: true}
-	if rec.Last > rec.Version { // the call wrote an expiration after its entry
-		last, ok, err := l.entry(ctx, m.UserID, rec.Last)
-		if err != nil {
-			return ledger.Result{}, err
-		}
-		if !ok {
-			return ledger.Result{}, fmt.Errorf("request %q of user %q points at missing entry version %d", m.RequestID, m.UserID, rec.Last)
-		}
-		res.Balance, res.Held, res.Pending = last.BalanceAfter, last.HeldAfter, last.PendingAfter
-	}
-	// A hold, a capture or a void answers with its hold as it is now.
-	switch {
-	case e.Type == ledger.EntryHold:
-		res.Hold, ok, err = l.hold(ctx, m.UserID, e.Version)
-	case e.HoldRequestID != "":
-		res.Hold, ok, err = l.holdByRequest(ctx, m.UserID, e.HoldRequestID)
-	}
-	if err == nil && !ok {
-		err = fmt.Errorf("request %q of user %q: the record of the hold its %s entry names is missing", m.RequestID, m.UserID, e.Type)
-	}
-	if err != nil {
-		return ledger.Result{}, err
-	}
-	return res, nil
-}
-
 func finishAll(calls []*call, err error) {
 	for _, c := range calls {
 		if !isDone(c) {
@@ -698,59 +616,4 @@ func withoutFinished(calls []*call) []*call {
 		}
 	}
 	return out
-}
-
-// Retry bounds the retries of an attempt that lost a race.
-type Retry struct {
-	// Backoff is for a lost race: a concurrent transaction, a version
-	// moved, a stale cache.
-	Backoff
-	// Throttled is for DynamoDB refusing the writes for capacity: a
-	// partition refills over a second, so its waits are longer, and they
-	// are counted apart from the races (zero: DefaultRetry's).
-	Throttled Backoff
-}
-
-// Backoff is a bounded schedule of jittered waits.
-type Backoff struct {
-	MaxAttempts int           // attempts in all, at least 1
-	BaseDelay   time.Duration // the first backoff's upper bound
-	MaxDelay    time.Duration // no backoff is longer
-}
-
-// DefaultRetry suits a hot user on the real service: about 1.5 s in the
-// worst case for races; for throttles about 12 s, which covers a full
-// group's refill even at a tenth of a partition's capacity (the proxy's
-// -partition-scale 0.1: a group of 194 write units waits about 1.9 s).
-var DefaultRetry = Retry{
-	Backoff:   Backoff{MaxAttempts: 10, BaseDelay: 5 * time.Millisecond, MaxDelay: 250 * time.Millisecond},
-	Throttled: Backoff{MaxAttempts: 10, BaseDelay: 100 * time.Millisecond, MaxDelay: 2 * time.Second},
-}
-
-// backoff is "full jitter": uniform in [0, min(MaxDelay, BaseDelay*2^(attempt-1))].
-func (r Backoff) backoff(attempt int) time.Duration {
-	d := r.BaseDelay << min(attempt-1, 20)
-	if d <= 0 || d > r.MaxDelay {
-		d = r.MaxDelay
-	}
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d + 1)
-}
-
-// pause waits d unless ctx ends first, and reports whether it did not.
-func pause(ctx context.Context, d time.Duration) bool {
-	return sleep(ctx, d) == nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
