@@ -30,6 +30,16 @@ import (
 // lease table: its shards and checkpoints, apart from the projection's.
 const dispatchName = "dispatch"
 
+// dispatchReadInterval is the least time between two reads of a shard by
+// the dispatcher's own reading of the stream (stream.Options.ReadInterval):
+// at most 5 reads a second a shard, the rate DynamoDB Streams allows a
+// shard's readers all together, where reading on at once made it a second
+// reader as eager as the projector's. On DynamoDB Local, whose answers to
+// GetRecords slow down as the stream grows, every read costs the write
+// path; a batch's endpoints read, queue reads and pack writes are paid
+// once a batch. It adds at most 200 ms to a delivery's lag.
+const dispatchReadInterval = 200 * time.Millisecond
+
 // deliveryConfig is how events are delivered, the same for serve and
 // dispatch: which URLs an endpoint may have (the API checks them at
 // creation, the dispatcher at every attempt), an attempt's timeout, the
@@ -195,7 +205,7 @@ func (c *Config) newDelivery(p *ledgerParts, d deliveryConfig, ownReader bool, l
 	}
 	if ownReader {
 		dl.consumer = stream.NewConsumer(c.TablePrefix+migrations.LedgerTable, p.db, p.streams, c.leaseTable(p), dl.handler(),
-			stream.Options{Name: dispatchName, LeaseTTL: c.LeaseTTL, Logger: log})
+			stream.Options{Name: dispatchName, LeaseTTL: c.LeaseTTL, ReadInterval: dispatchReadInterval, Logger: log})
 	}
 	dl.log = log
 	return &dl, nil

@@ -37,10 +37,15 @@ type Options struct {
 	// Name names the consumer in the lease table: consumers of one name
 	// share the stream's shards, one lease each, and consumers of two names
 	// each read every shard. Required; no "#" (it separates a key's parts).
-	Name             string
-	Owner            string        // this process's name in the lease table; default host-pid-random
-	LeaseTTL         time.Duration // a lease not renewed for this long may be taken over; default 10s
-	PollInterval     time.Duration // wait after an empty read of a shard; default 250ms
+	Name         string
+	Owner        string        // this process's name in the lease table; default host-pid-random
+	LeaseTTL     time.Duration // a lease not renewed for this long may be taken over; default 10s
+	PollInterval time.Duration // wait after an empty read of a shard; default 250ms
+	// ReadInterval is the least time from one read of a shard to the
+	// next while records come (0: the next read at once): fewer, larger
+	// batches, each handler's per-batch work and the stream's per-call
+	// cost paid less often, for at most this much more lag.
+	ReadInterval     time.Duration
 	DiscoverInterval time.Duration // how often to look for shards and free leases; default 2s
 	Logger           *slog.Logger
 
@@ -354,7 +359,16 @@ func (c *Consumer) process(ctx context.Context, arn, shardID string, st *shardSt
 		return err
 	}
 	trims := 0 // trimmed answers in a row
+	var lastRead time.Time
 	for {
+		if wait := c.o.ReadInterval - time.Since(lastRead); c.o.ReadInterval > 0 && wait > 0 {
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(wait):
+			}
+		}
+		lastRead = time.Now()
 		out, err := c.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter}, entryImages)
 		var expired *types.ExpiredIteratorException
 		var trimmed *types.TrimmedDataAccessException

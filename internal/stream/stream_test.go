@@ -566,3 +566,67 @@ func TestFanOutAppliesAtOnce(t *testing.T) {
 		t.Fatalf("FanOut: %v (the handlers ran one after the other)", err)
 	}
 }
+
+// spacing records, by shard, when each GetRecords call began (the shard
+// known by the iterator that GetShardIterator, then each answer, gave).
+type spacing struct {
+	StreamsAPI
+	mu    sync.Mutex
+	shard map[string]string      // iterator -> shard
+	calls map[string][]time.Time // shard -> its reads' starts
+}
+
+func (s *spacing) GetShardIterator(ctx context.Context, in *dynamodbstreams.GetShardIteratorInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetShardIteratorOutput, error) {
+	out, err := s.StreamsAPI.GetShardIterator(ctx, in, opts...)
+	if err == nil && out.ShardIterator != nil {
+		s.mu.Lock()
+		s.shard[*out.ShardIterator] = *in.ShardId
+		s.mu.Unlock()
+	}
+	return out, err
+}
+
+func (s *spacing) GetRecords(ctx context.Context, in *dynamodbstreams.GetRecordsInput, opts ...func(*dynamodbstreams.Options)) (*dynamodbstreams.GetRecordsOutput, error) {
+	s.mu.Lock()
+	shard := s.shard[*in.ShardIterator]
+	s.calls[shard] = append(s.calls[shard], time.Now())
+	s.mu.Unlock()
+	out, err := s.StreamsAPI.GetRecords(ctx, in, opts...)
+	if err == nil && out.NextShardIterator != nil {
+		s.mu.Lock()
+		s.shard[*out.NextShardIterator] = shard
+		s.mu.Unlock()
+	}
+	return out, err
+}
+
+// With a ReadInterval, a shard is read at most once an interval, even
+// while records come (without one, the next read follows a page with
+// records at once, and an empty one after the 20 ms PollInterval).
+func TestReadIntervalSpacesTheReads(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sp := &spacing{StreamsAPI: f.streams, shard: map[string]string{}, calls: map[string][]time.Time{}}
+	f.streams = sp
+	const interval = 300 * time.Millisecond
+	rec := &recorder{}
+	stop := run(f.consumer("spaced", "a", rec, Options{ReadInterval: interval}))
+	users := ledgertest.Users("s", 5)
+	ledgertest.Storm(t, f.store, users, 4, 100, 1)
+	waitHandled(t, f.entryIDs(t, users), rec)
+	mustStop(t, stop)
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	most := 0
+	for shard, calls := range sp.calls {
+		most = max(most, len(calls))
+		for i := 1; i < len(calls); i++ {
+			if gap := calls[i].Sub(calls[i-1]); gap < interval {
+				t.Errorf("shard %s: reads %d and %d %v apart, want at least %v", shard, i-1, i, gap, interval)
+			}
+		}
+	}
+	if most < 2 {
+		t.Errorf("at most %d reads of a shard: nothing to space", most)
+	}
+}
