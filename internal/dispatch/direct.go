@@ -3,10 +3,12 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/pointledger/pointledger/internal/ledger"
+	"github.com/pointledger/pointledger/internal/webhook"
 )
 
 // Sending directly. A user with no queue for an endpoint (nothing waiting,
@@ -36,7 +38,8 @@ import (
 // gets its events through queues for directPause, so that one slow or
 // failing receiver does not hold the stream (and with it the projection
 // that shares it) at each batch: a batch waits for its slowest direct
-// attempt, bounded by the Sender's timeout.
+// attempt, and a direct attempt is given at most directSlow
+// (sendDirectly).
 const (
 	directMost  = 20
 	directSlow  = time.Second
@@ -149,7 +152,7 @@ func (d *Dispatcher) sendDirect(ctx context.Context, m mark, ep Endpoint, entrie
 			return ctx.Err()
 		}
 		start := d.o.Now()
-		res := d.send(ctx, ep, ev)
+		res := d.sendDirectly(ctx, ep, ev)
 		end := d.o.Now()
 		release()
 		row := Row{
@@ -174,6 +177,24 @@ func (d *Dispatcher) sendDirect(ctx context.Context, m mark, ep Endpoint, entrie
 	}
 	return nil
 }
+
+// sendDirectly is one direct attempt, given at most directSlow: the
+// stream (and, with one reading for both, the history) waits for a batch's
+// direct sends, so a receiver that does not answer within it has the
+// attempt ended there, failed (its user parked, its endpoint paused: the
+// next attempts go through queues, each given the Sender's whole timeout).
+func (d *Dispatcher) sendDirectly(ctx context.Context, ep Endpoint, ev webhook.Event) webhook.Attempt {
+	attemptCtx, cancel := context.WithTimeout(ctx, directSlow)
+	defer cancel()
+	res := d.send(attemptCtx, ep, ev)
+	if res.Err != nil && ctx.Err() == nil && errors.Is(attemptCtx.Err(), context.DeadlineExceeded) {
+		res = webhook.Attempt{Err: errDirectSlow}
+	}
+	return res
+}
+
+// errDirectSlow is the error of a direct attempt ended at directSlow.
+var errDirectSlow = fmt.Errorf("no answer within %v, which a direct send allows; the next attempts go through the user's queue, with the whole attempt timeout", directSlow)
 
 // rowChunk is how many rows of direct sends are written at once, as soon
 // as they are answered, while the batch's other attempts go on.

@@ -45,6 +45,7 @@ var tests = map[string]func(t *testing.T, newEnv NewEnv){
 	"PacksKeepTheirBounds":                   testPacksKeepTheirBounds,
 	"RedeliveryFencesRememberedUsers":        testRedeliveryFencesRememberedUsers,
 	"ShardTakenForgetsUsers":                 testShardTakenForgetsUsers,
+	"SlowDirectAttemptIsEndedAndQueued":      testSlowDirectAttemptIsEndedAndQueued,
 	"ListingLooksAtABoundedHistory":          testListingLooksAtABoundedHistory,
 }
 

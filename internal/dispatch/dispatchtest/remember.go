@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,6 +148,45 @@ func testShardTakenForgetsUsers(t *testing.T, newEnv NewEnv) {
 	settled(t, other)
 	if got := rcv.ackedVersions("a"); !slices.Equal(got, versions(1, 3)) {
 		t.Errorf("a: %v, want 1..3 in order", got)
+	}
+	rcv.check()
+}
+
+// TestSlowDirectAttemptIsEndedAndQueued: a receiver that does not answer a
+// direct attempt within the time a direct send allows does not hold the
+// stream's batch (Apply returns while the receiver still holds the
+// request): the attempt is logged as failed, the user parked behind it,
+// and the event delivered by its queue once the receiver answers, in
+// order.
+func testSlowDirectAttemptIsEndedAndQueued(t *testing.T, newEnv NewEnv) {
+	t.Parallel()
+	f := newFixture(t, newEnv)
+	gate := make(chan struct{})
+	var open sync.Once
+	release := func() { open.Do(func() { close(gate) }) }
+	var held atomic.Int64
+	rcv := newReceiver(t, func(_ int, a arrival) int {
+		if a.user == "s" && a.version == 1 && held.Add(1) == 1 {
+			<-gate // the first attempt: no answer until the test says
+		}
+		return http.StatusNoContent
+	})
+	t.Cleanup(release)
+	ep := f.endpoint(rcv)
+	d := f.dispatcher(dispatch.Options{})
+	f.grantEach("g1", "s")
+	f.grantEach("g2", "s")
+	f.feed(f.entries("s"), d) // returns with the receiver still holding v1
+	release()
+	waitFor(t, "s's events", func() bool { return len(rcv.ackedVersions("s")) == 2 })
+	settled(t, d)
+	if got := rcv.ackedVersions("s"); !slices.Equal(got, versions(1, 2)) {
+		t.Errorf("s: %v, want 1..2 in order", got)
+	}
+	r := rowOf(t, d, ep.ID, "s", 1)
+	if r.State != dispatch.DeliverySucceeded || len(r.Log) != 2 || r.Log[0].Status != 0 ||
+		!strings.Contains(r.Log[0].Error, "which a direct send allows") || r.Log[1].Status != http.StatusNoContent {
+		t.Errorf("s v1: %+v, want SUCCEEDED, its first attempt ended without an answer (a direct send's limit), then a 204", r)
 	}
 	rcv.check()
 }
