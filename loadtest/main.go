@@ -45,8 +45,9 @@
 // the load test's (loadtest/receive) on 127.0.0.1, through an endpoint it
 // creates with WebhookService, and report the events a second, the
 // delivery lag and whether order held; -compare-webhooks measures, in
-// turn, delivery off, on, and on with one reading of the stream for
-// history and deliveries (-shared-stream-reader).
+// turn, delivery off, on (serve's default: one reading of the stream for
+// history and deliveries), and on with the dispatcher's own reading
+// (-shared-stream-reader=false).
 //
 // Then it checks the invariants over everything sent to ledgerd, prints a
 // summary table, and writes the report as JSON and HTML into -out. A
@@ -117,7 +118,7 @@ type flags struct {
 	healthInterval    time.Duration // the load balancer's health checks
 
 	webhooks          bool          // deliver every event to the load test's receiver
-	compareWebhooks   bool          // -compare-webhooks: delivery off, on, on with a shared reader
+	compareWebhooks   bool          // -compare-webhooks: delivery off, on, on with the dispatcher's own reading
 	webhookDrain      time.Duration // how long to wait after a run for its events
 	campaignShardList string        // -campaign-shards, as given
 	campaignShards    []int         // the campaign's runs: one budget of each of these shard counts
@@ -224,7 +225,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.DurationVar(&f.killOne, "kill-one", 0, "SIGKILL one instance (the one that committed the most so far) this long into each measurement of several instances; the load balancer takes it out after failures, and the checks require the others to serve every user within the health-check window")
 	fs.DurationVar(&f.healthInterval, "health-interval", time.Second, "the load balancer's health checks: GET /healthz on each instance this often")
 	fs.BoolVar(&f.webhooks, "webhooks", true, "each run of ledgerd delivers every event to a receiver of the load test's on 127.0.0.1 (an endpoint subscribed to * created through WebhookService), and the report has the events a second, the delivery lag and the order's violations; false: ledgerd runs no dispatcher (-dispatcher=false). Not with -target")
-	fs.BoolVar(&f.compareWebhooks, "compare-webhooks", false, "measure ledgerd with delivery off, then on (the dispatcher reading the stream apart from the projector), then on with -shared-stream-reader (one reading for both), in turn, and compare their purchases/s")
+	fs.BoolVar(&f.compareWebhooks, "compare-webhooks", false, "measure ledgerd with delivery off, then on (serve's default: one reading of the stream for history and the dispatcher), then on with -shared-stream-reader=false (the dispatcher's own reading), in turn, and compare their purchases/s")
 	fs.DurationVar(&f.webhookDrain, "webhook-drain", 2*time.Minute, "with webhooks: how long to wait after a run's checks for the receiver to have the event of every entry")
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
@@ -361,7 +362,8 @@ func (c fleetConfig) runName() string {
 // fleetConfigs are the configurations the invocation measures, in order:
 // with -compare one instance, then -instances round robin, then the same
 // with affinity; with -compare-webhooks delivery off (the reference the
-// others are compared with), on, then on with a shared reader; else the
+// others are compared with), on, then on with the dispatcher's own
+// reading of the stream; else the
 // one the flags ask for.
 func (f flags) fleetConfigs() []fleetConfig {
 	d := deliveryOn
@@ -373,7 +375,7 @@ func (f flags) fleetConfigs() []fleetConfig {
 		return []fleetConfig{{instances: 1, delivery: d}, {instances: f.instances, delivery: d}, {instances: f.instances, affinity: true, delivery: d}}
 	case f.compareWebhooks:
 		var out []fleetConfig
-		for _, d := range []delivery{deliveryOff, deliveryOn, deliverySharedReader} {
+		for _, d := range []delivery{deliveryOff, deliveryOn, deliveryOwnReader} {
 			out = append(out, fleetConfig{instances: f.instances, affinity: f.affinity, delivery: d, namedDelivery: true})
 		}
 		return out

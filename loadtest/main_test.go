@@ -254,7 +254,7 @@ func TestCompareWebhooks(t *testing.T) {
 			t.Errorf("%s: webhooks %+v, want an event for each of its %d mutations at least, 10 users, a lag, no violation", r.Name, w, r.Mutations)
 		}
 	}
-	if got := strings.Join(names, " "); got != "ledgerd-no-webhooks ledgerd ledgerd-shared-reader" {
+	if got := strings.Join(names, " "); got != "ledgerd-no-webhooks ledgerd ledgerd-own-reader" {
 		t.Errorf("runs = %s", got)
 	}
 	if !slices.Contains(rep.Invariants.Checked, webhookChecked) {
@@ -264,7 +264,7 @@ func TestCompareWebhooks(t *testing.T) {
 	for _, c := range rep.Comparisons() {
 		compared = append(compared, c.Run+"/"+c.Baseline)
 	}
-	if got := strings.Join(compared, " "); got != "ledgerd/ledgerd-no-webhooks ledgerd-shared-reader/ledgerd-no-webhooks" {
+	if got := strings.Join(compared, " "); got != "ledgerd/ledgerd-no-webhooks ledgerd-own-reader/ledgerd-no-webhooks" {
 		t.Errorf("comparisons = %s", got)
 	}
 }
@@ -318,8 +318,8 @@ func TestWebhookConfigs(t *testing.T) {
 	}{
 		{nil, []config{{"ledgerd", on}}},
 		{[]string{"-webhooks=false"}, []config{{"ledgerd", off}}},
-		{[]string{"-compare-webhooks"}, []config{{"ledgerd-no-webhooks", off}, {"ledgerd", on}, {"ledgerd-shared-reader", on + " -shared-stream-reader"}}},
-		{[]string{"-compare-webhooks", "-instances", "2"}, []config{{"ledgerd-x2-no-webhooks", off}, {"ledgerd-x2", on}, {"ledgerd-x2-shared-reader", on + " -shared-stream-reader"}}},
+		{[]string{"-compare-webhooks"}, []config{{"ledgerd-no-webhooks", off}, {"ledgerd", on}, {"ledgerd-own-reader", on + " -shared-stream-reader=false"}}},
+		{[]string{"-compare-webhooks", "-instances", "2"}, []config{{"ledgerd-x2-no-webhooks", off}, {"ledgerd-x2", on}, {"ledgerd-x2-own-reader", on + " -shared-stream-reader=false"}}},
 		{[]string{"-instances", "2", "-compare", "-webhooks=false"}, []config{{"ledgerd", off}, {"ledgerd-x2", off}, {"ledgerd-x2-affinity", off}}},
 	} {
 		if got := configs(c.args...); !slices.Equal(got, c.want) {

@@ -21,14 +21,14 @@ import (
 type delivery int
 
 const (
-	// deliveryOn: each instance runs the dispatcher, with a reading of the
-	// stream of its own beside the projector's (ledgerd serve's default),
-	// and delivers every event to the load test's receiver.
+	// deliveryOn: each instance runs the dispatcher as ledgerd serve does
+	// by default, fed by the projector's reading of the stream (one
+	// reading for both), and delivers every event to the load test's
+	// receiver.
 	deliveryOn delivery = iota
-	// deliverySharedReader: the same, but the projector's one reading of
-	// the stream feeds history and the dispatcher both
-	// (-shared-stream-reader).
-	deliverySharedReader
+	// deliveryOwnReader: the same, but the dispatcher reads the stream
+	// apart from the projector (-shared-stream-reader=false).
+	deliveryOwnReader
 	// deliveryOff: no dispatcher (-dispatcher=false), no endpoint: the
 	// write path and the projector alone, as before issue 24.
 	deliveryOff
@@ -40,8 +40,8 @@ func (d delivery) args() []string {
 	switch d {
 	case deliveryOn:
 		return []string{"-webhook-allow-http", "-webhook-allow-loopback"}
-	case deliverySharedReader:
-		return []string{"-webhook-allow-http", "-webhook-allow-loopback", "-shared-stream-reader"}
+	case deliveryOwnReader:
+		return []string{"-webhook-allow-http", "-webhook-allow-loopback", "-shared-stream-reader=false"}
 	case deliveryOff:
 		return []string{"-dispatcher=false"}
 	}
@@ -53,8 +53,8 @@ func (d delivery) suffix() string {
 	switch d {
 	case deliveryOn:
 		return ""
-	case deliverySharedReader:
-		return "-shared-reader"
+	case deliveryOwnReader:
+		return "-own-reader"
 	case deliveryOff:
 		return "-no-webhooks"
 	}
@@ -65,9 +65,9 @@ func (d delivery) suffix() string {
 func (d delivery) describe() string {
 	switch d {
 	case deliveryOn:
+		return "webhooks delivered to the load test's receiver (one reading of the stream feeding history and the dispatcher, serve's default)"
+	case deliveryOwnReader:
 		return "webhooks delivered to the load test's receiver (the dispatcher reading the stream apart from the projector)"
-	case deliverySharedReader:
-		return "webhooks delivered to the load test's receiver (one reading of the stream feeding history and the dispatcher)"
 	case deliveryOff:
 		return "no webhook dispatcher"
 	}

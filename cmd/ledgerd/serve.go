@@ -213,8 +213,8 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		"browser origins whose scripts may call the API, exact and comma-separated, e.g. https://shop.example,https://admin.shop.example; none: no CORS")
 	s.Switch(&c.dispatcher, "dispatcher", "LEDGER_DISPATCHER",
 		"run the webhook dispatcher in this process; -dispatcher=false when `ledgerd dispatch` runs it")
-	s.Bool(&c.sharedReader, "shared-stream-reader", "LEDGER_SHARED_STREAM_READER",
-		"with the projector and the dispatcher in this process: one reading of the stream feeds both, instead of one each")
+	s.Switch(&c.sharedReader, "shared-stream-reader", "LEDGER_SHARED_STREAM_READER",
+		"with the projector and the dispatcher in this process: one reading of the stream feeds both (each batch to both at once); -shared-stream-reader=false: one reading each")
 	s.Bool(&c.console, "console", "LEDGER_CONSOLE",
 		"serve the web console for support and finance staff under /console/ on the API's port (admin and support tokens sign in); see docs/console.md")
 	s.Duration(&c.consoleSessionTTL, "console-session-ttl", "LEDGER_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,
