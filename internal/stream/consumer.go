@@ -41,8 +41,8 @@ type Options struct {
 	Owner        string        // this process's name in the lease table; default host-pid-random
 	LeaseTTL     time.Duration // a lease not renewed for this long may be taken over; default 10s
 	PollInterval time.Duration // wait after an empty read of a shard; default 250ms
-	// ReadInterval is the least time from one read of a shard to the
-	// next while records come (0: the next read at once): fewer, larger
+	// ReadInterval is the least time from one read of a shard's answer
+	// to the next read while records come (0: the next read at once): fewer, larger
 	// batches, each handler's per-batch work and the stream's per-call
 	// cost paid less often, for at most this much more lag.
 	ReadInterval     time.Duration
@@ -368,8 +368,8 @@ func (c *Consumer) process(ctx context.Context, arn, shardID string, st *shardSt
 			case <-time.After(wait):
 			}
 		}
-		lastRead = time.Now()
 		out, err := c.streams.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: iter}, entryImages)
+		lastRead = time.Now()
 		var expired *types.ExpiredIteratorException
 		var trimmed *types.TrimmedDataAccessException
 		if err == nil {
