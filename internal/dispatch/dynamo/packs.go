@@ -68,22 +68,13 @@ func decodePack(endpointID string, item map[string]types.AttributeValue) (dispat
 // PutPacks is dispatch.Store's: BatchWriteItem, 25 packs a call, as
 // PutRows.
 func (s *Store) PutPacks(ctx context.Context, packs []dispatch.Pack) error {
-	err := inChunks(len(packs), maxBatchWrite, func(from, to int) error {
-		reqs := make([]types.WriteRequest, 0, to-from)
-		for _, p := range packs[from:to] {
-			if len(p.Events) > 0 {
-				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: packItem(p)}})
-			}
+	items := make([]map[string]types.AttributeValue, 0, len(packs))
+	for _, p := range packs {
+		if len(p.Events) > 0 {
+			items = append(items, packItem(p))
 		}
-		return untilProcessed(ctx, reqs, func(reqs []types.WriteRequest) ([]types.WriteRequest, error) {
-			out, err := s.db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{s.table: reqs}})
-			if err != nil {
-				return nil, err
-			}
-			return out.UnprocessedItems[s.table], nil
-		})
-	})
-	if err != nil {
+	}
+	if err := s.putAll(ctx, items); err != nil {
 		return fmt.Errorf("put packs: %w", err)
 	}
 	return nil

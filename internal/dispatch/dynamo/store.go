@@ -239,13 +239,25 @@ func (s *Store) ReadQueues(ctx context.Context, refs []dispatch.QueueRef) (map[d
 // KB instead of two). A row already there (an event sent directly again
 // after a crash, before its batch's checkpoint) keeps only this attempt.
 func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
-	err := inChunks(len(rows), maxBatchWrite, func(from, to int) error {
+	items := make([]map[string]types.AttributeValue, len(rows))
+	for i, r := range rows {
+		items[i] = rowItem(r)
+		if !r.Attempt.Time.IsZero() {
+			items[i]["attempt_log"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(r.Attempt)}}
+		}
+	}
+	if err := s.putAll(ctx, items); err != nil {
+		return fmt.Errorf("put delivery rows: %w", err)
+	}
+	return nil
+}
+
+// putAll puts items whole, maxBatchWrite a BatchWriteItem, four calls at
+// once, each until DynamoDB has processed all of it.
+func (s *Store) putAll(ctx context.Context, items []map[string]types.AttributeValue) error {
+	return inChunks(len(items), maxBatchWrite, func(from, to int) error {
 		reqs := make([]types.WriteRequest, 0, to-from)
-		for _, r := range rows[from:to] {
-			item := rowItem(r)
-			if !r.Attempt.Time.IsZero() {
-				item["attempt_log"] = &types.AttributeValueMemberL{Value: []types.AttributeValue{attemptItem(r.Attempt)}}
-			}
+		for _, item := range items[from:to] {
 			reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
 		}
 		return untilProcessed(ctx, reqs, func(reqs []types.WriteRequest) ([]types.WriteRequest, error) {
@@ -256,10 +268,6 @@ func (s *Store) PutRows(ctx context.Context, rows []dispatch.Row) error {
 			return out.UnprocessedItems[s.table], nil
 		})
 	})
-	if err != nil {
-		return fmt.Errorf("put delivery rows: %w", err)
-	}
-	return nil
 }
 
 // untilProcessed calls call with items, then with what it answers
