@@ -124,6 +124,7 @@ type flags struct {
 	campaignShards    []int         // the campaign's runs: one budget of each of these shard counts
 	campaignGrants    int           // the campaign's budget, in grants
 	kinds             bool          // -kinds: uniform, zipf or hot with the kinds scenario's kinds in use
+	cpuProfile        string        // -cpu-profile: a folder for a CPU profile of ledgerd over each run's measurement
 }
 
 // run makes the runs args ask for, then prints and writes the report; ok
@@ -230,6 +231,7 @@ func parseFlags(args []string) (flags, error) {
 	fs.BoolVar(&f.pinEmulator, "pin-emulator", false, "run DynamoDB Local alone on the last CPU this process may use and the load tool, ledgerd and the proxy on the others (Linux, taskset), so that they do not take the emulator's CPU, as with DynamoDB on other machines")
 	fs.StringVar(&f.campaignShardList, "campaign-shards", "1,32", "campaign: a run for each of these escrow shard counts, in turn (1: one budget item), each on a fresh emulator; the summary compares their grants/s with the first's")
 	fs.IntVar(&f.campaignGrants, "campaign-grants", 2000, "campaign: the budget covers this many grants (each of 10 x -amount); grants begin with the measurement, which ends at the first BUDGET_EXHAUSTED (or after -duration)")
+	fs.StringVar(&f.cpuProfile, "cpu-profile", "", "a folder for a CPU profile of ledgerd (its first instance) over each run's measured window, <run>.pprof, taken from its operations listener; loadtest/cpushares.sh reads it. Not with -target")
 	fs.BoolVar(&f.kinds, "kinds", false, "uniform, zipf, hot: the users also hold the kinds scenario's point kinds (created first with the admin token) and each purchase spends at a merchant and in a category; the kinds are checked after each run of ledgerd")
 	err := fs.Parse(args)
 	if err == nil && f.scenario == "kinds" {
@@ -287,6 +289,9 @@ func (f flags) params() (p *drive.Params, rate float64, err error) {
 	}
 	if (f.scenario == "kinds" || f.kinds) && f.target != "" {
 		return nil, 0, errors.New("-scenario kinds and -kinds create their point kinds with the admin token of the ledgerd the load test starts: not with -target")
+	}
+	if f.cpuProfile != "" && f.target != "" {
+		return nil, 0, errors.New("-cpu-profile profiles the ledgerd the load test starts: not with -target (ask its operations listener for /debug/pprof/profile)")
 	}
 	if f.kinds && !slices.Contains([]string{"uniform", "zipf", "hot"}, f.scenario) {
 		return nil, 0, fmt.Errorf("-kinds is for uniform, zipf and hot (-scenario kinds has its own), not %s", f.scenario)

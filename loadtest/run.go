@@ -274,6 +274,16 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	}
 	cpu := report.NewCPUWatch(emulatorPid)
 	rec.OnMeasure(cpu.Begin, cpu.End)
+	var prof *cpuProfile
+	if r.f.target == "" {
+		var err error
+		if prof, err = newCPUProfile(r.http, r.f.cpuProfile, name, instances[0].OpsURL, r.f.duration); err != nil {
+			return report.Run{}, err
+		}
+	}
+	if prof != nil {
+		rec.OnMeasure(func() { prof.begin(ctx) }, nil)
+	}
 	if hooks != nil {
 		hooks.measure(rec)
 	}
@@ -319,6 +329,9 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	}
 	if note := cpu.Note(instancesCPU); note != "" {
 		run.Notes = append(run.Notes, note)
+	}
+	if prof != nil {
+		run.Notes = append(run.Notes, prof.note(ctx))
 	}
 	run.Notes = append(run.Notes, stack.ProjectionNotes(ctx, x.Client(), x.LastSpent(), <-lags)...)
 	store := dynamo.New(db, dynamo.Options{Table: prefix + migrations.LedgerTable})
