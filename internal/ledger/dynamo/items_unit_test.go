@@ -42,3 +42,22 @@ func TestNewIDAsULID(t *testing.T) {
 		last = got
 	}
 }
+
+// TestFormatTimeIsTheLayout: the hand-written formatTime writes what
+// time.Format writes with timeLayout, for times across the years the
+// layout holds, every zone, the microsecond's edges and the zero time.
+func TestFormatTimeIsTheLayout(t *testing.T) {
+	r := rand.New(rand.NewSource(37))
+	zones := []*time.Location{time.UTC, time.FixedZone("east", 14*3600), time.FixedZone("west", -12*3600-30*60)}
+	times := []time.Time{{}, time.Date(9999, 12, 31, 23, 59, 59, 999_999_999, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 28, 10, 0, 0, 999, time.UTC), time.Date(2026, 2, 28, 23, 59, 59, 1000, time.FixedZone("x", -3600)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for range 20000 {
+		times = append(times, time.Unix(r.Int63n(253402300799), r.Int63n(1e9)).In(zones[r.Intn(len(zones))]))
+	}
+	for _, tm := range times {
+		if got, want := formatTime(tm), tm.UTC().Format(timeLayout); got != want {
+			t.Fatalf("formatTime(%v) = %q, time.Format writes %q", tm, got, want)
+		}
+	}
+}
