@@ -22,6 +22,7 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	ownProcess = true
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return // the usage was asked for, and printed

@@ -44,6 +44,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	setGCPercent(getenv)
+	fitProcs(ctx, c.fitProcs, getenv, log)
 	authn, err := c.auth.authenticator(getenv)
 	if err != nil {
 		return err
@@ -167,6 +168,7 @@ type serveConfig struct {
 	historyWait time.Duration
 	sweeper     bool
 	sweep       time.Duration // between the sweeper's passes
+	fitProcs    bool          // fit GOMAXPROCS to the CPU used (package procs)
 	// delivery: which endpoint URLs WebhookService accepts (its Resolver
 	// is the system's) and the dispatcher delivers to, and how.
 	delivery     deliveryConfig
@@ -215,6 +217,8 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 		"run the webhook dispatcher in this process; -dispatcher=false when `ledgerd dispatch` runs it")
 	s.Switch(&c.sharedReader, "shared-stream-reader", "LEDGER_SHARED_STREAM_READER",
 		"with the projector and the dispatcher in this process: one reading of the stream feeds both (each batch to both at once); -shared-stream-reader=false: one reading each")
+	s.Switch(&c.fitProcs, "fit-procs", "LEDGER_FIT_PROCS",
+		"fit the Go scheduler's processors (GOMAXPROCS) to the CPU this process uses, from 1 to the CPUs it may use: added the 50 ms after the load needs them, taken away after a second of less (a process that waits on DynamoDB wastes CPU waking idle ones; docs/operations.md); not when GOMAXPROCS is set")
 	s.Bool(&c.console, "console", "LEDGER_CONSOLE",
 		"serve the web console for support and finance staff under /console/ on the API's port (admin and support tokens sign in); see docs/console.md")
 	s.Duration(&c.consoleSessionTTL, "console-session-ttl", "LEDGER_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,
