@@ -114,6 +114,14 @@ func BenchmarkGetItem(b *testing.B) {
 //
 //	go test -run '^$' -bench GroupLayout -benchtime 400x ./internal/ledger/dynamo/ -args -bench-latency 10ms
 //
+// DynamoDB Local's transaction takes longer as the user's partition grows:
+// -bench-prefill N writes N purchases of the measured user first (in full
+// groups, straight to the emulator), so that the measured transactions see
+// the partition the load test's hot user has in its measurement (about
+// 50,000 purchases after its 30 s warm-up, 100,000 at its end):
+//
+//	go test -run '^$' -bench 'GroupLayout/(alone|grouped)$' -benchtime 400x ./internal/ledger/dynamo/ -args -bench-latency 10ms -bench-prefill 60000
+//
 // The layouts:
 //
 //   - alone: one purchase, grouping off: account, entry, request record (3 items);
@@ -155,10 +163,10 @@ func BenchmarkGroupLayout(b *testing.B) {
 			}
 			now := time.Now().UTC()
 			versions := map[string]int64{}
-			send := func(db *dynamodb.Client, user string, i int) {
+			send := func(db *dynamodb.Client, user string, i, purchases int) {
 				version := versions[user]
-				items := []types.TransactWriteItem{{Put: &types.Put{TableName: &table, Item: accountItemForBench(user, version+int64(c.purchases))}}}
-				for j := range c.purchases {
+				items := []types.TransactWriteItem{{Put: &types.Put{TableName: &table, Item: accountItemForBench(user, version+int64(purchases))}}}
+				for j := range purchases {
 					version++
 					m := mutation(b, ledger.EntryPurchase, user, fmt.Sprintf("p%d-%d", i, j), "1")
 					e := ledger.Entry{ID: "01JBENCH0000000000000000000", UserID: user, Version: version, Type: m.Type,
@@ -184,12 +192,18 @@ func BenchmarkGroupLayout(b *testing.B) {
 			// The emulator's JIT compiler takes tens of seconds to reach its
 			// steady speed (see docs/testing.md, the load test).
 			for i, warm := 0, time.Now(); time.Since(warm) < benchWarmup; i++ {
-				send(env.Client, "warm", i)
+				send(env.Client, "warm", i, c.purchases)
+			}
+			// -bench-prefill: the hot user's partition holds that many
+			// purchases before the measured ones (a transaction's time grows
+			// with it), sent in full groups straight to the emulator.
+			for i := 0; versions["hot"] < int64(*benchPrefill); i++ {
+				send(env.Client, "hot", -1-i, min(*benchPrefill-int(versions["hot"]), maxPurchases(c.lsi)))
 			}
 			b.ResetTimer()
 			start := time.Now()
 			for i := range b.N {
-				send(db, "hot", i)
+				send(db, "hot", i, c.purchases)
 			}
 			elapsed := time.Since(start)
 			b.ReportMetric(float64(b.N*c.purchases)/elapsed.Seconds(), "purchases/s")
@@ -199,6 +213,16 @@ func BenchmarkGroupLayout(b *testing.B) {
 }
 
 var benchLatency = flag.Duration("bench-latency", 0, "BenchmarkGroupLayout: send the measured transactions through the DynamoDB proxy with this much latency per call")
+
+var benchPrefill = flag.Int("bench-prefill", 0, "BenchmarkGroupLayout: purchases of the measured user written before the measured transactions (the load test's hot user has about 50,000 after its 30 s warm-up)")
+
+// maxPurchases is the most purchases one transaction of the layout carries.
+func maxPurchases(lsi bool) int {
+	if lsi {
+		return 99
+	}
+	return DefaultMaxBatch
+}
 
 // benchWarmup is how long BenchmarkGroupLayout warms each emulator up.
 const benchWarmup = 20 * time.Second
