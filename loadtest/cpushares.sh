@@ -3,7 +3,8 @@
 # of its samples, by the goroutines that spent them (each line is one
 # `go tool pprof -top -focus/-ignore`; the indented lines are parts of the
 # line above). docs/performance.md (ledgerd's own CPU per purchase) takes
-# profiles with it:
+# profiles over the load test's measured window with its -cpu-profile DIR
+# (DIR/<run>.pprof), or by hand during a measurement:
 #   curl -o cpu.pprof "http://<ops-listen>/debug/pprof/profile?seconds=25"
 set -euo pipefail
 p=$1

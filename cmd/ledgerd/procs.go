@@ -15,15 +15,19 @@ var ownProcess bool
 // fitProcs starts fitting GOMAXPROCS to the CPU serve uses (package
 // procs), unless -fit-procs=false, GOMAXPROCS is set (the operator chose)
 // or serve runs in another program's process. The fitting ends with ctx,
-// which gives the process its processors back. It returns the Fitter, nil
-// when it does not fit.
-func fitProcs(ctx context.Context, on bool, getenv func(string) string, log *slog.Logger) *procs.Fitter {
+// which gives the runtime its default GOMAXPROCS back. It returns a channel
+// closed when the fitting has ended, nil when it does not fit.
+func fitProcs(ctx context.Context, on bool, getenv func(string) string, log *slog.Logger) <-chan struct{} {
 	if !on || !ownProcess || getenv("GOMAXPROCS") != "" {
 		return nil
 	}
 	f := procs.New(procs.Options{Changed: func(from, to int, used float64) {
 		log.Debug("GOMAXPROCS fitted", "from", from, "to", to, "cpus_used", used)
 	}})
-	go f.Run(ctx)
-	return f
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.Run(ctx)
+	}()
+	return done
 }

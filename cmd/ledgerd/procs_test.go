@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"testing"
 )
@@ -41,9 +42,18 @@ func TestFitProcsOnlyWhereServeOwnsTheProcess(t *testing.T) {
 			ownProcess = c.own
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			f := fitProcs(ctx, c.on, env(c.procs), log)
-			if (f != nil) != c.starts {
-				t.Fatalf("fitting started: %v, want %v", f != nil, c.starts)
+			done := fitProcs(ctx, c.on, env(c.procs), log)
+			if (done != nil) != c.starts {
+				t.Fatalf("fitting started: %v, want %v", done != nil, c.starts)
+			}
+			if done == nil {
+				return
+			}
+			cancel()
+			<-done
+			// The runtime's default ignores a GOMAXPROCS in the environment.
+			if got := runtime.GOMAXPROCS(0); os.Getenv("GOMAXPROCS") == "" && got != before {
+				t.Fatalf("GOMAXPROCS %d after serve's context ended, want the default %d back", got, before)
 			}
 		})
 	}

@@ -218,7 +218,7 @@ func serveFlags(args []string, getenv func(string) string, stderr io.Writer) (*s
 	s.Switch(&c.sharedReader, "shared-stream-reader", "LEDGER_SHARED_STREAM_READER",
 		"with the projector and the dispatcher in this process: one reading of the stream feeds both (each batch to both at once); -shared-stream-reader=false: one reading each")
 	s.Switch(&c.fitProcs, "fit-procs", "LEDGER_FIT_PROCS",
-		"fit the Go scheduler's processors (GOMAXPROCS) to the CPU this process uses, from 1 to the CPUs it may use: added the 50 ms after the load needs them, taken away after a second of less (a process that waits on DynamoDB wastes CPU waking idle ones; docs/operations.md); not when GOMAXPROCS is set")
+		"fit the Go scheduler's processors (GOMAXPROCS) to the CPU this process uses, from 1 to the CPUs it may use at start: at most doubled each 50 ms while the load needs them, taken away after a second of less (a process that waits on DynamoDB wastes CPU waking idle ones; docs/operations.md); not when GOMAXPROCS is set")
 	s.Bool(&c.console, "console", "LEDGER_CONSOLE",
 		"serve the web console for support and finance staff under /console/ on the API's port (admin and support tokens sign in); see docs/console.md")
 	s.Duration(&c.consoleSessionTTL, "console-session-ttl", "LEDGER_CONSOLE_SESSION_TTL", console.DefaultSessionTTL,

@@ -14,19 +14,27 @@
 //
 // A Fitter looks at the process's CPU time every Interval and keeps the
 // processors at what it used, with room: enough processors that each is
-// busy at most half the time (Target), at least one, at most Max. It adds
-// processors at once, the window after the process used more than that
-// (from one processor saturated to two, two to four); it takes them away
-// only after the process has wanted fewer for ShrinkAfter windows in a row,
-// and then to the most it wanted in those windows, so that a load that
-// comes and goes does not make it change back and forth. Changing
+// busy at most half the time (Target), at least one, at most Max (the
+// runtime's default GOMAXPROCS when the Fitter is made: the CPUs the
+// process may use, or its container's CPU limit then). It adds processors
+// at the end of a window in which the process used more than that: busy
+// processors show at most their own count in CPU, so the count at most
+// doubles a window (one saturated becomes two, two four). It takes them
+// away only after the process has wanted fewer for ShrinkAfter windows in
+// a row, and then to the most it wanted in those windows, so that a load
+// that comes and goes does not make it change back and forth. Changing
 // GOMAXPROCS stops the world for a moment (microseconds with few
 // goroutines), which it does only when the count changes.
 //
-// What it costs: when load jumps, up to one Interval (50 ms) with the
-// processors of the lighter load before they are added; a process that
-// wants its processors fixed sets GOMAXPROCS (serve then does not fit
-// them) or turns the fitting off (-fit-procs=false).
+// What it costs: when load jumps, the lighter load's processors until the
+// window ends (up to 50 ms) and half as many as needed for each further
+// window until there are enough (1 to 8 processors: three windows). Setting
+// GOMAXPROCS turns off the runtime's own following of a container's CPU
+// limit (Go 1.25): a limit changed while the Fitter runs is not seen until
+// the process starts again; the Fitter gives the runtime its default back
+// when it stops. A process that wants its processors fixed sets GOMAXPROCS
+// (serve then does not fit them) or turns the fitting off
+// (-fit-procs=false).
 package procs
 
 import (
@@ -46,16 +54,18 @@ const (
 
 // Options say how a Fitter fits. Every field has a default.
 type Options struct {
-	Max         int                  // the most processors; 0: runtime.GOMAXPROCS(0) when the Fitter is made
-	Interval    time.Duration        // the window the CPU used is counted over; 0: DefaultInterval
-	ShrinkAfter int                  // windows in a row wanting fewer before they are taken away; 0: DefaultShrinkAfter
-	Target      float64              // the share of its time each processor may be busy; 0: DefaultTarget
-	CPUTime     func() time.Duration // the process's CPU time so far (user and system); nil: getrusage
-	Set         func(n int)          // sets the processors; nil: runtime.GOMAXPROCS
+	Max         int                          // the most processors; 0: runtime.GOMAXPROCS(0) when the Fitter is made (the runtime's default, unless something set it)
+	Interval    time.Duration                // the window the CPU used is counted over; 0: DefaultInterval
+	ShrinkAfter int                          // windows in a row wanting fewer before they are taken away; 0: DefaultShrinkAfter
+	Target      float64                      // the share of its time each processor may be busy; 0: DefaultTarget
+	CPUTime     func() (time.Duration, bool) // the process's CPU time so far (user and system), false when unknown; nil: getrusage
+	Set         func(n int)                  // sets the processors; nil: runtime.GOMAXPROCS
+	Restore     func()                       // gives the runtime its default back when Run ends; nil: runtime.SetDefaultGOMAXPROCS
 	Changed     func(from, to int, used float64)
 }
 
-// Fitter fits the processors to the CPU used; Run runs it.
+// Fitter fits the processors to the CPU used; Run runs it. Its methods
+// are for one goroutine: Procs and Step not while Run runs.
 type Fitter struct {
 	o Options
 
@@ -86,28 +96,33 @@ func New(o Options) *Fitter {
 	if o.Set == nil {
 		o.Set = func(n int) { runtime.GOMAXPROCS(n) }
 	}
+	if o.Restore == nil {
+		o.Restore = runtime.SetDefaultGOMAXPROCS
+	}
 	return &Fitter{o: o, cur: min(runtime.GOMAXPROCS(0), o.Max)}
 }
 
 // Procs is the processors the Fitter last set (or found).
 func (f *Fitter) Procs() int { return f.cur }
 
-// Run fits every Interval until ctx is done, then gives the process back
-// its Max processors.
+// Run fits every Interval until ctx is done, then gives the runtime its
+// default GOMAXPROCS back.
 func (f *Fitter) Run(ctx context.Context) {
 	t := time.NewTicker(f.o.Interval)
 	defer t.Stop()
+	if f.cur != runtime.GOMAXPROCS(0) { // more than Max
+		f.o.Set(f.cur)
+	}
 	f.Step(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
-			if f.cur != f.o.Max {
-				f.o.Set(f.o.Max)
-				f.cur = f.o.Max
-			}
+			f.o.Restore()
 			return
-		case now := <-t.C:
-			f.Step(now)
+		case <-t.C:
+			// Now, not the tick's time: the CPU time is read now, and a
+			// saturated process may read it well after the tick.
+			f.Step(time.Now())
 		}
 	}
 }
@@ -115,14 +130,22 @@ func (f *Fitter) Run(ctx context.Context) {
 // Step ends the window that started at the last Step, at now: it counts
 // the CPUs the process used over it and sets the processors that use
 // calls for. The first Step only starts a window.
+//
+// A window shorter than half an Interval is left to go on (a late tick
+// and the next one close behind it would count a short time's CPU as a
+// rate); one whose CPU time is unknown, or went back, starts a new window
+// and counts for nothing.
 func (f *Fitter) Step(now time.Time) {
-	cpu := f.o.CPUTime()
-	if f.lastWall.IsZero() {
+	cpu, ok := f.o.CPUTime()
+	if !ok || f.lastWall.IsZero() || cpu < f.lastCPU {
 		f.lastWall, f.lastCPU = now, cpu
+		if !ok {
+			f.lastWall = time.Time{}
+		}
 		return
 	}
 	wall := now.Sub(f.lastWall)
-	if wall <= 0 {
+	if wall < f.o.Interval/2 {
 		return
 	}
 	used := float64(cpu-f.lastCPU) / float64(wall)
@@ -161,11 +184,11 @@ func (f *Fitter) next(used float64) int {
 }
 
 // processCPUTime is the CPU time of the whole process, every thread's,
-// user and system.
-func processCPUTime() time.Duration {
+// user and system; false when getrusage fails.
+func processCPUTime() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
+		return 0, false
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
 }

@@ -2,6 +2,7 @@ package procs
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -12,17 +13,18 @@ import (
 // script drives a Fitter window by window: each window the process uses
 // the CPUs given, on a clock of the test's own (no timing involved).
 type script struct {
-	t    *testing.T
-	f    *Fitter
-	now  time.Time
-	cpu  time.Duration
-	sets []int
+	t     *testing.T
+	f     *Fitter
+	now   time.Time
+	cpu   time.Duration
+	known bool // whether CPUTime knows it
+	sets  []int
 }
 
 func newScript(t *testing.T, start, maxProcs int) *script {
-	s := &script{t: t, now: time.Unix(1_700_000_000, 0)}
+	s := &script{t: t, now: time.Unix(1_700_000_000, 0), known: true}
 	s.f = New(Options{Max: maxProcs, Interval: 50 * time.Millisecond, ShrinkAfter: 4,
-		CPUTime: func() time.Duration { return s.cpu },
+		CPUTime: func() (time.Duration, bool) { return s.cpu, s.known },
 		Set:     func(n int) { s.sets = append(s.sets, n) }})
 	s.f.cur = start
 	s.f.Step(s.now)
@@ -95,6 +97,84 @@ func TestTakesProcessorsAwayOnlyAfterALastingLull(t *testing.T) {
 	}
 }
 
+// TestALullCutShortByGrowthStartsOver: the windows of a lull before the
+// processors were added do not count toward taking them away after.
+func TestALullCutShortByGrowthStartsOver(t *testing.T) {
+	s := newScript(t, 2, 8)
+	for range 3 { // ShrinkAfter is 4
+		s.window(0.1)
+	}
+	if got := s.window(1.9); got != 4 {
+		t.Fatalf("two processors near saturation: %d processors, want 4", got)
+	}
+	for range 3 {
+		if got := s.window(0.1); got != 4 {
+			t.Fatalf("three quiet windows after growing: %d processors, want 4 kept", got)
+		}
+	}
+	if got := s.window(0.1); got != 1 {
+		t.Fatalf("the fourth quiet window: %d processors, want 1", got)
+	}
+}
+
+// TestUnknownOrBackwardCPUTimeCountsForNothing: a window whose CPU time is
+// unknown, or smaller than before, neither adds nor takes away processors,
+// nor counts toward a lull, and the next window is measured afresh.
+func TestUnknownOrBackwardCPUTimeCountsForNothing(t *testing.T) {
+	s := newScript(t, 2, 8)
+	for range 3 {
+		s.window(0.1)
+	}
+	s.known = false
+	s.window(0.1) // would be the lull's fourth
+	s.known = true
+	if got := s.window(5); got != 2 {
+		t.Fatalf("the window after an unknown CPU time: %d processors, want 2 (it only starts a window)", got)
+	}
+	s.cpu -= time.Second // CPU time went back
+	if got := s.window(0.1); got != 2 {
+		t.Fatalf("a window whose CPU time went back: %d processors, want 2", got)
+	}
+	if len(s.sets) != 0 {
+		t.Fatalf("GOMAXPROCS set to %v, want no change", s.sets)
+	}
+}
+
+// TestAWindowTooShortIsLeftToGoOn: a Step less than half an Interval
+// after the last one measures nothing; the window goes on.
+func TestAWindowTooShortIsLeftToGoOn(t *testing.T) {
+	s := newScript(t, 1, 8)
+	s.now = s.now.Add(5 * time.Millisecond)
+	s.cpu += 5 * time.Millisecond // a whole CPU, for 5 ms
+	s.f.Step(s.now)
+	if got := s.f.Procs(); got != 1 {
+		t.Fatalf("after a 5 ms window: %d processors, want 1 (too short to count)", got)
+	}
+	// The window goes on to 55 ms with nothing more used: 5/55 of a CPU.
+	if got := s.window(0); got != 1 {
+		t.Fatalf("after the whole window: %d processors, want 1", got)
+	}
+}
+
+// TestRunStartsAtMostMaxAndRestoresTheDefault: given a Max below the
+// processors the process has, Run sets Max first; when it stops it gives
+// the runtime its default back.
+func TestRunStartsAtMostMaxAndRestoresTheDefault(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("one processor: Max 1 is no change")
+	}
+	var sets []int
+	restored := false
+	f := New(Options{Max: 1, CPUTime: func() (time.Duration, bool) { return 0, true },
+		Set: func(n int) { sets = append(sets, n) }, Restore: func() { restored = true }})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.Run(ctx)
+	if !slices.Equal(sets, []int{1}) || !restored {
+		t.Fatalf("sets %v, restored %v; want [1] and the default given back", sets, restored)
+	}
+}
+
 func TestNeverFewerThanOneProcessor(t *testing.T) {
 	s := newScript(t, 2, 2)
 	for range 10 {
@@ -107,8 +187,9 @@ func TestNeverFewerThanOneProcessor(t *testing.T) {
 
 // TestRunSetsTheProcessorsAndGivesThemBack runs the real loop on the
 // process's own CPU time and runtime.GOMAXPROCS: this test's process,
-// idle, is fitted down to one processor, and given its processors back
-// when the context ends. It asserts nothing about how long that takes.
+// idle, is fitted down to one processor, and given the runtime's default
+// back when the context ends. It bounds the wait only to fail rather than
+// hang (a minute for what takes a few windows).
 func TestRunSetsTheProcessorsAndGivesThemBack(t *testing.T) {
 	before := runtime.GOMAXPROCS(0)
 	if before < 2 {
@@ -131,13 +212,15 @@ func TestRunSetsTheProcessorsAndGivesThemBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.Run(ctx); close(done) }()
-	for range changed {
-		mu.Lock()
-		one := slices.ContainsFunc(seen, func(c [2]int) bool { return c[0] == 1 })
-		mu.Unlock()
-		if one {
-			break
+	for one := false; !one; {
+		select {
+		case <-changed:
+		case <-time.After(time.Minute):
+			t.Fatal("no change to one processor in a minute of an idle process")
 		}
+		mu.Lock()
+		one = slices.ContainsFunc(seen, func(c [2]int) bool { return c[0] == 1 })
+		mu.Unlock()
 	}
 	cancel()
 	<-done
@@ -146,7 +229,8 @@ func TestRunSetsTheProcessorsAndGivesThemBack(t *testing.T) {
 			t.Fatalf("the Fitter set %d processors, and GOMAXPROCS was %d right after", c[0], c[1])
 		}
 	}
-	if got := runtime.GOMAXPROCS(0); got != before {
-		t.Fatalf("GOMAXPROCS %d after Run returned, want %d back", got, before)
+	// The runtime's default ignores a GOMAXPROCS in the environment.
+	if got := runtime.GOMAXPROCS(0); os.Getenv("GOMAXPROCS") == "" && got != before {
+		t.Fatalf("GOMAXPROCS %d after Run returned, want the default %d back", got, before)
 	}
 }
