@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -348,6 +349,30 @@ func (g *EndpointIDs) New(t time.Time) string {
 		g.entropy = ulid.Monotonic(rand.Reader, 0)
 	}
 	return ulid.MustNew(ulid.Timestamp(t), g.entropy).String()
+}
+
+// UpdateEndpoint is what a store's Update does, over its consistent read
+// (the endpoint and its record version) and its write conditioned on that
+// version (ErrEndpointChanged when another writer moved it): read, let
+// change alter it, keep what change may not (id, create time, secrets, the
+// redeliveries count), write; on ErrEndpointChanged again, five times in
+// all, then ErrEndpointChanged.
+func UpdateEndpoint(id string, get func() (Endpoint, int64, error), replace func(Endpoint, int64) error, change func(*Endpoint) error) (Endpoint, error) {
+	for range 5 {
+		e, rvn, err := get()
+		if err != nil {
+			return Endpoint{}, err
+		}
+		kept := e
+		if err := change(&e); err != nil {
+			return Endpoint{}, err
+		}
+		e.ID, e.CreateTime, e.Secrets, e.Redeliveries = kept.ID, kept.CreateTime, kept.Secrets, kept.Redeliveries
+		if err := replace(e, rvn); !errors.Is(err, ErrEndpointChanged) {
+			return e, err
+		}
+	}
+	return Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, ErrEndpointChanged)
 }
 
 // DisableEndpoint marks endpoint id disabled with reason through u's

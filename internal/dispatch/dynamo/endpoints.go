@@ -164,21 +164,8 @@ func (s *Endpoints) Page(ctx context.Context, after string, size int) ([]dispatc
 // reads it again and applies change to what it reads, a few times, before
 // it gives up with dispatch.ErrEndpointChanged.
 func (s *Endpoints) Update(ctx context.Context, id string, change func(*dispatch.Endpoint) error) (dispatch.Endpoint, error) {
-	for range 5 {
-		e, rvn, err := s.get(ctx, id)
-		if err != nil {
-			return dispatch.Endpoint{}, err
-		}
-		kept := e
-		if err := change(&e); err != nil {
-			return dispatch.Endpoint{}, err
-		}
-		e.ID, e.CreateTime, e.Secrets, e.Redeliveries = kept.ID, kept.CreateTime, kept.Secrets, kept.Redeliveries
-		if err := s.replace(ctx, e, rvn); !errors.Is(err, dispatch.ErrEndpointChanged) {
-			return e, err
-		}
-	}
-	return dispatch.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, dispatch.ErrEndpointChanged)
+	return dispatch.UpdateEndpoint(id, func() (dispatch.Endpoint, int64, error) { return s.get(ctx, id) },
+		func(e dispatch.Endpoint, rvn int64) error { return s.replace(ctx, e, rvn) }, change)
 }
 
 // Disable marks the endpoint disabled with reason (the dispatcher does on

@@ -3,7 +3,6 @@ package memory
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -112,21 +111,7 @@ func (s *Store) replace(e dispatch.Endpoint, rvn int64) error {
 
 // Update is dispatch.EndpointStore's.
 func (s *Store) Update(_ context.Context, id string, change func(*dispatch.Endpoint) error) (dispatch.Endpoint, error) {
-	for range 5 {
-		e, rvn, err := s.get(id)
-		if err != nil {
-			return dispatch.Endpoint{}, err
-		}
-		kept := e
-		if err := change(&e); err != nil {
-			return dispatch.Endpoint{}, err
-		}
-		e.ID, e.CreateTime, e.Secrets, e.Redeliveries = kept.ID, kept.CreateTime, kept.Secrets, kept.Redeliveries
-		if err := s.replace(e, rvn); !errors.Is(err, dispatch.ErrEndpointChanged) {
-			return e, err
-		}
-	}
-	return dispatch.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, dispatch.ErrEndpointChanged)
+	return dispatch.UpdateEndpoint(id, func() (dispatch.Endpoint, int64, error) { return s.get(id) }, s.replace, change)
 }
 
 // Disable is dispatch.EndpointStore's.
