@@ -274,12 +274,9 @@ func (r *runner) ledgerd(ctx context.Context, name string, c fleetConfig, rate f
 	}
 	cpu := report.NewCPUWatch(emulatorPid)
 	rec.OnMeasure(cpu.Begin, cpu.End)
-	var prof *cpuProfile
-	if r.f.target == "" {
-		var err error
-		if prof, err = newCPUProfile(r.http, r.f.cpuProfile, name, instances[0].OpsURL, r.f.duration); err != nil {
-			return report.Run{}, err
-		}
+	prof, err := newCPUProfile(r.http, r.f.cpuProfile, name, instances[0].OpsURL, r.f.duration) // nil without -cpu-profile, which -target refuses
+	if err != nil {
+		return report.Run{}, err
 	}
 	if prof != nil {
 		rec.OnMeasure(func() { prof.begin(ctx) }, nil)
